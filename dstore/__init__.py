@@ -1,0 +1,64 @@
+"""dstore: move ML datasets between npz, zarr, HDF5 and TFRecord, and measure the cost.
+
+Importing dstore is light: numpy only. zarr, h5py, image codecs, TensorFlow,
+scikit-learn and matplotlib are imported when a codec or feature needs them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .api import ConvertReport, Dataset, VerifyReport, convert, info, open, save, verify
+from .dtypes import DtypePolicy, parse_policy
+from .errors import (
+    CodecIOError,
+    DstoreError,
+    DtypePolicyError,
+    MissingDependencyError,
+    OutputExistsError,
+    SchemaError,
+    UnknownCodecError,
+    UnsupportedDtypeError,
+)
+from .registry import available_codecs, get_codec, get_codec_class, infer_codec, register_codec
+from .schema import FieldSpec, Schema, SplitSpec
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CodecIOError",
+    "ConvertReport",
+    "Dataset",
+    "DstoreError",
+    "DtypePolicy",
+    "DtypePolicyError",
+    "FieldSpec",
+    "MissingDependencyError",
+    "OutputExistsError",
+    "Schema",
+    "SchemaError",
+    "SplitSpec",
+    "UnknownCodecError",
+    "UnsupportedDtypeError",
+    "VerifyReport",
+    "__version__",
+    "available_codecs",
+    "convert",
+    "get_codec",
+    "get_codec_class",
+    "infer_codec",
+    "info",
+    "open",
+    "parse_policy",
+    "register_codec",
+    "save",
+    "to_tf_dataset",
+    "verify",
+]
+
+
+def to_tf_dataset(path: str, split: str = "train", **kwargs: Any) -> Any:
+    """A ``tf.data.Dataset`` over a dstore TFRecord directory (needs the ``tf`` extra)."""
+    from .tf import to_tf_dataset as _impl
+
+    return _impl(path, split=split, **kwargs)

@@ -1,0 +1,583 @@
+"""The library surface: open, convert, save, verify, info.
+
+Everything the CLI does goes through these functions. Conversions are one
+loop -- ``reader.iter_batches`` -> ``policy.apply`` -> ``writer.write`` -- over
+batches bounded in bytes, into an atomic output (:mod:`dstore.output`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .codecs.base import Codec, Reader
+from .dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
+from .errors import CodecIOError, SchemaError
+from .output import atomic_output, path_size
+from .registry import get_codec, infer_codec
+from .schema import (
+    DEFAULT_BATCH_BYTES,
+    Batch,
+    FieldSpec,
+    Schema,
+    SplitSpec,
+    batch_rows_for,
+    check_batch,
+    check_dtype,
+    split_key,
+)
+
+__all__ = [
+    "ConvertReport",
+    "Dataset",
+    "FieldResult",
+    "VerifyReport",
+    "convert",
+    "info",
+    "open",
+    "save",
+    "verify",
+]
+
+Progress = Callable[[int], None]
+
+
+def _codec_for(path: str, name: str | None, options: Mapping[str, Any] | None) -> Codec:
+    return get_codec(name or infer_codec(path), **dict(options or {}))
+
+
+def open_reader(
+    path: str | os.PathLike[str], *, format: str | None = None, **options: Any
+) -> Reader:
+    """A codec reader for ``path`` (format from the extension unless given)."""
+    path = os.fspath(path)
+    if not os.path.exists(path) and "://" not in path and not any(c in path for c in "*?["):
+        raise CodecIOError(f"{path}: no such file or directory")
+    return _codec_for(path, format, options).open_reader(path)
+
+
+# --------------------------------------------------------------------------- open
+
+
+class FieldView:
+    """Lazy view of one field: ``ds["train"]["x"][:8]`` reads only those records."""
+
+    def __init__(self, reader: Reader, split: SplitSpec, spec: FieldSpec) -> None:
+        self._reader = reader
+        self._split = split
+        self.spec = spec
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self._split.count, *self.spec.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.spec.dtype
+
+    def __len__(self) -> int:
+        return self._split.count
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        parts = [
+            b[self.spec.name]
+            for b in self._reader.iter_batches(
+                self._split.name, fields=[self.spec.name], start=start, stop=stop
+            )
+        ]
+        if not parts:
+            return np.empty((0, *self.spec.shape), self.spec.dtype)
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def __getitem__(self, index: Any) -> np.ndarray:
+        n = self._split.count
+        if isinstance(index, (int, np.integer)):
+            i = int(index) + n if index < 0 else int(index)
+            if not 0 <= i < n:
+                raise IndexError(f"record {index} out of range for {n} records")
+            return self._read(i, i + 1)[0]
+        if isinstance(index, tuple) and index and isinstance(index[0], slice):
+            return self[index[0]][(slice(None), *index[1:])]
+        if isinstance(index, slice):
+            start, stop, step = index.indices(n)
+            if step == 1:
+                return self._read(start, max(start, stop))
+            picks = np.arange(start, stop, step)
+            if not len(picks):
+                return np.empty((0, *self.spec.shape), self.spec.dtype)
+            lo = int(picks.min())
+            return self._read(lo, int(picks.max()) + 1)[picks - lo]
+        return self._read(0, n)[index]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self._read(0, self._split.count)
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"<field {self.spec.name!r} shape={self.shape} dtype={self.dtype}>"
+
+
+class Split(Mapping[str, FieldView]):
+    """Fields of one split; ``len()`` is the number of fields, ``.count`` of records."""
+
+    def __init__(self, reader: Reader, spec: SplitSpec) -> None:
+        self._reader = reader
+        self.spec = spec
+
+    @property
+    def count(self) -> int:
+        return self.spec.count
+
+    def __getitem__(self, name: str) -> FieldView:
+        if name not in self.spec.fields:
+            raise KeyError(f"split {self.spec.name!r} has no field {name!r}; fields: {list(self.spec.fields)}")
+        return FieldView(self._reader, self.spec, self.spec.fields[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.spec.fields)
+
+    def __len__(self) -> int:
+        return len(self.spec.fields)
+
+    def iter_batches(self, **kwargs: Any) -> Iterator[Batch]:
+        return self._reader.iter_batches(self.spec.name, **kwargs)
+
+    def read(self) -> dict[str, np.ndarray]:
+        return self._reader.read(self.spec.name)
+
+
+class Dataset(Mapping[str, Split]):
+    """A lazily read dataset: splits of fields. Use as a context manager to close files."""
+
+    def __init__(self, reader: Reader, format: str) -> None:
+        self.reader = reader
+        self.format = format
+
+    @property
+    def schema(self) -> Schema:
+        return self.reader.schema
+
+    def __getitem__(self, split: str) -> Split:
+        return Split(self.reader, self.reader.split(split))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.reader.schema.splits)
+
+    def __len__(self) -> int:
+        return len(self.reader.schema.splits)
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def __enter__(self) -> Dataset:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{s.name}: {s.count} records" for s in self.schema.splits.values())
+        return f"<dstore.Dataset {self.format} {self.reader.path} ({parts})>"
+
+
+def open(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Dataset:  # noqa: A001
+    """Open a dataset lazily.
+
+    >>> ds = dstore.open("data.npz")        # doctest: +SKIP
+    >>> ds["train"]["x"][:8].shape          # doctest: +SKIP
+    (8, 256, 256, 3)
+    """
+    path = os.fspath(path)
+    codec = _codec_for(path, format, options)
+    if not os.path.exists(path) and "://" not in path and not any(c in path for c in "*?["):
+        raise CodecIOError(f"{path}: no such file or directory")
+    return Dataset(codec.open_reader(path), codec.name)
+
+
+# ------------------------------------------------------------------------ convert
+
+
+@dataclass
+class ConvertReport:
+    """What a conversion did: counts, sizes, time and the error casts introduced."""
+
+    src: str
+    dst: str
+    src_format: str
+    dst_format: str
+    records: int
+    splits: int
+    raw_bytes: int
+    bytes_in: int
+    bytes_out: int
+    seconds: float
+    cast: dict[str, CastStats] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float:
+        return self.raw_bytes / self.bytes_out if self.bytes_out else float("inf")
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.raw_bytes / 1e6 / self.seconds if self.seconds else float("inf")
+
+    def summary(self) -> str:
+        line = (
+            f"{self.records} records in {self.splits} split(s), {self.src_format} -> "
+            f"{self.dst_format}: {_fmt_bytes(self.bytes_in)} in, {_fmt_bytes(self.bytes_out)} out "
+            f"(raw/out {self.ratio:.2f}), {self.seconds:.1f} s, {self.mb_per_s:.0f} MB/s -> {self.dst}"
+        )
+        if self.cast:
+            worst_abs = max(s.max_abs_error for s in self.cast.values())
+            worst_rel = max(s.max_rel_error for s in self.cast.values())
+            clipped = sum(s.clipped for s in self.cast.values())
+            line += f"; cast error max abs {worst_abs:.3g}, max rel {worst_rel:.3g}"
+            if clipped:
+                line += f", {clipped} value(s) clipped"
+        return line
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return str(n)
+
+
+def write_dataset(
+    reader: Reader,
+    dst: str,
+    codec: Codec,
+    *,
+    policy: DtypePolicy,
+    overwrite: bool = False,
+    sources: Sequence[str] = (),
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    progress: Progress | None = None,
+) -> dict[str, CastStats]:
+    """Stream every split of ``reader`` through ``policy`` into ``codec`` at ``dst``."""
+    out_schema = policy.apply_schema(reader.schema)
+    codec.check_schema(out_schema)
+    stats: dict[str, CastStats] = {}
+    with atomic_output(dst, sources=sources, overwrite=overwrite) as tmp:
+        writer = codec.open_writer(tmp, out_schema)
+        try:
+            for split in reader.schema.splits.values():
+                rows = batch_rows_for(split, batch_bytes)
+                pos = 0
+                for batch in reader.iter_batches(split.name, batch_rows=rows):
+                    n = check_batch(split, batch)
+                    cast = policy.apply(split, batch, pos, stats, reader.path)
+                    writer.write(split.name, cast)
+                    pos += n
+                    if progress is not None:
+                        progress(n)
+                if pos != split.count:
+                    raise SchemaError(
+                        f"{reader.path}: split {split.name!r} yielded {pos} records, "
+                        f"its schema says {split.count}"
+                    )
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+    return stats
+
+
+def convert(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    to: str | None = None,
+    from_format: str | None = None,
+    dtype: str | Sequence[str] | DtypePolicy | None = None,
+    on_overflow: OnOverflow = "error",
+    overwrite: bool = False,
+    options: Mapping[str, Any] | None = None,
+    src_options: Mapping[str, Any] | None = None,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    progress: Progress | None = None,
+) -> ConvertReport:
+    """Convert ``src`` to ``dst``, streaming, with an optional dtype policy.
+
+    >>> dstore.convert("data.npz", "out.tfrecords", dtype="float16")  # doctest: +SKIP
+    """
+    src, dst = os.fspath(src), os.fspath(dst)
+    policy = dtype if isinstance(dtype, DtypePolicy) else parse_policy(dtype, on_overflow)
+    dst_codec = _codec_for(dst, to, options)
+    t0 = time.perf_counter()
+    with open_reader(src, format=from_format, **dict(src_options or {})) as reader:
+        stats = write_dataset(
+            reader,
+            dst,
+            dst_codec,
+            policy=policy,
+            overwrite=overwrite,
+            sources=[src],
+            batch_bytes=batch_bytes,
+            progress=progress,
+        )
+        schema = reader.schema
+        src_format = from_format or infer_codec(src)
+        bytes_in = reader.stored_bytes() or _size_or_zero(src)
+    seconds = time.perf_counter() - t0
+    return ConvertReport(
+        src=src,
+        dst=dst,
+        src_format=src_format,
+        dst_format=dst_codec.name,
+        records=schema.records,
+        splits=len(schema.splits),
+        raw_bytes=schema.nbytes,
+        bytes_in=bytes_in,
+        bytes_out=path_size(dst),
+        seconds=seconds,
+        cast=stats,
+    )
+
+
+def _size_or_zero(path: str) -> int:
+    try:
+        return path_size(path)
+    except OSError:
+        return 0
+
+
+# --------------------------------------------------------------------------- save
+
+
+class ArrayReader(Reader):
+    """A reader over in-memory arrays (what :func:`save` writes from)."""
+
+    def __init__(self, data: Mapping[str, Any], path: str = "<memory>") -> None:
+        self.path = path
+        self._data: dict[str, dict[str, np.ndarray]] = {}
+        flat: dict[str, np.ndarray] = {}
+        for key, value in data.items():
+            if isinstance(value, Mapping):
+                self._data[str(key)] = {str(k): np.asarray(v) for k, v in value.items()}
+            else:
+                flat[str(key)] = np.asarray(value)
+        for key, arr in flat.items():
+            split, name = split_key(key)
+            self._data.setdefault(split, {})[name] = arr
+        splits = {}
+        for split, fields in self._data.items():
+            specs = {}
+            counts = set()
+            for name, arr in fields.items():
+                check_dtype(arr.dtype, f"split {split!r}, field {name!r}")
+                if arr.ndim == 0:
+                    raise SchemaError(f"split {split!r}, field {name!r}: 0-d array has no record axis")
+                counts.add(len(arr))
+                key = next((k for k in flat if split_key(k) == (split, name)), None)
+                specs[name] = FieldSpec(name, arr.dtype, arr.shape[1:], key)
+            if len(counts) > 1:
+                detail = ", ".join(f"{n} has {len(a)}" for n, a in fields.items())
+                raise SchemaError(f"fields of split {split!r} have different record counts ({detail})")
+            splits[split] = SplitSpec(split, counts.pop() if counts else 0, specs)
+        self.schema = Schema(splits)
+
+    def iter_batches(
+        self,
+        split: str,
+        *,
+        fields: Sequence[str] | None = None,
+        start: int = 0,
+        stop: int | None = None,
+        batch_rows: int | None = None,
+    ) -> Iterator[Batch]:
+        spec, start, stop = self._range(split, start, stop)
+        names = list(fields) if fields is not None else list(spec.fields)
+        rows = self._rows(spec, batch_rows)
+        for pos in range(start, stop, rows):
+            yield {n: self._data[split][n][pos : min(stop, pos + rows)] for n in names}
+
+
+def save(
+    data: Mapping[str, Any],
+    path: str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    dtype: str | Sequence[str] | DtypePolicy | None = None,
+    on_overflow: OnOverflow = "error",
+    overwrite: bool = False,
+    **options: Any,
+) -> None:
+    """Write in-memory arrays: ``{"train": {"x": x, "y": y}}`` or flat ``{"x_train": x, ...}``."""
+    path = os.fspath(path)
+    policy = dtype if isinstance(dtype, DtypePolicy) else parse_policy(dtype, on_overflow)
+    write_dataset(
+        ArrayReader(data), path, _codec_for(path, format, options), policy=policy, overwrite=overwrite
+    )
+
+
+# ------------------------------------------------------------------------- verify
+
+
+@dataclass
+class FieldResult:
+    split: str
+    field: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class VerifyReport:
+    a: str
+    b: str
+    results: list[FieldResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"{'ok' if r.ok else 'MISMATCH'}  {r.split}/{r.field}: {r.detail}" for r in self.results
+        ]
+        n_bad = sum(not r.ok for r in self.results)
+        out.append(
+            f"{len(self.results)} field(s) compared: "
+            + ("all equal" if not n_bad else f"{n_bad} differ")
+        )
+        return out
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """Native-order unsigned view, so NaNs and -0.0 compare by their bits."""
+    a = a.astype(a.dtype.newbyteorder("="), copy=False)
+    if a.dtype.kind in "fc":
+        return a.view(f"u{a.dtype.itemsize}" if a.dtype.kind == "f" else f"u{a.dtype.itemsize // 2}")
+    return a
+
+
+def _compare(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per-record equality; a float field in ``b`` may be ``a`` cast to another float dtype."""
+    if a.dtype != b.dtype:
+        with np.errstate(over="ignore", invalid="ignore"):
+            a = a.astype(b.dtype)
+    eq = _bits(a) == _bits(b)
+    if a.dtype.kind in "fc":
+        eq |= np.isnan(a) & np.isnan(b)
+    return eq.reshape(len(eq), -1).all(axis=1) if eq.ndim > 1 else eq
+
+
+def verify(
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str],
+    *,
+    a_format: str | None = None,
+    b_format: str | None = None,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> VerifyReport:
+    """Compare two datasets split by split, field by field, record by record.
+
+    Equal means the same splits, fields, shapes and record values; a float
+    field may differ in dtype if ``b`` holds exactly ``a`` rounded to it (a
+    dtype policy's output). Never raises on a difference: check ``.ok``.
+    """
+    a, b = os.fspath(a), os.fspath(b)
+    results: list[FieldResult] = []
+    with open_reader(a, format=a_format) as ra, open_reader(b, format=b_format) as rb:
+        sa, sb = ra.schema, rb.schema
+        for split in sorted(set(sa.splits) | set(sb.splits)):
+            if split not in sa.splits or split not in sb.splits:
+                where = b if split not in sb.splits else a
+                results.append(FieldResult(split, "*", False, f"split missing in {where}"))
+                continue
+            pa, pb = sa.splits[split], sb.splits[split]
+            names = []
+            for name in list(pa.fields) + [n for n in pb.fields if n not in pa.fields]:
+                fa, fb = pa.fields.get(name), pb.fields.get(name)
+                if fa is None or fb is None:
+                    where = b if fb is None else a
+                    results.append(FieldResult(split, name, False, f"field missing in {where}"))
+                elif fa.shape != fb.shape or pa.count != pb.count:
+                    results.append(
+                        FieldResult(
+                            split, name, False,
+                            f"shape {(pa.count, *fa.shape)} vs {(pb.count, *fb.shape)}",
+                        )
+                    )
+                elif fa.dtype != fb.dtype and not (fa.dtype.kind == fb.dtype.kind == "f"):
+                    results.append(FieldResult(split, name, False, f"dtype {fa.dtype} vs {fb.dtype}"))
+                else:
+                    names.append(name)
+            if not names:
+                continue
+            rows = batch_rows_for(pa, batch_bytes)
+            bad = dict.fromkeys(names, 0)
+            first_bad: dict[str, int] = {}
+            pos = 0
+            for ba, bb in zip(
+                ra.iter_batches(split, fields=names, batch_rows=rows),
+                rb.iter_batches(split, fields=names, batch_rows=rows),
+            ):
+                n = len(ba[names[0]])
+                for name in names:
+                    if len(bb[name]) != n:
+                        raise SchemaError(f"{b}: split {split!r} returned batches of another size")
+                    eq = _compare(ba[name], bb[name])
+                    k = int(n - np.count_nonzero(eq))
+                    if k:
+                        bad[name] += k
+                        first_bad.setdefault(name, pos + int(np.argmin(eq)))
+                pos += n
+            for name in names:
+                fa, fb = pa.fields[name], pb.fields[name]
+                how = "bit-exact" if fa.dtype == fb.dtype else f"{fa.dtype} rounded to {fb.dtype}"
+                if bad[name]:
+                    detail = f"{bad[name]} of {pa.count} records differ, first at record {first_bad[name]}"
+                    results.append(FieldResult(split, name, False, detail))
+                else:
+                    results.append(FieldResult(split, name, True, f"{pa.count} records {how}"))
+    return VerifyReport(a, b, results)
+
+
+# --------------------------------------------------------------------------- info
+
+
+@dataclass
+class InfoReport:
+    path: str
+    format: str
+    bytes_on_disk: int
+    schema: Schema
+    details: list[str]
+
+    def lines(self) -> list[str]:
+        out = [
+            f"{self.path}: {self.format}, {_fmt_bytes(self.bytes_on_disk)} on disk, "
+            f"{_fmt_bytes(self.schema.nbytes)} raw, {self.schema.records} records"
+        ]
+        for split in self.schema.splits.values():
+            out.append(f"  split {split.name}: {split.count} records, {_fmt_bytes(split.nbytes)}")
+            for f in split.fields.values():
+                key = f"  (key {f.key})" if f.key and f.key != f.name else ""
+                out.append(
+                    f"    {f.name:<16} {f.dtype.str:<6} {str((split.count, *f.shape)):<24}"
+                    f" {_fmt_bytes(f.record_bytes * split.count)}{key}"
+                )
+        out.extend(self.details)
+        return out
+
+
+def info(path: str | os.PathLike[str], *, format: str | None = None) -> InfoReport:
+    """Splits, fields, shapes, dtypes and sizes of a dataset, plus codec details."""
+    path = os.fspath(path)
+    with open_reader(path, format=format) as reader:
+        return InfoReport(
+            path,
+            format or infer_codec(path),
+            reader.stored_bytes() or _size_or_zero(path),
+            reader.schema,
+            reader.describe(),
+        )

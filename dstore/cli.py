@@ -1,0 +1,159 @@
+"""The ``dstore`` command: argument parsing and printing only; the work is in the library.
+
+Errors are one line on stderr (``TypeName: message``) and a non-zero exit
+code; ``--debug`` shows the traceback instead. Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from . import api
+from .errors import DstoreError
+
+__all__ = ["main"]
+
+EXIT_ERROR = 2
+EXIT_MISMATCH = 1
+EXIT_INTERRUPTED = 130
+
+
+def _key_values(pairs: Sequence[str] | None) -> dict[str, str]:
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@contextmanager
+def _progress(total: int, desc: str) -> Iterator[Any]:
+    """A tqdm bar on a terminal; nothing when stderr is not a TTY."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=desc, unit="rec", unit_scale=True, leave=False) as bar:
+        yield bar.update
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    with api.open_reader(args.src, format=args.from_format) as reader:
+        total = reader.schema.records
+    with _progress(total, "convert") as progress:
+        report = api.convert(
+            args.src,
+            args.dst,
+            to=args.to,
+            from_format=args.from_format,
+            dtype=args.dtype,
+            on_overflow=args.on_overflow,
+            overwrite=args.overwrite,
+            options=_key_values(args.option),
+            progress=progress,
+        )
+    print(report.summary())
+    return 0
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    print("\n".join(api.info(args.path, format=args.format).lines()))
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    report = api.verify(args.a, args.b)
+    print("\n".join(report.lines()))
+    return 0 if report.ok else EXIT_MISMATCH
+
+
+def _cmd_formats(args: argparse.Namespace) -> int:
+    from .registry import available_codecs, registry
+
+    for name, hint in available_codecs().items():
+        exts = " ".join(registry[name].extensions)
+        state = "usable" if hint is None else f"not installed: {hint}"
+        print(f"{name:<10} {exts:<32} {state}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    for line in run_demo(args.dir, records=args.records, log=print):
+        print(line)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dstore",
+        description="Move ML datasets between npz, zarr, HDF5 and TFRecord; measure the cost.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("convert", help="convert a dataset to another format or dtype")
+    p.add_argument("src")
+    p.add_argument("dst")
+    p.add_argument("--to", help="output format (default: from DST's extension)")
+    p.add_argument("--from", dest="from_format", help="input format (default: from SRC)")
+    p.add_argument(
+        "--dtype",
+        action="append",
+        help="float policy: keep, float32, float16, or per field x=float16 (repeatable)",
+    )
+    p.add_argument("--on-overflow", choices=["error", "clip"], default="error")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing DST")
+    p.add_argument(
+        "-o", "--option", action="append", metavar="KEY=VALUE", help="output codec option"
+    )
+    p.set_defaults(func=_cmd_convert)
+
+    p = sub.add_parser("info", help="splits, fields, shapes, dtypes, sizes, codec details")
+    p.add_argument("path")
+    p.add_argument("--format")
+    p.set_defaults(func=_cmd_info)
+
+    p = sub.add_parser("verify", help="compare two datasets record by record (exit 1 if they differ)")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("formats", help="registered formats and whether each is usable")
+    p.set_defaults(func=_cmd_formats)
+
+    p = sub.add_parser("demo", help="build sample data from real photos and convert it")
+    p.add_argument("dir", nargs="?", default="dstore-demo")
+    p.add_argument("--records", type=int, default=300)
+    p.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("interrupted: no output was left behind", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (DstoreError, ValueError, OSError, argparse.ArgumentTypeError) as e:
+        if args.debug:
+            raise
+        message = str(e).splitlines()[0] if str(e) else repr(e)
+        print(f"{type(e).__name__}: {message}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

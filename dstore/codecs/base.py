@@ -1,0 +1,219 @@
+"""The interface every storage backend implements.
+
+Contract:
+
+* A :class:`Codec` is configured once with keyword options (strings from the
+  command line are parsed by :meth:`Codec.parse_options`); ``get_config()`` is
+  JSON and ``from_config(get_config())`` rebuilds an equal codec.
+* ``open_reader(path)`` returns a :class:`Reader`: ``.schema`` plus
+  ``iter_batches(split, ...)`` yielding dicts of arrays in record order. Reading
+  never needs a file written by dstore: foreign files are read by inspection.
+* ``open_writer(path, schema)`` returns a :class:`Writer`. Splits are written one
+  after another in schema order, each as batches in record order, then
+  ``close()`` finalises. The writer writes exactly at ``path``, which the
+  caller (``dstore.api``) makes a temporary name and renames on success, so a
+  codec never has to handle atomicity itself; ``abort()`` only releases handles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from ..errors import SchemaError, UnsupportedDtypeError
+from ..schema import Batch, Schema, SplitSpec, batch_rows_for
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["Codec", "Reader", "Writer", "parse_bool"]
+
+
+def parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true/false, got {value!r}")
+
+
+class Reader(ABC):
+    """Reads one dataset; a context manager."""
+
+    schema: Schema
+    path: str
+
+    @abstractmethod
+    def iter_batches(
+        self,
+        split: str,
+        *,
+        fields: Sequence[str] | None = None,
+        start: int = 0,
+        stop: int | None = None,
+        batch_rows: int | None = None,
+    ) -> Iterator[Batch]:
+        """Yield batches of records ``start:stop`` of ``split`` in order."""
+
+    def read(self, split: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Whole split in memory (convenience for small data and tests)."""
+        spec = self.split(split)
+        names = list(fields) if fields is not None else list(spec.fields)
+        parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
+        for batch in self.iter_batches(split, fields=names):
+            for n in names:
+                parts[n].append(batch[n])
+        return {
+            n: np.concatenate(p) if p else np.empty((0, *spec.fields[n].shape), spec.fields[n].dtype)
+            for n, p in parts.items()
+        }
+
+    def split(self, name: str) -> SplitSpec:
+        try:
+            return self.schema.splits[name]
+        except KeyError:
+            raise SchemaError(
+                f"{self.path}: no split {name!r}; splits: {', '.join(self.schema.splits)}"
+            ) from None
+
+    def describe(self) -> list[str]:
+        """Codec-specific lines for ``dstore info`` (storage details)."""
+        return []
+
+    def stored_bytes(self) -> int | None:
+        """Bytes on disk, when the codec knows better than a directory walk."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release file handles."""
+
+    def _range(self, split: str, start: int, stop: int | None) -> tuple[SplitSpec, int, int]:
+        spec = self.split(split)
+        stop = spec.count if stop is None else min(stop, spec.count)
+        if start < 0 or start > stop:
+            raise ValueError(f"bad record range {start}:{stop} for split {split!r}")
+        return spec, start, stop
+
+    @staticmethod
+    def _rows(spec: SplitSpec, batch_rows: int | None) -> int:
+        return batch_rows if batch_rows else batch_rows_for(spec)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Writer(ABC):
+    """Writes one dataset at a path chosen by the caller."""
+
+    def __init__(self, path: str, schema: Schema) -> None:
+        self.path = path
+        self.schema = schema
+
+    @abstractmethod
+    def write(self, split: str, batch: Batch) -> None:
+        """Append a batch of records to ``split`` (splits arrive in schema order)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush everything and finalise metadata; after this the output is complete."""
+
+    def abort(self) -> None:  # noqa: B027 - optional hook
+        """Release handles after a failure; the caller deletes the output."""
+
+
+class Codec(ABC):
+    """A storage format: a name, the extensions it claims, reader and writer."""
+
+    name: ClassVar[str]
+    extensions: ClassVar[tuple[str, ...]] = ()
+    #: True when the storage itself loses information (never for built-ins).
+    lossy: ClassVar[bool] = False
+    #: True when the output is a directory rather than a single file.
+    is_directory: ClassVar[bool] = False
+    #: Option dataclass; its fields are the ``-o KEY=VALUE`` options.
+    Options: ClassVar[type] = type("Options", (), {})
+
+    def __init__(self, **options: Any) -> None:
+        self.options = self.parse_options(options)
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any]) -> Any:
+        """Turn option strings into the codec's typed option dataclass."""
+        if not dataclasses.is_dataclass(cls.Options):
+            if options:
+                raise ValueError(f"{cls.name}: takes no options, got {sorted(options)}")
+            return cls.Options()
+        known = {f.name: f for f in dataclasses.fields(cls.Options)}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ValueError(
+                f"{cls.name}: unknown option(s) {', '.join(unknown)}; "
+                f"valid: {', '.join(known) or 'none'}"
+            )
+        parsed = {}
+        for key, value in options.items():
+            default = known[key].default
+            try:
+                if isinstance(value, str) and isinstance(default, bool):
+                    value = parse_bool(value)
+                elif isinstance(value, str) and isinstance(default, int):
+                    value = int(value)
+                elif isinstance(value, str) and isinstance(default, float):
+                    value = float(value)
+            except ValueError as e:
+                raise ValueError(f"{cls.name}: option {key}={value!r}: {e}") from None
+            parsed[key] = value
+        opts = cls.Options(**parsed)
+        validate = getattr(opts, "validate", None)
+        if validate is not None:
+            validate()
+        return opts
+
+    def get_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"name": self.name}
+        if dataclasses.is_dataclass(self.options):
+            config.update(dataclasses.asdict(self.options))
+        return config
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Self:
+        options = {k: v for k, v in config.items() if k != "name"}
+        return cls(**options)
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.get_config() == other.get_config()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.get_config()})"
+
+    def check_schema(self, schema: Schema) -> None:
+        """Raise UnsupportedDtypeError before any byte is written."""
+        for split in schema.splits.values():
+            for spec in split.fields.values():
+                if not self.supports(spec.dtype):
+                    raise UnsupportedDtypeError(
+                        f"{self.name}: split {split.name!r}, field {spec.name!r}: "
+                        f"cannot store dtype {spec.dtype}"
+                    )
+
+    def supports(self, dtype: np.dtype) -> bool:
+        return dtype.kind in "biufc"
+
+    @abstractmethod
+    def open_reader(self, path: str) -> Reader: ...
+
+    @abstractmethod
+    def open_writer(self, path: str, schema: Schema) -> Writer: ...

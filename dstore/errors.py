@@ -1,0 +1,71 @@
+"""The exception tree of dstore.
+
+Every error a user can cause derives from :class:`DstoreError` (the CLI prints
+those as one line and exits non-zero) and from the matching built-in error, so
+``except ValueError`` keeps working for callers who do not know dstore.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CodecIOError",
+    "DstoreError",
+    "DtypePolicyError",
+    "MissingDependencyError",
+    "OutputExistsError",
+    "SchemaError",
+    "UnknownCodecError",
+    "UnsupportedDtypeError",
+    "VerifyError",
+]
+
+
+class DstoreError(Exception):
+    """Base of every error dstore raises on purpose."""
+
+
+class UnknownCodecError(DstoreError, ValueError):
+    """No registered codec has this name or claims this path."""
+
+    def __init__(self, name: str, available: list[str], what: str | None = None) -> None:
+        self.name = name
+        self.available = available
+        what = what or f"unknown format {name!r}"
+        super().__init__(f"{what}; available: {', '.join(available)}")
+
+
+class MissingDependencyError(DstoreError, ImportError):
+    """A codec's optional dependency is not installed."""
+
+    def __init__(self, codec: str, extra: str, missing: str) -> None:
+        self.codec = codec
+        self.extra = extra
+        self.missing = missing
+        super().__init__(
+            f"the {codec} format needs {missing!r}, which is not installed: "
+            f"pip install 'dstore[{extra}]'"
+        )
+
+
+class SchemaError(DstoreError, ValueError):
+    """Data does not fit the dataset model (ragged record counts, bad keys, ...)."""
+
+
+class UnsupportedDtypeError(SchemaError):
+    """A codec cannot store a field's dtype or shape."""
+
+
+class DtypePolicyError(DstoreError, ValueError):
+    """A lossy cast was refused (overflow to inf, unknown policy)."""
+
+
+class CodecIOError(DstoreError, OSError):
+    """Reading or writing a file failed: corrupt, truncated or not the expected format."""
+
+
+class OutputExistsError(DstoreError, FileExistsError):
+    """The destination exists (and --overwrite was not given) or is the input."""
+
+
+class VerifyError(DstoreError):
+    """Two datasets differ (raised only where a caller asked for an exception)."""

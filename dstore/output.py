@@ -1,0 +1,101 @@
+"""Atomic outputs: write under a temporary name beside the destination, rename at the end.
+
+A failure or Ctrl-C anywhere before the rename removes the temporary output,
+so a destination is either absent, the previous complete output, or the new
+complete output. Temporary names start with ``.<name>.dstore-tmp-`` so that
+leftovers of a killed process are recognisable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+from collections.abc import Iterable, Iterator
+
+from .errors import CodecIOError, OutputExistsError
+
+__all__ = ["atomic_output", "path_size", "remove_path"]
+
+TMP_MARK = ".dstore-tmp-"
+
+
+def path_size(path: str) -> int:
+    """Bytes on disk of a file, or of every file under a directory."""
+    if os.path.isdir(path):
+        total = 0
+        for root, _, files in os.walk(path):
+            for f in files:
+                with contextlib.suppress(OSError):
+                    total += os.path.getsize(os.path.join(root, f))
+        return total
+    return os.path.getsize(path)
+
+
+def remove_path(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def _same_or_nested(a: str, b: str) -> bool:
+    a, b = os.path.realpath(a), os.path.realpath(b)
+    return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)
+
+
+def _fsync_tree(path: str) -> None:
+    paths = [path]
+    if os.path.isdir(path):
+        paths = [os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs]
+        paths += [r for r, _, _ in os.walk(path)]
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def check_destination(dst: str, sources: Iterable[str], overwrite: bool) -> str:
+    """Refuse to write over an input, or over an existing output without ``overwrite``."""
+    dst_abs = os.path.abspath(dst)
+    for src in sources:
+        if _same_or_nested(dst_abs, src):
+            raise OutputExistsError(f"{dst}: the output would overwrite the input {src}")
+    if os.path.lexists(dst_abs) and not overwrite:
+        raise OutputExistsError(f"{dst}: already exists (use --overwrite to replace it)")
+    parent = os.path.dirname(dst_abs)
+    if not os.path.isdir(parent):
+        raise CodecIOError(f"{dst}: folder {parent} does not exist")
+    return dst_abs
+
+
+@contextlib.contextmanager
+def atomic_output(dst: str, *, sources: Iterable[str] = (), overwrite: bool = False) -> Iterator[str]:
+    """Yield a temporary path; on success rename it to ``dst``, on any failure delete it."""
+    dst_abs = check_destination(dst, sources, overwrite)
+    parent, base = os.path.split(dst_abs)
+    tmp = os.path.join(parent, f".{base}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        yield tmp
+        if not os.path.lexists(tmp):
+            raise CodecIOError(f"{dst}: the writer produced no output")
+        _fsync_tree(tmp)
+        if os.path.lexists(dst_abs):
+            old = os.path.join(parent, f".{base}.dstore-old-{os.getpid()}-{secrets.token_hex(4)}")
+            os.replace(dst_abs, old)
+            os.replace(tmp, dst_abs)
+            remove_path(old)
+        else:
+            os.replace(tmp, dst_abs)
+        fd = os.open(parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        remove_path(tmp)
+        raise

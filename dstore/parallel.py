@@ -1,0 +1,94 @@
+"""Order-preserving parallel map over a thread pool, and parallel raw deflate.
+
+zlib and the image codecs release the GIL while they work, so threads give
+all cores without copying batches into other processes.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
+__all__ = ["ParallelDeflate", "default_workers", "ordered_map"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def ordered_map(
+    fn: Callable[[T], R], items: Iterable[T], pool: ThreadPoolExecutor, ahead: int
+) -> Iterator[R]:
+    """Like ``pool.map`` but keeps at most ``ahead`` items in flight (bounded memory)."""
+    pending: deque[Future[R]] = deque()
+    for item in items:
+        pending.append(pool.submit(fn, item))
+        if len(pending) >= ahead:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+class ParallelDeflate:
+    """A zlib-compressobj look-alike producing one raw deflate stream on all cores.
+
+    Input is cut into blocks compressed independently and ended with a sync
+    flush, so their concatenation is one valid deflate stream (the pigz trick;
+    each block loses the previous 32 KiB as dictionary, costing well under 1%
+    on blocks of a few MiB).
+    """
+
+    def __init__(
+        self,
+        level: int = 6,
+        workers: int | None = None,
+        block_size: int = 2 * 1024 * 1024,
+        pool: ThreadPoolExecutor | None = None,
+    ) -> None:
+        self.level = level
+        self.block_size = block_size
+        self._own_pool = pool is None
+        self.workers = workers or default_workers()
+        self._pool = pool or ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-deflate")
+        self._buffer = bytearray()
+        self._pending: deque[Future[bytes]] = deque()
+
+    def _deflate_block(self, block: bytes) -> bytes:
+        c = zlib.compressobj(self.level, zlib.DEFLATED, -15)
+        return c.compress(block) + c.flush(zlib.Z_SYNC_FLUSH)
+
+    def _drain(self, keep: int) -> bytes:
+        out = []
+        while len(self._pending) > keep or (self._pending and self._pending[0].done()):
+            out.append(self._pending.popleft().result())
+        return b"".join(out)
+
+    def compress(self, data: bytes | memoryview) -> bytes:
+        self._buffer += data
+        while len(self._buffer) >= self.block_size:
+            block = bytes(self._buffer[: self.block_size])
+            del self._buffer[: self.block_size]
+            self._pending.append(self._pool.submit(self._deflate_block, block))
+        return self._drain(keep=2 * self.workers)
+
+    def flush(self, mode: int = zlib.Z_FINISH) -> bytes:
+        if self._buffer:
+            self._pending.append(self._pool.submit(self._deflate_block, bytes(self._buffer)))
+            self._buffer.clear()
+        out = self._drain(keep=0)
+        if mode == zlib.Z_FINISH:
+            # An empty final block terminates the stream.
+            out += zlib.compressobj(self.level, zlib.DEFLATED, -15).flush(zlib.Z_FINISH)
+            if self._own_pool:
+                self._pool.shutdown(wait=True)
+        return out

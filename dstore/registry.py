@@ -1,0 +1,167 @@
+"""Codec registry: names and extensions to codec classes, imported on first use.
+
+Built-in codecs are dotted paths with the extra that installs their
+dependencies (fsspec's ``known_implementations`` model), so ``import dstore``
+never imports zarr, h5py or an image library. Third-party codecs register with
+:func:`register_codec` or through the entry-point group ``dstore.codecs``
+(``name = "package.module:CodecClass"``), loaded only when looked up.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import types
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
+
+from .errors import MissingDependencyError, UnknownCodecError
+
+if TYPE_CHECKING:
+    from .codecs.base import Codec
+
+__all__ = [
+    "available_codecs",
+    "codec_names",
+    "get_codec",
+    "get_codec_class",
+    "infer_codec",
+    "register_codec",
+    "registry",
+]
+
+ENTRY_POINT_GROUP = "dstore.codecs"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    target: str  # "module:Class"
+    extensions: tuple[str, ...]
+    extra: str | None = None  # pip extra that installs ``requires``
+    requires: tuple[str, ...] = ()  # importable module names
+    pattern: str | None = None  # regex on the file name, for names extensions miss
+
+
+_BUILTIN: dict[str, _Entry] = {
+    "npz": _Entry("dstore.codecs.npz:NpzCodec", (".npz",)),
+    "zarr": _Entry(
+        "dstore.codecs.zarr:ZarrCodec", (".zarr", ".zarr.zip"), "zarr", ("zarr", "numcodecs")
+    ),
+    "hdf5": _Entry("dstore.codecs.hdf5:HDF5Codec", (".h5", ".hdf5", ".he5", ".hdf"), "hdf5", ("h5py",)),
+    "tfrecord": _Entry(
+        "dstore.codecs.tfrecord:TFRecordCodec",
+        (".tfrecord", ".tfrecords", ".tfrecord.gz"),
+        "tfrecord",
+        ("imagecodecs", "google_crc32c"),
+        # TFDS shard names: mnist-train.tfrecord-00000-of-00001
+        pattern=r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$",
+    ),
+}
+
+_entries: dict[str, _Entry] = dict(_BUILTIN)
+_classes: dict[str, type[Codec]] = {}
+_entry_points_loaded = False
+#: Read-only view of the registered names and where they come from.
+registry = types.MappingProxyType(_entries)
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name not in _entries:  # built-ins win unless replaced explicitly
+            _entries[ep.name] = _Entry(ep.value, ())
+
+
+def register_codec(cls: type[Codec], *, name: str | None = None, clobber: bool = False) -> None:
+    """Register a codec class under ``name`` (default ``cls.name``).
+
+    Raises ValueError if the name is taken, unless ``clobber=True``.
+    """
+    key = name or cls.name
+    if not clobber and (key in _classes or key in _entries):
+        raise ValueError(f"a codec named {key!r} is already registered (pass clobber=True)")
+    target = f"{cls.__module__}:{cls.__qualname__}"
+    _entries[key] = _Entry(target, tuple(cls.extensions))
+    _classes[key] = cls
+
+
+def codec_names() -> list[str]:
+    _load_entry_points()
+    return list(_entries)
+
+
+def get_codec_class(name: str) -> type[Codec]:
+    """Import (once) and return the codec class registered as ``name``."""
+    _load_entry_points()
+    if name in _classes:
+        return _classes[name]
+    entry = _entries.get(name)
+    if entry is None:
+        raise UnknownCodecError(name, list(_entries))
+    for module in entry.requires:
+        if importlib.util.find_spec(module) is None:
+            raise MissingDependencyError(name, entry.extra or name, module)
+    module_name, _, attr = entry.target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        if entry.extra:
+            raise MissingDependencyError(name, entry.extra, e.name or str(e)) from e
+        raise
+    cls = getattr(module, attr)
+    _classes[name] = cls
+    return cls
+
+
+def get_codec(name_or_config: str | dict[str, Any], **options: Any) -> Codec:
+    """A configured codec instance from a name (plus options) or a config dict."""
+    if isinstance(name_or_config, dict):
+        config = dict(name_or_config)
+        return get_codec_class(config.pop("name")).from_config(config)
+    return get_codec_class(name_or_config)(**options)
+
+
+def available_codecs() -> dict[str, str | None]:
+    """Name -> None when usable, else the pip command that makes it usable.
+
+    Never imports a backend: only checks that its modules can be found.
+    """
+    _load_entry_points()
+    out: dict[str, str | None] = {}
+    for name, entry in _entries.items():
+        missing = [m for m in entry.requires if importlib.util.find_spec(m) is None]
+        out[name] = f"pip install 'dstore[{entry.extra}]'" if missing else None
+    return out
+
+
+def infer_codec(path: str) -> str:
+    """The codec name claimed by ``path``'s extension or file name."""
+    _load_entry_points()
+    base = os.path.basename(os.path.normpath(str(path))).lower()
+    best: tuple[int, str] | None = None
+    for name, entry in _entries.items():
+        for ext in entry.extensions:
+            if base.endswith(ext) and (best is None or len(ext) > best[0]):
+                best = (len(ext), name)
+        if best is None and entry.pattern and re.search(entry.pattern, base):
+            best = (0, name)
+    if best is None:
+        # Plugin classes declare extensions on the class: look only now.
+        for name in list(_entries):
+            if name in _BUILTIN:
+                continue
+            cls = get_codec_class(name)
+            if any(base.endswith(ext) for ext in cls.extensions):
+                return name
+        raise UnknownCodecError(
+            base,
+            list(_entries),
+            f"{path}: no format claims this extension (name one with --to/--from)",
+        )
+    return best[1]

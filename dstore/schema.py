@@ -1,0 +1,253 @@
+"""The dataset model: splits of fields that share a record axis.
+
+A :class:`Schema` holds :class:`SplitSpec` objects (``train``, ``test``, ...),
+each a table of :class:`FieldSpec` (name, dtype, per-record shape, original key
+and attributes) with one record count. Every codec stores the schema as JSON
+next to the data, so a round trip restores keys, dtypes and shapes. Data moves
+as *batches*: ``dict[field name, ndarray]`` whose arrays share axis 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .errors import SchemaError, UnsupportedDtypeError
+
+__all__ = [
+    "DEFAULT_SPLIT",
+    "FieldSpec",
+    "Schema",
+    "SplitSpec",
+    "batch_rows_for",
+    "check_batch",
+    "check_dtype",
+    "key_for",
+    "split_key",
+]
+
+Batch = dict[str, np.ndarray]
+
+#: Split name used when the source has no notion of splits.
+DEFAULT_SPLIT = "data"
+#: Split names recognised in label-maker style keys (``x_train``, ``y_val``).
+KNOWN_SPLITS = ("train", "test", "val", "valid", "validation", "dev", "eval")
+_SUFFIX_RE = re.compile(r"^(?P<field>.+)_(?P<split>" + "|".join(KNOWN_SPLITS) + r")$")
+
+#: Default bound on the bytes one batch holds (all fields together).
+DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
+
+
+def check_dtype(dtype: np.dtype, where: str) -> np.dtype:
+    """Refuse dtypes dstore cannot carry safely (objects would need pickle)."""
+    dtype = np.dtype(dtype)
+    if dtype.hasobject:
+        raise UnsupportedDtypeError(
+            f"{where}: object arrays are refused (they can only be stored by pickling)"
+        )
+    if dtype.fields is not None or dtype.subdtype is not None:
+        raise UnsupportedDtypeError(f"{where}: structured dtype {dtype} is not supported")
+    if dtype.kind not in "biufc":
+        raise UnsupportedDtypeError(
+            f"{where}: dtype {dtype} is not supported (numbers and bool only)"
+        )
+    return dtype
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One named array of a split: dtype and the shape of one record."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    key: str | None = None  # the name it had in the source (npz key, HDF5 path)
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def record_bytes(self) -> int:
+        return int(math.prod(self.shape)) * self.dtype.itemsize
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"dtype": self.dtype.str, "shape": list(self.shape)}
+        if self.key is not None:
+            out["key"] = self.key
+        if self.attrs:
+            out["attrs"] = dict(self.attrs)
+        return out
+
+    @classmethod
+    def from_json(cls, name: str, data: Mapping[str, Any]) -> FieldSpec:
+        try:
+            dtype = np.dtype(data["dtype"])
+            shape = tuple(int(n) for n in data["shape"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise SchemaError(f"field {name!r}: bad schema entry {data!r}") from e
+        if any(n < 0 for n in shape):
+            raise SchemaError(f"field {name!r}: negative dimension in {shape}")
+        check_dtype(dtype, f"field {name!r}")
+        return cls(name, dtype, shape, data.get("key"), dict(data.get("attrs", {})))
+
+
+@dataclass
+class SplitSpec:
+    """A table of fields sharing one record count."""
+
+    name: str
+    count: int
+    fields: dict[str, FieldSpec]
+
+    @property
+    def record_bytes(self) -> int:
+        return sum(f.record_bytes for f in self.fields.values())
+
+    @property
+    def nbytes(self) -> int:
+        return self.record_bytes * self.count
+
+
+@dataclass
+class Schema:
+    """All splits of a dataset plus dataset-level attributes."""
+
+    splits: dict[str, SplitSpec]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self.splits.values())
+
+    @property
+    def records(self) -> int:
+        return sum(s.count for s in self.splits.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "splits": {
+                s.name: {
+                    "count": s.count,
+                    "fields": {f.name: f.to_json() for f in s.fields.values()},
+                }
+                for s in self.splits.values()
+            },
+            "attrs": self.attrs,
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Schema:
+        try:
+            splits = {}
+            for sname, sdata in data["splits"].items():
+                fields = {
+                    fname: FieldSpec.from_json(fname, fdata)
+                    for fname, fdata in sdata["fields"].items()
+                }
+                count = int(sdata["count"])
+                if count < 0:
+                    raise SchemaError(f"split {sname!r}: negative record count")
+                splits[sname] = SplitSpec(sname, count, fields)
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            if isinstance(e, SchemaError):
+                raise
+            raise SchemaError(f"malformed schema: {e}") from e
+        return cls(splits, dict(data.get("attrs", {})))
+
+    def with_fields(self, split: str, fields: Iterable[FieldSpec]) -> Schema:
+        """A copy with the fields of ``split`` replaced."""
+        splits = dict(self.splits)
+        splits[split] = replace(splits[split], fields={f.name: f for f in fields})
+        return Schema(splits, dict(self.attrs))
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """Map a flat key to (split, field): ``x_train``, ``train/x``, else the default split."""
+    if "/" in key:
+        split, _, name = key.rpartition("/")
+        return split, name
+    m = _SUFFIX_RE.match(key)
+    if m:
+        return m.group("split"), m.group("field")
+    return DEFAULT_SPLIT, key
+
+
+def key_for(split: str, spec: FieldSpec) -> str:
+    """The flat key a field gets in a flat container (npz): the original one if known."""
+    if spec.key is not None and split_key(spec.key) == (split, spec.name):
+        return spec.key
+    if split == DEFAULT_SPLIT:
+        candidate = spec.name
+    elif split in KNOWN_SPLITS:
+        candidate = f"{spec.name}_{split}"
+    else:
+        candidate = f"{split}/{spec.name}"
+    if split_key(candidate) != (split, spec.name):
+        candidate = f"{split}/{spec.name}"
+    return candidate
+
+
+def schema_from_arrays(
+    arrays: Mapping[str, tuple[np.dtype, tuple[int, ...]]], source: str
+) -> Schema:
+    """Build a schema from flat keys -> (dtype, full shape), grouping keys into splits."""
+    grouped: dict[str, dict[str, tuple[str, np.dtype, tuple[int, ...]]]] = {}
+    for key, (dtype, shape) in arrays.items():
+        split, name = split_key(key)
+        check_dtype(dtype, f"{source}: key {key!r}")
+        if len(shape) == 0:
+            raise SchemaError(
+                f"{source}: key {key!r} is a 0-d array; every field needs a record axis"
+            )
+        grouped.setdefault(split, {})[name] = (key, np.dtype(dtype), tuple(shape))
+    splits = {}
+    for split, members in grouped.items():
+        counts = {key: shape[0] for key, _, shape in members.values()}
+        if len(set(counts.values())) > 1:
+            detail = ", ".join(f"{k} has {n}" for k, n in counts.items())
+            raise SchemaError(
+                f"{source}: fields of split {split!r} have different record counts ({detail})"
+            )
+        count = next(iter(counts.values()))
+        fields = {
+            name: FieldSpec(name, dtype, shape[1:], key)
+            for name, (key, dtype, shape) in members.items()
+        }
+        splits[split] = SplitSpec(split, count, fields)
+    return Schema(splits)
+
+
+def check_batch(split: SplitSpec, batch: Mapping[str, np.ndarray]) -> int:
+    """Validate a batch against its split; return its row count."""
+    if set(batch) != set(split.fields):
+        raise SchemaError(
+            f"split {split.name!r}: batch has fields {sorted(batch)}, "
+            f"expected {sorted(split.fields)}"
+        )
+    rows = {name: len(a) if np.ndim(a) else -1 for name, a in batch.items()}
+    if len(set(rows.values())) != 1:
+        raise SchemaError(f"split {split.name!r}: batch fields differ in length: {rows}")
+    for name, arr in batch.items():
+        spec = split.fields[name]
+        if arr.shape[1:] != spec.shape:
+            raise SchemaError(
+                f"split {split.name!r}, field {name!r}: record shape {arr.shape[1:]}, "
+                f"expected {spec.shape}"
+            )
+        if arr.dtype != spec.dtype:
+            raise SchemaError(
+                f"split {split.name!r}, field {name!r}: dtype {arr.dtype}, expected {spec.dtype}"
+            )
+    return next(iter(rows.values()), 0)
+
+
+def batch_rows_for(split: SplitSpec, batch_bytes: int = DEFAULT_BATCH_BYTES) -> int:
+    """Rows per batch so that one batch of all fields stays under ``batch_bytes``."""
+    return max(1, batch_bytes // max(1, split.record_bytes))
