@@ -1,0 +1,171 @@
+"""TFRecord framing, exactly as TensorFlow writes it, without TensorFlow.
+
+Each record is::
+
+    uint64 length          (little-endian)
+    uint32 masked_crc32c(length bytes)
+    bytes  data[length]
+    uint32 masked_crc32c(data)
+
+GZIP files are the whole stream gzip-compressed (TF's ``compression_type="GZIP"``).
+Every CRC is checked on read; a mismatch or a short read is an error naming
+the file, the record index and its byte offset (in the uncompressed stream).
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import IO, BinaryIO
+
+import google_crc32c
+
+from ..errors import CodecIOError
+
+__all__ = ["RecordFile", "frame", "masked_crc", "open_records"]
+
+_MASK_DELTA = 0xA282EAD8
+_LEN = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
+_HEADER = struct.Struct("<QI")
+GZIP_MAGIC = b"\x1f\x8b"
+#: Refuse records claiming more than this (a corrupt length must not allocate terabytes).
+MAX_RECORD_BYTES = 2 * 1024**3
+
+
+def masked_crc(data: bytes | memoryview) -> int:
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def frame(data: bytes) -> bytes:
+    """One framed record."""
+    length = _LEN.pack(len(data))
+    return b"".join(
+        (length, _CRC.pack(masked_crc(length)), data, _CRC.pack(masked_crc(data)))
+    )
+
+
+def is_gzip(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+class RecordFile:
+    """Sequential reader of one TFRecord file (plain or GZIP), CRC-checked."""
+
+    def __init__(self, path: str, compression: str | None = None) -> None:
+        self.path = path
+        try:
+            raw: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed in close()
+        except OSError as e:
+            raise CodecIOError(f"{path}: cannot open: {e.strerror or e}") from None
+        gz = compression == "gzip" if compression is not None else raw.read(2) == GZIP_MAGIC
+        raw.seek(0)
+        self._raw = raw
+        self._f: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+        self.compressed = gz
+        self.index = 0  # records read so far
+        self.offset = 0  # byte offset of the next record in the uncompressed stream
+
+    def _read(self, n: int) -> bytes:
+        try:
+            return self._f.read(n)
+        except (OSError, EOFError, zlib.error) as e:
+            raise CodecIOError(
+                f"{self.path}: record {self.index} at byte {self.offset}: corrupt gzip stream: {e}"
+            ) from None
+
+    def _header(self) -> int | None:
+        head = self._read(12)
+        if not head:
+            return None
+        where = f"{self.path}: record {self.index} at byte {self.offset}"
+        if len(head) < 12:
+            raise CodecIOError(f"{where}: truncated record header ({len(head)} of 12 bytes)")
+        length, crc = _HEADER.unpack(head)
+        if masked_crc(head[:8]) != crc:
+            raise CodecIOError(f"{where}: bad length CRC (not a TFRecord file, or corrupt)")
+        if length > MAX_RECORD_BYTES:
+            raise CodecIOError(f"{where}: record length {length} is implausible")
+        return length
+
+    def next_record(self) -> bytes | None:
+        """The next record's data, or None at a clean end of file."""
+        length = self._header()
+        if length is None:
+            return None
+        body = self._read(length + 4)
+        where = f"{self.path}: record {self.index} at byte {self.offset}"
+        if len(body) < length + 4:
+            raise CodecIOError(
+                f"{where}: truncated record ({len(body)} of {length + 4} bytes after the header)"
+            )
+        data = body[:length]
+        if masked_crc(data) != _CRC.unpack_from(body, length)[0]:
+            raise CodecIOError(f"{where}: bad data CRC (corrupt record)")
+        self.index += 1
+        self.offset += 16 + length
+        return data
+
+    def skip(self, n: int) -> None:
+        """Skip ``n`` records, checking length CRCs (data is seeked over in plain files)."""
+        for _ in range(n):
+            if self.compressed:
+                if self.next_record() is None:
+                    raise CodecIOError(f"{self.path}: ended after {self.index} records")
+                continue
+            length = self._header()
+            if length is None:
+                raise CodecIOError(f"{self.path}: ended after {self.index} records")
+            self._f.seek(length + 4, 1)
+            self.index += 1
+            self.offset += 16 + length
+
+    def count(self) -> int:
+        """Count the remaining records (frames and length CRCs checked, data skipped)."""
+        n = 0
+        while True:
+            length = self._header()
+            if length is None:
+                return n
+            if self.compressed:
+                body = self._read(length + 4)
+                got = len(body)
+            else:
+                pos = self._f.tell()
+                self._f.seek(length + 4, 1)
+                got = min(length + 4, _size(self._raw) - pos)
+            if got < length + 4:
+                raise CodecIOError(
+                    f"{self.path}: record {self.index} at byte {self.offset}: truncated record"
+                )
+            self.index += 1
+            self.offset += 16 + length
+            n += 1
+
+    def __iter__(self) -> Iterator[bytes]:
+        while (rec := self.next_record()) is not None:
+            yield rec
+
+    def close(self) -> None:
+        self._f.close()
+        self._raw.close()
+
+    def __enter__(self) -> RecordFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _size(f: BinaryIO) -> int:
+    import os
+
+    return os.fstat(f.fileno()).st_size
+
+
+def open_records(path: str) -> RecordFile:
+    return RecordFile(path)

@@ -1,0 +1,622 @@
+"""TFRecord directories of ``tf.train.Example`` with PNG images -- no TensorFlow needed.
+
+Layout written (``data.tfrecords/``)::
+
+    train-00000-of-00002.tfrecord   shards of about ``shard_mb`` each, per split
+    ...
+    dstore.json                     schema, per-field encoding, shards (records, bytes, sha256)
+
+Field encoding: image-like fields (uint8/uint16, ``(H, W)`` or ``(H, W, 1|3|4)``)
+become PNG bytes; integers and bools ``int64_list``; float32 ``float_list``;
+anything else (float16, float64, complex) raw little-endian bytes, its dtype
+and shape kept in the manifest so every round trip restores them. PNG
+encoding and decoding run on all cores (imagecodecs releases the GIL).
+
+Reading also takes TFRecords written by others -- a single file, a glob, a
+folder of shards, TFDS names like ``mnist-train.tfrecord-00000-of-00001`` --
+inferring the schema from the first Example of each split.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import imagecodecs
+import numpy as np
+
+from .. import __version__
+from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ..parallel import default_workers, ordered_map
+from ..schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, Schema, SplitSpec
+from . import _tfrecord_io as rio
+from ._example import BYTES, FLOAT, INT64, KIND_NAMES, decode_example, encode_example, encode_feature
+from .base import Codec, Reader, Writer
+
+__all__ = ["TFRecordCodec"]
+
+MANIFEST = "dstore.json"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_CHUNK = 16  # records per task handed to a worker thread
+
+
+# ------------------------------------------------------------------ field encoding
+
+
+def is_image_like(spec: FieldSpec) -> bool:
+    """uint8/uint16 arrays shaped like an image (and not a tiny vector or one-hot)."""
+    if spec.dtype.kind != "u" or spec.dtype.itemsize not in (1, 2):
+        return False
+    shape = spec.shape
+    if len(shape) == 3 and shape[2] not in (1, 3, 4):
+        return False
+    return len(shape) in (2, 3) and min(shape[:2]) >= 8
+
+
+@dataclass(frozen=True)
+class FieldEncoding:
+    """How one field is stored in the Example: the TF feature name and kind."""
+
+    feature: str  # feature name in the Example
+    encoding: str  # "png" | "int64" | "float" | "raw"
+
+    def to_json(self) -> dict[str, str]:
+        return {"feature": self.feature, "encoding": self.encoding}
+
+
+def choose_encoding(spec: FieldSpec, feature: str, images: set[str] | None) -> FieldEncoding:
+    png = (spec.name in images) if images is not None else is_image_like(spec)
+    if png:
+        if spec.dtype.kind != "u" or spec.dtype.itemsize not in (1, 2):
+            raise UnsupportedDtypeError(
+                f"tfrecord: field {spec.name!r} is {spec.dtype}: PNG takes uint8 or uint16 only "
+                "(convert floats to integers yourself; dstore never rescales silently)"
+            )
+        if len(spec.shape) not in (2, 3) or (len(spec.shape) == 3 and spec.shape[2] not in (1, 3, 4)):
+            raise UnsupportedDtypeError(
+                f"tfrecord: field {spec.name!r} has record shape {spec.shape}: "
+                "PNG needs (H, W) or (H, W, 1|3|4)"
+            )
+        return FieldEncoding(feature, "png")
+    if spec.dtype.kind in "biu" and not (spec.dtype.kind == "u" and spec.dtype.itemsize == 8):
+        return FieldEncoding(feature, "int64")
+    if spec.dtype.kind == "u":  # uint64 travels as its int64 bit pattern
+        return FieldEncoding(feature, "int64")
+    if spec.dtype.kind == "f" and spec.dtype.itemsize == 4:
+        return FieldEncoding(feature, "float")
+    return FieldEncoding(feature, "raw")
+
+
+def _png_encoder(level: str) -> Any:
+    if level == "fast":
+        # libpng settings that match OpenCV's fast path: zlib level 1, RLE, SUB filter.
+        return lambda img: imagecodecs.png_encode(img, level=1, strategy=3, filter=16)
+    lv = int(level)
+    return lambda img: imagecodecs.png_encode(img, level=lv)
+
+
+def _png_decode(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
+    try:
+        img = imagecodecs.png_decode(data)
+    except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
+        raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
+    if img.dtype != spec.dtype.newbyteorder("=") or img.size != int(np.prod(spec.shape)):
+        raise CodecIOError(
+            f"{where}: PNG is {img.dtype} {img.shape}, field expects {spec.dtype} {spec.shape} "
+            "(images of varying size in one field are not supported)"
+        )
+    return img.reshape(spec.shape)
+
+
+def _encode_value(enc: FieldEncoding, spec: FieldSpec, value: np.ndarray, png: Any) -> bytes:
+    if enc.encoding == "png":
+        img = value if value.ndim == 2 or value.shape[2] != 1 else value[..., 0]
+        return encode_feature(BYTES, png(np.ascontiguousarray(img.astype(img.dtype.newbyteorder("="), copy=False))))
+    if enc.encoding == "int64":
+        if spec.dtype.kind == "u" and spec.dtype.itemsize == 8:
+            value = value.astype("<u8").view("<i8")
+        return encode_feature(INT64, value.reshape(-1))
+    if enc.encoding == "float":
+        return encode_feature(FLOAT, value.reshape(-1))
+    return encode_feature(BYTES, np.ascontiguousarray(value).tobytes())
+
+
+def _decode_value(
+    enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, where: str
+) -> np.ndarray:
+    expected = {"png": BYTES, "raw": BYTES, "int64": INT64, "float": FLOAT}[enc.encoding]
+    if kind != expected:
+        raise CodecIOError(
+            f"{where}: feature {enc.feature!r} is a {KIND_NAMES[kind]}, "
+            f"expected {KIND_NAMES[expected]}"
+        )
+    size = int(np.prod(spec.shape))
+    if enc.encoding in ("png", "raw"):
+        if len(values) != 1:
+            raise CodecIOError(f"{where}: feature {enc.feature!r} holds {len(values)} byte strings, expected 1")
+        if enc.encoding == "png":
+            return _png_decode(values[0], spec, f"{where}, feature {enc.feature!r}")
+        if len(values[0]) != size * spec.dtype.itemsize:
+            raise CodecIOError(
+                f"{where}: feature {enc.feature!r} has {len(values[0])} bytes, "
+                f"expected {size * spec.dtype.itemsize}"
+            )
+        return np.frombuffer(values[0], spec.dtype).reshape(spec.shape)
+    if len(values) != size:
+        raise CodecIOError(
+            f"{where}: feature {enc.feature!r} has {len(values)} values, expected {size} "
+            f"for shape {spec.shape}"
+        )
+    if spec.dtype.kind == "u" and spec.dtype.itemsize == 8:
+        return values.view("<u8").astype(spec.dtype).reshape(spec.shape)
+    return values.astype(spec.dtype).reshape(spec.shape)
+
+
+# ------------------------------------------------------------------------ options
+
+
+@dataclass(frozen=True)
+class TFRecordOptions:
+    #: target shard size in MiB (TFDS aims at 64 MiB - 1 GiB)
+    shard_mb: int = 256
+    #: "none" or "gzip" (TensorFlow: compression_type="GZIP")
+    compression: str = "none"
+    #: "fast" (zlib level 1, RLE) or a zlib level 0-9 (6 gives TensorFlow's sizes)
+    png_level: str = "fast"
+    #: comma-separated fields stored as PNG; "auto" = image-like fields; "none"
+    images: str = "auto"
+    #: feature names in the Example, e.g. "x=image,y=label"
+    rename: str = ""
+    #: threads encoding PNGs; 0 = one per core
+    workers: int = 0
+
+    def validate(self) -> None:
+        if self.shard_mb <= 0:
+            raise ValueError(f"tfrecord: shard_mb must be > 0. Got {self.shard_mb} instead.")
+        if self.compression not in ("none", "gzip"):
+            raise ValueError(f"tfrecord: compression must be none or gzip. Got {self.compression!r} instead.")
+        if str(self.png_level) != "fast" and not (str(self.png_level).isdigit() and 0 <= int(self.png_level) <= 9):
+            raise ValueError(f"tfrecord: png_level must be fast or 0..9. Got {self.png_level!r} instead.")
+
+    def image_set(self) -> set[str] | None:
+        if self.images == "auto":
+            return None
+        if self.images in ("none", ""):
+            return set()
+        return {s.strip() for s in self.images.split(",") if s.strip()}
+
+    def renames(self) -> dict[str, str]:
+        out = {}
+        for part in self.rename.split(","):
+            if "=" in part:
+                a, _, b = part.partition("=")
+                out[a.strip()] = b.strip()
+        return out
+
+
+# ------------------------------------------------------------------------- writer
+
+
+class _HashingFile:
+    """Counts and sha256-hashes the bytes that reach the disk."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        self.size += len(data)
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+class TFRecordWriter(Writer):
+    def __init__(self, path: str, schema: Schema, options: TFRecordOptions) -> None:
+        super().__init__(path, schema)
+        self.options = options
+        os.mkdir(path)
+        renames = options.renames()
+        images = options.image_set()
+        self.encodings: dict[str, dict[str, FieldEncoding]] = {}
+        for split in schema.splits.values():
+            if images is not None and (unknown := images - set(split.fields)):
+                raise SchemaError(f"tfrecord: images= names unknown field(s) {sorted(unknown)}")
+            self.encodings[split.name] = {
+                name: choose_encoding(spec, renames.get(name, name), images)
+                for name, spec in split.fields.items()
+            }
+            features = [e.feature for e in self.encodings[split.name].values()]
+            if len(set(features)) != len(features):
+                raise SchemaError(f"tfrecord: two fields map to the same feature name: {features}")
+        self.workers = options.workers or default_workers()
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-png")
+        self._png = _png_encoder(str(options.png_level))
+        self._shard_limit = options.shard_mb * 1024 * 1024
+        self._shards: dict[str, list[dict[str, Any]]] = {s: [] for s in schema.splits}
+        self._split: str | None = None
+        self._raw: BinaryIO | None = None
+        self._hash: _HashingFile | None = None
+        self._out: Any = None
+        self._records_in_shard = 0
+        self._bytes_in_shard = 0
+
+    # One shard file at a time; named ``.part`` until the shard count is known.
+    def _open_shard(self, split: str) -> None:
+        index = len(self._shards[split])
+        self._tmpname = f"{split}-{index:05d}.part"
+        self._raw = open(os.path.join(self.path, self._tmpname), "wb")  # noqa: SIM115
+        self._hash = _HashingFile(self._raw)
+        if self.options.compression == "gzip":
+            self._out = gzip.GzipFile(fileobj=self._hash, mode="wb", mtime=0, filename="")  # type: ignore[arg-type]
+        else:
+            self._out = self._hash
+        self._records_in_shard = 0
+        self._bytes_in_shard = 0
+
+    def _close_shard(self) -> None:
+        if self._out is None:
+            return
+        if self._out is not self._hash:
+            self._out.close()
+        assert self._raw is not None and self._hash is not None
+        self._raw.flush()
+        os.fsync(self._raw.fileno())
+        self._raw.close()
+        self._shards[self._split or ""].append(
+            {
+                "part": self._tmpname,
+                "records": self._records_in_shard,
+                "bytes": self._hash.size,
+                "sha256": self._hash.sha.hexdigest(),
+            }
+        )
+        self._out = self._raw = self._hash = None
+
+    def _encode_chunk(self, split: SplitSpec, chunk: Batch) -> list[bytes]:
+        encs = self.encodings[split.name]
+        n = len(next(iter(chunk.values())))
+        out = []
+        for i in range(n):
+            feats = {
+                encs[name].feature: _encode_value(encs[name], split.fields[name], arr[i], self._png)
+                for name, arr in chunk.items()
+            }
+            out.append(rio.frame(encode_example(feats)))
+        return out
+
+    def write(self, split: str, batch: Batch) -> None:
+        if split != self._split:
+            self._close_shard()
+            self._split = split
+        spec = self.schema.splits[split]
+        n = len(next(iter(batch.values()))) if batch else 0
+        chunks = ({k: v[i : i + _CHUNK] for k, v in batch.items()} for i in range(0, n, _CHUNK))
+        for records in ordered_map(
+            lambda c: self._encode_chunk(spec, c), chunks, self._pool, 4 * self.workers
+        ):
+            for rec in records:
+                if self._out is None or self._bytes_in_shard >= self._shard_limit:
+                    self._close_shard()
+                    self._open_shard(split)
+                self._out.write(rec)
+                self._records_in_shard += 1
+                self._bytes_in_shard += len(rec)
+
+    def close(self) -> None:
+        self._close_shard()
+        self._pool.shutdown(wait=True)
+        splits_json = {}
+        for split, shards in self._shards.items():
+            total = len(shards)
+            for i, shard in enumerate(shards):
+                name = f"{split}-{i:05d}-of-{total:05d}.tfrecord"
+                os.replace(os.path.join(self.path, shard.pop("part")), os.path.join(self.path, name))
+                shard["file"] = name
+            splits_json[split] = {
+                "count": self.schema.splits[split].count,
+                "shards": [{"file": s["file"], **{k: v for k, v in s.items() if k != "file"}} for s in shards],
+            }
+            written = sum(s["records"] for s in shards)
+            if written != self.schema.splits[split].count:
+                raise SchemaError(
+                    f"tfrecord: split {split!r}: wrote {written} records, "
+                    f"expected {self.schema.splits[split].count}"
+                )
+        manifest = {
+            "format": "dstore-tfrecord",
+            "format_version": 1,
+            "dstore_version": __version__,
+            "compression": None if self.options.compression == "none" else self.options.compression,
+            "options": {k: v for k, v in self.options.__dict__.items() if k != "workers"},
+            "schema": self.schema.to_json(),
+            "fields": {
+                split: {name: e.to_json() for name, e in encs.items()}
+                for split, encs in self.encodings.items()
+            },
+            "splits": splits_json,
+        }
+        with open(os.path.join(self.path, MANIFEST), "w") as f:
+            json.dump(manifest, f, indent=1)
+            f.write("\n")
+
+    def abort(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for f in (self._out, self._raw):
+            try:
+                if f is not None:
+                    f.close()
+            except Exception:  # noqa: BLE001, S110 - the directory is deleted anyway
+                pass
+
+
+# ------------------------------------------------------------------------- reader
+
+_TFDS_RE = re.compile(r"^(?:.*-)?(?P<split>[A-Za-z0-9_]+)\.tfrecords?-\d+-of-\d+(?:\.gz)?$")
+_OURS_RE = re.compile(r"^(?P<split>[A-Za-z0-9_]+)-\d+-of-\d+\.tfrecords?(?:\.gz)?$")
+
+
+def _split_of(filename: str) -> str:
+    for rx in (_OURS_RE, _TFDS_RE):
+        m = rx.match(filename)
+        if m:
+            return m.group("split")
+    stem = re.sub(r"\.tfrecords?(\.gz)?$", "", filename)
+    return stem if stem in KNOWN_SPLITS else DEFAULT_SPLIT
+
+
+@dataclass
+class _Shard:
+    path: str
+    records: int
+    compression: str | None
+
+
+class TFRecordReader(Reader):
+    def __init__(self, path: str, workers: int = 0) -> None:
+        self.path = path
+        self.workers = workers or default_workers()
+        self.manifest: dict[str, Any] | None = None
+        self.shards: dict[str, list[_Shard]] = {}
+        manifest_path = os.path.join(path, MANIFEST)
+        if os.path.isdir(path) and os.path.exists(manifest_path):
+            self._load_manifest(manifest_path)
+        else:
+            self._inspect(self._find_files(path))
+
+    def _load_manifest(self, manifest_path: str) -> None:
+        try:
+            with open(manifest_path) as f:
+                m = json.load(f)
+            self.schema = Schema.from_json(m["schema"])
+            self.encodings = {
+                split: {name: FieldEncoding(e["feature"], e["encoding"]) for name, e in fields.items()}
+                for split, fields in m["fields"].items()
+            }
+            comp = m.get("compression")
+            for split, info in m["splits"].items():
+                self.shards[split] = [
+                    _Shard(os.path.join(self.path, s["file"]), int(s["records"]), comp)
+                    for s in info["shards"]
+                ]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise CodecIOError(f"{manifest_path}: unreadable manifest: {e}") from None
+        self.manifest = m
+        for split, spec in self.schema.splits.items():
+            if sum(s.records for s in self.shards.get(split, [])) != spec.count:
+                raise CodecIOError(f"{manifest_path}: split {split!r}: shard counts do not add up")
+
+    def _find_files(self, path: str) -> list[str]:
+        if os.path.isdir(path):
+            files = sorted(
+                os.path.join(path, f)
+                for f in os.listdir(path)
+                if re.search(r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$", f)
+            )
+        elif any(c in path for c in "*?["):
+            files = sorted(glob.glob(path))
+        else:
+            files = [path] if os.path.exists(path) else []
+        if not files:
+            raise CodecIOError(f"{path}: no TFRecord files found")
+        return files
+
+    def _inspect(self, files: list[str]) -> None:
+        """Schema by inspection: the first Example of each split gives the fields."""
+        by_split: dict[str, list[str]] = {}
+        for f in files:
+            by_split.setdefault(_split_of(os.path.basename(f)), []).append(f)
+        splits = {}
+        self.encodings = {}
+        for split, paths in by_split.items():
+            first = None
+            shards = []
+            for p in paths:
+                with rio.RecordFile(p) as rf:
+                    if first is None:
+                        rec = rf.next_record()
+                        if rec is not None:
+                            first = (rec, p)
+                    count = rf.index + rf.count()
+                shards.append(_Shard(p, count, None))
+            self.shards[split] = shards
+            if first is None:
+                if os.path.getsize(paths[0]) == 0:
+                    raise CodecIOError(f"{paths[0]}: empty file (no TFRecords)")
+                raise CodecIOError(f"{paths[0]}: holds no records")
+            fields, encs = self._infer_fields(*first)
+            self.encodings[split] = encs
+            splits[split] = SplitSpec(split, sum(s.records for s in shards), fields)
+        self.schema = Schema(splits)
+
+    def _infer_fields(self, record: bytes, path: str) -> tuple[dict[str, FieldSpec], dict[str, FieldEncoding]]:
+        where = f"{path}: record 0"
+        fields: dict[str, FieldSpec] = {}
+        encs: dict[str, FieldEncoding] = {}
+        for name, (kind, values) in decode_example(record, where).items():
+            if kind == BYTES:
+                if len(values) == 1 and values[0][:8] == PNG_SIGNATURE:
+                    try:
+                        img = imagecodecs.png_decode(values[0])
+                    except Exception as e:  # noqa: BLE001
+                        raise CodecIOError(f"{where}: feature {name!r}: PNG does not decode: {e}") from None
+                    fields[name] = FieldSpec(name, img.dtype, img.shape)
+                    encs[name] = FieldEncoding(name, "png")
+                    continue
+                raise UnsupportedDtypeError(
+                    f"{where}: feature {name!r} holds bytes that are not a PNG; without a dstore "
+                    "manifest their dtype and shape are unknown"
+                )
+            dtype = np.dtype(np.float32 if kind == FLOAT else np.int64)
+            shape = () if len(values) == 1 else (len(values),)
+            fields[name] = FieldSpec(name, dtype, shape)
+            encs[name] = FieldEncoding(name, "float" if kind == FLOAT else "int64")
+        return fields, encs
+
+    def _iter_raw(self, split: str, start: int, stop: int) -> Iterator[tuple[bytes, str]]:
+        """Raw records start:stop with their location, CRCs checked."""
+        first = 0
+        for shard in self.shards[split]:
+            last = first + shard.records
+            if last > start and first < stop:
+                with rio.RecordFile(shard.path, shard.compression) as rf:
+                    lo, hi = max(start, first) - first, min(stop, last) - first
+                    rf.skip(lo)
+                    for _ in range(lo, hi):
+                        where = f"{shard.path}: record {rf.index} at byte {rf.offset}"
+                        rec = rf.next_record()
+                        if rec is None:
+                            raise CodecIOError(
+                                f"{shard.path}: ended after {rf.index} records, expected {shard.records}"
+                            )
+                        yield rec, where
+                    if hi == shard.records and rf.next_record() is not None:
+                        raise CodecIOError(f"{shard.path}: more records than the {shard.records} expected")
+            first = last
+
+    def _decode_chunk(self, split: SplitSpec, encs: dict[str, FieldEncoding], names: Sequence[str],
+                      recs: list[tuple[bytes, str]], out: Batch, offset: int) -> None:
+        for i, (rec, where) in enumerate(recs):
+            feats = decode_example(rec, where)
+            for name in names:
+                enc = encs[name]
+                if enc.feature not in feats:
+                    raise CodecIOError(f"{where}: Example has no feature {enc.feature!r} (field {name!r})")
+                kind, values = feats[enc.feature]
+                out[name][offset + i] = _decode_value(enc, split.fields[name], kind, values, where)
+
+    def iter_batches(
+        self,
+        split: str,
+        *,
+        fields: Sequence[str] | None = None,
+        start: int = 0,
+        stop: int | None = None,
+        batch_rows: int | None = None,
+    ) -> Iterator[Batch]:
+        spec, start, stop = self._range(split, start, stop)
+        names = list(fields) if fields is not None else list(spec.fields)
+        rows = self._rows(spec, batch_rows)
+        encs = self.encodings[split]
+        raw = self._iter_raw(split, start, stop)
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-decode") as pool:
+            pos = start
+            while pos < stop:
+                n = min(rows, stop - pos)
+                out = {name: np.empty((n, *spec.fields[name].shape), spec.fields[name].dtype) for name in names}
+                futures = []
+                for off in range(0, n, _CHUNK):
+                    recs = [next(raw) for _ in range(min(_CHUNK, n - off))]
+                    futures.append(pool.submit(self._decode_chunk, spec, encs, names, recs, out, off))
+                for fut in futures:
+                    fut.result()
+                yield out
+                pos += n
+        for _ in raw:  # drain: checks the tail of the last shard
+            pass
+
+    def feature_description(self, split: str) -> list[str]:
+        """Python lines a TensorFlow user pastes to parse and decode this split."""
+        lines = ["feature_description = {"]
+        decode = []
+        for name, spec in self.schema.splits[split].fields.items():
+            enc = self.encodings[split][name]
+            size = int(np.prod(spec.shape))
+            if enc.encoding in ("png", "raw"):
+                lines.append(f'    "{enc.feature}": tf.io.FixedLenFeature([], tf.string),')
+                if enc.encoding == "png":
+                    channels = spec.shape[2] if len(spec.shape) == 3 else 1
+                    tf_dtype = "tf.uint16" if spec.dtype.itemsize == 2 else "tf.uint8"
+                    decode.append(
+                        f'#   {name} = tf.io.decode_png(ex["{enc.feature}"], channels={channels}, '
+                        f"dtype={tf_dtype})  # -> {spec.shape}"
+                    )
+                else:
+                    decode.append(
+                        f'#   {name} = tf.reshape(tf.io.decode_raw(ex["{enc.feature}"], tf.{spec.dtype.newbyteorder("=").name}'
+                        f'{", little_endian=False" if spec.dtype.byteorder == ">" else ""}), {list(spec.shape)})'
+                    )
+            else:
+                kind = "tf.int64" if enc.encoding == "int64" else "tf.float32"
+                dims = [] if spec.shape == () else [size]
+                lines.append(f'    "{enc.feature}": tf.io.FixedLenFeature({dims}, {kind}),')
+                value = f'ex["{enc.feature}"]'
+                if len(spec.shape) > 1:
+                    decode.append(f"#   {name} = tf.reshape({value}, {list(spec.shape)})")
+                    value = name
+                if spec.dtype.newbyteorder("=").name not in ("int64", "float32"):
+                    decode.append(f"#   {name} = tf.cast({value}, tf.{spec.dtype.newbyteorder('=').name})")
+        lines.append("}")
+        if decode:
+            lines.append("# ex = tf.io.parse_single_example(record, feature_description); then:")
+            lines.extend(decode)
+        return lines
+
+    def describe(self) -> list[str]:
+        lines = []
+        comp = (self.manifest or {}).get("compression")
+        for split, shards in self.shards.items():
+            lines.append(f"split {split}: {len(shards)} shard(s)" + (f", {comp}" if comp else ""))
+            for name, enc in self.encodings[split].items():
+                lines.append(f"  {name}: feature {enc.feature!r} as {enc.encoding}")
+        first = next(iter(self.schema.splits), None)
+        if first is not None:
+            ctype = '"GZIP"' if comp == "gzip" else '""'
+            lines.append(f"TensorFlow ({first} split; compression_type={ctype}):")
+            lines.extend(self.feature_description(first))
+        return lines
+
+
+class TFRecordCodec(Codec):
+    """TFRecord shards of ``tf.train.Example``, images as PNG (no TensorFlow needed)."""
+
+    name = "tfrecord"
+    extensions = (".tfrecords", ".tfrecord")
+    is_directory = True
+    Options = TFRecordOptions
+
+    def open_reader(self, path: str) -> Reader:
+        return TFRecordReader(path, self.options.workers)
+
+    def open_writer(self, path: str, schema: Schema) -> Writer:
+        self.check_schema(schema)
+        return TFRecordWriter(path, schema, self.options)
+
+    def check_schema(self, schema: Schema) -> None:
+        super().check_schema(schema)
+        images = self.options.image_set()
+        for split in schema.splits.values():
+            for spec in split.fields.values():
+                choose_encoding(spec, spec.name, images)
