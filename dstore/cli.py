@@ -88,7 +88,7 @@ def _cmd_formats(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    for line in run_demo(args.dir, records=args.records, log=print):
+    for line in run_demo(args.dir, records=args.records):
         print(line)
     return 0
 

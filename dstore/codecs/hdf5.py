@@ -1,0 +1,225 @@
+"""HDF5 files through h5py: one group per split, one chunked dataset per field.
+
+Written: chunks along the record axis (about ``chunk_mb`` each), gzip level 4
+by default (``lzf`` and ``none`` too), optional byte shuffle; the schema sits
+in the root attributes. Read: any HDF5 file; datasets in the root form the
+default split (``x_train`` style names map to splits), each group a split.
+Datasets dstore cannot carry (strings, compound, references) and datasets
+compressed with a filter that is not installed are refused by name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import h5py
+import numpy as np
+
+from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ..schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, SplitSpec, split_key
+from ._chunked import AlignedAppender, chunk_rows
+from .base import Codec, Reader, Writer
+
+__all__ = ["HDF5Codec"]
+
+_ATTR = "dstore_schema"
+
+
+@dataclass(frozen=True)
+class HDF5Options:
+    compression: str = "gzip"  # gzip, lzf, none
+    level: int = 4
+    shuffle: bool = False
+    chunk_mb: float = 1.0
+
+    def validate(self) -> None:
+        if self.compression not in ("gzip", "lzf", "none"):
+            raise ValueError(f"hdf5: compression must be gzip, lzf or none. Got {self.compression!r}.")
+        if not 0 <= self.level <= 9:
+            raise ValueError(f"hdf5: level must be 0..9. Got {self.level} instead.")
+
+
+class HDF5Writer(Writer):
+    def __init__(self, path: str, schema: Schema, options: HDF5Options) -> None:
+        super().__init__(path, schema)
+        self.file = h5py.File(path, "w-")
+        self._appenders: dict[tuple[str, str], AlignedAppender] = {}
+        comp: dict[str, Any] = {}
+        if options.compression == "gzip":
+            comp = {"compression": "gzip", "compression_opts": options.level}
+        elif options.compression == "lzf":
+            comp = {"compression": "lzf"}
+        for split in schema.splits.values():
+            group = self.file.create_group(split.name)
+            for spec in split.fields.values():
+                rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
+                ds = group.create_dataset(
+                    spec.name,
+                    shape=(split.count, *spec.shape),
+                    dtype=spec.dtype,
+                    chunks=(rows, *(max(1, d) for d in spec.shape)) if split.count and all(spec.shape) else None,
+                    shuffle=options.shuffle and split.count > 0 and all(spec.shape),
+                    **(comp if split.count and all(spec.shape) else {}),
+                )
+                self._appenders[(split.name, spec.name)] = AlignedAppender(rows, self._store_fn(ds))
+
+    @staticmethod
+    def _store_fn(ds: Any) -> Any:
+        def store(pos: int, data: np.ndarray) -> None:
+            ds[pos : pos + len(data)] = data
+
+        return store
+
+    def write(self, split: str, batch: Batch) -> None:
+        for name, data in batch.items():
+            self._appenders[(split, name)].append(data)
+
+    def close(self) -> None:
+        for appender in self._appenders.values():
+            appender.flush()
+        self.file.attrs[_ATTR] = json.dumps(self.schema.to_json())
+        self.file.close()
+
+    def abort(self) -> None:
+        try:
+            self.file.close()
+        except Exception:  # noqa: BLE001, S110 - the output is deleted anyway
+            pass
+
+
+def _check_filters(ds: Any, where: str) -> None:
+    plist = ds.id.get_create_plist()
+    for i in range(plist.get_nfilters()):
+        fid, _, _, fname = plist.get_filter(i)
+        if not h5py.h5z.filter_avail(fid):
+            name = fname.decode(errors="replace") if isinstance(fname, bytes) else str(fname)
+            raise CodecIOError(
+                f"{where}: compressed with HDF5 filter {fid} ({name}), which is not installed "
+                "(pip install hdf5plugin may provide it)"
+            )
+
+
+class HDF5Reader(Reader):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self.file = h5py.File(path, "r")
+        except FileNotFoundError:
+            raise CodecIOError(f"{path}: no such file") from None
+        except OSError as e:
+            raise CodecIOError(f"{path}: not a readable HDF5 file: {e}") from None
+        try:
+            self.datasets: dict[tuple[str, str], Any] = {}
+            self._walk(self.file, "")
+            order = dict.fromkeys(k[0] for k in self.datasets)
+            self.schema = Schema({s: self._split_spec(s) for s in order})
+            stored = self.file.attrs.get(_ATTR)
+            if stored is not None:
+                try:
+                    schema = Schema.from_json(json.loads(stored))
+                    if self._consistent(schema):
+                        self.schema = schema
+                except (SchemaError, ValueError):
+                    pass
+        except BaseException:
+            self.file.close()
+            raise
+
+    def _walk(self, group: Any, prefix: str) -> None:
+        for name in group:
+            try:
+                member = group[name]
+            except (KeyError, OSError) as e:
+                raise CodecIOError(f"{self.path}: {prefix}{name}: unreadable: {e}") from None
+            key = f"{prefix}{name}"
+            if isinstance(member, h5py.Dataset):
+                dtype = member.dtype
+                where = f"{self.path}: dataset {key!r}"
+                if h5py.check_string_dtype(dtype) is not None or dtype.kind in "SUO":
+                    raise UnsupportedDtypeError(f"{where}: strings are not supported")
+                if dtype.fields is not None:
+                    raise UnsupportedDtypeError(f"{where}: compound dtype {dtype} is not supported")
+                if dtype.kind not in "biufc":
+                    raise UnsupportedDtypeError(f"{where}: dtype {dtype} is not supported")
+                if member.ndim == 0:
+                    raise UnsupportedDtypeError(f"{where}: scalar dataset has no record axis")
+                _check_filters(member, where)
+                split, field = split_key(key) if not prefix else (prefix.rstrip("/"), name)
+                if split == DEFAULT_SPLIT and prefix:
+                    split = prefix.rstrip("/")
+                self.datasets[(split, field)] = member
+            elif isinstance(member, h5py.Group):
+                self._walk(member, f"{key}/")
+
+    def _split_spec(self, split: str) -> SplitSpec:
+        members = {f: d for (s, f), d in self.datasets.items() if s == split}
+        counts = {f: d.shape[0] for f, d in members.items()}
+        if len(set(counts.values())) > 1:
+            raise SchemaError(f"{self.path}: fields of split {split!r} have different record counts {counts}")
+        fields = {f: FieldSpec(f, d.dtype, tuple(d.shape[1:]), d.name.lstrip("/")) for f, d in members.items()}
+        return SplitSpec(split, next(iter(counts.values()), 0), fields)
+
+    def _consistent(self, schema: Schema) -> bool:
+        for split in schema.splits.values():
+            for spec in split.fields.values():
+                ds = self.datasets.get((split.name, spec.name))
+                if ds is None or ds.shape != (split.count, *spec.shape) or ds.dtype != spec.dtype:
+                    return False
+        return len(self.datasets) == sum(len(s.fields) for s in schema.splits.values())
+
+    def iter_batches(
+        self,
+        split: str,
+        *,
+        fields: Sequence[str] | None = None,
+        start: int = 0,
+        stop: int | None = None,
+        batch_rows: int | None = None,
+    ) -> Iterator[Batch]:
+        spec, start, stop = self._range(split, start, stop)
+        names = list(fields) if fields is not None else list(spec.fields)
+        rows = self._rows(spec, batch_rows)
+        for pos in range(start, stop, rows):
+            end = min(stop, pos + rows)
+            batch = {}
+            for name in names:
+                try:
+                    batch[name] = self.datasets[(split, name)][pos:end]
+                except (OSError, ValueError, RuntimeError) as e:
+                    raise CodecIOError(
+                        f"{self.path}: split {split!r}, field {name!r}, records {pos}..{end - 1}: {e}"
+                    ) from None
+            yield batch
+
+    def describe(self) -> list[str]:
+        lines = []
+        for (split, name), ds in self.datasets.items():
+            comp = ds.compression or "none"
+            if ds.compression_opts is not None:
+                comp += f" {ds.compression_opts}"
+            lines.append(
+                f"{split}/{name}: dataset {ds.name}, chunks {ds.chunks}, {comp}"
+                + (", shuffle" if ds.shuffle else "")
+            )
+        return lines
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class HDF5Codec(Codec):
+    """HDF5 files via h5py (gzip/lzf compression, chunked along records)."""
+
+    name = "hdf5"
+    extensions = (".h5", ".hdf5", ".he5", ".hdf")
+    Options = HDF5Options
+
+    def open_reader(self, path: str) -> Reader:
+        return HDF5Reader(path)
+
+    def open_writer(self, path: str, schema: Schema) -> Writer:
+        self.check_schema(schema)
+        return HDF5Writer(path, schema, self.options)

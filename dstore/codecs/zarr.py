@@ -1,0 +1,224 @@
+"""zarr v3 groups (blosc), and reading any zarr v2/v3 group, array or zip store.
+
+Written layout: one group per split, one array per field, chunked along the
+record axis (about ``chunk_mb`` per chunk), blosc zstd level 3 with byte
+shuffle by default; the dstore schema sits in the root group's attributes.
+Arrays are created at their final shape up front and filled chunk-aligned,
+batch by batch. Reading walks groups: arrays in the root form the default
+split (label-maker names like ``x_train`` map to splits), each sub-group is a
+split.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import zarr
+from zarr.codecs import BloscCodec
+
+from ..errors import CodecIOError, SchemaError
+from ..schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, SplitSpec, check_dtype, split_key
+from ._chunked import AlignedAppender, chunk_rows
+from .base import Codec, Reader, Writer
+
+__all__ = ["ZarrCodec"]
+
+_ATTR = "dstore_schema"
+
+
+@dataclass(frozen=True)
+class ZarrOptions:
+    cname: str = "zstd"  # blosc compressor: zstd, lz4, lz4hc, blosclz, zlib
+    clevel: int = 3
+    shuffle: str = "shuffle"  # shuffle, bitshuffle, noshuffle
+    chunk_mb: float = 4.0
+    #: records per shard file (0 = no sharding); many small chunks in few files
+    shard_chunks: int = 0
+
+    def validate(self) -> None:
+        if self.cname not in ("zstd", "lz4", "lz4hc", "blosclz", "zlib"):
+            raise ValueError(f"zarr: unknown blosc cname {self.cname!r}")
+        if not 0 <= self.clevel <= 9:
+            raise ValueError(f"zarr: clevel must be 0..9. Got {self.clevel} instead.")
+        if self.shuffle not in ("shuffle", "bitshuffle", "noshuffle"):
+            raise ValueError(f"zarr: shuffle must be shuffle, bitshuffle or noshuffle. Got {self.shuffle!r}.")
+        if self.chunk_mb <= 0:
+            raise ValueError("zarr: chunk_mb must be > 0")
+
+
+def _native(dtype: np.dtype) -> np.dtype:
+    return dtype.newbyteorder("=") if dtype.byteorder == ">" else dtype
+
+
+class ZarrWriter(Writer):
+    def __init__(self, path: str, schema: Schema, options: ZarrOptions) -> None:
+        super().__init__(path, schema)
+        self.options = options
+        self.root = zarr.open_group(path, mode="w-", zarr_format=3)
+        self._appenders: dict[tuple[str, str], AlignedAppender] = {}
+        compressor = BloscCodec(cname=options.cname, clevel=options.clevel, shuffle=options.shuffle)
+        for split in schema.splits.values():
+            group = self.root.create_group(split.name)
+            for spec in split.fields.values():
+                rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
+                shards = None
+                if options.shard_chunks > 0:
+                    shards = (rows * options.shard_chunks, *(max(1, d) for d in spec.shape))
+                arr = group.create_array(
+                    spec.name,
+                    shape=(split.count, *spec.shape),
+                    dtype=_native(spec.dtype),
+                    chunks=(rows, *(max(1, d) for d in spec.shape)),
+                    shards=shards,
+                    compressors=compressor,
+                    fill_value=0,
+                )
+                self._appenders[(split.name, spec.name)] = AlignedAppender(
+                    rows * (options.shard_chunks or 1), self._store_fn(arr)
+                )
+
+    @staticmethod
+    def _store_fn(arr: Any) -> Any:
+        def store(pos: int, data: np.ndarray) -> None:
+            arr[pos : pos + len(data)] = data
+
+        return store
+
+    def write(self, split: str, batch: Batch) -> None:
+        for name, data in batch.items():
+            native = _native(data.dtype)
+            self._appenders[(split, name)].append(data.astype(native, copy=False))
+
+    def close(self) -> None:
+        for appender in self._appenders.values():
+            appender.flush()
+        self.root.attrs[_ATTR] = self.schema.to_json()
+
+
+class ZarrReader(Reader):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._store: Any = None
+        try:
+            if path.endswith(".zip") and os.path.isfile(path):
+                self._store = zarr.storage.ZipStore(path, mode="r")
+                node = zarr.open(self._store, mode="r")
+            else:
+                node = zarr.open(path, mode="r")
+        except FileNotFoundError:
+            raise CodecIOError(f"{path}: no zarr group or array here") from None
+        except Exception as e:  # noqa: BLE001 - zarr raises many types for bad metadata
+            raise CodecIOError(f"{path}: not a readable zarr store: {e}") from None
+        self.arrays: dict[tuple[str, str], Any] = {}
+        if isinstance(node, zarr.Array):
+            name = os.path.basename(os.path.normpath(path)).removesuffix(".zarr") or "data"
+            self._add(DEFAULT_SPLIT, name, node, name)
+            splits = {DEFAULT_SPLIT: self._split_spec(DEFAULT_SPLIT)}
+            self.schema = Schema(splits)
+            return
+        self._walk(node, "")
+        inferred = Schema({s: self._split_spec(s) for s in dict.fromkeys(k[0] for k in self.arrays)})
+        stored = node.attrs.get(_ATTR)
+        self.schema = inferred
+        if stored is not None:
+            try:
+                schema = Schema.from_json(stored)
+                if self._consistent(schema):
+                    self.schema = schema
+            except SchemaError:
+                pass
+
+    def _add(self, split: str, name: str, arr: Any, key: str) -> None:
+        if arr.ndim == 0:
+            raise SchemaError(f"{self.path}: array {key!r} is 0-d; every field needs a record axis")
+        check_dtype(arr.dtype, f"{self.path}: array {key!r}")
+        self.arrays[(split, name)] = arr
+
+    def _walk(self, group: Any, prefix: str) -> None:
+        for name, member in sorted(group.members(), key=lambda kv: kv[0]):
+            key = f"{prefix}{name}"
+            if isinstance(member, zarr.Array):
+                split, field = split_key(key) if not prefix else (prefix.rstrip("/"), name)
+                self._add(split, field, member, key)
+            else:
+                self._walk(member, f"{key}/")
+
+    def _split_spec(self, split: str) -> SplitSpec:
+        members = {f: a for (s, f), a in self.arrays.items() if s == split}
+        counts = {f: a.shape[0] for f, a in members.items()}
+        if len(set(counts.values())) > 1:
+            raise SchemaError(f"{self.path}: fields of split {split!r} have different record counts {counts}")
+        fields = {f: FieldSpec(f, np.dtype(a.dtype), tuple(a.shape[1:])) for f, a in members.items()}
+        return SplitSpec(split, next(iter(counts.values()), 0), fields)
+
+    def _consistent(self, schema: Schema) -> bool:
+        for split in schema.splits.values():
+            for spec in split.fields.values():
+                arr = self.arrays.get((split.name, spec.name))
+                if arr is None or tuple(arr.shape) != (split.count, *spec.shape):
+                    return False
+                if _native(spec.dtype) != np.dtype(arr.dtype):
+                    return False
+        return len(self.arrays) == sum(len(s.fields) for s in schema.splits.values())
+
+    def iter_batches(
+        self,
+        split: str,
+        *,
+        fields: Sequence[str] | None = None,
+        start: int = 0,
+        stop: int | None = None,
+        batch_rows: int | None = None,
+    ) -> Iterator[Batch]:
+        spec, start, stop = self._range(split, start, stop)
+        names = list(fields) if fields is not None else list(spec.fields)
+        rows = self._rows(spec, batch_rows)
+        for pos in range(start, stop, rows):
+            end = min(stop, pos + rows)
+            batch = {}
+            for name in names:
+                try:
+                    data = self.arrays[(split, name)][pos:end]
+                except Exception as e:  # noqa: BLE001 - corrupt chunks raise codec-specific errors
+                    raise CodecIOError(
+                        f"{self.path}: split {split!r}, field {name!r}, records {pos}..{end - 1}: "
+                        f"unreadable chunk: {e}"
+                    ) from None
+                batch[name] = np.asarray(data).astype(spec.fields[name].dtype, copy=False)
+            yield batch
+
+    def describe(self) -> list[str]:
+        lines = []
+        for (split, name), arr in self.arrays.items():
+            codecs = getattr(arr.metadata, "codecs", None) or getattr(arr.metadata, "compressor", None)
+            lines.append(
+                f"{split}/{name}: zarr v{arr.metadata.zarr_format}, chunks {arr.chunks}, {codecs}"
+            )
+        return lines
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+class ZarrCodec(Codec):
+    """zarr v3 groups with blosc compression; reads zarr v2 and v3."""
+
+    name = "zarr"
+    extensions = (".zarr", ".zarr.zip")
+    is_directory = True
+    Options = ZarrOptions
+
+    def supports(self, dtype: np.dtype) -> bool:
+        return dtype.kind in "biufc"
+
+    def open_reader(self, path: str) -> Reader:
+        return ZarrReader(path)
+
+    def open_writer(self, path: str, schema: Schema) -> Writer:
+        self.check_schema(schema)
+        return ZarrWriter(path, schema, self.options)

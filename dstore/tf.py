@@ -1,0 +1,73 @@
+"""``tf.data`` pipelines over TFRecords (extra ``tf``): the only module importing TensorFlow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import MissingDependencyError, SchemaError
+
+__all__ = ["to_tf_dataset"]
+
+
+def _tf() -> Any:
+    try:
+        import tensorflow as tf
+    except ImportError as e:
+        raise MissingDependencyError("to_tf_dataset", "tf", "tensorflow") from e
+    return tf
+
+
+def to_tf_dataset(path: str, split: str = "train", *, deterministic: bool = True) -> Any:
+    """A ``tf.data.Dataset`` of ``{field: tensor}`` with the original dtypes and shapes.
+
+    Parsing and PNG decoding run in parallel (``AUTOTUNE``) and the result is
+    prefetched. Works on dstore directories and on TFRecords written by others.
+    """
+    tf = _tf()
+    from .codecs import _tfrecord_io as rio
+    from .codecs.tfrecord import TFRecordReader
+
+    reader = TFRecordReader(path)
+    if split not in reader.schema.splits:
+        raise SchemaError(f"{path}: no split {split!r}; splits: {', '.join(reader.schema.splits)}")
+    spec = reader.schema.splits[split]
+    encs = reader.encodings[split]
+    files = [s.path for s in reader.shards[split]]
+    compression = "GZIP" if files and rio.is_gzip(files[0]) else ""
+
+    description = {}
+    for name, field in spec.fields.items():
+        enc = encs[name]
+        if enc.encoding in ("png", "raw"):
+            description[enc.feature] = tf.io.FixedLenFeature([], tf.string)
+        else:
+            dims = [] if field.shape == () else [int(np.prod(field.shape))]
+            kind = tf.int64 if enc.encoding == "int64" else tf.float32
+            description[enc.feature] = tf.io.FixedLenFeature(dims, kind)
+
+    def decode(record: Any) -> dict[str, Any]:
+        ex = tf.io.parse_single_example(record, description)
+        out = {}
+        for name, field in spec.fields.items():
+            enc = encs[name]
+            value = ex[enc.feature]
+            native = field.dtype.newbyteorder("=")
+            if enc.encoding == "png":
+                channels = field.shape[2] if len(field.shape) == 3 else 1
+                value = tf.io.decode_png(value, channels=channels, dtype=tf.as_dtype(native))
+            elif enc.encoding == "raw":
+                value = tf.io.decode_raw(
+                    value, tf.as_dtype(native), little_endian=field.dtype.byteorder != ">"
+                )
+            elif native == np.uint64:
+                value = tf.bitcast(value, tf.uint64)
+            elif native != value.dtype.as_numpy_dtype:
+                value = tf.cast(value, tf.as_dtype(native))
+            out[name] = tf.reshape(value, field.shape)
+        return out
+
+    ds = tf.data.TFRecordDataset(files, compression_type=compression)
+    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+    return ds.prefetch(tf.data.AUTOTUNE)
