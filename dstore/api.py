@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .codecs.base import Codec, Reader
+from .codecs.base import Codec, Reader, _concat
 from .dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
 from .errors import CodecIOError, SchemaError
 from .output import atomic_output, path_size
@@ -90,9 +90,7 @@ class FieldView:
                 self._split.name, fields=[self.spec.name], start=start, stop=stop
             )
         ]
-        if not parts:
-            return np.empty((0, *self.spec.shape), self.spec.dtype)
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return _concat(parts, self.spec.dtype, self.spec.shape)
 
     def __getitem__(self, index: Any) -> np.ndarray:
         n = self._split.count

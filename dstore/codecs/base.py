@@ -44,6 +44,14 @@ def parse_bool(value: Any) -> bool:
     raise ValueError(f"expected true/false, got {value!r}")
 
 
+def _concat(parts: list[np.ndarray], dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """Concatenate batches keeping the field's dtype (numpy would make it native-endian)."""
+    if not parts:
+        return np.empty((0, *shape), dtype)
+    out = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return out.astype(dtype, copy=False)
+
+
 class Reader(ABC):
     """Reads one dataset; a context manager."""
 
@@ -71,8 +79,7 @@ class Reader(ABC):
             for n in names:
                 parts[n].append(batch[n])
         return {
-            n: np.concatenate(p) if p else np.empty((0, *spec.fields[n].shape), spec.fields[n].dtype)
-            for n, p in parts.items()
+            n: _concat(p, spec.fields[n].dtype, spec.fields[n].shape) for n, p in parts.items()
         }
 
     def split(self, name: str) -> SplitSpec:

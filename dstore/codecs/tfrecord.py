@@ -127,7 +127,8 @@ def _encode_value(enc: FieldEncoding, spec: FieldSpec, value: np.ndarray, png: A
         return encode_feature(INT64, value.reshape(-1))
     if enc.encoding == "float":
         return encode_feature(FLOAT, value.reshape(-1))
-    return encode_feature(BYTES, np.ascontiguousarray(value).tobytes())
+    # astype: indexing a 1-d array gives a native-endian scalar, lose no byte order
+    return encode_feature(BYTES, np.asarray(value).astype(spec.dtype).tobytes())
 
 
 def _decode_value(

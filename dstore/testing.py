@@ -1,0 +1,189 @@
+"""Reusable tests every codec must pass: subclass :class:`CodecSuite` and provide ``codec``.
+
+Built-in codecs run it from ``tests/test_roundtrip.py``; a third-party codec
+gets the same checks with::
+
+    class TestMyCodec(dstore.testing.CodecSuite):
+        @pytest.fixture
+        def codec(self):
+            return MyCodec()
+
+Needs pytest (imported here, never by ``import dstore``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+
+from . import api
+from .codecs.base import Codec
+from .dtypes import DtypePolicy
+from .errors import UnsupportedDtypeError
+from .schema import DEFAULT_SPLIT
+
+__all__ = ["CodecSuite", "assert_datasets_equal", "dtype_cases", "read_all"]
+
+#: Every dtype the data model carries (byte orders included).
+dtype_cases = [
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128", ">i4", ">f8", ">u2",
+]
+
+
+def sample_values(dtype: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    """Values that exercise a dtype's range (extremes, NaN/inf for floats)."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.random(shape) < 0.5
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        arr = rng.integers(info.min, info.max, size=shape, dtype=dt.newbyteorder("="), endpoint=True)
+        flat = arr.reshape(-1)
+        if flat.size >= 2:
+            flat[0], flat[1] = info.min, info.max
+        return arr.astype(dt)
+    if dt.kind == "f":
+        arr = (rng.standard_normal(shape) * 100).astype(dt)
+        flat = arr.reshape(-1)
+        specials = [np.nan, np.inf, -np.inf, -0.0, np.finfo(dt).max, np.finfo(dt).tiny]
+        flat[: min(len(specials), flat.size)] = specials[: flat.size]
+        return arr
+    real = rng.standard_normal(shape)
+    return (real + 1j * rng.standard_normal(shape)).astype(dt)
+
+
+def read_all(path: str) -> dict[str, dict[str, np.ndarray]]:
+    with api.open(path) as ds:
+        return {split: ds[split].read() for split in ds}
+
+
+def assert_datasets_equal(
+    expected: dict[str, dict[str, np.ndarray]], actual: dict[str, dict[str, np.ndarray]]
+) -> None:
+    """Same splits, fields, dtypes, shapes and bytes (NaNs compared by bit pattern)."""
+    assert sorted(expected) == sorted(actual)
+    for split in expected:
+        assert sorted(expected[split]) == sorted(actual[split]), split
+        for name, exp in expected[split].items():
+            act = actual[split][name]
+            assert act.dtype == exp.dtype, (split, name, act.dtype, exp.dtype)
+            assert act.shape == exp.shape, (split, name, act.shape, exp.shape)
+            assert np.ascontiguousarray(act).tobytes() == np.ascontiguousarray(exp).tobytes(), (split, name)
+
+
+def _opts(codec: Codec) -> dict[str, Any]:
+    return {k: v for k, v in codec.get_config().items() if k != "name"}
+
+
+def photo_features(n: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Real-image features: per-tile colour histograms (float32) and integer labels."""
+    from .demo import photo_tiles
+
+    x, y = photo_tiles(n, 32, seed=seed)
+    bins = np.stack(
+        [np.histogram(t[..., c], bins=16, range=(0, 256))[0] for t in x for c in range(3)]
+    ).reshape(n, 48)
+    return (bins / (32 * 32)).astype(np.float32), y.argmax(1).astype(np.int64)
+
+
+class CodecSuite:
+    """Round-trip checks for one codec; subclasses provide the ``codec`` fixture."""
+
+    @pytest.fixture
+    def codec(self) -> Codec:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @pytest.fixture(scope="class")
+    def tiles(self) -> tuple[np.ndarray, np.ndarray]:
+        from .demo import photo_tiles
+
+        return photo_tiles(60, 64)
+
+    @pytest.fixture(scope="class")
+    def features(self) -> tuple[np.ndarray, np.ndarray]:
+        return photo_features()
+
+    def _path(self, tmp_path: Any, codec: Codec, stem: str = "out") -> str:
+        return os.path.join(str(tmp_path), stem + codec.extensions[0])
+
+    def test_roundtrip_tiles_and_labels(self, codec: Codec, tmp_path: Any, tiles: Any) -> None:
+        x, y = tiles
+        data = {"train": {"x": x[:40], "y": y[:40]}, "test": {"x": x[40:], "y": y[40:]}}
+        path = self._path(tmp_path, codec)
+        api.save(data, path, format=codec.name, **_opts(codec))
+        assert_datasets_equal(data, read_all(path))
+
+    @pytest.mark.parametrize("dtype", dtype_cases)
+    def test_roundtrip_every_dtype(self, codec: Codec, tmp_path: Any, dtype: str) -> None:
+        data = {
+            "train": {
+                "scalar": sample_values(dtype, (7,)),
+                "vector": sample_values(dtype, (7, 5), seed=1),
+                "matrix": sample_values(dtype, (7, 2, 3), seed=2),
+            }
+        }
+        path = self._path(tmp_path, codec)
+        if not codec.supports(np.dtype(dtype)):
+            with pytest.raises(UnsupportedDtypeError):
+                api.save(data, path, format=codec.name)
+            assert not os.path.exists(path)
+            return
+        api.save(data, path, format=codec.name, **_opts(codec))
+        assert_datasets_equal(data, read_all(path))
+
+    @pytest.mark.parametrize("batch_bytes", [1, 100, 10_000, 1 << 30])
+    def test_batch_size_does_not_change_output(
+        self, codec: Codec, tmp_path: Any, batch_bytes: int, features: Any
+    ) -> None:
+        feats, labels = features
+        src = os.path.join(str(tmp_path), "src.npz")
+        api.save({"feats": feats[:50], "labels": labels[:50]}, src)
+        path = self._path(tmp_path, codec)
+        api.convert(src, path, to=codec.name, batch_bytes=batch_bytes, options=_opts(codec))
+        got = read_all(path)
+        assert_datasets_equal({DEFAULT_SPLIT: {"feats": feats[:50], "labels": labels[:50]}}, got)
+
+    def test_empty_split_and_zero_size_records(self, codec: Codec, tmp_path: Any) -> None:
+        data = {
+            "train": {"a": np.arange(6, dtype=np.int32).reshape(3, 2), "b": np.zeros((3, 0), np.float32)},
+            "test": {"a": np.zeros((0, 2), np.int32), "b": np.zeros((0, 0), np.float32)},
+        }
+        path = self._path(tmp_path, codec)
+        api.save(data, path, format=codec.name, **_opts(codec))
+        assert_datasets_equal(data, read_all(path))
+
+    def test_random_access_reads_only_the_slice(self, codec: Codec, tmp_path: Any, features: Any) -> None:
+        feats, labels = features
+        path = self._path(tmp_path, codec)
+        api.save({"train": {"f": feats, "y": labels}}, path, format=codec.name, **_opts(codec))
+        with api.open(path) as ds:
+            np.testing.assert_array_equal(ds["train"]["f"][10:13], feats[10:13])
+            np.testing.assert_array_equal(ds["train"]["y"][-1], labels[-1])
+            np.testing.assert_array_equal(ds["train"]["f"][5:50:7], feats[5:50:7])
+
+    def test_config_roundtrip(self, codec: Codec) -> None:
+        config = codec.get_config()
+        assert json.loads(json.dumps(config)) == config
+        assert type(codec).from_config(config) == codec
+
+    def test_failed_write_leaves_nothing(self, codec: Codec, tmp_path: Any) -> None:
+        data = {"train": {"x": np.full((5, 3), 1e10, np.float64)}}
+        path = self._path(tmp_path, codec)
+        with pytest.raises(Exception, match="overflow"):
+            api.save(data, path, format=codec.name, dtype=DtypePolicy("float16"))
+        assert os.listdir(str(tmp_path)) == []
+
+    def test_float16_policy(self, codec: Codec, tmp_path: Any, features: Any) -> None:
+        feats, labels = features
+        path = self._path(tmp_path, codec)
+        api.save({"f": feats, "y": labels}, path, format=codec.name, dtype="float16")
+        got = read_all(path)[DEFAULT_SPLIT]
+        assert got["f"].dtype == np.float16
+        np.testing.assert_array_equal(got["f"], feats.astype(np.float16))
+        np.testing.assert_array_equal(got["y"], labels)
