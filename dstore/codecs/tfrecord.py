@@ -168,7 +168,7 @@ def _decode_value(
 @dataclass(frozen=True)
 class TFRecordOptions:
     #: target shard size in MiB (TFDS aims at 64 MiB - 1 GiB)
-    shard_mb: int = 256
+    shard_mb: float = 256.0
     #: "none" or "gzip" (TensorFlow: compression_type="GZIP")
     compression: str = "none"
     #: "fast" (zlib level 1, RLE) or a zlib level 0-9 (6 gives TensorFlow's sizes)
@@ -245,7 +245,7 @@ class TFRecordWriter(Writer):
         self.workers = options.workers or default_workers()
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-png")
         self._png = _png_encoder(str(options.png_level))
-        self._shard_limit = options.shard_mb * 1024 * 1024
+        self._shard_limit = int(options.shard_mb * 1024 * 1024)
         self._shards: dict[str, list[dict[str, Any]]] = {s: [] for s in schema.splits}
         self._split: str | None = None
         self._raw: BinaryIO | None = None

@@ -1,0 +1,116 @@
+"""Registry: names, extensions, entry points, missing dependencies, every codec class registered."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import dstore
+import dstore.codecs
+from dstore import registry
+from dstore.codecs.base import Codec
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("a.npz", "npz"),
+        ("dir/a.NPZ", "npz"),
+        ("x.zarr", "zarr"),
+        ("x.zarr/", "zarr"),
+        ("x.h5", "hdf5"),
+        ("x.hdf5", "hdf5"),
+        ("x.tfrecords", "tfrecord"),
+        ("x.tfrecord", "tfrecord"),
+        ("mnist-train.tfrecord-00000-of-00004", "tfrecord"),
+    ],
+)
+def test_infer_codec(path, name):
+    assert registry.infer_codec(path) == name
+
+
+def test_unknown_name_and_extension():
+    with pytest.raises(dstore.UnknownCodecError, match="available: npz"):
+        registry.get_codec_class("parquet")
+    with pytest.raises(dstore.UnknownCodecError, match="no format claims"):
+        registry.infer_codec("data.parquet")
+
+
+def test_missing_dependency_names_the_extra(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(registry, "_classes", {})
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "h5py" else real(name, *a)
+    )
+    with pytest.raises(dstore.MissingDependencyError, match=r"pip install 'dstore\[hdf5\]'"):
+        registry.get_codec_class("hdf5")
+    assert registry.available_codecs()["hdf5"] == "pip install 'dstore[hdf5]'"
+
+
+def test_register_codec_and_clobber(tmp_path):
+    from dstore.codecs.npz import NpzCodec
+
+    class OtherNpz(NpzCodec):
+        name = "npz2"
+        extensions = (".npz2",)
+
+    dstore.register_codec(OtherNpz)
+    try:
+        with pytest.raises(ValueError, match="already registered"):
+            dstore.register_codec(OtherNpz)
+        dstore.register_codec(OtherNpz, clobber=True)
+        path = str(tmp_path / "a.npz2")
+        dstore.save({"x": np.arange(4)}, path)
+        assert registry.infer_codec(path) == "npz2"
+        np.testing.assert_array_equal(dstore.open(path)["data"]["x"][:], np.arange(4))
+    finally:
+        registry._entries.pop("npz2", None)
+        registry._classes.pop("npz2", None)
+
+
+def test_entry_point_plugin_is_loaded_lazily(tmp_path, monkeypatch):
+    """A fake installed distribution declaring a ``dstore.codecs`` entry point."""
+    pkg = tmp_path / "dstore_fake_plugin.py"
+    pkg.write_text(
+        textwrap.dedent(
+            """
+            from dstore.codecs.npz import NpzCodec
+
+            class FakeCodec(NpzCodec):
+                name = "fake"
+                extensions = (".fake",)
+            """
+        )
+    )
+    dist = tmp_path / "dstore_fake_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: dstore-fake-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[dstore.codecs]\nfake = dstore_fake_plugin:FakeCodec\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    monkeypatch.setattr(registry, "_entries", dict(registry._entries))
+    monkeypatch.setattr(registry, "_classes", dict(registry._classes))
+    assert "fake" in registry.codec_names()
+    assert "dstore_fake_plugin" not in sys.modules  # listed, not imported
+    assert registry.infer_codec("x.fake") == "fake"
+    assert registry.get_codec_class("fake").__name__ == "FakeCodec"
+
+
+def test_every_codec_class_is_registered():
+    classes = set()
+    for mod in pkgutil.iter_modules(dstore.codecs.__path__):
+        if mod.name.startswith("_") or mod.name == "base":
+            continue
+        module = importlib.import_module(f"dstore.codecs.{mod.name}")
+        classes |= {
+            obj for obj in vars(module).values()
+            if isinstance(obj, type) and issubclass(obj, Codec) and obj is not Codec
+            and obj.__module__ == module.__name__
+        }
+    registered = {registry.get_codec_class(n) for n in registry._BUILTIN}
+    assert classes == registered

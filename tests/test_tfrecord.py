@@ -1,0 +1,199 @@
+"""TFRecord without TensorFlow: layout, manifest, foreign names, and every bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dstore
+from dstore.cli import main
+from dstore.testing import assert_datasets_equal, read_all
+
+pytest.importorskip("imagecodecs")
+from dstore.codecs import _tfrecord_io as rio  # noqa: E402
+from dstore.codecs._example import BYTES, INT64, encode_example, encode_feature  # noqa: E402
+
+
+def _write_records(path: str, records: list[bytes]) -> None:
+    with open(path, "wb") as f:
+        for r in records:
+            f.write(rio.frame(r))
+
+
+def _example(**features: tuple[int, object]) -> bytes:
+    return encode_example({k: encode_feature(kind, v) for k, (kind, v) in features.items()})
+
+
+def test_layout_and_manifest(tmp_path, label_maker_npz):
+    out = str(tmp_path / "data.tfrecords")
+    dstore.convert(label_maker_npz, out, options={"shard_mb": "0.1"})
+    files = sorted(os.listdir(out))
+    assert "dstore.json" in files
+    with open(os.path.join(out, "dstore.json")) as f:
+        manifest = json.load(f)
+    train = manifest["splits"]["train"]["shards"]
+    assert len(train) > 1, "0.1 MiB shards must split 40 tiles"
+    assert [s["file"] for s in train] == [
+        f"train-{i:05d}-of-{len(train):05d}.tfrecord" for i in range(len(train))
+    ]
+    assert sum(s["records"] for s in train) == 40
+    assert manifest["fields"]["train"]["x"]["encoding"] == "png"
+    assert manifest["fields"]["train"]["y"]["encoding"] == "int64"
+    import hashlib
+
+    for s in train:
+        with open(os.path.join(out, s["file"]), "rb") as f:
+            assert hashlib.sha256(f.read()).hexdigest() == s["sha256"]
+    back = str(tmp_path / "back.npz")
+    dstore.convert(out, back)
+    assert dstore.verify(label_maker_npz, back).ok
+
+
+def test_rename_and_gzip(tmp_path, tiles):
+    x, y = tiles
+    out = str(tmp_path / "d.tfrecords")
+    dstore.save({"train": {"x": x, "y": y}}, out, rename="x=image,y=label", compression="gzip")
+    shard = os.path.join(out, "train-00000-of-00001.tfrecord")
+    assert rio.is_gzip(shard)
+    with rio.RecordFile(shard) as rf:
+        feats = dstore.codecs._example.decode_example(rf.next_record())
+    assert set(feats) == {"image", "label"}
+    assert_datasets_equal({"train": {"x": x, "y": y}}, read_all(out))
+
+
+def test_png_level_6_and_uint16_and_gray(tmp_path):
+    rng = np.random.default_rng(0)
+    gray = (np.arange(20 * 16 * 16).reshape(20, 16, 16) % 251).astype(np.uint8)
+    deep = rng.integers(0, 65535, (20, 12, 10, 3), dtype=np.uint16)
+    one = gray[..., None].copy()
+    out = str(tmp_path / "d.tfrecords")
+    dstore.save({"g": gray, "d": deep, "o": one}, out, png_level="6")
+    with open(os.path.join(out, "dstore.json")) as f:
+        fields = json.load(f)["fields"]["data"]
+    assert {fields[k]["encoding"] for k in "gdo"} == {"png"}
+    assert_datasets_equal({"data": {"g": gray, "d": deep, "o": one}}, read_all(out))
+
+
+def test_foreign_single_file_and_tfds_names(tmp_path):
+    recs = [_example(label=(INT64, np.array([i])), vec=(INT64, np.arange(3) + i)) for i in range(5)]
+    single = str(tmp_path / "x.tfrecord")
+    _write_records(single, recs)
+    got = read_all(single)["data"]
+    np.testing.assert_array_equal(got["label"], np.arange(5))
+    assert got["vec"].shape == (5, 3)
+
+    folder = tmp_path / "tfds"
+    folder.mkdir()
+    for split, n in (("train", 2), ("test", 1)):
+        for i in range(n):
+            _write_records(str(folder / f"mnist-{split}.tfrecord-{i:05d}-of-{n:05d}"), recs)
+    with dstore.open(str(folder), format="tfrecord") as ds:
+        assert set(ds) == {"train", "test"}
+        assert ds["train"].count == 10 and ds["test"].count == 5
+    with dstore.open(str(folder / "mnist-train.tfrecord-*"), format="tfrecord") as ds:
+        assert ds["train"].count == 10
+
+
+def test_writing_needs_no_tensorflow(tmp_path, label_maker_npz):
+    code = (
+        "import sys; sys.modules['tensorflow'] = None\n"
+        "import dstore\n"
+        f"dstore.convert({label_maker_npz!r}, {str(tmp_path / 'o.tfrecords')!r})\n"
+        f"r = dstore.verify({label_maker_npz!r}, {str(tmp_path / 'o.tfrecords')!r})\n"
+        "assert r.ok\n"
+        "assert 'tensorflow' not in sys.modules or sys.modules['tensorflow'] is None\n"
+        "print('ok')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "ok"
+
+
+# ------------------------------------------------------------------ bad inputs
+
+
+def _fails(capsys, argv, contains):
+    rc = main(argv)
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert rc != 0
+    assert len(err) == 1 and contains in err[0], err
+    return err[0]
+
+
+@pytest.fixture
+def good_shard(tmp_path, tiles):
+    x, y = tiles
+    out = str(tmp_path / "good.tfrecords")
+    dstore.save({"train": {"x": x[:5], "y": y[:5]}}, out)
+    return os.path.join(out, "train-00000-of-00001.tfrecord")
+
+
+def test_flipped_byte_is_a_crc_error(tmp_path, capsys, good_shard):
+    with open(good_shard, "rb") as f:
+        data = bytearray(f.read())
+    data[len(data) // 2] ^= 0x01
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(bytes(data))
+    line = _fails(capsys, ["convert", str(bad), str(tmp_path / "o.npz")], "CRC")
+    assert "bad.tfrecord: record" in line and "at byte" in line
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_truncated_last_record(tmp_path, capsys, good_shard):
+    with open(good_shard, "rb") as f:
+        data = f.read()
+    bad = tmp_path / "cut.tfrecord"
+    bad.write_bytes(data[:-100])
+    line = _fails(capsys, ["convert", str(bad), str(tmp_path / "o.npz")], "truncated")
+    assert "record 4" in line
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_zero_length_file(tmp_path, capsys):
+    bad = tmp_path / "empty.tfrecord"
+    bad.write_bytes(b"")
+    _fails(capsys, ["convert", str(bad), str(tmp_path / "o.npz")], "empty file")
+
+
+def test_not_a_tfrecord(tmp_path, capsys):
+    bad = tmp_path / "text.tfrecord"
+    bad.write_bytes(b"hello, this is plain text and not a TFRecord at all\n" * 3)
+    _fails(capsys, ["info", str(bad)], "not a TFRecord")
+
+
+def test_example_missing_a_field(tmp_path, capsys):
+    recs = [_example(a=(INT64, np.array([1])), b=(INT64, np.array([2])))] * 3
+    recs.append(_example(a=(INT64, np.array([1]))))
+    bad = str(tmp_path / "m.tfrecord")
+    _write_records(bad, recs)
+    line = _fails(capsys, ["convert", bad, str(tmp_path / "o.npz")], "no feature 'b'")
+    assert "record 3" in line
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_images_of_varying_size_are_refused(tmp_path, capsys):
+    import imagecodecs
+
+    imgs = [np.zeros((16, 16, 3), np.uint8), np.zeros((16, 20, 3), np.uint8)]
+    recs = [_example(image=(BYTES, imagecodecs.png_encode(im))) for im in imgs]
+    bad = str(tmp_path / "v.tfrecord")
+    _write_records(bad, recs)
+    _fails(capsys, ["convert", bad, str(tmp_path / "o.npz")], "varying size")
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_float_images_refused_with_hint(tmp_path, capsys):
+    src = str(tmp_path / "f.npz")
+    np.savez(src, x=np.random.default_rng(0).random((4, 16, 16, 3)).astype(np.float32))
+    out = str(tmp_path / "o.tfrecords")
+    line = _fails(capsys, ["convert", src, out, "-o", "images=x"], "uint8 or uint16")
+    assert "never rescales" in line
+    assert not os.path.exists(out)
+    # Without asking for PNG, float images are stored exactly as float_list.
+    assert main(["convert", src, out]) == 0
+    assert dstore.verify(src, out).ok
