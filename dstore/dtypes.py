@@ -130,9 +130,9 @@ class DtypePolicy:
                     f"{new.name} (|x| > {limit:g}), first at record {first}; "
                     f"use --on-overflow clip or a wider dtype"
                 )
+            # Clip only what overflowed: infinities already in the input stay.
             limit = np.finfo(new).max
-            with np.errstate(over="ignore", invalid="ignore"):
-                cast = np.clip(arr, -limit, limit).astype(new)
+            cast = np.where(overflow, np.copysign(limit, arr), cast).astype(new)
             st.clipped += n_over
         if cast.size:
             back = cast.astype(arr.dtype)
