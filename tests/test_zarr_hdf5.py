@@ -1,0 +1,149 @@
+"""zarr and HDF5: outputs opened by the libraries themselves, foreign and corrupt inputs."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import dstore
+from dstore.cli import main
+from dstore.testing import read_all
+
+zarr = pytest.importorskip("zarr")
+h5py = pytest.importorskip("h5py")
+
+
+def test_zarr_output_read_by_zarr(tmp_path, label_maker_npz):
+    out = str(tmp_path / "d.zarr")
+    dstore.convert(label_maker_npz, out)
+    root = zarr.open_group(out, mode="r")
+    assert root.metadata.zarr_format == 3
+    with np.load(label_maker_npz) as src:
+        np.testing.assert_array_equal(root["train"]["x"][:], src["x_train"])
+        np.testing.assert_array_equal(root["val"]["y"][:], src["y_val"])
+    codecs = root["train"]["x"].metadata.codecs
+    assert any("blosc" in type(c).__name__.lower() for c in codecs)
+
+
+def test_hdf5_output_read_by_h5py(tmp_path, label_maker_npz):
+    out = str(tmp_path / "d.h5")
+    dstore.convert(label_maker_npz, out, options={"compression": "gzip", "level": "4"})
+    with h5py.File(out, "r") as f, np.load(label_maker_npz) as src:
+        np.testing.assert_array_equal(f["train/x"][:], src["x_train"])
+        np.testing.assert_array_equal(f["test/y"][:], src["y_test"])
+        assert f["train/x"].compression == "gzip"
+        assert f["train/x"].chunks[1:] == f["train/x"].shape[1:]
+
+
+def test_reads_zarr_v2_group(tmp_path):
+    path = str(tmp_path / "v2.zarr")
+    g = zarr.open_group(path, mode="w", zarr_format=2)
+    g.create_array("x_train", data=np.arange(20, dtype=">i4").reshape(10, 2), chunks=(3, 2))
+    g.create_array("y_train", data=np.arange(10, dtype=np.uint8), chunks=(4,))
+    got = read_all(path)
+    np.testing.assert_array_equal(got["train"]["x"], np.arange(20).reshape(10, 2))
+    np.testing.assert_array_equal(got["train"]["y"], np.arange(10))
+
+
+def test_reads_nested_zarr_groups_and_zip_store(tmp_path):
+    path = str(tmp_path / "n.zarr.zip")
+    store = zarr.storage.ZipStore(path, mode="w")
+    g = zarr.open_group(store, mode="w")
+    g.create_group("train").create_array("a", data=np.arange(6.0))
+    g.create_group("test").create_array("a", data=np.arange(3.0))
+    store.close()
+    got = read_all(path)
+    assert set(got) == {"train", "test"}
+    np.testing.assert_array_equal(got["test"]["a"], np.arange(3.0))
+
+
+def test_big_endian_hdf5(tmp_path):
+    path = str(tmp_path / "be.h5")
+    data = np.arange(12, dtype=">f8").reshape(6, 2) / 7
+    with h5py.File(path, "w") as f:
+        f.create_dataset("train/x", data=data)
+    got = read_all(path)["train"]["x"]
+    np.testing.assert_array_equal(got, data)
+    out = str(tmp_path / "be.npz")
+    dstore.convert(path, out)
+    assert dstore.verify(path, out).ok
+
+
+def _h5py_test_file(name: str) -> str:
+    path = os.path.join(os.path.dirname(h5py.__file__), "tests", "data_files", name)
+    if not os.path.exists(path):
+        pytest.skip("h5py test data not installed")
+    return path
+
+
+def test_h5py_complex_test_file_is_read_with_byte_orders():
+    path = _h5py_test_file("compound-dtype-complex.h5")
+    got = read_all(path)["data"]
+    with h5py.File(path, "r") as f:
+        for name in f:
+            np.testing.assert_array_equal(got[name], f[name][:])
+            assert got[name].dtype == f[name].dtype
+
+
+def test_strings_and_compound_are_refused(tmp_path, capsys):
+    compound = str(tmp_path / "compound.h5")
+    with h5py.File(compound, "w") as f:
+        f.create_dataset("table", data=np.zeros(4, dtype=[("a", "i4"), ("b", "f8")]))
+    for path, what in ((_h5py_test_file("vlen_string_dset.h5"), "strings"), (compound, "compound")):
+        assert main(["info", path]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and what in err[0] and "dataset" in err[0], err
+
+
+def test_missing_hdf5_filter_is_a_clear_error(tmp_path, capsys):
+    """A dataset compressed with a filter id this HDF5 does not have (registered id 32001, blosc)."""
+    hdf5plugin = pytest.importorskip("hdf5plugin")
+    path = str(tmp_path / "blosc.h5")
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.arange(100), chunks=(10,), **hdf5plugin.Blosc())
+    code = (
+        "import sys; sys.modules['hdf5plugin'] = None\n"
+        "import h5py\n"
+        "from dstore.cli import main\n"
+        f"sys.exit(main(['info', {path!r}]))\n"
+    )
+    import subprocess
+    import sys
+
+    env = dict(os.environ, HDF5_PLUGIN_PATH=str(tmp_path / "none"))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert res.returncode == 2, res.stderr
+    assert "filter 32001" in res.stderr and "not installed" in res.stderr
+
+
+def test_truncated_hdf5(tmp_path, capsys, label_maker_npz):
+    out = str(tmp_path / "d.h5")
+    dstore.convert(label_maker_npz, out)
+    with open(out, "rb") as f:
+        data = f.read()
+    bad = tmp_path / "cut.h5"
+    bad.write_bytes(data[: len(data) // 3])
+    assert main(["convert", str(bad), str(tmp_path / "o.npz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cut.h5" in err[0]
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_zarr_chunk_replaced_by_garbage(tmp_path, capsys, label_maker_npz):
+    out = str(tmp_path / "d.zarr")
+    dstore.convert(label_maker_npz, out)
+    chunk_dir = os.path.join(out, "train", "x", "c")
+    victim = None
+    for root, _, files in os.walk(chunk_dir):
+        if files:
+            victim = os.path.join(root, files[0])
+            break
+    assert victim is not None
+    with open(victim, "wb") as f:
+        f.write(b"garbage" * 100)
+    assert main(["convert", out, str(tmp_path / "o.npz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "field 'x'" in err[0]
+    assert not (tmp_path / "o.npz").exists()
