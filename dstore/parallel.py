@@ -63,7 +63,7 @@ class ParallelDeflate:
         self._buffer = bytearray()
         self._pending: deque[Future[bytes]] = deque()
 
-    def _deflate_block(self, block: bytes) -> bytes:
+    def _deflate_block(self, block: bytes | memoryview) -> bytes:
         c = zlib.compressobj(self.level, zlib.DEFLATED, -15)
         return c.compress(block) + c.flush(zlib.Z_SYNC_FLUSH)
 
@@ -74,17 +74,33 @@ class ParallelDeflate:
         return b"".join(out)
 
     def compress(self, data: bytes | memoryview) -> bytes:
-        self._buffer += data
-        while len(self._buffer) >= self.block_size:
-            block = bytes(self._buffer[: self.block_size])
-            del self._buffer[: self.block_size]
-            self._pending.append(self._pool.submit(self._deflate_block, block))
+        # Whole blocks are compressed straight from the caller's buffer (no
+        # copy); only a partial block at either end goes through _buffer.
+        view = memoryview(data).cast("B")
+        if self._buffer:
+            take = self.block_size - len(self._buffer)
+            self._buffer += view[:take]
+            view = view[take:]
+            if len(self._buffer) < self.block_size:
+                return self._drain(keep=2 * self.workers)
+            self._submit(bytes(self._buffer))
+            self._buffer = bytearray()
+        while len(view) >= self.block_size:
+            self._submit(view[: self.block_size])
+            view = view[self.block_size :]
+        self._buffer += view
         return self._drain(keep=2 * self.workers)
+
+    def _submit(self, block: bytes | memoryview) -> None:
+        self._pending.append(self._pool.submit(self._deflate_block, block))
+        if len(self._pending) > 2 * self.workers:
+            # Bound memory: wait for the oldest block before queueing more.
+            self._pending[0].result()
 
     def flush(self, mode: int = zlib.Z_FINISH) -> bytes:
         if self._buffer:
-            self._pending.append(self._pool.submit(self._deflate_block, bytes(self._buffer)))
-            self._buffer.clear()
+            self._submit(bytes(self._buffer))
+            self._buffer = bytearray()
         out = self._drain(keep=0)
         if mode == zlib.Z_FINISH:
             # An empty final block terminates the stream.

@@ -55,7 +55,7 @@ _BUILTIN: dict[str, _Entry] = {
         "dstore.codecs.tfrecord:TFRecordCodec",
         (".tfrecord", ".tfrecords", ".tfrecord.gz"),
         "tfrecord",
-        ("imagecodecs", "google_crc32c"),
+        ("imagecodecs", "isal", "google_crc32c"),
         # TFDS shard names: mnist-train.tfrecord-00000-of-00001
         pattern=r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$",
     ),

@@ -57,14 +57,17 @@ def test_to_tf_dataset_restores_dtypes_and_shapes(tmp_path, tiles):
     x, y = tiles
     f16 = np.linspace(-3, 3, len(x) * 4).astype(np.float16).reshape(len(x), 2, 2)
     gray = x[..., 0].copy()
+    deep = (x[..., :3].astype(np.uint16) * 257 + 3)
+    rgba = np.concatenate([x, x[..., :1]], axis=-1)
     out = str(tmp_path / "d.tfrecords")
-    dstore.save({"train": {"x": x, "y": y, "h": f16, "g": gray}}, out)
+    data = {"x": x, "y": y, "h": f16, "g": gray, "d": deep, "a": rgba}
+    dstore.save({"train": data}, out)
     ds = dstore.to_tf_dataset(out, split="train")
-    got = {k: [] for k in ("x", "y", "h", "g")}
+    got = {k: [] for k in data}
     for ex in ds:
         for k in got:
             got[k].append(ex[k].numpy())
-    for k, ref in {"x": x, "y": y, "h": f16, "g": gray}.items():
+    for k, ref in data.items():
         arr = np.stack(got[k])
         assert arr.dtype == ref.dtype, k
         np.testing.assert_array_equal(arr, ref)

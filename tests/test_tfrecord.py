@@ -66,13 +66,14 @@ def test_rename_and_gzip(tmp_path, tiles):
     assert_datasets_equal({"train": {"x": x, "y": y}}, read_all(out))
 
 
-def test_png_level_6_and_uint16_and_gray(tmp_path):
+@pytest.mark.parametrize("level", ["fast", "6", "0"])
+def test_png_levels_uint16_and_gray(tmp_path, level):
     rng = np.random.default_rng(0)
     gray = (np.arange(20 * 16 * 16).reshape(20, 16, 16) % 251).astype(np.uint8)
     deep = rng.integers(0, 65535, (20, 12, 10, 3), dtype=np.uint16)
     one = gray[..., None].copy()
     out = str(tmp_path / "d.tfrecords")
-    dstore.save({"g": gray, "d": deep, "o": one}, out, png_level="6")
+    dstore.save({"g": gray, "d": deep, "o": one}, out, png_level=level)
     with open(os.path.join(out, "dstore.json")) as f:
         fields = json.load(f)["fields"]["data"]
     assert {fields[k]["encoding"] for k in "gdo"} == {"png"}

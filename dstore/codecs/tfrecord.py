@@ -39,6 +39,7 @@ from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, Schema, SplitSpec
 from . import _tfrecord_io as rio
+from ._png import png_encoder
 from ._example import BYTES, FLOAT, INT64, KIND_NAMES, decode_example, encode_example, encode_feature
 from .base import Codec, Reader, Writer
 
@@ -94,14 +95,6 @@ def choose_encoding(spec: FieldSpec, feature: str, images: set[str] | None) -> F
     if spec.dtype.kind == "f" and spec.dtype.itemsize == 4:
         return FieldEncoding(feature, "float")
     return FieldEncoding(feature, "raw")
-
-
-def _png_encoder(level: str) -> Any:
-    if level == "fast":
-        # libpng settings that match OpenCV's fast path: zlib level 1, RLE, SUB filter.
-        return lambda img: imagecodecs.png_encode(img, level=1, strategy=3, filter=16)
-    lv = int(level)
-    return lambda img: imagecodecs.png_encode(img, level=lv)
 
 
 def _png_decode(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
@@ -171,7 +164,7 @@ class TFRecordOptions:
     shard_mb: float = 256.0
     #: "none" or "gzip" (TensorFlow: compression_type="GZIP")
     compression: str = "none"
-    #: "fast" (zlib level 1, RLE) or a zlib level 0-9 (6 gives TensorFlow's sizes)
+    #: "fast" (UP filter + ISA-L deflate) or a libpng zlib level 0-9 (6: TensorFlow's sizes)
     png_level: str = "fast"
     #: comma-separated fields stored as PNG; "auto" = image-like fields; "none"
     images: str = "auto"
@@ -244,7 +237,7 @@ class TFRecordWriter(Writer):
                 raise SchemaError(f"tfrecord: two fields map to the same feature name: {features}")
         self.workers = options.workers or default_workers()
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-png")
-        self._png = _png_encoder(str(options.png_level))
+        self._png = png_encoder(str(options.png_level))
         self._shard_limit = int(options.shard_mb * 1024 * 1024)
         self._shards: dict[str, list[dict[str, Any]]] = {s: [] for s in schema.splits}
         self._split: str | None = None

@@ -1,0 +1,115 @@
+"""Shared by the benchmark scripts: sample data, one subprocess per way, ratio tables.
+
+Every way runs in its own Python process under ``/usr/bin/time -v`` so its
+peak RSS is its own (and TensorFlow never shares a process with the
+``tfrecord`` package). The process prints one JSON line with the seconds of
+the timed work (imports excluded), which the table compares as ratios to a
+baseline measured in the same run: these machines are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "out")
+TIME = "/usr/bin/time"
+
+
+def machine() -> str:
+    import dstore
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"model name\s*:\s*(.+)", f.read())
+            cpu = m.group(1).strip() if m else cpu
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}, "
+        f"numpy {np.__version__}, dstore {dstore.__version__}, {time.strftime('%Y-%m-%d')}"
+    )
+
+
+def label_maker_npz(n: int, compressed: bool = False) -> str:
+    """A label-maker style data.npz of ``n`` real-photo tiles 256x256x3 (cached in out/)."""
+    from dstore.demo import photo_tiles
+
+    os.makedirs(OUT, exist_ok=True)
+    path = os.path.join(OUT, f"data-{n}{'-z' if compressed else ''}.npz")
+    if os.path.exists(path):
+        return path
+    x, y = photo_tiles(n, 256, seed=42)
+    a, b = int(n * 0.7), int(n * 0.9)
+    save = np.savez_compressed if compressed else np.savez
+    tmp = path + ".tmp.npz"
+    save(tmp, x_train=x[:a], y_train=y[:a], x_test=x[a:b], y_test=y[a:b], x_val=x[b:], y_val=y[b:])
+    os.replace(tmp, path)
+    return path
+
+
+def run_way(code: str, repeats: int = 1, timeout: int = 3600) -> dict:
+    """Run ``code`` (which must print ``RESULT {json}`` with a "seconds" key) ``repeats`` times.
+
+    Returns the median seconds, the max peak RSS in MB, and the last result's extra keys.
+    """
+    results = []
+    for _ in range(repeats):
+        cmd = [TIME, "-v", sys.executable, "-c", textwrap.dedent(code)] if os.path.exists(TIME) else [
+            sys.executable, "-c", textwrap.dedent(code)]
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"way failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+        line = next(ln for ln in proc.stdout.splitlines()[::-1] if ln.startswith("RESULT "))
+        res = json.loads(line[len("RESULT "):])
+        m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+        res["rss_mb"] = int(m.group(1)) / 1024 if m else float("nan")
+        results.append(res)
+    out = dict(results[-1])
+    out["seconds"] = statistics.median(r["seconds"] for r in results)
+    out["rss_mb"] = max(r["rss_mb"] for r in results)
+    out["runs"] = [round(r["seconds"], 2) for r in results]
+    return out
+
+
+def dir_size(path: str) -> int:
+    from dstore.output import path_size
+
+    return path_size(path)
+
+
+def table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
+    """A Markdown table of ``rows`` with (key, header) columns."""
+    head = "| " + " | ".join(h for _, h in columns) + " |"
+    sep = "|" + "|".join("---" for _ in columns) + "|"
+    lines = [head, sep]
+    for r in rows:
+        cells = []
+        for key, _ in columns:
+            v = r.get(key, "")
+            if isinstance(v, float):
+                v = f"{v:,.2f}" if abs(v) < 100 else f"{v:,.0f}"
+            cells.append(str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_report(name: str, text: str) -> str:
+    os.makedirs(OUT, exist_ok=True)
+    path = os.path.join(OUT, f"{name}.md")
+    with open(path, "w") as f:
+        f.write(text + "\n")
+    return path
