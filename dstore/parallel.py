@@ -76,7 +76,10 @@ class ParallelDeflate:
     def compress(self, data: bytes | memoryview) -> bytes:
         # Whole blocks are compressed straight from the caller's buffer (no
         # copy); only a partial block at either end goes through _buffer.
-        view = memoryview(data).cast("B")
+        view = memoryview(data)
+        if not view.nbytes:
+            return b""
+        view = view.cast("B")
         if self._buffer:
             take = self.block_size - len(self._buffer)
             self._buffer += view[:take]
