@@ -18,7 +18,7 @@ import numpy as np
 from .codecs.base import Codec, Reader, _concat
 from .dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
 from .errors import CodecIOError, SchemaError
-from .output import atomic_output, path_size
+from .output import atomic_output, is_url, path_size, url_output
 from .registry import get_codec, infer_codec
 from .schema import (
     DEFAULT_BATCH_BYTES,
@@ -263,7 +263,10 @@ def write_dataset(
     out_schema = policy.apply_schema(reader.schema)
     codec.check_schema(out_schema)
     stats: dict[str, CastStats] = {}
-    with atomic_output(dst, sources=sources, overwrite=overwrite) as tmp:
+    if is_url(dst) and not codec.supports_urls:
+        raise CodecIOError(f"{dst}: the {codec.name} format writes local paths only")
+    output = url_output if is_url(dst) else atomic_output
+    with output(dst, sources=sources, overwrite=overwrite) as tmp:
         writer = codec.open_writer(tmp, out_schema)
         try:
             for split in reader.schema.splits.values():

@@ -21,8 +21,22 @@ __all__ = ["atomic_output", "path_size", "remove_path"]
 TMP_MARK = ".dstore-tmp-"
 
 
+def is_url(path: str) -> bool:
+    """fsspec-style URL (``s3://``, ``memory://``, ``file://``)."""
+    return "://" in str(path)
+
+
+def _fs(url: str):  # noqa: ANN202 - fsspec is optional
+    import fsspec.core
+
+    return fsspec.core.url_to_fs(url)
+
+
 def path_size(path: str) -> int:
-    """Bytes on disk of a file, or of every file under a directory."""
+    """Bytes on disk of a file, or of every file under a directory (or URL)."""
+    if is_url(path):
+        fs, p = _fs(path)
+        return int(fs.du(p, total=True)) if fs.exists(p) else 0
     if os.path.isdir(path):
         total = 0
         for root, _, files in os.walk(path):
@@ -34,6 +48,11 @@ def path_size(path: str) -> int:
 
 
 def remove_path(path: str) -> None:
+    if is_url(path):
+        fs, p = _fs(path)
+        if fs.exists(p):
+            fs.rm(p, recursive=True)
+        return
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
     else:
@@ -71,6 +90,24 @@ def check_destination(dst: str, sources: Iterable[str], overwrite: bool) -> str:
     if not os.path.isdir(parent):
         raise CodecIOError(f"{dst}: folder {parent} does not exist")
     return dst_abs
+
+
+@contextlib.contextmanager
+def url_output(dst: str, *, sources: Iterable[str] = (), overwrite: bool = False) -> Iterator[str]:
+    """Write straight to a URL: object stores have no rename, so this is not atomic;
+    a failure removes what was written."""
+    if any(os.path.abspath(str(s)) == dst or str(s) == dst for s in sources):
+        raise OutputExistsError(f"{dst}: the output would overwrite the input")
+    fs, p = _fs(dst)
+    if fs.exists(p):
+        if not overwrite:
+            raise OutputExistsError(f"{dst}: already exists (use --overwrite to replace it)")
+        fs.rm(p, recursive=True)
+    try:
+        yield dst
+    except BaseException:
+        remove_path(dst)
+        raise
 
 
 @contextlib.contextmanager

@@ -147,3 +147,18 @@ def test_zarr_chunk_replaced_by_garbage(tmp_path, capsys, label_maker_npz):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "field 'x'" in err[0]
     assert not (tmp_path / "o.npz").exists()
+
+
+def test_zarr_fsspec_urls(tmp_path, label_maker_npz):
+    pytest.importorskip("fsspec")
+    url = "memory://dstore-test/data.zarr"
+    dstore.convert(label_maker_npz, url)
+    with pytest.raises(dstore.OutputExistsError):
+        dstore.convert(label_maker_npz, url)
+    assert dstore.verify(label_maker_npz, url).ok
+    local = str(tmp_path / "l.zarr")
+    dstore.convert(url, local)
+    assert dstore.verify(label_maker_npz, "file://" + local).ok
+    with pytest.raises(dstore.CodecIOError, match="local paths only"):
+        dstore.convert(label_maker_npz, "memory://x/out.npz")
+    dstore.output.remove_path(url)

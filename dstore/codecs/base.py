@@ -147,6 +147,8 @@ class Codec(ABC):
     lossy: ClassVar[bool] = False
     #: True when the output is a directory rather than a single file.
     is_directory: ClassVar[bool] = False
+    #: True when paths may be fsspec URLs (s3://, memory://).
+    supports_urls: ClassVar[bool] = False
     #: Option dataclass; its fields are the ``-o KEY=VALUE`` options.
     Options: ClassVar[type] = type("Options", (), {})
 

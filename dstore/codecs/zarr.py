@@ -211,6 +211,7 @@ class ZarrCodec(Codec):
     name = "zarr"
     extensions = (".zarr", ".zarr.zip")
     is_directory = True
+    supports_urls = True
     Options = ZarrOptions
 
     def supports(self, dtype: np.dtype) -> bool:
