@@ -162,3 +162,17 @@ def test_zarr_fsspec_urls(tmp_path, label_maker_npz):
     with pytest.raises(dstore.CodecIOError, match="local paths only"):
         dstore.convert(label_maker_npz, "memory://x/out.npz")
     dstore.output.remove_path(url)
+
+
+@pytest.mark.parametrize("shuffle", ["false", "true"])
+def test_hdf5_parallel_gzip_chunks_read_by_h5py(tmp_path, features, shuffle):
+    """Chunks compressed by dstore's threads and written directly decode in plain h5py."""
+    feats, labels = features[0][:117], features[1][:117]  # 117 = 23 chunks of 5 + a partial one
+    out = str(tmp_path / "f.h5")
+    dstore.save({"f": feats, "y": labels}, out, chunk_mb="0.001", shuffle=shuffle, level="6")
+    with h5py.File(out, "r") as f:
+        ds = f["data/f"]
+        assert ds.compression == "gzip" and ds.shuffle == (shuffle == "true")
+        assert ds.chunks[0] == 5 and len(feats) % 5  # many chunks, the last one partial
+        np.testing.assert_array_equal(ds[:], feats)
+        np.testing.assert_array_equal(f["data/y"][:], labels)

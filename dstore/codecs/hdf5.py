@@ -11,14 +11,17 @@ compressed with a filter that is not installed are refused by name.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import h5py
 import numpy as np
 
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, SplitSpec, split_key
 from ._chunked import AlignedAppender, chunk_rows
 from .base import Codec, Reader, Writer
@@ -45,6 +48,9 @@ class HDF5Options:
 class HDF5Writer(Writer):
     def __init__(self, path: str, schema: Schema, options: HDF5Options) -> None:
         super().__init__(path, schema)
+        self.options = options
+        self._workers = default_workers()
+        self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="dstore-h5")
         self.file = h5py.File(path, "w-")
         self._appenders: dict[tuple[str, str], AlignedAppender] = {}
         comp: dict[str, Any] = {}
@@ -64,14 +70,33 @@ class HDF5Writer(Writer):
                     shuffle=options.shuffle and split.count > 0 and all(spec.shape),
                     **(comp if split.count and all(spec.shape) else {}),
                 )
-                self._appenders[(split.name, spec.name)] = AlignedAppender(rows, self._store_fn(ds))
+                self._appenders[(split.name, spec.name)] = AlignedAppender(rows, self._store_fn(ds, rows))
 
-    @staticmethod
-    def _store_fn(ds: Any) -> Any:
+    def _store_fn(self, ds: Any, rows: int) -> Any:
+        direct = self.options.compression == "gzip" and ds.chunks is not None
+
         def store(pos: int, data: np.ndarray) -> None:
-            ds[pos : pos + len(data)] = data
+            if not direct:
+                ds[pos : pos + len(data)] = data
+                return
+            # HDF5 deflates chunk by chunk on one core; compress the chunks on
+            # all cores here and hand HDF5 the finished bytes (same filter
+            # pipeline: optional shuffle, then zlib), so plain h5py reads them.
+            chunks = (data[i : i + rows] for i in range(0, len(data), rows))
+            tail = (0,) * (data.ndim - 1)
+            blobs = ordered_map(lambda c: self._compress_chunk(c, rows), chunks, self._pool, 2 * self._workers)
+            for i, blob in enumerate(blobs):
+                ds.id.write_direct_chunk((pos + i * rows, *tail), blob)
 
         return store
+
+    def _compress_chunk(self, chunk: np.ndarray, rows: int) -> bytes:
+        if len(chunk) < rows:  # HDF5 stores the last chunk at full size
+            chunk = np.concatenate([chunk, np.zeros((rows - len(chunk), *chunk.shape[1:]), chunk.dtype)])
+        raw = np.ascontiguousarray(chunk)
+        if self.options.shuffle and raw.dtype.itemsize > 1:
+            raw = raw.view(np.uint8).reshape(-1, raw.dtype.itemsize).T.copy()
+        return zlib.compress(raw.tobytes() if raw.ndim else bytes(raw), self.options.level)
 
     def write(self, split: str, batch: Batch) -> None:
         for name, data in batch.items():
@@ -82,8 +107,10 @@ class HDF5Writer(Writer):
             appender.flush()
         self.file.attrs[_ATTR] = json.dumps(self.schema.to_json())
         self.file.close()
+        self._pool.shutdown()
 
     def abort(self) -> None:
+        self._pool.shutdown(cancel_futures=True)
         try:
             self.file.close()
         except Exception:  # noqa: BLE001, S110 - the output is deleted anyway
