@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+# The bench package shares the function's name; importing the function last
+# makes ``dstore.bench`` the function (scikit-learn and matplotlib load lazily).
 from .api import ConvertReport, Dataset, VerifyReport, convert, info, open, save, verify
 from .dtypes import DtypePolicy, parse_policy
 from .errors import (
@@ -22,6 +24,8 @@ from .errors import (
 )
 from .registry import available_codecs, get_codec, get_codec_class, infer_codec, register_codec
 from .schema import FieldSpec, Schema, SplitSpec
+
+from .bench import bench  # noqa: E402, I001 - after the modules it uses
 
 __version__ = "0.1.0"
 
@@ -43,6 +47,7 @@ __all__ = [
     "VerifyReport",
     "__version__",
     "available_codecs",
+    "bench",
     "convert",
     "get_codec",
     "get_codec_class",

@@ -85,6 +85,40 @@ def _cmd_formats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import bench, save_plot, save_report, to_text
+
+    evaluate = None
+    if args.evaluate:
+        import importlib
+
+        module, _, fn = args.evaluate.partition(":")
+        evaluate = getattr(importlib.import_module(module), fn)
+    show = sys.stderr.isatty()
+    report = bench(
+        args.src,
+        formats=args.formats.split(",") if args.formats else None,
+        dtypes=args.dtypes.split(","),
+        grid=args.grid,
+        evaluate=evaluate,
+        features=args.features,
+        labels=args.labels,
+        sample=args.sample,
+        repeats=args.repeats,
+        objective=args.objective,
+        max_accuracy_drop=args.max_accuracy_drop,
+        progress=(lambda s: print(f"  measuring {s} ...", file=sys.stderr)) if show else None,
+    )
+    print(to_text(report))
+    if args.report:
+        save_report(report, args.report)
+        print(f"report: {args.report}")
+    if args.plot:
+        save_plot(report, args.plot)
+        print(f"plot: {args.plot}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -127,6 +161,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("a")
     p.add_argument("b")
     p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("bench", help="measure size, speed and accuracy impact of each format on SRC")
+    p.add_argument("src")
+    p.add_argument("--formats", help="comma-separated (default: every usable format)")
+    p.add_argument("--dtypes", default="keep,float32,float16", help="comma-separated dtype policies")
+    p.add_argument("--grid", action="store_true", help="add compressor/level variants")
+    p.add_argument("--features", help="feature field for the accuracy probe")
+    p.add_argument("--labels", help="label field for the accuracy probe")
+    p.add_argument("--evaluate", metavar="MODULE:FUNCTION", help="your evaluation replaces the probe")
+    p.add_argument("--sample", type=int, help="first N records per split only")
+    p.add_argument("--repeats", type=int, default=3, help="read-time repeats (median)")
+    p.add_argument("--objective", choices=["size", "write", "read"], default="size")
+    p.add_argument("--max-accuracy-drop", type=float, default=0.1, help="points")
+    p.add_argument("--report", help="write .json, .csv or .md")
+    p.add_argument("--plot", help="write a PNG plot")
+    p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("formats", help="registered formats and whether each is usable")
     p.set_defaults(func=_cmd_formats)

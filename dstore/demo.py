@@ -57,6 +57,26 @@ def photo_tiles(
     return x, y
 
 
+def hog_features(n: int, seed: int = 0, size: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """Real-image feature vectors: HOG descriptors (float32, 324-d for 64x64) of photo tiles,
+    labelled by the photograph they come from -- a stand-in for CNN features."""
+    from skimage.feature import hog
+
+    x, y = photo_tiles(n, size, seed=seed)
+    gray = x.astype(np.float32).mean(axis=3)
+    feats = np.stack([hog(g, orientations=9, pixels_per_cell=(16, 16), cells_per_block=(2, 2)) for g in gray])
+    return feats.astype(np.float32), y.argmax(1).astype(np.int64)
+
+
+def make_features_npz(path: str, n: int = 2000, seed: int = 0) -> str:
+    """A CoralNet-style features file: train/test splits of HOG vectors and labels."""
+    feats, labels = hog_features(n, seed)
+    cut = int(n * 0.75)
+    np.savez(path, features_train=feats[:cut], labels_train=labels[:cut],
+             features_test=feats[cut:], labels_test=labels[cut:])
+    return path
+
+
 def make_label_maker_npz(path: str, n: int = 300, size: int = 256, seed: int = 0) -> str:
     """A label-maker style ``data.npz`` (``x_train, y_train, x_test, y_test, x_val, y_val``),
     uncompressed as label-maker writes it."""
@@ -99,11 +119,19 @@ def run_demo(directory: str = "dstore-demo", records: int = 300) -> Iterator[str
         yield f"  verify: {'all fields bit-exact' if check.ok else 'MISMATCH'}"
         if not check.ok:
             yield from ("    " + line for line in check.lines())
-    f16 = os.path.join(directory, "features-f16.npz")
-    feats = os.path.join(directory, "features.npz")
-    x, y = photo_tiles(records, 32, seed=1)
-    # Mean-pooled colour statistics stand in for CNN features in this small demo.
-    np.savez(feats, features=x.reshape(records, -1, 3).astype(np.float32).mean(1) / 255, labels=y.argmax(1))
-    report = api.convert(feats, f16, dtype="float16", overwrite=True)
-    yield report.summary()
+    feats = make_features_npz(os.path.join(directory, "features.npz"), n=1200)
+    yield f"sample: {feats} (1200 HOG feature vectors of photo tiles, CoralNet-style)"
+    try:
+        from .bench import save_plot, save_report, to_text
+        from .bench import bench as run_bench
+    except ImportError as e:  # pragma: no cover - bench extra missing
+        yield f"bench: skipped ({e})"
+    else:
+        report = run_bench(feats, dtypes=["keep", "float16"], repeats=1)
+        yield to_text(report)
+        save_report(report, os.path.join(directory, "bench.md"))
+        try:
+            save_plot(report, os.path.join(directory, "bench.png"))
+        except MissingDependencyError as e:
+            yield f"plot: skipped ({e})"
     yield f"outputs are in {os.path.abspath(directory)}"

@@ -198,3 +198,24 @@ def test_float_images_refused_with_hint(tmp_path, capsys):
     # Without asking for PNG, float images are stored exactly as float_list.
     assert main(["convert", src, out]) == 0
     assert dstore.verify(src, out).ok
+
+
+@pytest.mark.parametrize("kind", ["rgb", "gray", "gray1", "rgba", "uint16"])
+def test_fast_png_is_standard_png(tiles, kind):
+    """What the fast encoder writes, libpng decodes; dstore's fast decoder agrees with libpng."""
+    import imagecodecs
+
+    from dstore.codecs import _png
+
+    x = tiles[0][0]
+    img = {
+        "rgb": x, "gray": x[..., 0], "gray1": x[..., :1], "rgba": np.concatenate([x, x[..., :1]], -1),
+        "uint16": x.astype(np.uint16) * 257 + 1,
+    }[kind]
+    for level in ("fast", "6"):
+        data = _png.png_encoder(level)(img)
+        ref = imagecodecs.png_decode(data)
+        np.testing.assert_array_equal(ref.reshape(img.shape), img)
+        got = _png.decode(data)
+        assert got.dtype == ref.dtype and got.shape == ref.shape
+        np.testing.assert_array_equal(got, ref)

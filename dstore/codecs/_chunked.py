@@ -33,7 +33,8 @@ class AlignedAppender:
     def append(self, arr: np.ndarray) -> None:
         if self._tail:
             self._tail.append(arr)
-            arr = np.concatenate(self._tail)
+            # astype: np.concatenate would turn big-endian data native-endian
+            arr = np.concatenate(self._tail).astype(arr.dtype, copy=False)
             self._tail, self._tail_rows = [], 0
         whole = (len(arr) // self.rows) * self.rows
         if whole:
@@ -45,7 +46,7 @@ class AlignedAppender:
 
     def flush(self) -> None:
         if self._tail:
-            arr = np.concatenate(self._tail)
+            arr = np.concatenate(self._tail).astype(self._tail[0].dtype, copy=False)
             self.store(self.pos, arr)
             self.pos += len(arr)
             self._tail, self._tail_rows = [], 0

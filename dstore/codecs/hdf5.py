@@ -91,9 +91,10 @@ class HDF5Writer(Writer):
         return store
 
     def _compress_chunk(self, chunk: np.ndarray, rows: int) -> bytes:
+        dtype = chunk.dtype  # the dataset's, byte order included
         if len(chunk) < rows:  # HDF5 stores the last chunk at full size
             chunk = np.concatenate([chunk, np.zeros((rows - len(chunk), *chunk.shape[1:]), chunk.dtype)])
-        raw = np.ascontiguousarray(chunk)
+        raw = np.ascontiguousarray(chunk, dtype=dtype)
         if self.options.shuffle and raw.dtype.itemsize > 1:
             raw = raw.view(np.uint8).reshape(-1, raw.dtype.itemsize).T.copy()
         return zlib.compress(raw.tobytes() if raw.ndim else bytes(raw), self.options.level)

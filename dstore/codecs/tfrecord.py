@@ -39,6 +39,7 @@ from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, Schema, SplitSpec
 from . import _tfrecord_io as rio
+from ._png import decode as png_decode
 from ._png import png_encoder
 from ._example import BYTES, FLOAT, INT64, KIND_NAMES, decode_example, encode_example, encode_feature
 from .base import Codec, Reader, Writer
@@ -99,7 +100,7 @@ def choose_encoding(spec: FieldSpec, feature: str, images: set[str] | None) -> F
 
 def _png_decode(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
     try:
-        img = imagecodecs.png_decode(data)
+        img = png_decode(data)
     except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
         raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
     if img.dtype != spec.dtype.newbyteorder("=") or img.size != int(np.prod(spec.shape)):
@@ -463,7 +464,7 @@ class TFRecordReader(Reader):
             if kind == BYTES:
                 if len(values) == 1 and values[0][:8] == PNG_SIGNATURE:
                     try:
-                        img = imagecodecs.png_decode(values[0])
+                        img = png_decode(values[0])
                     except Exception as e:  # noqa: BLE001
                         raise CodecIOError(f"{where}: feature {name!r}: PNG does not decode: {e}") from None
                     fields[name] = FieldSpec(name, img.dtype, img.shape)
