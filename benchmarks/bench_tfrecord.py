@@ -127,6 +127,16 @@ def read_ways(path: str) -> dict[str, str]:
             s = time.perf_counter() - t
             print("RESULT", json.dumps({{"seconds": s, "records": n}}))
         """,
+        "dstore.to_tf_dataset (tf.data, dstore's decode spec)": f"""
+            import json, time, dstore
+            import tensorflow as tf
+            t = time.perf_counter(); n = 0
+            for split in ("train", "test", "val"):
+                for ex in dstore.to_tf_dataset({path!r}, split=split).batch(64).as_numpy_iterator():
+                    n += len(ex["x"])
+            s = time.perf_counter() - t
+            print("RESULT", json.dumps({{"seconds": s, "records": n}}))
+        """,
         "dstore.open(...) -> numpy batches": f"""
             import json, time, dstore
             t = time.perf_counter(); n = 0
@@ -146,12 +156,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--labelmaker-records", type=int, default=3)
     ap.add_argument("--skip-slow", action="store_true", help="skip tf.data and the tfrecord package")
+    ap.add_argument("--read-only", action="store_true", help="only the reading comparison")
     args = ap.parse_args()
     src = label_maker_npz(args.tiles)
     raw = os.path.getsize(src)
     rows = []
     base = None
     for name, code in ways(src, os.path.join(OUT, "tfr-out.tfrecords"), args.labelmaker_records).items():
+        if args.read_only:
+            break
         if args.skip_slow and name.startswith(("tf.data", "tfrecord package")):
             continue
         shutil.rmtree(os.path.join(OUT, "tfr-out.tfrecords"), ignore_errors=True)
@@ -182,6 +195,8 @@ def main() -> None:
     tf_read = read_rows[0]["tiles/s"]
     for row in read_rows:
         row["speed x"] = row["tiles/s"] / tf_read
+    if args.read_only:
+        rows = []
     cols = [("way", "way"), ("tiles/s", "tiles/s"), ("speed x", "speed vs TF eager"), ("s", "seconds"),
             ("output MB", "output MB"), ("size vs TF", "size vs TF"), ("peak RSS MB", "peak RSS MB"),
             ("runs", "runs (s)")]

@@ -176,3 +176,25 @@ def test_hdf5_parallel_gzip_chunks_read_by_h5py(tmp_path, features, shuffle):
         assert ds.chunks[0] == 5 and len(feats) % 5  # many chunks, the last one partial
         np.testing.assert_array_equal(ds[:], feats)
         np.testing.assert_array_equal(f["data/y"][:], labels)
+
+
+@pytest.mark.parametrize("compression", ["blosc", "zstd"])
+def test_hdf5_plugin_filters(tmp_path, capsys, features, compression):
+    pytest.importorskip("hdf5plugin")
+    feats, labels = features
+    out = str(tmp_path / "p.h5")
+    dstore.save({"f": feats, "y": labels}, out, compression=compression, level="5")
+    got = read_all(out)["data"]
+    np.testing.assert_array_equal(got["f"], feats)
+    assert main(["info", out]) == 0
+    assert "other tools need hdf5plugin" in capsys.readouterr().out
+
+
+def test_zarr_sharding(tmp_path, features):
+    feats, labels = features
+    out = str(tmp_path / "s.zarr")
+    dstore.save({"f": feats, "y": labels}, out, chunk_mb="0.001", shard_chunks="4")
+    arr = zarr.open_group(out, mode="r")["data"]["f"]
+    assert arr.shards is not None and arr.shards[0] == 4 * arr.chunks[0]
+    np.testing.assert_array_equal(arr[:], feats)
+    np.testing.assert_array_equal(read_all(out)["data"]["y"], labels)

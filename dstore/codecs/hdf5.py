@@ -20,7 +20,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ..errors import CodecIOError, MissingDependencyError, SchemaError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, SplitSpec, split_key
 from ._chunked import AlignedAppender, chunk_rows
@@ -31,16 +31,34 @@ __all__ = ["HDF5Codec"]
 _ATTR = "dstore_schema"
 
 
+def _plugins() -> Any:
+    """hdf5plugin registers blosc/zstd/lz4 filters with HDF5 when imported; optional."""
+    try:
+        import hdf5plugin
+    except ImportError:
+        return None
+    return hdf5plugin
+
+
+#: Filter ids of plain HDF5 (deflate, shuffle, fletcher32, szip, nbit, scaleoffset) and h5py's lzf.
+_STANDARD_FILTERS = {1, 2, 3, 4, 5, 6, 32000}
+
+
 @dataclass(frozen=True)
 class HDF5Options:
-    compression: str = "gzip"  # gzip, lzf, none
+    #: gzip, lzf, none; blosc or zstd need hdf5plugin (and it to read them elsewhere)
+    compression: str = "gzip"
     level: int = 4
     shuffle: bool = False
     chunk_mb: float = 1.0
 
     def validate(self) -> None:
-        if self.compression not in ("gzip", "lzf", "none"):
-            raise ValueError(f"hdf5: compression must be gzip, lzf or none. Got {self.compression!r}.")
+        if self.compression not in ("gzip", "lzf", "none", "blosc", "zstd"):
+            raise ValueError(
+                f"hdf5: compression must be gzip, lzf, none, blosc or zstd. Got {self.compression!r}."
+            )
+        if self.compression in ("blosc", "zstd") and _plugins() is None:
+            raise MissingDependencyError(f"hdf5 {self.compression}", "hdf5", "hdf5plugin")
         if not 0 <= self.level <= 9:
             raise ValueError(f"hdf5: level must be 0..9. Got {self.level} instead.")
 
@@ -58,6 +76,11 @@ class HDF5Writer(Writer):
             comp = {"compression": "gzip", "compression_opts": options.level}
         elif options.compression == "lzf":
             comp = {"compression": "lzf"}
+        elif options.compression == "blosc":
+            shuffle = _plugins().Blosc.SHUFFLE if options.shuffle else _plugins().Blosc.NOSHUFFLE
+            comp = dict(_plugins().Blosc(cname="zstd", clevel=options.level, shuffle=shuffle))
+        elif options.compression == "zstd":
+            comp = dict(_plugins().Zstd(clevel=options.level))
         for split in schema.splits.values():
             group = self.file.create_group(split.name)
             for spec in split.fields.values():
@@ -67,7 +90,8 @@ class HDF5Writer(Writer):
                     shape=(split.count, *spec.shape),
                     dtype=spec.dtype,
                     chunks=(rows, *(max(1, d) for d in spec.shape)) if split.count and all(spec.shape) else None,
-                    shuffle=options.shuffle and split.count > 0 and all(spec.shape),
+                    shuffle=options.shuffle and options.compression in ("gzip", "lzf", "zstd")
+                    and split.count > 0 and all(spec.shape),
                     **(comp if split.count and all(spec.shape) else {}),
                 )
                 self._appenders[(split.name, spec.name)] = AlignedAppender(rows, self._store_fn(ds, rows))
@@ -133,6 +157,7 @@ def _check_filters(ds: Any, where: str) -> None:
 class HDF5Reader(Reader):
     def __init__(self, path: str) -> None:
         self.path = path
+        _plugins()  # makes blosc/zstd/lz4-compressed datasets readable when installed
         try:
             self.file = h5py.File(path, "r")
         except FileNotFoundError:
@@ -228,6 +253,14 @@ class HDF5Reader(Reader):
             comp = ds.compression or "none"
             if ds.compression_opts is not None:
                 comp += f" {ds.compression_opts}"
+            plist = ds.id.get_create_plist()
+            plugin = [
+                plist.get_filter(i)[3].decode(errors="replace")
+                for i in range(plist.get_nfilters())
+                if plist.get_filter(i)[0] not in _STANDARD_FILTERS
+            ]
+            if plugin:
+                comp = f"{', '.join(plugin)} (a plugin filter: other tools need hdf5plugin to read it)"
             lines.append(
                 f"{split}/{name}: dataset {ds.name}, chunks {ds.chunks}, {comp}"
                 + (", shuffle" if ds.shuffle else "")

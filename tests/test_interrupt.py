@@ -1,0 +1,40 @@
+"""Ctrl-C during a conversion: exit 130, one line, nothing left behind, input untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+
+@pytest.mark.parametrize("dst_name", ["out.npz", "out.tfrecords"])
+def test_sigint_leaves_nothing(tmp_path, tiles, dst_name):
+    if dst_name.endswith(".tfrecords"):
+        pytest.importorskip("imagecodecs")
+    x, y = tiles
+    reps = 60  # ~45 MB of real tiles: a few seconds of work
+    src = str(tmp_path / "data.npz")
+    np.savez(src, x_train=np.tile(x, (reps, 1, 1, 1)), y_train=np.tile(y, (reps, 1)))
+    with open(src, "rb") as f:
+        before = hashlib.sha256(f.read()).hexdigest()
+    cmd = [sys.executable, "-m", "dstore.cli", "convert", src, str(tmp_path / dst_name),
+           "-o", "level=9" if dst_name.endswith(".npz") else "png_level=9"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    # wait until the temporary output exists, so the signal lands mid-write
+    while time.monotonic() < deadline and not any(".dstore-tmp-" in f for f in os.listdir(tmp_path)):
+        time.sleep(0.02)
+    assert proc.poll() is None, "conversion finished before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert [ln for ln in err.splitlines() if ln.strip()] == ["interrupted: no output was left behind"]
+    assert sorted(os.listdir(tmp_path)) == ["data.npz"]
+    with open(src, "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == before
