@@ -27,7 +27,7 @@ TILE_MB = 256 * 256 * 3 / 2**20  # one tile per chunk, as the direct calls use
 
 def ways(src: str, out_zarr: str, out_h5: str) -> list[tuple[str, str, str, str]]:
     """(group, name, code, output path)."""
-    load = _LOAD.format(src=src)
+    load = _LOAD.format(src=src).replace("{", "{{").replace("}", "}}")
     zarr_direct = load + """
 import zarr
 from zarr.codecs import BloscCodec

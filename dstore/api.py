@@ -18,6 +18,7 @@ import numpy as np
 from .codecs.base import Codec, Reader, _concat
 from .dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
 from .errors import CodecIOError, SchemaError
+from .parallel import prefetch
 from .output import atomic_output, is_url, path_size, url_output
 from .registry import get_codec, infer_codec
 from .schema import (
@@ -272,7 +273,7 @@ def write_dataset(
             for split in reader.schema.splits.values():
                 rows = batch_rows_for(split, batch_bytes)
                 pos = 0
-                for batch in reader.iter_batches(split.name, batch_rows=rows):
+                for batch in prefetch(reader.iter_batches(split.name, batch_rows=rows)):
                     n = check_batch(split, batch)
                     cast = policy.apply(split, batch, pos, stats, reader.path)
                     writer.write(split.name, cast)

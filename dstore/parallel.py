@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
-__all__ = ["ParallelDeflate", "default_workers", "ordered_map"]
+__all__ = ["ParallelDeflate", "default_workers", "ordered_map", "prefetch"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -37,6 +37,53 @@ def ordered_map(
             yield pending.popleft().result()
     while pending:
         yield pending.popleft().result()
+
+
+def prefetch(items: Iterable[T], depth: int = 1) -> Iterator[T]:
+    """Produce ``items`` in a background thread, ``depth`` ahead of the consumer.
+
+    Reading the next batch (file I/O, CRC, inflate: all release the GIL)
+    overlaps with writing the current one. Errors surface in the consumer;
+    closing the generator stops the producer.
+    """
+    import queue
+    import threading
+
+    q: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("end", None))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, re-raised there
+            q.put(("error", e))
+
+    thread = threading.Thread(target=produce, name="dstore-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = q.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value  # type: ignore[misc]
+            yield value  # type: ignore[misc]
+    finally:
+        stop.set()
+        while thread.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                thread.join(timeout=0.05)
 
 
 class ParallelDeflate:

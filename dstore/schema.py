@@ -41,7 +41,7 @@ KNOWN_SPLITS = ("train", "test", "val", "valid", "validation", "dev", "eval")
 _SUFFIX_RE = re.compile(r"^(?P<field>.+)_(?P<split>" + "|".join(KNOWN_SPLITS) + r")$")
 
 #: Default bound on the bytes one batch holds (all fields together).
-DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
+DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
 
 
 def check_dtype(dtype: np.dtype, where: str) -> np.dtype:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,8 @@ class ZarrWriter(Writer):
         super().__init__(path, schema)
         self.options = options
         self.root = zarr.open_group(path, mode="w-", zarr_format=3)
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="dstore-zarr")
+        self._pending: list[Future[None]] = []
         self._appenders: dict[tuple[str, str], AlignedAppender] = {}
         compressor = BloscCodec(cname=options.cname, clevel=options.clevel, shuffle=options.shuffle)
         for split in schema.splits.values():
@@ -81,10 +84,13 @@ class ZarrWriter(Writer):
                     rows * (options.shard_chunks or 1), self._store_fn(arr)
                 )
 
-    @staticmethod
-    def _store_fn(arr: Any) -> Any:
+    def _store_fn(self, arr: Any) -> Any:
         def store(pos: int, data: np.ndarray) -> None:
-            arr[pos : pos + len(data)] = data
+            # Chunk-aligned slices never share a chunk, so writes can overlap:
+            # the next batch is read and queued while zarr encodes this one.
+            self._pending.append(self._pool.submit(arr.__setitem__, slice(pos, pos + len(data)), data))
+            while len(self._pending) > 1:
+                self._pending.pop(0).result()
 
         return store
 
@@ -96,7 +102,13 @@ class ZarrWriter(Writer):
     def close(self) -> None:
         for appender in self._appenders.values():
             appender.flush()
+        for fut in self._pending:
+            fut.result()
+        self._pool.shutdown()
         self.root.attrs[_ATTR] = self.schema.to_json()
+
+    def abort(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class ZarrReader(Reader):
