@@ -59,7 +59,7 @@ print("RESULT", json.dumps({{"seconds": s}}))
          zarr_direct.format(out=out_zarr, cname="zstd"), out_zarr),
         ("zarr zstd", "dstore convert out.zarr (same settings)",
          dstore_way.format(src=src, out=out_zarr, opts={"chunk_mb": TILE_MB}), out_zarr),
-        ("zarr zstd", "dstore convert out.zarr (default 4 MB chunks)",
+        ("zarr zstd", "dstore convert out.zarr (default 1 MiB chunks)",
          dstore_way.format(src=src, out=out_zarr, opts={}), out_zarr),
         ("zarr lz4", "zarr direct (blosc lz4)", zarr_direct.format(out=out_zarr, cname="lz4"), out_zarr),
         ("zarr lz4", "dstore convert out.zarr -o cname=lz4",

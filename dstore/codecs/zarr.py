@@ -36,7 +36,7 @@ class ZarrOptions:
     cname: str = "zstd"  # blosc compressor: zstd, lz4, lz4hc, blosclz, zlib
     clevel: int = 3
     shuffle: str = "shuffle"  # shuffle, bitshuffle, noshuffle
-    chunk_mb: float = 4.0
+    chunk_mb: float = 1.0
     #: records per shard file (0 = no sharding); many small chunks in few files
     shard_chunks: int = 0
 
