@@ -522,6 +522,7 @@ def verify(
             for ba, bb in zip(
                 ra.iter_batches(split, fields=names, batch_rows=rows),
                 rb.iter_batches(split, fields=names, batch_rows=rows),
+                strict=True,  # a reader that stops early is a difference, not a pass
             ):
                 n = len(ba[names[0]])
                 for name in names:

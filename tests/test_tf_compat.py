@@ -80,7 +80,7 @@ def test_dstore_reads_tensorflow_written_files(tmp_path, tiles, compression):
     path = str(tmp_path / "train.tfrecord")
     opts = tf.io.TFRecordOptions(compression_type=compression)
     with tf.io.TFRecordWriter(path, opts) as w:
-        for img, lab, vec in zip(x, label, y):
+        for img, lab, vec in zip(x, label, y, strict=True):
             ex = tf.train.Example(
                 features=tf.train.Features(
                     feature={

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..schema import FieldSpec
+from ..errors import CodecIOError, SchemaError
+from ..schema import Batch, FieldSpec, Schema, SplitSpec
+from .base import Reader
 
-__all__ = ["AlignedAppender", "chunk_rows"]
+__all__ = ["AlignedAppender", "ArrayTreeReader", "chunk_rows"]
 
 
 def chunk_rows(spec: FieldSpec, count: int, chunk_bytes: int) -> int:
@@ -50,3 +53,81 @@ class AlignedAppender:
             self.store(self.pos, arr)
             self.pos += len(arr)
             self._tail, self._tail_rows = [], 0
+
+
+class ArrayTreeReader(Reader):
+    """Shared by readers of group trees of sliceable arrays (zarr, HDF5).
+
+    Subclasses fill ``self.arrays`` ((split, field) -> array) while walking
+    their tree, then call :meth:`_build_schema`.
+    """
+
+    #: exceptions a corrupt chunk raises in the backend library
+    read_errors: tuple[type[BaseException], ...] = (Exception,)
+
+    path: str
+    arrays: dict[tuple[str, str], Any]
+
+    def _field_key(self, arr: Any) -> str | None:
+        """The array's original name, kept as the field's key."""
+        return None
+
+    def _dtype_matches(self, spec: np.dtype, stored: np.dtype) -> bool:
+        return spec == stored
+
+    def _split_spec(self, split: str) -> SplitSpec:
+        members = {f: a for (s, f), a in self.arrays.items() if s == split}
+        counts = {f: a.shape[0] for f, a in members.items()}
+        if len(set(counts.values())) > 1:
+            raise SchemaError(f"{self.path}: fields of split {split!r} have different record counts {counts}")
+        fields = {
+            f: FieldSpec(f, np.dtype(a.dtype), tuple(a.shape[1:]), self._field_key(a))
+            for f, a in members.items()
+        }
+        return SplitSpec(split, next(iter(counts.values()), 0), fields)
+
+    def _build_schema(self, stored: Mapping[str, Any] | None) -> Schema:
+        """The schema stored by dstore if it still describes the arrays, else the inferred one."""
+        inferred = Schema({s: self._split_spec(s) for s in dict.fromkeys(k[0] for k in self.arrays)})
+        if stored is None:
+            return inferred
+        try:
+            schema = Schema.from_json(stored)
+        except SchemaError:
+            return inferred
+        for split in schema.splits.values():
+            for spec in split.fields.values():
+                arr = self.arrays.get((split.name, spec.name))
+                if arr is None or tuple(arr.shape) != (split.count, *spec.shape):
+                    return inferred
+                if not self._dtype_matches(spec.dtype, np.dtype(arr.dtype)):
+                    return inferred
+        if len(self.arrays) != sum(len(s.fields) for s in schema.splits.values()):
+            return inferred
+        return schema
+
+    def iter_batches(
+        self,
+        split: str,
+        *,
+        fields: Sequence[str] | None = None,
+        start: int = 0,
+        stop: int | None = None,
+        batch_rows: int | None = None,
+    ) -> Iterator[Batch]:
+        spec, start, stop = self._range(split, start, stop)
+        names = list(fields) if fields is not None else list(spec.fields)
+        rows = self._rows(spec, batch_rows)
+        for pos in range(start, stop, rows):
+            end = min(stop, pos + rows)
+            batch = {}
+            for name in names:
+                try:
+                    data = self.arrays[(split, name)][pos:end]
+                except self.read_errors as e:
+                    raise CodecIOError(
+                        f"{self.path}: split {split!r}, field {name!r}, records {pos}..{end - 1}: "
+                        f"unreadable: {e}"
+                    ) from None
+                batch[name] = np.asarray(data).astype(spec.fields[name].dtype, copy=False)
+            yield batch

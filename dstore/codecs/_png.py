@@ -20,7 +20,7 @@ import imagecodecs
 import numpy as np
 from isal import isal_zlib
 
-__all__ = ["png_decoder", "png_encoder"]
+__all__ = ["decode", "encode_adaptive", "encode_fast", "png_encoder"]
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _COLOR_TYPE = {1: 0, 2: 4, 3: 2, 4: 6}  # channels -> gray, gray+alpha, RGB, RGBA

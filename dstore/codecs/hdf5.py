@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -20,10 +19,10 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ..errors import CodecIOError, MissingDependencyError, SchemaError, UnsupportedDtypeError
+from ..errors import CodecIOError, MissingDependencyError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
-from ..schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, SplitSpec, split_key
-from ._chunked import AlignedAppender, chunk_rows
+from ..schema import Batch, Schema, split_key
+from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
 from .base import Codec, Reader, Writer
 
 __all__ = ["HDF5Codec"]
@@ -154,7 +153,9 @@ def _check_filters(ds: Any, where: str) -> None:
             )
 
 
-class HDF5Reader(Reader):
+class HDF5Reader(ArrayTreeReader):
+    read_errors = (OSError, ValueError, RuntimeError)
+
     def __init__(self, path: str) -> None:
         self.path = path
         _plugins()  # makes blosc/zstd/lz4-compressed datasets readable when installed
@@ -165,18 +166,13 @@ class HDF5Reader(Reader):
         except OSError as e:
             raise CodecIOError(f"{path}: not a readable HDF5 file: {e}") from None
         try:
-            self.datasets: dict[tuple[str, str], Any] = {}
+            self.arrays: dict[tuple[str, str], Any] = {}
             self._walk(self.file, "")
-            order = dict.fromkeys(k[0] for k in self.datasets)
-            self.schema = Schema({s: self._split_spec(s) for s in order})
             stored = self.file.attrs.get(_ATTR)
-            if stored is not None:
-                try:
-                    schema = Schema.from_json(json.loads(stored))
-                    if self._consistent(schema):
-                        self.schema = schema
-                except (SchemaError, ValueError):
-                    pass
+            try:
+                self.schema = self._build_schema(json.loads(stored) if stored is not None else None)
+            except ValueError:
+                self.schema = self._build_schema(None)
         except BaseException:
             self.file.close()
             raise
@@ -201,55 +197,16 @@ class HDF5Reader(Reader):
                     raise UnsupportedDtypeError(f"{where}: scalar dataset has no record axis")
                 _check_filters(member, where)
                 split, field = split_key(key) if not prefix else (prefix.rstrip("/"), name)
-                if split == DEFAULT_SPLIT and prefix:
-                    split = prefix.rstrip("/")
-                self.datasets[(split, field)] = member
+                self.arrays[(split, field)] = member
             elif isinstance(member, h5py.Group):
                 self._walk(member, f"{key}/")
 
-    def _split_spec(self, split: str) -> SplitSpec:
-        members = {f: d for (s, f), d in self.datasets.items() if s == split}
-        counts = {f: d.shape[0] for f, d in members.items()}
-        if len(set(counts.values())) > 1:
-            raise SchemaError(f"{self.path}: fields of split {split!r} have different record counts {counts}")
-        fields = {f: FieldSpec(f, d.dtype, tuple(d.shape[1:]), d.name.lstrip("/")) for f, d in members.items()}
-        return SplitSpec(split, next(iter(counts.values()), 0), fields)
-
-    def _consistent(self, schema: Schema) -> bool:
-        for split in schema.splits.values():
-            for spec in split.fields.values():
-                ds = self.datasets.get((split.name, spec.name))
-                if ds is None or ds.shape != (split.count, *spec.shape) or ds.dtype != spec.dtype:
-                    return False
-        return len(self.datasets) == sum(len(s.fields) for s in schema.splits.values())
-
-    def iter_batches(
-        self,
-        split: str,
-        *,
-        fields: Sequence[str] | None = None,
-        start: int = 0,
-        stop: int | None = None,
-        batch_rows: int | None = None,
-    ) -> Iterator[Batch]:
-        spec, start, stop = self._range(split, start, stop)
-        names = list(fields) if fields is not None else list(spec.fields)
-        rows = self._rows(spec, batch_rows)
-        for pos in range(start, stop, rows):
-            end = min(stop, pos + rows)
-            batch = {}
-            for name in names:
-                try:
-                    batch[name] = self.datasets[(split, name)][pos:end]
-                except (OSError, ValueError, RuntimeError) as e:
-                    raise CodecIOError(
-                        f"{self.path}: split {split!r}, field {name!r}, records {pos}..{end - 1}: {e}"
-                    ) from None
-            yield batch
+    def _field_key(self, arr: Any) -> str | None:
+        return arr.name.lstrip("/")
 
     def describe(self) -> list[str]:
         lines = []
-        for (split, name), ds in self.datasets.items():
+        for (split, name), ds in self.arrays.items():
             comp = ds.compression or "none"
             if ds.compression_opts is not None:
                 comp += f" {ds.compression_opts}"

@@ -22,7 +22,6 @@ from __future__ import annotations
 import glob
 import gzip
 import hashlib
-import io
 import json
 import os
 import re
@@ -31,7 +30,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-import imagecodecs
 import numpy as np
 
 from .. import __version__

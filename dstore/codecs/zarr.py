@@ -12,7 +12,6 @@ split.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +21,8 @@ import zarr
 from zarr.codecs import BloscCodec
 
 from ..errors import CodecIOError, SchemaError
-from ..schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, SplitSpec, check_dtype, split_key
-from ._chunked import AlignedAppender, chunk_rows
+from ..schema import DEFAULT_SPLIT, Batch, Schema, check_dtype, split_key
+from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
 from .base import Codec, Reader, Writer
 
 __all__ = ["ZarrCodec"]
@@ -111,7 +110,7 @@ class ZarrWriter(Writer):
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-class ZarrReader(Reader):
+class ZarrReader(ArrayTreeReader):
     def __init__(self, path: str) -> None:
         self.path = path
         self._store: Any = None
@@ -129,20 +128,10 @@ class ZarrReader(Reader):
         if isinstance(node, zarr.Array):
             name = os.path.basename(os.path.normpath(path)).removesuffix(".zarr") or "data"
             self._add(DEFAULT_SPLIT, name, node, name)
-            splits = {DEFAULT_SPLIT: self._split_spec(DEFAULT_SPLIT)}
-            self.schema = Schema(splits)
+            self.schema = self._build_schema(None)
             return
         self._walk(node, "")
-        inferred = Schema({s: self._split_spec(s) for s in dict.fromkeys(k[0] for k in self.arrays)})
-        stored = node.attrs.get(_ATTR)
-        self.schema = inferred
-        if stored is not None:
-            try:
-                schema = Schema.from_json(stored)
-                if self._consistent(schema):
-                    self.schema = schema
-            except SchemaError:
-                pass
+        self.schema = self._build_schema(node.attrs.get(_ATTR))
 
     def _add(self, split: str, name: str, arr: Any, key: str) -> None:
         if arr.ndim == 0:
@@ -159,49 +148,8 @@ class ZarrReader(Reader):
             else:
                 self._walk(member, f"{key}/")
 
-    def _split_spec(self, split: str) -> SplitSpec:
-        members = {f: a for (s, f), a in self.arrays.items() if s == split}
-        counts = {f: a.shape[0] for f, a in members.items()}
-        if len(set(counts.values())) > 1:
-            raise SchemaError(f"{self.path}: fields of split {split!r} have different record counts {counts}")
-        fields = {f: FieldSpec(f, np.dtype(a.dtype), tuple(a.shape[1:])) for f, a in members.items()}
-        return SplitSpec(split, next(iter(counts.values()), 0), fields)
-
-    def _consistent(self, schema: Schema) -> bool:
-        for split in schema.splits.values():
-            for spec in split.fields.values():
-                arr = self.arrays.get((split.name, spec.name))
-                if arr is None or tuple(arr.shape) != (split.count, *spec.shape):
-                    return False
-                if _native(spec.dtype) != np.dtype(arr.dtype):
-                    return False
-        return len(self.arrays) == sum(len(s.fields) for s in schema.splits.values())
-
-    def iter_batches(
-        self,
-        split: str,
-        *,
-        fields: Sequence[str] | None = None,
-        start: int = 0,
-        stop: int | None = None,
-        batch_rows: int | None = None,
-    ) -> Iterator[Batch]:
-        spec, start, stop = self._range(split, start, stop)
-        names = list(fields) if fields is not None else list(spec.fields)
-        rows = self._rows(spec, batch_rows)
-        for pos in range(start, stop, rows):
-            end = min(stop, pos + rows)
-            batch = {}
-            for name in names:
-                try:
-                    data = self.arrays[(split, name)][pos:end]
-                except Exception as e:  # noqa: BLE001 - corrupt chunks raise codec-specific errors
-                    raise CodecIOError(
-                        f"{self.path}: split {split!r}, field {name!r}, records {pos}..{end - 1}: "
-                        f"unreadable chunk: {e}"
-                    ) from None
-                batch[name] = np.asarray(data).astype(spec.fields[name].dtype, copy=False)
-            yield batch
+    def _dtype_matches(self, spec: np.dtype, stored: np.dtype) -> bool:
+        return _native(spec) == stored  # big-endian fields are stored native-endian
 
     def describe(self) -> list[str]:
         lines = []
