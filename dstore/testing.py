@@ -13,6 +13,7 @@ Needs pytest (imported here, never by ``import dstore``).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Any
@@ -92,6 +93,18 @@ def photo_features(n: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray]
     return (bins / (32 * 32)).astype(np.float32), y.argmax(1).astype(np.int64)
 
 
+@functools.lru_cache(maxsize=1)
+def _cached_tiles() -> tuple[np.ndarray, np.ndarray]:
+    from .demo import photo_tiles
+
+    return photo_tiles(60, 64)
+
+
+@functools.lru_cache(maxsize=1)
+def _cached_features() -> tuple[np.ndarray, np.ndarray]:
+    return photo_features()
+
+
 class CodecSuite:
     """Round-trip checks for one codec; subclasses provide the ``codec`` fixture."""
 
@@ -99,15 +112,13 @@ class CodecSuite:
     def codec(self) -> Codec:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    @pytest.fixture(scope="class")
+    @pytest.fixture
     def tiles(self) -> tuple[np.ndarray, np.ndarray]:
-        from .demo import photo_tiles
+        return _cached_tiles()
 
-        return photo_tiles(60, 64)
-
-    @pytest.fixture(scope="class")
+    @pytest.fixture
     def features(self) -> tuple[np.ndarray, np.ndarray]:
-        return photo_features()
+        return _cached_features()
 
     def _path(self, tmp_path: Any, codec: Codec, stem: str = "out") -> str:
         return os.path.join(str(tmp_path), stem + codec.extensions[0])
