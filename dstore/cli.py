@@ -70,7 +70,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    report = api.verify(args.a, args.b)
+    report = api.verify(args.a, args.b) if args.b else api.check(args.a)
     print("\n".join(report.lines()))
     return 0 if report.ok else EXIT_MISMATCH
 
@@ -157,9 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format")
     p.set_defaults(func=_cmd_info)
 
-    p = sub.add_parser("verify", help="compare two datasets record by record (exit 1 if they differ)")
+    p = sub.add_parser(
+        "verify",
+        help="compare two datasets record by record, or check one alone (exit 1 on any problem)",
+    )
     p.add_argument("a")
-    p.add_argument("b")
+    p.add_argument("b", nargs="?", help="omit to check A alone: checksums, then every record decoded")
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("bench", help="measure size, speed and accuracy impact of each format on SRC")

@@ -110,11 +110,72 @@ def url_output(dst: str, *, sources: Iterable[str] = (), overwrite: bool = False
         raise
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _writer_lock(parent: str, base: str, dst: str) -> Iterator[None]:
+    """One dstore writer per destination: a second one fails clearly, never mixes."""
+    lock = os.path.join(parent, f".{base}.dstore-lock")
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            try:
+                with open(lock) as f:
+                    pid = int(f.read().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and _pid_alive(pid):
+                raise OutputExistsError(
+                    f"{dst}: another dstore process (pid {pid}) is writing it"
+                ) from None
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(lock)  # left by a killed process
+    else:
+        raise OutputExistsError(f"{dst}: could not take the writer lock {lock}")
+    try:
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(lock)
+
+
+def _remove_stale(parent: str, base: str) -> None:
+    """Delete temporaries of earlier dstore processes that were killed."""
+    for mark in (TMP_MARK, ".dstore-old-"):
+        prefix = f".{base}{mark}"
+        for name in os.listdir(parent):
+            if name.startswith(prefix):
+                pid = name[len(prefix) :].split("-", 1)[0]
+                if pid.isdigit() and not _pid_alive(int(pid)):
+                    remove_path(os.path.join(parent, name))
+
+
 @contextlib.contextmanager
 def atomic_output(dst: str, *, sources: Iterable[str] = (), overwrite: bool = False) -> Iterator[str]:
     """Yield a temporary path; on success rename it to ``dst``, on any failure delete it."""
     dst_abs = check_destination(dst, sources, overwrite)
     parent, base = os.path.split(dst_abs)
+    with _writer_lock(parent, base, dst):
+        _remove_stale(parent, base)
+        check_destination(dst, sources, overwrite)  # again: another writer may have finished
+        with _atomic_rename(dst_abs, parent, base) as tmp:
+            yield tmp
+
+
+@contextlib.contextmanager
+def _atomic_rename(dst_abs: str, parent: str, base: str) -> Iterator[str]:
     tmp = os.path.join(parent, f".{base}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
     try:
         yield tmp

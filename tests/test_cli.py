@@ -177,3 +177,18 @@ def test_debug_shows_traceback(tmp_path, label_maker_npz):
 
     with pytest.raises(OutputExistsError):
         main(["--debug", "convert", label_maker_npz, label_maker_npz])
+
+
+def test_verify_one_npz_alone(tmp_path, capsys, label_maker_npz):
+    assert main(["verify", label_maker_npz]) == 0
+    assert "40 of 40 records decoded" in capsys.readouterr().out
+    out = str(tmp_path / "c.npz")
+    assert main(["convert", label_maker_npz, out]) == 0
+    capsys.readouterr()
+    with open(out, "r+b") as f:
+        data = bytearray(f.read())
+        data[len(data) // 3] ^= 0xFF  # inside the deflated x_train member
+        f.seek(0)
+        f.write(data)
+    assert main(["verify", out]) == 1
+    assert "MISMATCH" in capsys.readouterr().out

@@ -38,3 +38,35 @@ def test_sigint_leaves_nothing(tmp_path, tiles, dst_name):
     assert sorted(os.listdir(tmp_path)) == ["data.npz"]
     with open(src, "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() == before
+
+
+def test_killed_run_leftovers_are_cleaned_by_the_next_run(tmp_path, label_maker_npz):
+    import dstore
+
+    dead = 2**22 + 12345  # beyond the default pid_max: no such process
+    out = tmp_path / "out.npz"
+    (tmp_path / f".out.npz.dstore-tmp-{dead}-abcd1234").write_bytes(b"partial")
+    (tmp_path / ".out.npz.dstore-lock").write_text(str(dead))
+    dstore.convert(label_maker_npz, str(out))
+    assert sorted(os.listdir(tmp_path)) == ["data.npz", "out.npz"]
+
+
+def test_concurrent_writers_one_wins(tmp_path, tiles):
+    x, y = tiles
+    src = str(tmp_path / "data.npz")
+    np.savez(src, x_train=np.tile(x, (60, 1, 1, 1)), y_train=np.tile(y, (60, 1)))
+    dst = str(tmp_path / "out.npz")
+    first = subprocess.Popen([sys.executable, "-m", "dstore.cli", "convert", src, dst, "-o", "level=9"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not os.path.exists(tmp_path / ".out.npz.dstore-lock"):
+        time.sleep(0.02)
+    second = subprocess.run([sys.executable, "-m", "dstore.cli", "convert", src, dst],
+                            capture_output=True, text=True, timeout=60)
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert second.returncode == 2
+    assert "another dstore process" in second.stderr and len(second.stderr.strip().splitlines()) == 1
+    with np.load(dst) as z:
+        np.testing.assert_array_equal(z["y_train"], np.tile(y, (60, 1)))
+    assert sorted(os.listdir(tmp_path)) == ["data.npz", "out.npz"]

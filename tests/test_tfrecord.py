@@ -219,3 +219,21 @@ def test_fast_png_is_standard_png(tiles, kind):
         got = _png.decode(data)
         assert got.dtype == ref.dtype and got.shape == ref.shape
         np.testing.assert_array_equal(got, ref)
+
+
+def test_verify_path_alone(tmp_path, capsys, label_maker_npz):
+    out = str(tmp_path / "d.tfrecords")
+    dstore.convert(label_maker_npz, out, options={"shard_mb": "0.1"})
+    assert main(["verify", out]) == 0
+    text = capsys.readouterr().out
+    assert "sha256 matches" in text and "40 of 40 records decoded" in text
+    shard = sorted(f for f in os.listdir(out) if f.startswith("train"))[1]
+    with open(os.path.join(out, shard), "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0x10]))
+    assert main(["verify", out]) == 1
+    text = capsys.readouterr().out
+    assert f"MISMATCH  */manifest: {shard}: size or sha256 differs" in text
+    assert "MISMATCH  train/*: after" in text and "CRC" in text

@@ -94,6 +94,10 @@ class Reader(ABC):
         """Codec-specific lines for ``dstore info`` (storage details)."""
         return []
 
+    def check_integrity(self) -> list[tuple[bool, str]]:
+        """Checks of the stored bytes beyond decoding (checksums in a manifest): (ok, what)."""
+        return []
+
     def stored_bytes(self) -> int | None:
         """Bytes on disk, when the codec knows better than a directory walk."""
         return None

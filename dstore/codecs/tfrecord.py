@@ -540,6 +540,28 @@ class TFRecordReader(Reader):
         for _ in raw:  # drain: checks the tail of the last shard
             pass
 
+    def check_integrity(self) -> list[tuple[bool, str]]:
+        """Every shard the manifest lists: present, of its size, with its sha256."""
+        if self.manifest is None:
+            return [(True, "no dstore manifest: CRCs and decoding checked only")]
+        results = []
+        for split, info in self.manifest["splits"].items():
+            for shard in info["shards"]:
+                path = os.path.join(self.path, shard["file"])
+                if not os.path.exists(path):
+                    results.append((False, f"{shard['file']}: missing"))
+                    continue
+                sha = hashlib.sha256()
+                with open(path, "rb") as f:
+                    while block := f.read(8 * 1024 * 1024):
+                        sha.update(block)
+                size = os.path.getsize(path)
+                if size != shard["bytes"] or sha.hexdigest() != shard["sha256"]:
+                    results.append((False, f"{shard['file']}: size or sha256 differs from the manifest"))
+                else:
+                    results.append((True, f"{shard['file']}: {size} bytes, sha256 matches ({split})"))
+        return results
+
     def feature_description(self, split: str) -> list[str]:
         """Python lines a TensorFlow user pastes to parse and decode this split."""
         lines = ["feature_description = {"]
