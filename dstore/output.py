@@ -180,7 +180,7 @@ def _atomic_rename(dst_abs: str, parent: str, base: str) -> Iterator[str]:
     try:
         yield tmp
         if not os.path.lexists(tmp):
-            raise CodecIOError(f"{dst}: the writer produced no output")
+            raise CodecIOError(f"{dst_abs}: the writer produced no output")
         _fsync_tree(tmp)
         if os.path.lexists(dst_abs):
             old = os.path.join(parent, f".{base}.dstore-old-{os.getpid()}-{secrets.token_hex(4)}")
