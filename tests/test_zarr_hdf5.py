@@ -167,15 +167,19 @@ def test_zarr_fsspec_urls(tmp_path, label_maker_npz):
     dstore.output.remove_path(url)
 
 
+@pytest.mark.parametrize("compression", ["gzip", "lzf"])
 @pytest.mark.parametrize("shuffle", ["false", "true"])
-def test_hdf5_parallel_gzip_chunks_read_by_h5py(tmp_path, features, shuffle):
+def test_hdf5_parallel_chunks_read_by_h5py(tmp_path, features, shuffle, compression):
     """Chunks compressed by dstore's threads and written directly decode in plain h5py."""
     feats, labels = features[0][:117], features[1][:117]  # 117 = 23 chunks of 5 + a partial one
     out = str(tmp_path / "f.h5")
-    dstore.save({"f": feats, "y": labels}, out, chunk_mb="0.001", shuffle=shuffle, level="6")
+    # incompressible bytes: LZF stores such chunks raw, flagged in the chunk's filter mask
+    noise = np.frombuffer(np.random.default_rng(0).bytes(117 * 64), np.uint8).reshape(117, 64)
+    dstore.save({"f": feats, "y": labels, "noise": noise}, out, chunk_mb="0.001", shuffle=shuffle, level="6", compression=compression)
     with h5py.File(out, "r") as f:
         ds = f["data/f"]
-        assert ds.compression == "gzip" and ds.shuffle == (shuffle == "true")
+        assert ds.compression == compression and ds.shuffle == (shuffle == "true")
+        np.testing.assert_array_equal(f["data/noise"][:], noise)
         assert ds.chunks[0] == 5 and len(feats) % 5  # many chunks, the last one partial
         np.testing.assert_array_equal(ds[:], feats)
         np.testing.assert_array_equal(f["data/y"][:], labels)

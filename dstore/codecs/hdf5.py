@@ -39,6 +39,15 @@ def _plugins() -> Any:
     return hdf5plugin
 
 
+def _lzf() -> Any:
+    """imagecodecs' liblzf (the same LZF h5py's filter uses), if installed."""
+    try:
+        import imagecodecs
+    except ImportError:
+        return None
+    return imagecodecs
+
+
 #: Filter ids of plain HDF5 (deflate, shuffle, fletcher32, szip, nbit, scaleoffset) and h5py's lzf.
 _STANDARD_FILTERS = {1, 2, 3, 4, 5, 6, 32000}
 
@@ -96,31 +105,42 @@ class HDF5Writer(Writer):
                 self._appenders[(split.name, spec.name)] = AlignedAppender(rows, self._store_fn(ds, rows))
 
     def _store_fn(self, ds: Any, rows: int) -> Any:
-        direct = self.options.compression == "gzip" and ds.chunks is not None
+        direct = ds.chunks is not None and (
+            self.options.compression == "gzip" or (self.options.compression == "lzf" and _lzf() is not None)
+        )
 
         def store(pos: int, data: np.ndarray) -> None:
             if not direct:
                 ds[pos : pos + len(data)] = data
                 return
-            # HDF5 deflates chunk by chunk on one core; compress the chunks on
-            # all cores here and hand HDF5 the finished bytes (same filter
-            # pipeline: optional shuffle, then zlib), so plain h5py reads them.
+            # HDF5 compresses chunk by chunk on one core; compress the chunks on
+            # all cores here and hand HDF5 the finished bytes (the same filter
+            # pipeline: optional shuffle, then deflate or LZF), so plain h5py reads them.
             chunks = (data[i : i + rows] for i in range(0, len(data), rows))
             tail = (0,) * (data.ndim - 1)
             blobs = ordered_map(lambda c: self._compress_chunk(c, rows), chunks, self._pool, 2 * self._workers)
-            for i, blob in enumerate(blobs):
-                ds.id.write_direct_chunk((pos + i * rows, *tail), blob)
+            for i, (blob, mask) in enumerate(blobs):
+                ds.id.write_direct_chunk((pos + i * rows, *tail), blob, filter_mask=mask)
 
         return store
 
-    def _compress_chunk(self, chunk: np.ndarray, rows: int) -> bytes:
+    def _compress_chunk(self, chunk: np.ndarray, rows: int) -> tuple[bytes, int]:
         dtype = chunk.dtype  # the dataset's, byte order included
         if len(chunk) < rows:  # HDF5 stores the last chunk at full size
             chunk = np.concatenate([chunk, np.zeros((rows - len(chunk), *chunk.shape[1:]), chunk.dtype)])
         raw = np.ascontiguousarray(chunk, dtype=dtype)
-        if self.options.shuffle and raw.dtype.itemsize > 1:
+        shuffled = self.options.shuffle and raw.dtype.itemsize > 1
+        if shuffled:
             raw = raw.view(np.uint8).reshape(-1, raw.dtype.itemsize).T.copy()
-        return zlib.compress(raw.tobytes() if raw.ndim else bytes(raw), self.options.level)
+        data = raw.tobytes()
+        if self.options.compression == "gzip":
+            return zlib.compress(data, self.options.level), 0
+        packed = _lzf().lzf_encode(data)
+        if len(packed) < len(data):
+            return packed, 0
+        # h5py's LZF filter is optional: an incompressible chunk is stored raw,
+        # its bit set in the chunk's filter mask (LZF follows shuffle if present).
+        return data, 1 << (1 if self.options.shuffle else 0)
 
     def write(self, split: str, batch: Batch) -> None:
         for name, data in batch.items():
