@@ -88,7 +88,7 @@ class ZarrWriter(Writer):
             # Chunk-aligned slices never share a chunk, so writes can overlap:
             # the next batch is read and queued while zarr encodes this one.
             self._pending.append(self._pool.submit(arr.__setitem__, slice(pos, pos + len(data)), data))
-            while len(self._pending) > 3:
+            while len(self._pending) > 1:
                 self._pending.pop(0).result()
 
         return store
