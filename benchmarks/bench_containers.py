@@ -78,12 +78,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiles", type=int, default=7000)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--only", help="run only the groups containing this text (e.g. zarr)")
     args = ap.parse_args()
     src = label_maker_npz(args.tiles)
     raw = os.path.getsize(src)
     rows = []
     base: dict[str, dict] = {}
     for group, name, code, out in ways(src, os.path.join(OUT, "c.zarr"), os.path.join(OUT, "c.h5")):
+        if args.only and args.only not in group:
+            continue
         shutil.rmtree(out, ignore_errors=True) if os.path.isdir(out) else (os.path.exists(out) and os.remove(out))
         r = run_way(code, args.repeats)
         size = dir_size(out)
