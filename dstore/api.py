@@ -328,7 +328,7 @@ def convert(
         )
         schema = reader.schema
         src_format = from_format or infer_codec(src)
-        bytes_in = reader.stored_bytes() or _size_or_zero(src)
+        bytes_in = _size_or_zero(src)
     seconds = time.perf_counter() - t0
     return ConvertReport(
         src=src,
@@ -606,7 +606,7 @@ def info(path: str | os.PathLike[str], *, format: str | None = None) -> InfoRepo
         return InfoReport(
             path,
             format or infer_codec(path),
-            reader.stored_bytes() or _size_or_zero(path),
+            _size_or_zero(path),
             reader.schema,
             reader.describe(),
         )

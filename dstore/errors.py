@@ -16,7 +16,6 @@ __all__ = [
     "SchemaError",
     "UnknownCodecError",
     "UnsupportedDtypeError",
-    "VerifyError",
 ]
 
 
@@ -65,7 +64,3 @@ class CodecIOError(DstoreError, OSError):
 
 class OutputExistsError(DstoreError, FileExistsError):
     """The destination exists (and --overwrite was not given) or is the input."""
-
-
-class VerifyError(DstoreError):
-    """Two datasets differ (raised only where a caller asked for an exception)."""

@@ -15,6 +15,7 @@ the file, the record index and its byte offset (in the uncompressed stream).
 from __future__ import annotations
 
 import gzip
+import os
 import struct
 import zlib
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ import google_crc32c
 
 from ..errors import CodecIOError
 
-__all__ = ["RecordFile", "frame", "masked_crc", "open_records"]
+__all__ = ["RecordFile", "frame", "is_gzip", "masked_crc"]
 
 _MASK_DELTA = 0xA282EAD8
 _LEN = struct.Struct("<Q")
@@ -162,10 +163,4 @@ class RecordFile:
 
 
 def _size(f: BinaryIO) -> int:
-    import os
-
     return os.fstat(f.fileno()).st_size
-
-
-def open_records(path: str) -> RecordFile:
-    return RecordFile(path)

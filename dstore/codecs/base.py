@@ -98,10 +98,6 @@ class Reader(ABC):
         """Checks of the stored bytes beyond decoding (checksums in a manifest): (ok, what)."""
         return []
 
-    def stored_bytes(self) -> int | None:
-        """Bytes on disk, when the codec knows better than a directory walk."""
-        return None
-
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release file handles."""
 
@@ -149,8 +145,6 @@ class Codec(ABC):
     extensions: ClassVar[tuple[str, ...]] = ()
     #: True when the storage itself loses information (never for built-ins).
     lossy: ClassVar[bool] = False
-    #: True when the output is a directory rather than a single file.
-    is_directory: ClassVar[bool] = False
     #: True when paths may be fsspec URLs (s3://, memory://).
     supports_urls: ClassVar[bool] = False
     #: Option dataclass; its fields are the ``-o KEY=VALUE`` options.

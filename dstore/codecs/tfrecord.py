@@ -619,7 +619,6 @@ class TFRecordCodec(Codec):
 
     name = "tfrecord"
     extensions = (".tfrecords", ".tfrecord")
-    is_directory = True
     Options = TFRecordOptions
 
     def open_reader(self, path: str) -> Reader:

@@ -210,7 +210,6 @@ class ZarrCodec(Codec):
 
     name = "zarr"
     extensions = (".zarr", ".zarr.zip")
-    is_directory = True
     supports_urls = True
     Options = ZarrOptions
 
