@@ -78,6 +78,7 @@ class NpzReader(Reader):
         except _ZIP_ERRORS as e:
             raise CodecIOError(f"{path}: not a valid npz (zip) file: {e}") from None
         try:
+            self._check_directory()
             self._members = self._read_headers()
             arrays = {m.key: (m.dtype, m.shape) for m in self._members.values()}
             inferred = schema_from_arrays(arrays, path)
@@ -85,6 +86,23 @@ class NpzReader(Reader):
         except BaseException:
             self._zip.close()
             raise
+
+    def _check_directory(self) -> None:
+        """The end record's member count must match what zipfile parsed.
+
+        zipfile stops reading the central directory where an entry is
+        corrupt and silently returns fewer members: that would drop fields.
+        """
+        with open(self.path, "rb") as f:
+            end = zipfile._EndRecData(f)  # private but stable since Python 2; no public equivalent
+        if end is None:
+            raise CodecIOError(f"{self.path}: not a valid npz (zip) file: no end of central directory")
+        declared = end[zipfile._ECD_ENTRIES_TOTAL]
+        found = len(self._zip.infolist())
+        if declared != found:
+            raise CodecIOError(
+                f"{self.path}: corrupt zip directory: it declares {declared} members, {found} are readable"
+            )
 
     def _read_headers(self) -> dict[str, _Member]:
         members = {}
@@ -112,8 +130,10 @@ class NpzReader(Reader):
                     offset = fp.tell()
             except (UnsupportedDtypeError, SchemaError):
                 raise
-            except _ZIP_ERRORS as e:
-                raise CodecIOError(f"{self.path}: key {key!r}: unreadable .npy header: {e}") from None
+            except Exception as e:  # noqa: BLE001 - numpy parses the header with ast: any error type
+                raise CodecIOError(
+                    f"{self.path}: key {key!r}: unreadable .npy header: {type(e).__name__}: {e}"
+                ) from None
             check_dtype(dtype, f"{self.path}: key {key!r}")
             members[key] = _Member(key, info.filename, dtype, tuple(shape), fortran, offset)
         return members

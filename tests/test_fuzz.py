@@ -1,0 +1,91 @@
+"""Mutated npz and TFRecord files: the reader returns the right data or raises a DstoreError.
+
+Any other exception type is a bug (the CLI would print a traceback-less but
+unexplained error, or a library user would catch the wrong thing). HDF5 and
+zarr are not fuzzed here: their C libraries can crash the process on some
+corruptions, which needs a subprocess harness (issue #6).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dstore
+from dstore.testing import read_all
+
+pytest.importorskip("imagecodecs")
+
+
+def _valid(tmp_path_factory, kind: str, **options) -> tuple[str, bytes, dict]:
+    ext = ".npz" if kind == ".npz" else ".tfrecords"
+    from dstore.demo import photo_tiles
+
+    x, y = photo_tiles(6, 16, seed=5)
+    # float32, not float64: a bare TFRecord shard (no manifest) must be readable by inspection
+    data = {"train": {"x": x, "y": y, "f": np.linspace(-1, 1, 12, dtype=np.float32).reshape(6, 2)}}
+    path = str(tmp_path_factory.mktemp("fuzz") / f"valid{ext}")
+    dstore.save(data, path, **options)
+    if ext == ".tfrecords":  # the shard: mutated bare, or inside the directory with its manifest
+        path = os.path.join(path, "train-00000-of-00001.tfrecord")
+    with open(path, "rb") as f:
+        blob = f.read()
+    return path, blob, read_all(path)  # the unmutated file reads (else the test proves nothing)
+
+
+@pytest.fixture(scope="module", params=[".npz", "bare .tfrecord", ".tfrecords dir"])
+def valid(request, tmp_path_factory):
+    return request.param, *_valid(tmp_path_factory, request.param)
+
+
+mutations = st.one_of(
+    st.tuples(st.just("flip"), st.integers(0, 10**9), st.integers(0, 7)),
+    st.tuples(st.just("truncate"), st.integers(0, 10**9), st.just(0)),
+    st.tuples(st.just("byte"), st.integers(0, 10**9), st.integers(0, 255)),
+)
+
+
+@settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutation=mutations)
+def test_mutated_file_gives_data_or_dstore_error(valid, tmp_path, mutation):
+    ext, valid_path, blob, data = valid
+    kind, pos, arg = mutation
+    buf = bytearray(blob)
+    pos %= len(buf)
+    if kind == "flip":
+        buf[pos] ^= 1 << arg
+    elif kind == "truncate":
+        buf = buf[:pos]
+    else:
+        buf[pos] = arg
+    if ext == ".npz":
+        path = tmp_path / "m.npz"
+        path.write_bytes(bytes(buf))
+    elif ext == "bare .tfrecord":
+        path = tmp_path / "train.tfrecord"
+        path.write_bytes(bytes(buf))
+    else:  # the shard inside a copy of the dstore directory: the manifest knows the counts
+        shutil.rmtree(tmp_path / "d.tfrecords", ignore_errors=True)  # tmp_path is shared by examples
+        shutil.copytree(os.path.dirname(valid_path), tmp_path / "d.tfrecords")
+        path = tmp_path / "d.tfrecords"
+        (path / "train-00000-of-00001.tfrecord").write_bytes(bytes(buf))
+    try:
+        got = read_all(str(path))
+    except dstore.DstoreError:
+        return
+    if ext == "bare .tfrecord" and kind == "truncate":
+        # A bare TFRecord has no record count: cut at a record boundary it is a
+        # shorter valid file (TensorFlow cannot tell either). Then it is a prefix.
+        n = len(got["train"]["x"])
+        data = {s: {k: a[:n] for k, a in f.items()} for s, f in data.items()}
+    # Accepted: then it must be the same data (a flip in an unused byte can be harmless).
+    assert got.keys() == data.keys()
+    for split, fields in data.items():
+        assert got[split].keys() == fields.keys()
+        for name_, arr in fields.items():
+            np.testing.assert_array_equal(got[split][name_], arr)
