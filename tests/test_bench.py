@@ -79,7 +79,7 @@ def test_bench_refuses_float16_overflow(feats_npz, tmp_path):
     np.savez(path, features=feats * 1e6, labels=labels)
     report = dstore.bench(path, formats=["npz"], dtypes=["keep", "float16"], repeats=1)
     by = {c.dtype: c for c in report.cells}
-    assert by["float16"].error and "overflow" in by["float16"].error
+    assert by["float16"].error and "overflow" in by["float16"].error and path in by["float16"].error
     assert report.task.test is None  # no test split: a seeded hold-out was made
     assert report.recommendation.dtype == "keep"
 

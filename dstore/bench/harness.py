@@ -237,6 +237,8 @@ def bench(
                         progress(f"{cell.label} {dtype}")
                     out = os.path.join(workdir, f"cell-{len(cells)}{ext}")
                     _measure(cell, source, out, original, task, evaluate, baseline, noise, repeats)
+                    if cell.error:  # name the user's file, not the bench's working copy
+                        cell.error = cell.error.replace(source, src)
                     cells.append(cell)
         report = BenchReport(src, task, baseline, probe_s, noise, cells, _machine(),
                              {"formats": formats, "dtypes": list(dtypes), "grid": grid, "sample": sample,
