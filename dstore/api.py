@@ -387,18 +387,10 @@ class ArrayReader(Reader):
             splits[split] = SplitSpec(split, counts.pop() if counts else 0, specs)
         self.schema = Schema(splits)
 
-    def iter_batches(
-        self,
-        split: str,
-        *,
-        fields: Sequence[str] | None = None,
-        start: int = 0,
-        stop: int | None = None,
-        batch_rows: int | None = None,
+    def _iter(
+        self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
-        spec, start, stop = self._range(split, start, stop)
-        names = list(fields) if fields is not None else list(spec.fields)
-        rows = self._rows(spec, batch_rows)
+        split = spec.name
         for pos in range(start, stop, rows):
             yield {n: self._data[split][n][pos : min(stop, pos + rows)] for n in names}
 

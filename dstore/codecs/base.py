@@ -6,7 +6,8 @@ Contract:
   command line are parsed by :meth:`Codec.parse_options`); ``get_config()`` is
   JSON and ``from_config(get_config())`` rebuilds an equal codec.
 * ``open_reader(path)`` returns a :class:`Reader`: ``.schema`` plus
-  ``iter_batches(split, ...)`` yielding dicts of arrays in record order. Reading
+  ``iter_batches(split, ...)`` yielding dicts of arrays in record order
+  (a reader implements ``_iter`` over an already validated record range). Reading
   never needs a file written by dstore: foreign files are read by inspection.
 * ``open_writer(path, schema)`` returns a :class:`Writer`. Splits are written one
   after another in schema order, each as batches in record order, then
@@ -58,7 +59,6 @@ class Reader(ABC):
     schema: Schema
     path: str
 
-    @abstractmethod
     def iter_batches(
         self,
         split: str,
@@ -69,6 +69,15 @@ class Reader(ABC):
         batch_rows: int | None = None,
     ) -> Iterator[Batch]:
         """Yield batches of records ``start:stop`` of ``split`` in order."""
+        spec, start, stop = self._range(split, start, stop)
+        names = list(fields) if fields is not None else list(spec.fields)
+        return self._iter(spec, names, start, stop, self._rows(spec, batch_rows))
+
+    @abstractmethod
+    def _iter(
+        self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
+    ) -> Iterator[Batch]:
+        """Batches of at most ``rows`` records of fields ``names``, records ``start:stop``."""
 
     def read(self, split: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """Whole split in memory (convenience for small data and tests)."""

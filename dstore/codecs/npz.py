@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
@@ -156,18 +156,10 @@ class NpzReader(Reader):
             return None
         return stored
 
-    def iter_batches(
-        self,
-        split: str,
-        *,
-        fields: Sequence[str] | None = None,
-        start: int = 0,
-        stop: int | None = None,
-        batch_rows: int | None = None,
+    def _iter(
+        self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
-        spec, start, stop = self._range(split, start, stop)
-        names = list(fields) if fields is not None else list(spec.fields)
-        rows = self._rows(spec, batch_rows)
+        split = spec.name
         members = {n: self._members[key_for(split, spec.fields[n])] for n in names}
         if any(m.fortran and len(m.shape) > 1 for m in members.values()):
             # Fortran order stores columns first: rows are not contiguous, so

@@ -510,18 +510,10 @@ class TFRecordReader(Reader):
                 kind, values = feats[enc.feature]
                 out[name][offset + i] = _decode_value(enc, split.fields[name], kind, values, where)
 
-    def iter_batches(
-        self,
-        split: str,
-        *,
-        fields: Sequence[str] | None = None,
-        start: int = 0,
-        stop: int | None = None,
-        batch_rows: int | None = None,
+    def _iter(
+        self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
-        spec, start, stop = self._range(split, start, stop)
-        names = list(fields) if fields is not None else list(spec.fields)
-        rows = self._rows(spec, batch_rows)
+        split = spec.name
         encs = self.encodings[split]
         raw = self._iter_raw(split, start, stop)
         with ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-decode") as pool:
