@@ -192,3 +192,13 @@ def test_verify_one_npz_alone(tmp_path, capsys, label_maker_npz):
         f.write(data)
     assert main(["verify", out]) == 1
     assert "MISMATCH" in capsys.readouterr().out
+
+
+def test_demo_runs(tmp_path, capsys):
+    """The README's first command: sample data from real photos, every format, verified, benched."""
+    pytest.importorskip("sklearn")
+    assert main(["demo", str(tmp_path / "demo"), "--records", "30"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("verify: all fields bit-exact") == 4
+    assert "recommendation:" in out and "outputs are in" in out
+    assert {"data.npz", "data.tfrecords", "data.zarr", "data.h5", "bench.md"} <= set(os.listdir(tmp_path / "demo"))
