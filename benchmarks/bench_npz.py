@@ -16,6 +16,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import OUT, label_maker_npz, machine, run_way, table, write_report  # noqa: E402
 
 
+def _dstore_way(src: str, out: str) -> str:
+    return f"""
+        import json, os, time, dstore
+        t = time.perf_counter()
+        dstore.convert({src!r}, {out!r}, overwrite=True)
+        s = time.perf_counter() - t
+        print("RESULT", json.dumps({{"seconds": s, "bytes": os.path.getsize({out!r})}}))
+        os.remove({out!r})
+    """
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiles", type=int, default=7000)
@@ -37,22 +48,8 @@ def main() -> None:
             print("RESULT", json.dumps({{"seconds": s, "bytes": os.path.getsize({out!r})}}))
             os.remove({out!r})
         """,
-        "dstore convert data.npz out.npz": f"""
-            import json, os, time, dstore
-            t = time.perf_counter()
-            dstore.convert({src!r}, {out!r}, overwrite=True)
-            s = time.perf_counter() - t
-            print("RESULT", json.dumps({{"seconds": s, "bytes": os.path.getsize({out!r})}}))
-            os.remove({out!r})
-        """,
-        "dstore convert data-compressed.npz out.npz": f"""
-            import json, os, time, dstore
-            t = time.perf_counter()
-            dstore.convert({src_z!r}, {out!r}, overwrite=True)
-            s = time.perf_counter() - t
-            print("RESULT", json.dumps({{"seconds": s, "bytes": os.path.getsize({out!r})}}))
-            os.remove({out!r})
-        """,
+        "dstore convert data.npz out.npz": _dstore_way(src, out),
+        "dstore convert data-compressed.npz out.npz": _dstore_way(src_z, out),
     }
     rows = []
     base = None

@@ -46,21 +46,26 @@ __all__ = [
     "verify",
 ]
 
-Progress = Callable[[int], None]
+#: Called after each batch with (records in the batch, records in the whole dataset).
+Progress = Callable[[int, int], None]
 
 
 def _codec_for(path: str, name: str | None, options: Mapping[str, Any] | None) -> Codec:
     return get_codec(name or infer_codec(path), **dict(options or {}))
 
 
+def _open(path: str, format: str | None, options: Mapping[str, Any]) -> tuple[Codec, Reader]:
+    if not os.path.exists(path) and "://" not in path and not any(c in path for c in "*?["):
+        raise CodecIOError(f"{path}: no such file or directory")
+    codec = _codec_for(path, format, options)
+    return codec, codec.open_reader(path)
+
+
 def open_reader(
     path: str | os.PathLike[str], *, format: str | None = None, **options: Any
 ) -> Reader:
     """A codec reader for ``path`` (format from the extension unless given)."""
-    path = os.fspath(path)
-    if not os.path.exists(path) and "://" not in path and not any(c in path for c in "*?["):
-        raise CodecIOError(f"{path}: no such file or directory")
-    return _codec_for(path, format, options).open_reader(path)
+    return _open(os.fspath(path), format, options)[1]
 
 
 # --------------------------------------------------------------------------- open
@@ -192,11 +197,8 @@ def open(path: str | os.PathLike[str], *, format: str | None = None, **options: 
     >>> ds["train"]["x"][:8].shape          # doctest: +SKIP
     (8, 256, 256, 3)
     """
-    path = os.fspath(path)
-    codec = _codec_for(path, format, options)
-    if not os.path.exists(path) and "://" not in path and not any(c in path for c in "*?["):
-        raise CodecIOError(f"{path}: no such file or directory")
-    return Dataset(codec.open_reader(path), codec.name)
+    codec, reader = _open(os.fspath(path), format, options)
+    return Dataset(reader, codec.name)
 
 
 # ------------------------------------------------------------------------ convert
@@ -280,7 +282,7 @@ def write_dataset(
                     writer.write(split.name, cast)
                     pos += n
                     if progress is not None:
-                        progress(n)
+                        progress(n, reader.schema.records)
                 if pos != split.count:
                     raise SchemaError(
                         f"{reader.path}: split {split.name!r} yielded {pos} records, "

@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from . import api
@@ -33,22 +32,28 @@ def _key_values(pairs: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
-@contextmanager
-def _progress(total: int, desc: str) -> Iterator[Any]:
-    """A tqdm bar on a terminal; nothing when stderr is not a TTY."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from tqdm import tqdm
+class _ProgressBar:
+    """A tqdm bar on a terminal, created on the first batch (when the total is known)."""
 
-    with tqdm(total=total, desc=desc, unit="rec", unit_scale=True, leave=False) as bar:
-        yield bar.update
+    def __init__(self, desc: str) -> None:
+        self.desc = desc
+        self.bar: Any = None
+
+    def __call__(self, n: int, total: int) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.desc, unit="rec", unit_scale=True, leave=False)
+        self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    with api.open_reader(args.src, format=args.from_format) as reader:
-        total = reader.schema.records
-    with _progress(total, "convert") as progress:
+    bar = _ProgressBar("convert") if sys.stderr.isatty() else None
+    try:
         report = api.convert(
             args.src,
             args.dst,
@@ -58,8 +63,11 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             on_overflow=args.on_overflow,
             overwrite=args.overwrite,
             options=_key_values(args.option),
-            progress=progress,
+            progress=bar,
         )
+    finally:
+        if bar is not None:
+            bar.close()
     print(report.summary())
     return 0
 

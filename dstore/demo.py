@@ -89,7 +89,7 @@ def make_label_maker_npz(path: str, n: int = 300, size: int = 256, seed: int = 0
 def run_demo(directory: str = "dstore-demo", records: int = 300) -> Iterator[str]:
     """Build sample data in ``directory``, convert it to every usable format, verify each."""
     from . import api
-    from .registry import available_codecs, registry
+    from .registry import available_codecs, default_extension
 
     os.makedirs(directory, exist_ok=True)
     src = os.path.join(directory, "data.npz")
@@ -98,17 +98,12 @@ def run_demo(directory: str = "dstore-demo", records: int = 300) -> Iterator[str
         os.remove(src)
     make_label_maker_npz(src, records)
     yield f"sample: {src} ({records} tiles 256x256x3 cropped from scikit-image photos, {time.perf_counter() - t0:.1f} s)"
-    outputs = {
-        "npz": "data-compressed.npz",
-        "tfrecord": "data.tfrecords",
-        "zarr": "data.zarr",
-        "hdf5": "data.h5",
-    }
     for name, hint in available_codecs().items():
         if hint is not None:
             yield f"{name}: skipped ({hint})"
             continue
-        dst = os.path.join(directory, outputs.get(name, f"data{registry[name].extensions[0]}"))
+        stem = "data-compressed" if name == "npz" else "data"  # data.npz is the source
+        dst = os.path.join(directory, stem + default_extension(name))
         try:
             report = api.convert(src, dst, to=name, overwrite=True)
         except MissingDependencyError as e:

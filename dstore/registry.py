@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "available_codecs",
     "codec_names",
+    "default_extension",
     "get_codec",
     "get_codec_class",
     "infer_codec",
@@ -53,7 +54,7 @@ _BUILTIN: dict[str, _Entry] = {
     "hdf5": _Entry("dstore.codecs.hdf5:HDF5Codec", (".h5", ".hdf5", ".he5", ".hdf"), "hdf5", ("h5py",)),
     "tfrecord": _Entry(
         "dstore.codecs.tfrecord:TFRecordCodec",
-        (".tfrecord", ".tfrecords", ".tfrecord.gz"),
+        (".tfrecords", ".tfrecord", ".tfrecord.gz"),
         "tfrecord",
         ("imagecodecs", "isal", "google_crc32c"),
         # TFDS shard names: mnist-train.tfrecord-00000-of-00001
@@ -138,6 +139,16 @@ def available_codecs() -> dict[str, str | None]:
         missing = [m for m in entry.requires if importlib.util.find_spec(m) is None]
         out[name] = f"pip install 'dstore[{entry.extra}]'" if missing else None
     return out
+
+
+def default_extension(name: str) -> str:
+    """The extension outputs of codec ``name`` get (the first one it claims)."""
+    _load_entry_points()
+    entry = _entries.get(name)
+    if entry is None:
+        raise UnknownCodecError(name, list(_entries))
+    extensions = entry.extensions or get_codec_class(name).extensions
+    return extensions[0] if extensions else f".{name}"
 
 
 def infer_codec(path: str) -> str:

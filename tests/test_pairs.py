@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 import dstore
+from dstore.registry import default_extension
 from dstore.registry import codec_names
 from dstore.testing import assert_datasets_equal, read_all
 
-EXT = {"npz": ".npz", "zarr": ".zarr", "hdf5": ".h5", "tfrecord": ".tfrecords"}
 
 
 def _usable() -> list[str]:
-    return [n for n, hint in dstore.available_codecs().items() if hint is None and n in EXT]
+    return [n for n, hint in dstore.available_codecs().items() if hint is None]
 
 
 @pytest.mark.parametrize(("a", "b"), list(itertools.permutations(_usable(), 2)))
@@ -26,9 +26,9 @@ def test_pair_and_back(tmp_path, tiles, features, a, b):
         "train": {"x": x[:30], "y": y[:30], "f": feats[:30].astype(np.float64), "h": feats[:30].astype(np.float16)},
         "test": {"x": x[30:], "y": y[30:], "f": feats[30:60].astype(np.float64), "h": feats[30:60].astype(np.float16)},
     }
-    src = str(tmp_path / f"src{EXT[a]}")
-    mid = str(tmp_path / f"mid{EXT[b]}")
-    back = str(tmp_path / f"back{EXT[a]}")
+    src = str(tmp_path / f"src{default_extension(a)}")
+    mid = str(tmp_path / f"mid{default_extension(b)}")
+    back = str(tmp_path / f"back{default_extension(a)}")
     dstore.save(data, src)
     dstore.convert(src, mid)
     dstore.convert(mid, back)

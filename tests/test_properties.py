@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dstore
+from dstore.registry import default_extension
 from dstore.testing import assert_datasets_equal, dtype_cases, read_all
 
-EXT = {"npz": ".npz", "zarr": ".zarr", "hdf5": ".h5", "tfrecord": ".tfrecords"}
-USABLE = [n for n, hint in dstore.available_codecs().items() if hint is None and n in EXT]
+USABLE = [n for n, hint in dstore.available_codecs().items() if hint is None]
 
 
 @st.composite
@@ -35,7 +35,7 @@ def datasets(draw):
 def test_any_dataset_roundtrips(codec, data, batch_bytes):
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "src.npz")
-        dst = os.path.join(tmp, "dst" + EXT[codec])
+        dst = os.path.join(tmp, "dst" + default_extension(codec))
         dstore.save(data, src)
         dstore.convert(src, dst, batch_bytes=batch_bytes)
         assert_datasets_equal(data, read_all(dst))

@@ -27,13 +27,11 @@ from .. import api
 from ..dtypes import parse_policy
 from ..errors import DstoreError
 from ..output import path_size, remove_path
-from ..registry import available_codecs, registry
+from ..registry import available_codecs, default_extension
 from .accuracy import Evaluate, Task, find_task, run_probe
 
 __all__ = ["Cell", "bench", "default_settings"]
 
-#: Output extension per built-in format.
-_EXT = {"npz": ".npz", "zarr": ".zarr", "hdf5": ".h5", "tfrecord": ".tfrecords"}
 
 
 def default_settings(fmt: str, grid: bool) -> list[dict[str, Any]]:
@@ -208,7 +206,7 @@ def bench(
 
     src = os.fspath(src)
     usable = [n for n, hint in available_codecs().items() if hint is None]
-    formats = list(formats) if formats else [n for n in usable if n in _EXT or registry[n].extensions]
+    formats = list(formats) if formats else usable
     workdir = tempfile.mkdtemp(prefix="dstore-bench-")
     try:
         source, original = _sample_source(src, sample, workdir)
@@ -229,7 +227,7 @@ def bench(
             probe_s = time.perf_counter() - t
         cells: list[Cell] = []
         for fmt in formats:
-            ext = _EXT.get(fmt) or registry[fmt].extensions[0]
+            ext = default_extension(fmt)
             for options in default_settings(fmt, grid):
                 for dtype in dtypes:
                     cell = Cell(fmt, dtype, dict(options), raw_bytes=schema.nbytes, records=schema.records)

@@ -10,6 +10,7 @@ import os
 from dataclasses import asdict
 from typing import Any
 
+from ..registry import default_extension
 from .harness import BenchReport, Cell
 
 __all__ = ["recommend", "save_report", "save_plot", "table_rows", "to_markdown", "to_text"]
@@ -110,11 +111,7 @@ def _recommendation_line(report: BenchReport) -> str:
         return f"recommendation: none ({report.reason})"
     opts = " ".join(f"-o {k}={v}" for k, v in best.options.items())
     dtype = "" if best.dtype == "keep" else f" --dtype {best.dtype}"
-    return f"recommendation: {best.label} {best.dtype} ({report.reason}); dstore convert SRC out{_ext(best.format)}{dtype} {opts}".rstrip()
-
-
-def _ext(fmt: str) -> str:
-    return {"npz": ".npz", "zarr": ".zarr", "hdf5": ".h5", "tfrecord": ".tfrecords"}.get(fmt, "")
+    return f"recommendation: {best.label} {best.dtype} ({report.reason}); dstore convert SRC out{default_extension(best.format)}{dtype} {opts}".rstrip()
 
 
 def to_markdown(report: BenchReport) -> str:
