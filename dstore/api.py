@@ -2,7 +2,8 @@
 
 Everything the CLI does goes through these functions. Conversions are one
 loop -- ``reader.iter_batches`` -> ``policy.apply`` -> ``writer.write`` -- over
-batches bounded in bytes, into an atomic output (:mod:`dstore.output`).
+batches bounded in bytes, into an atomic output (:mod:`dstore.output`);
+sharded formats are planned and written shard by shard (:mod:`dstore.shards`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import numpy as np
 
 from .codecs.base import Codec, Reader, _concat
 from .dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
-from .errors import CodecIOError, DstoreError, SchemaError
+from .errors import CodecIOError, DstoreError, MissingDependencyError, SchemaError
 from .parallel import prefetch
 from .output import atomic_output, is_url, path_size, url_output
 from .registry import get_codec, infer_codec
+from .shards import ShardRun, SourceRef, write_sharded
 from .schema import (
     DEFAULT_BATCH_BYTES,
     Batch,
@@ -219,6 +221,7 @@ class ConvertReport:
     bytes_out: int
     seconds: float
     cast: dict[str, CastStats] = field(default_factory=dict)
+    shards: ShardRun | None = None
 
     @property
     def ratio(self) -> float:
@@ -241,6 +244,8 @@ class ConvertReport:
             line += f"; cast error max abs {worst_abs:.3g}, max rel {worst_rel:.3g}"
             if clipped:
                 line += f", {clipped} value(s) clipped"
+        if self.shards is not None and self.shards.kept:
+            line += f"; resumed: {self.shards.kept} of {self.shards.shards} shards kept, {self.shards.written} written"
         return line
 
 
@@ -262,13 +267,35 @@ def write_dataset(
     sources: Sequence[str] = (),
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     progress: Progress | None = None,
-) -> dict[str, CastStats]:
-    """Stream every split of ``reader`` through ``policy`` into ``codec`` at ``dst``."""
+    resume: bool = False,
+    client: Any = None,
+    source: SourceRef | None = None,
+) -> tuple[dict[str, CastStats], ShardRun | None]:
+    """Stream every split of ``reader`` through ``policy`` into ``codec`` at ``dst``.
+
+    Sharded formats go through ``dstore.shards`` (resumable, distributable);
+    the others are written by one writer, split after split."""
     out_schema = policy.apply_schema(reader.schema)
     codec.check_schema(out_schema)
-    stats: dict[str, CastStats] = {}
     if is_url(dst) and not codec.supports_urls:
         raise CodecIOError(f"{dst}: the {codec.name} format writes local paths only")
+
+    def sample(split: str, n: int) -> Batch:
+        spec = reader.schema.splits[split]
+        batch = next(reader.iter_batches(split, stop=n, batch_rows=n))
+        return policy.apply(spec, batch, 0, {}, reader.path)
+
+    plan = codec.plan_shards(out_schema, sample)
+    if plan is not None:
+        run = write_sharded(
+            reader, dst, codec, out_schema, plan, policy=policy, overwrite=overwrite, sources=sources,
+            batch_bytes=batch_bytes, progress=progress, resume=resume, client=client, source=source,
+        )
+        return run.stats, run
+    if resume or client is not None:
+        what = "--resume" if resume else "a Dask client"
+        raise CodecIOError(f"{dst}: {what} needs a sharded output format (tfrecord); {codec.name} is written by one process")
+    stats: dict[str, CastStats] = {}
     output = url_output if is_url(dst) else atomic_output
     with output(dst, sources=sources, overwrite=overwrite) as tmp:
         writer = codec.open_writer(tmp, out_schema)
@@ -292,7 +319,7 @@ def write_dataset(
         except BaseException:
             writer.abort()
             raise
-    return stats
+    return stats, None
 
 
 def convert(
@@ -308,17 +335,28 @@ def convert(
     src_options: Mapping[str, Any] | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     progress: Progress | None = None,
+    resume: bool = False,
+    client: Any = None,
 ) -> ConvertReport:
     """Convert ``src`` to ``dst``, streaming, with an optional dtype policy.
+
+    ``resume=True`` finishes an interrupted sharded (TFRecord) conversion,
+    keeping the shards it completed; ``client`` (a ``dask.distributed.Client``)
+    writes each shard as a Dask task. Both give the same bytes as a plain run.
 
     >>> dstore.convert("data.npz", "out.tfrecords", dtype="float16")  # doctest: +SKIP
     """
     src, dst = os.fspath(src), os.fspath(dst)
     policy = dtype if isinstance(dtype, DtypePolicy) else parse_policy(dtype, on_overflow)
     dst_codec = _codec_for(dst, to, options)
+    if isinstance(client, str):  # a scheduler address: connect for this conversion only
+        with _dask_client(client) as connected:
+            return convert(src, dst, to=to, from_format=from_format, dtype=policy, overwrite=overwrite,
+                           options=options, src_options=src_options, batch_bytes=batch_bytes,
+                           progress=progress, resume=resume, client=connected)
     t0 = time.perf_counter()
     with open_reader(src, format=from_format, **dict(src_options or {})) as reader:
-        stats = write_dataset(
+        stats, run = write_dataset(
             reader,
             dst,
             dst_codec,
@@ -327,6 +365,9 @@ def convert(
             sources=[src],
             batch_bytes=batch_bytes,
             progress=progress,
+            resume=resume,
+            client=client,
+            source=SourceRef(src, from_format, dict(src_options or {})),
         )
         schema = reader.schema
         src_format = from_format or infer_codec(src)
@@ -344,7 +385,19 @@ def convert(
         bytes_out=path_size(dst),
         seconds=seconds,
         cast=stats,
+        shards=run,
     )
+
+
+def _dask_client(address: str) -> Any:
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise MissingDependencyError("distributed", "dask", "distributed") from None
+    try:
+        return Client(address, timeout="10s")
+    except (OSError, TimeoutError) as e:
+        raise CodecIOError(f"{address}: cannot reach the Dask scheduler: {e}") from None
 
 
 def _size_or_zero(path: str) -> int:

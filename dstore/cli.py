@@ -64,6 +64,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             options=_key_values(args.option),
             progress=bar,
+            resume=args.resume,
+            client=args.scheduler,
         )
     finally:
         if bar is not None:
@@ -156,6 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-overflow", choices=["error", "clip"], default="error")
     p.add_argument("--overwrite", action="store_true", help="replace an existing DST")
     p.add_argument(
+        "--resume", action="store_true",
+        help="finish an interrupted sharded (tfrecord) conversion, keeping its finished shards",
+    )
+    p.add_argument(
+        "--scheduler", metavar="ADDRESS",
+        help="write each shard as a task on this Dask distributed scheduler (tcp://host:8786)",
+    )
+    p.add_argument(
         "-o", "--option", action="append", metavar="KEY=VALUE", help="output codec option"
     )
     p.set_defaults(func=_cmd_convert)
@@ -205,8 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
     try:
         return int(args.func(args))
-    except KeyboardInterrupt:
-        print("interrupted: no output was left behind", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(str(e) or "interrupted: no output was left behind", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (DstoreError, ValueError, OSError, argparse.ArgumentTypeError) as e:
         if args.debug:

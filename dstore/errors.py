@@ -13,6 +13,7 @@ __all__ = [
     "DtypePolicyError",
     "MissingDependencyError",
     "OutputExistsError",
+    "ResumableInterrupt",
     "SchemaError",
     "UnknownCodecError",
     "UnsupportedDtypeError",
@@ -64,3 +65,7 @@ class CodecIOError(DstoreError, OSError):
 
 class OutputExistsError(DstoreError, FileExistsError):
     """The destination exists (and --overwrite was not given) or is the input."""
+
+
+class ResumableInterrupt(KeyboardInterrupt):
+    """Ctrl-C during a sharded write: finished shards are kept for ``--resume``."""

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 import secrets
 import shutil
 from collections.abc import Iterable, Iterator
 
-from .errors import CodecIOError, OutputExistsError
+from .errors import CodecIOError, OutputExistsError, ResumableInterrupt
 
 __all__ = ["atomic_output", "path_size", "remove_path"]
 
@@ -151,32 +152,55 @@ def _writer_lock(parent: str, base: str, dst: str) -> Iterator[None]:
             os.remove(lock)
 
 
-def _remove_stale(parent: str, base: str) -> None:
-    """Delete temporaries of earlier dstore processes that were killed."""
+def _stale(parent: str, base: str) -> list[str]:
+    """Temporaries of earlier dstore processes that were killed, newest first."""
+    found = []
     for mark in (TMP_MARK, ".dstore-old-"):
         prefix = f".{base}{mark}"
         for name in os.listdir(parent):
             if name.startswith(prefix):
                 pid = name[len(prefix) :].split("-", 1)[0]
                 if pid.isdigit() and not _pid_alive(int(pid)):
-                    remove_path(os.path.join(parent, name))
+                    found.append(os.path.join(parent, name))
+    return sorted(found, key=lambda p: os.lstat(p).st_mtime, reverse=True)
 
 
 @contextlib.contextmanager
-def atomic_output(dst: str, *, sources: Iterable[str] = (), overwrite: bool = False) -> Iterator[str]:
-    """Yield a temporary path; on success rename it to ``dst``, on any failure delete it."""
+def atomic_output(
+    dst: str,
+    *,
+    sources: Iterable[str] = (),
+    overwrite: bool = False,
+    resume: Callable[[str], None] | None = None,
+) -> Iterator[str]:
+    """Yield a temporary path; on success rename it to ``dst``, on any failure delete it.
+
+    Leftovers of killed runs are deleted -- except with ``resume``: the newest
+    leftover temporary folder is then checked by ``resume(folder)`` (which
+    raises if it cannot be continued, leaving it in place) and handed over as
+    the temporary path, its contents kept."""
     dst_abs = check_destination(dst, sources, overwrite)
     parent, base = os.path.split(dst_abs)
     with _writer_lock(parent, base, dst):
-        _remove_stale(parent, base)
+        stale = _stale(parent, base)
+        adopt = None
+        if resume is not None:
+            adopt = next((p for p in stale if TMP_MARK in p and os.path.isdir(p)), None)
+            if adopt is not None:
+                resume(adopt)
+        for path in stale:
+            if path != adopt:
+                remove_path(path)
         check_destination(dst, sources, overwrite)  # again: another writer may have finished
-        with _atomic_rename(dst_abs, parent, base) as tmp:
+        with _atomic_rename(dst_abs, parent, base, adopt) as tmp:
             yield tmp
 
 
 @contextlib.contextmanager
-def _atomic_rename(dst_abs: str, parent: str, base: str) -> Iterator[str]:
+def _atomic_rename(dst_abs: str, parent: str, base: str, adopt: str | None = None) -> Iterator[str]:
     tmp = os.path.join(parent, f".{base}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+    if adopt is not None:
+        os.replace(adopt, tmp)
     try:
         yield tmp
         if not os.path.lexists(tmp):
@@ -194,6 +218,8 @@ def _atomic_rename(dst_abs: str, parent: str, base: str) -> Iterator[str]:
             os.fsync(fd)
         finally:
             os.close(fd)
+    except ResumableInterrupt:
+        raise  # the writer kept finished work in ``tmp`` for a resume
     except BaseException:
         remove_path(tmp)
         raise

@@ -14,6 +14,11 @@ Contract:
   ``close()`` finalises. The writer writes exactly at ``path``, which the
   caller (``dstore.api``) makes a temporary name and renames on success, so a
   codec never has to handle atomicity itself; ``abort()`` only releases handles.
+* A codec whose output is a set of independent files (TFRecord shards) also
+  implements ``plan_shards`` and ``shard_writer``: the conversion is then
+  planned as :class:`Shard` record ranges that any process can write on its
+  own, committed by ``ShardWriter.commit`` writing the manifest last
+  (``dstore.shards`` runs them locally, resumes them, or sends them to Dask).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from ..schema import Batch, Schema, SplitSpec, batch_rows_for
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["Codec", "Reader", "Writer", "parse_bool"]
+__all__ = ["Codec", "Reader", "Shard", "ShardWriter", "Writer", "parse_bool"]
 
 
 def parse_bool(value: Any) -> bool:
@@ -58,6 +63,9 @@ class Reader(ABC):
 
     schema: Schema
     path: str
+    #: True when any record range can be read without reading what precedes it
+    #: (False for compressed npz members, which only stream).
+    random_access: bool = True
 
     def iter_batches(
         self,
@@ -147,6 +155,35 @@ class Writer(ABC):
         """Release handles after a failure; the caller deletes the output."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """One independently writable output file: records ``start:stop`` of ``split``."""
+
+    split: str
+    index: int
+    start: int
+    stop: int
+    file: str  # name relative to the output root
+
+    @property
+    def records(self) -> int:
+        return self.stop - self.start
+
+
+class ShardWriter(ABC):
+    """Writes shards of a planned output; picklable, so a Dask worker can run it."""
+
+    @abstractmethod
+    def write_shard(self, root: str, shard: Shard, batches: Iterator[Batch]) -> dict[str, Any]:
+        """Write one shard from its records; return its manifest entry
+        (``file``, ``records``, ``bytes``, ``sha256``). ``root`` is a local
+        folder or an fsspec URL."""
+
+    @abstractmethod
+    def commit(self, root: str, shards: list[dict[str, Any]]) -> None:
+        """Write the manifest for all shards (in plan order): the output is then complete."""
+
+
 class Codec(ABC):
     """A storage format: a name, the extensions it claims, reader and writer."""
 
@@ -227,6 +264,17 @@ class Codec(ABC):
 
     def supports(self, dtype: np.dtype) -> bool:
         return dtype.kind in "biufc"
+
+    def plan_shards(self, schema: Schema, sample: Any) -> list[Shard] | None:
+        """Record ranges of the output's files, or None for single-writer formats.
+
+        ``sample(split, n)`` returns the first ``n`` records of a split as they
+        will be written; the plan must depend only on the data and options, so
+        that every run (local, resumed, distributed) cuts the same shards."""
+        return None
+
+    def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
+        raise NotImplementedError(f"{self.name}: not a sharded format")
 
     @abstractmethod
     def open_reader(self, path: str) -> Reader: ...

@@ -83,6 +83,11 @@ class NpzReader(Reader):
             arrays = {m.key: (m.dtype, m.shape) for m in self._members.values()}
             inferred = schema_from_arrays(arrays, path)
             self.schema = self._stored_schema(inferred) or inferred
+            # Deflated members only stream; stored ones can be entered anywhere.
+            self.random_access = all(
+                self._zip.getinfo(m.zip_name).compress_type == zipfile.ZIP_STORED
+                for m in self._members.values()
+            )
         except BaseException:
             self._zip.close()
             raise
@@ -169,9 +174,12 @@ class NpzReader(Reader):
         streams: dict[str, IO[bytes]] = {}
         try:
             for n, m in members.items():
-                fp = self._zip.open(m.zip_name)
+                skip = m.data_offset + start * spec.fields[n].record_bytes
+                fp = self._open_stored_at(m, skip, (stop - start) * spec.fields[n].record_bytes) if start else None
+                if fp is None:
+                    fp = self._zip.open(m.zip_name)
+                    self._seek(fp, m, skip, split, n)
                 streams[n] = fp
-                self._seek(fp, m, m.data_offset + start * spec.fields[n].record_bytes, split, n)
             pos = start
             while pos < stop:
                 take = min(rows, stop - pos)
@@ -184,6 +192,30 @@ class NpzReader(Reader):
         finally:
             for fp in streams.values():
                 fp.close()
+
+    def _open_stored_at(self, m: _Member, offset: int, length: int) -> IO[bytes] | None:
+        """A plain file positioned ``offset`` bytes into a stored member, or None.
+
+        zipfile (before 3.12) seeks forward by reading and discarding, so a
+        worker reading the last shard of a stored member would read the whole
+        member first. The member CRC covers the whole member: a range that does
+        not start at record 0 is read without it (reads from 0 keep it)."""
+        info = self._zip.getinfo(m.zip_name)
+        if info.compress_type != zipfile.ZIP_STORED or offset + length > info.file_size:
+            return None
+        f = open(self.path, "rb")  # noqa: SIM115 - closed with the other streams
+        try:
+            f.seek(info.header_offset)
+            local = f.read(30)
+            if len(local) != 30 or local[:4] != b"PK\x03\x04":
+                raise CodecIOError(f"{self.path}: member {m.zip_name}: bad local header")
+            name_len = int.from_bytes(local[26:28], "little")
+            extra_len = int.from_bytes(local[28:30], "little")
+            f.seek(info.header_offset + 30 + name_len + extra_len + offset)
+        except BaseException:
+            f.close()
+            raise
+        return f
 
     def _seek(self, fp: IO[bytes], m: _Member, offset: int, split: str, name: str) -> None:
         try:

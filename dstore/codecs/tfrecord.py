@@ -19,6 +19,7 @@ inferring the schema from the first Example of each split.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import gzip
 import hashlib
@@ -40,13 +41,15 @@ from . import _tfrecord_io as rio
 from ._png import decode as png_decode
 from ._png import png_encoder
 from ._example import BYTES, FLOAT, INT64, KIND_NAMES, decode_example, encode_example, encode_feature
-from .base import Codec, Reader, Writer
+from ..output import is_url
+from .base import Codec, Reader, Shard, ShardWriter, Writer
 
 __all__ = ["TFRecordCodec"]
 
 MANIFEST = "dstore.json"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _CHUNK = 16  # records per task handed to a worker thread
+_PLAN_SAMPLE = 64  # records encoded to size the shards
 
 
 # ------------------------------------------------------------------ field encoding
@@ -200,7 +203,7 @@ class TFRecordOptions:
 
 
 class _HashingFile:
-    """Counts and sha256-hashes the bytes that reach the disk."""
+    """Counts and sha256-hashes the bytes that reach the file."""
 
     def __init__(self, f: BinaryIO) -> None:
         self.f = f
@@ -216,11 +219,21 @@ class _HashingFile:
         self.f.flush()
 
 
-class TFRecordWriter(Writer):
-    def __init__(self, path: str, schema: Schema, options: TFRecordOptions) -> None:
-        super().__init__(path, schema)
+def _shard_name(split: str, index: int, total: int) -> str:
+    return f"{split}-{index:05d}-of-{total:05d}.tfrecord"
+
+
+class TFRecordShardWriter(ShardWriter):
+    """Encodes records to framed Examples and writes one shard file per call.
+
+    Holds only options and encodings (no open handles or threads), so it
+    pickles to Dask workers; every process writes the same bytes for a shard.
+    """
+
+    def __init__(self, schema: Schema, options: TFRecordOptions, plan: Sequence[Shard] = ()) -> None:
+        self.schema = schema
         self.options = options
-        os.mkdir(path)
+        self.split_of = {s.file: s.split for s in plan}
         renames = options.renames()
         images = options.image_set()
         self.encodings: dict[str, dict[str, FieldEncoding]] = {}
@@ -234,100 +247,62 @@ class TFRecordWriter(Writer):
             features = [e.feature for e in self.encodings[split.name].values()]
             if len(set(features)) != len(features):
                 raise SchemaError(f"tfrecord: two fields map to the same feature name: {features}")
-        self.workers = options.workers or default_workers()
-        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-png")
-        self._png = png_encoder(str(options.png_level))
-        self._shard_limit = int(options.shard_mb * 1024 * 1024)
-        self._shards: dict[str, list[dict[str, Any]]] = {s: [] for s in schema.splits}
-        self._split: str | None = None
-        self._raw: BinaryIO | None = None
-        self._hash: _HashingFile | None = None
-        self._out: Any = None
-        self._records_in_shard = 0
-        self._bytes_in_shard = 0
 
-    # One shard file at a time; named ``.part`` until the shard count is known.
-    def _open_shard(self, split: str) -> None:
-        index = len(self._shards[split])
-        self._tmpname = f"{split}-{index:05d}.part"
-        self._raw = open(os.path.join(self.path, self._tmpname), "wb")  # noqa: SIM115
-        self._hash = _HashingFile(self._raw)
-        if self.options.compression == "gzip":
-            self._out = gzip.GzipFile(fileobj=self._hash, mode="wb", mtime=0, filename="")  # type: ignore[arg-type]
-        else:
-            self._out = self._hash
-        self._records_in_shard = 0
-        self._bytes_in_shard = 0
-
-    def _close_shard(self) -> None:
-        if self._out is None:
-            return
-        if self._out is not self._hash:
-            self._out.close()
-        assert self._raw is not None and self._hash is not None
-        self._raw.flush()
-        os.fsync(self._raw.fileno())
-        self._raw.close()
-        self._shards[self._split or ""].append(
-            {
-                "part": self._tmpname,
-                "records": self._records_in_shard,
-                "bytes": self._hash.size,
-                "sha256": self._hash.sha.hexdigest(),
-            }
-        )
-        self._out = self._raw = self._hash = None
-
-    def _encode_chunk(self, split: SplitSpec, chunk: Batch) -> list[bytes]:
-        encs = self.encodings[split.name]
+    def encode_chunk(self, split: str, chunk: Batch, png: Any = None) -> list[bytes]:
+        """Framed TFRecords for the records of ``chunk``."""
+        png = png or png_encoder(str(self.options.png_level))
+        spec = self.schema.splits[split]
+        encs = self.encodings[split]
         n = len(next(iter(chunk.values())))
         out = []
         for i in range(n):
             feats = {
-                encs[name].feature: _encode_value(encs[name], split.fields[name], arr[i], self._png)
+                encs[name].feature: _encode_value(encs[name], spec.fields[name], arr[i], png)
                 for name, arr in chunk.items()
             }
             out.append(rio.frame(encode_example(feats)))
         return out
 
-    def write(self, split: str, batch: Batch) -> None:
-        if split != self._split:
-            self._close_shard()
-            self._split = split
-        spec = self.schema.splits[split]
-        n = len(next(iter(batch.values()))) if batch else 0
-        chunks = ({k: v[i : i + _CHUNK] for k, v in batch.items()} for i in range(0, n, _CHUNK))
-        for records in ordered_map(
-            lambda c: self._encode_chunk(spec, c), chunks, self._pool, 4 * self.workers
-        ):
-            for rec in records:
-                if self._out is None or self._bytes_in_shard >= self._shard_limit:
-                    self._close_shard()
-                    self._open_shard(split)
-                self._out.write(rec)
-                self._records_in_shard += 1
-                self._bytes_in_shard += len(rec)
+    def write_shard(self, root: str, shard: Shard, batches: Iterator[Batch]) -> dict[str, Any]:
+        workers = self.options.workers or default_workers()
+        png = png_encoder(str(self.options.png_level))
+        chunks = (
+            {k: v[i : i + _CHUNK] for k, v in batch.items()}
+            for batch in batches
+            for i in range(0, len(next(iter(batch.values()))), _CHUNK)
+        )
+        records = 0
+        with _open_for_write(root, shard.file) as raw, ThreadPoolExecutor(
+            workers, thread_name_prefix="dstore-png"
+        ) as pool:
+            hashed = _HashingFile(raw)
+            out: Any = hashed
+            if self.options.compression == "gzip":
+                out = gzip.GzipFile(fileobj=hashed, mode="wb", mtime=0, filename="")  # type: ignore[arg-type]
+            for encoded in ordered_map(lambda c: self.encode_chunk(shard.split, c, png), chunks, pool, 4 * workers):
+                for rec in encoded:
+                    out.write(rec)
+                records += len(encoded)
+            if out is not hashed:
+                out.close()
+        if records != shard.records:
+            raise SchemaError(
+                f"tfrecord: shard {shard.file}: got {records} records, planned {shard.records}"
+            )
+        return {"file": shard.file, "records": records, "bytes": hashed.size, "sha256": hashed.sha.hexdigest()}
 
-    def close(self) -> None:
-        self._close_shard()
-        self._pool.shutdown(wait=True)
-        splits_json = {}
-        for split, shards in self._shards.items():
-            total = len(shards)
-            for i, shard in enumerate(shards):
-                name = f"{split}-{i:05d}-of-{total:05d}.tfrecord"
-                os.replace(os.path.join(self.path, shard.pop("part")), os.path.join(self.path, name))
-                shard["file"] = name
-            splits_json[split] = {
-                "count": self.schema.splits[split].count,
-                "shards": [{"file": s["file"], **{k: v for k, v in s.items() if k != "file"}} for s in shards],
-            }
-            written = sum(s["records"] for s in shards)
-            if written != self.schema.splits[split].count:
-                raise SchemaError(
-                    f"tfrecord: split {split!r}: wrote {written} records, "
-                    f"expected {self.schema.splits[split].count}"
-                )
+    def commit(self, root: str, shards: list[dict[str, Any]]) -> None:
+        splits_json: dict[str, Any] = {}
+        for split, spec in self.schema.splits.items():
+            mine = [
+                {k: s[k] for k in ("file", "records", "bytes", "sha256")}
+                for s in shards
+                if self.split_of[s["file"]] == split
+            ]
+            written = sum(s["records"] for s in mine)
+            if written != spec.count:
+                raise SchemaError(f"tfrecord: split {split!r}: wrote {written} records, expected {spec.count}")
+            splits_json[split] = {"count": spec.count, "shards": mine}
         manifest = {
             "format": "dstore-tfrecord",
             "format_version": 1,
@@ -341,18 +316,35 @@ class TFRecordWriter(Writer):
             },
             "splits": splits_json,
         }
-        with open(os.path.join(self.path, MANIFEST), "w") as f:
-            json.dump(manifest, f, indent=1)
-            f.write("\n")
+        with _open_for_write(root, MANIFEST) as f:
+            f.write((json.dumps(manifest, indent=1) + "\n").encode())
 
-    def abort(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        for f in (self._out, self._raw):
-            try:
-                if f is not None:
-                    f.close()
-            except Exception:  # noqa: BLE001, S110 - the directory is deleted anyway
-                pass
+
+@contextlib.contextmanager
+def _open_for_write(root: str, name: str) -> Iterator[BinaryIO]:
+    """A file under ``root`` that exists under ``name`` only once complete.
+
+    Locally: written as ``name.part``, fsynced, renamed. On an object store a
+    PUT is atomic: the object appears only if the upload succeeded, and a
+    failed upload raises here (never reported as success)."""
+    if is_url(root):
+        import fsspec
+
+        with fsspec.open(root.rstrip("/") + "/" + name, "wb") as f:
+            yield f
+        return
+    final = os.path.join(root, name)
+    part = final + ".part"
+    try:
+        with open(part, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, final)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(part)
+        raise
 
 
 # ------------------------------------------------------------------------- reader
@@ -617,8 +609,33 @@ class TFRecordCodec(Codec):
         return TFRecordReader(path, self.options.workers)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
+        raise NotImplementedError("tfrecord is written shard by shard: use plan_shards and shard_writer")
+
+    def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
+        """Shards of about ``shard_mb`` each, sized from the encoded first records.
+
+        Encoding a sample (not guessing from raw sizes) makes PNG shards land
+        near the target; the sample is the split's first records, so the
+        plan is the same on every run over the same data and options."""
         self.check_schema(schema)
-        return TFRecordWriter(path, schema, self.options)
+        writer = TFRecordShardWriter(schema, self.options)
+        limit = self.options.shard_mb * 1024 * 1024
+        plan: list[Shard] = []
+        for split in schema.splits.values():
+            if split.count == 0:
+                continue
+            first = sample(split.name, min(split.count, _PLAN_SAMPLE))
+            sizes = [len(r) for r in writer.encode_chunk(split.name, first)]
+            per_shard = max(1, int(limit // max(1.0, sum(sizes) / len(sizes))))
+            total = -(-split.count // per_shard)
+            for i in range(total):
+                start = i * per_shard
+                stop = min(split.count, start + per_shard)
+                plan.append(Shard(split.name, i, start, stop, _shard_name(split.name, i, total)))
+        return plan
+
+    def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
+        return TFRecordShardWriter(schema, self.options, plan)
 
     def check_schema(self, schema: Schema) -> None:
         super().check_schema(schema)

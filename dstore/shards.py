@@ -1,0 +1,359 @@
+"""Sharded conversions: plan record ranges, write each shard on its own, commit last.
+
+A sharded output (TFRecord) is planned up front as :class:`~dstore.codecs.base.Shard`
+record ranges. Every shard is a pure function of its records and the codec
+options, so it can be written here, again after an interruption, or by a Dask
+worker, and the bytes are the same. The manifest is written last: until then
+the output is not complete.
+
+Resume: a local output is built in a temporary folder (see ``dstore.output``)
+holding a journal -- the plan, then one line per finished shard with its
+sha256, each fsynced. ``resume=True`` adopts the folder of a killed or
+interrupted run, keeps the shards whose file still matches the journal, and
+writes only the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from .dtypes import CastStats, DtypePolicy
+from .errors import CodecIOError, DstoreError, ResumableInterrupt, SchemaError
+from .output import atomic_output, is_url, url_output
+from .parallel import prefetch
+from .schema import DEFAULT_BATCH_BYTES, Batch, Schema, batch_rows_for, check_batch
+from .codecs.base import Codec, Reader, Shard, ShardWriter
+
+__all__ = ["SourceRef", "ShardRun", "write_sharded"]
+
+JOURNAL = "dstore.journal"
+Progress = Callable[[int, int], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceRef:
+    """How a worker process opens the source itself."""
+
+    path: str
+    format: str | None = None
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class ShardRun:
+    """What a sharded write did."""
+
+    shards: int
+    written: int
+    kept: int
+    stats: dict[str, CastStats]
+    note: str = ""
+
+
+# --------------------------------------------------------------------- journal
+
+
+def _header(codec: Codec, schema: Schema, plan: Sequence[Shard], policy: DtypePolicy,
+            sources: Sequence[str]) -> dict[str, Any]:
+    """Everything that fixes the output's bytes; a resume needs all of it equal."""
+    config = {k: v for k, v in codec.get_config().items() if k != "workers"}
+    fingerprint = []
+    for src in sources:
+        try:
+            st = os.stat(src)
+            fingerprint.append([os.path.abspath(src), st.st_size, st.st_mtime_ns])
+        except OSError:
+            fingerprint.append([src, None, None])
+    return {
+        "journal": 1,
+        "codec": config,
+        "schema": schema.to_json(),
+        "policy": {"default": policy.default, "per_field": dict(policy.per_field),
+                   "on_overflow": policy.on_overflow},
+        "sources": fingerprint,
+        "plan": [dataclasses.asdict(s) for s in plan],
+    }
+
+
+def _read_journal(folder: str) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
+    """The header and finished shards of a journal; a torn last line is ignored."""
+    try:
+        with open(os.path.join(folder, JOURNAL)) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None, {}
+    try:
+        header = json.loads(lines[0])
+    except (IndexError, ValueError):
+        return None, {}
+    done = {}
+    for line in lines[1:]:
+        try:
+            entry = json.loads(line)
+            done[entry["file"]] = entry
+        except (ValueError, KeyError, TypeError):
+            break  # killed mid-line: later lines cannot exist
+    return header, done
+
+
+def _append(path: str, obj: Mapping[str, Any]) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(obj, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _sha256(path: str) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(8 * 1024 * 1024):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def _still_good(folder: str, entry: Mapping[str, Any]) -> bool:
+    path = os.path.join(folder, entry["file"])
+    try:
+        return os.path.getsize(path) == entry["bytes"] and _sha256(path) == entry["sha256"]
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------- runs
+
+
+def _merge_stats(into: dict[str, CastStats], more: Mapping[str, CastStats]) -> None:
+    for name, s in more.items():
+        mine = into.setdefault(name, CastStats())
+        mine.max_abs_error = max(mine.max_abs_error, s.max_abs_error)
+        mine.max_rel_error = max(mine.max_rel_error, s.max_rel_error)
+        mine.clipped += s.clipped
+
+
+def _cast_batches(reader: Reader, schema_in: Schema, shard: Shard, start: int, stop: int,
+                  policy: DtypePolicy, stats: dict[str, CastStats], rows: int) -> Iterator[Batch]:
+    spec = schema_in.splits[shard.split]
+    pos = start
+    for batch in reader.iter_batches(shard.split, start=start, stop=stop, batch_rows=rows):
+        n = check_batch(spec, batch)
+        yield policy.apply(spec, batch, pos, stats, reader.path)
+        pos += n
+    if pos != stop:
+        raise SchemaError(f"{reader.path}: split {shard.split!r} ended at record {pos}, expected {stop}")
+
+
+def _runs(shards: Sequence[Shard]) -> Iterator[list[Shard]]:
+    """Consecutive shards of one split whose ranges touch: read as one stream."""
+    run: list[Shard] = []
+    for s in shards:
+        if run and (s.split != run[-1].split or s.start != run[-1].stop):
+            yield run
+            run = []
+        run.append(s)
+    if run:
+        yield run
+
+
+def _cut(batches: Iterator[Batch], sizes: Sequence[int]) -> Iterator[Iterator[Batch]]:
+    """Split one stream of batches into consecutive sub-streams of ``sizes`` records."""
+    carry: list[Batch] = []
+
+    def take(n: int) -> Iterator[Batch]:
+        while n > 0:
+            batch = carry.pop() if carry else next(batches, None)
+            if batch is None:
+                return
+            m = len(next(iter(batch.values())))
+            if m > n:
+                carry.append({k: v[n:] for k, v in batch.items()})
+                batch = {k: v[:n] for k, v in batch.items()}
+                m = n
+            n -= m
+            yield batch
+
+    for size in sizes:
+        part = take(size)
+        yield part
+        for _ in part:  # the consumer stopped early: keep the stream aligned
+            pass
+
+
+def _local(reader: Reader, schema_in: Schema, writer: ShardWriter, root: str, pending: Sequence[Shard],
+           policy: DtypePolicy, stats: dict[str, CastStats], batch_bytes: int,
+           done: Callable[[Shard, dict[str, Any]], None]) -> None:
+    for run in _runs(pending):
+        rows = batch_rows_for(schema_in.splits[run[0].split], batch_bytes)
+        stream = prefetch(_cast_batches(reader, schema_in, run[0], run[0].start, run[-1].stop,
+                                        policy, stats, rows))
+        for shard, batches in zip(run, _cut(stream, [s.records for s in run]), strict=True):
+            done(shard, writer.write_shard(root, shard, batches))
+
+
+def _dask_task(source: SourceRef, schema_in_json: dict[str, Any], writer: ShardWriter, root: str,
+               shard: Shard, policy: DtypePolicy, batch_bytes: int,
+               batches: list[Batch] | None) -> tuple[dict[str, Any], dict[str, CastStats]]:
+    """Runs on a worker: read the shard's records (or take them), write the shard."""
+    from .api import open_reader
+
+    stats: dict[str, CastStats] = {}
+    schema_in = Schema.from_json(schema_in_json)
+    if batches is not None:
+        return writer.write_shard(root, shard, iter(batches)), stats
+    with open_reader(source.path, format=source.format, **dict(source.options)) as reader:
+        rows = batch_rows_for(schema_in.splits[shard.split], batch_bytes)
+        info = writer.write_shard(
+            root, shard, _cast_batches(reader, schema_in, shard, shard.start, shard.stop, policy, stats, rows)
+        )
+    return info, stats
+
+
+def _distributed(client: Any, reader: Reader, source: SourceRef | None, schema_in: Schema,
+                 writer: ShardWriter, root: str, pending: Sequence[Shard], policy: DtypePolicy,
+                 stats: dict[str, CastStats], batch_bytes: int, retries: int,
+                 done: Callable[[Shard, dict[str, Any]], None]) -> str:
+    """One Dask task per shard; workers read the source themselves when it allows it."""
+    from dask.distributed import as_completed
+
+    streamed = source is None or not reader.random_access
+    note = ""
+    if streamed:
+        note = (f"{reader.path}: the source only streams (compressed npz members or in-memory data): "
+                "this process reads it and sends each shard's records to the workers")
+    schema_json = schema_in.to_json()
+    token = hashlib.sha256(f"{root}{os.getpid()}".encode()).hexdigest()[:8]
+    futures = {}
+
+    def submit(shard: Shard) -> Any:
+        batches = None
+        if streamed:
+            rows = batch_rows_for(schema_in.splits[shard.split], batch_bytes)
+            batches = list(_cast_batches(reader, schema_in, shard, shard.start, shard.stop, policy, stats, rows))
+        fut = client.submit(
+            _dask_task, source or SourceRef(reader.path), schema_json, writer, root, shard, policy,
+            batch_bytes, batches, key=f"dstore-{token}-{shard.file}", retries=retries, pure=False,
+        )
+        futures[fut] = shard
+        return fut
+
+    # Bound what is in flight when this process streams records to the workers.
+    window = len(pending) if not streamed else 2 * max(1, len(client.scheduler_info().get("workers", {})))
+    queue = list(pending)
+    while queue and len(futures) < window:
+        submit(queue.pop(0))
+    results = as_completed(list(futures))
+    try:
+        for fut in results:
+            shard = futures.pop(fut)
+            try:
+                info, task_stats = fut.result()
+            except DstoreError as e:
+                raise type(e)(f"shard {shard.file} failed (after {retries} retries): {e}") from None
+            except Exception as e:  # noqa: BLE001 - anything a worker raised, named by shard
+                raise CodecIOError(
+                    f"shard {shard.file} failed (after {retries} retries): {type(e).__name__}: {e}"
+                ) from None
+            _merge_stats(stats, task_stats)
+            done(shard, info)
+            if queue:
+                results.add(submit(queue.pop(0)))
+    finally:
+        for fut in futures:
+            fut.cancel()
+    return note
+
+
+def write_sharded(
+    reader: Reader,
+    dst: str,
+    codec: Codec,
+    schema_out: Schema,
+    plan: list[Shard],
+    *,
+    policy: DtypePolicy,
+    overwrite: bool = False,
+    sources: Sequence[str] = (),
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    progress: Progress | None = None,
+    resume: bool = False,
+    client: Any = None,
+    source: SourceRef | None = None,
+    retries: int = 2,
+) -> ShardRun:
+    """Write ``plan`` (from ``codec.plan_shards``) at ``dst``; see the module doc."""
+    writer = codec.shard_writer(schema_out, plan)
+    header = _header(codec, schema_out, plan, policy, sources)
+    total = reader.schema.records
+    stats: dict[str, CastStats] = {}
+
+    def compatible(folder: str) -> None:
+        old, _ = _read_journal(folder)
+        if old is not None and old != header:
+            changed = [k for k in header if old.get(k) != header[k]]
+            raise CodecIOError(
+                f"{dst}: cannot resume: {', '.join(changed)} changed since the interrupted run "
+                "(run without --resume to start again)"
+            )
+
+    if is_url(dst):
+        if resume:
+            raise CodecIOError(f"{dst}: --resume needs a local destination")
+        context = url_output(dst, sources=sources, overwrite=overwrite)
+    else:
+        context = atomic_output(dst, sources=sources, overwrite=overwrite,
+                                resume=compatible if resume else None)
+    with context as root:
+        kept: dict[str, dict[str, Any]] = {}
+        journal = None
+        if not is_url(root):
+            os.makedirs(root, exist_ok=True)
+            journal = os.path.join(root, JOURNAL)
+            _, done_before = _read_journal(root)
+            planned = {s.file for s in plan}
+            kept = {f: e for f, e in done_before.items() if f in planned and _still_good(root, e)}
+            for name in os.listdir(root):  # partial shards of the killed run
+                if name not in kept:
+                    os.remove(os.path.join(root, name))
+            _append(journal, header)
+            for entry in kept.values():
+                _append(journal, entry)
+        else:
+            import fsspec.core
+
+            fs, p = fsspec.core.url_to_fs(root)
+            fs.makedirs(p, exist_ok=True)
+        if progress is not None and kept:
+            progress(sum(s.records for s in plan if s.file in kept), total)
+        infos = dict(kept)
+
+        def done(shard: Shard, info: dict[str, Any]) -> None:
+            infos[shard.file] = info
+            if journal is not None:
+                _append(journal, info)
+            if progress is not None:
+                progress(shard.records, total)
+
+        pending = [s for s in plan if s.file not in kept]
+        note = ""
+        try:
+            if client is None:
+                _local(reader, reader.schema, writer, root, pending, policy, stats, batch_bytes, done)
+            else:
+                note = _distributed(client, reader, source, reader.schema, writer, root, pending, policy,
+                                    stats, batch_bytes, retries, done)
+        except KeyboardInterrupt:
+            finished = len(infos)
+            if journal is not None and finished:
+                raise ResumableInterrupt(
+                    f"interrupted: {finished} of {len(plan)} shards are kept in {root}; "
+                    "the same command with --resume writes only the rest, any other run removes them"
+                ) from None
+            raise
+        writer.commit(root, [infos[s.file] for s in plan])
+        if journal is not None:
+            os.remove(journal)
+    return ShardRun(len(plan), len(pending), len(kept), stats, note)
