@@ -20,7 +20,8 @@ from .codecs.base import Codec, Reader, _concat
 from .dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
 from .errors import CodecIOError, DstoreError, MissingDependencyError, SchemaError
 from .parallel import prefetch
-from .output import atomic_output, is_url, path_size, url_output
+from .output import atomic_output, is_url, path_size, upload_output, url_output
+from .integrity import CHECKSUM_ATTR, FieldHasher, stored_checksums
 from .registry import get_codec, infer_codec
 from .shards import ShardRun, SourceRef, write_sharded
 from .schema import (
@@ -276,9 +277,9 @@ def write_dataset(
     Sharded formats go through ``dstore.shards`` (resumable, distributable);
     the others are written by one writer, split after split."""
     out_schema = policy.apply_schema(reader.schema)
+    # the source's checksums describe the source's values, not these
+    out_schema = Schema(out_schema.splits, {k: v for k, v in out_schema.attrs.items() if k != CHECKSUM_ATTR})
     codec.check_schema(out_schema)
-    if is_url(dst) and not codec.supports_urls:
-        raise CodecIOError(f"{dst}: the {codec.name} format writes local paths only")
 
     def sample(split: str, n: int) -> Batch:
         spec = reader.schema.splits[split]
@@ -296,7 +297,11 @@ def write_dataset(
         what = "--resume" if resume else "a Dask client"
         raise CodecIOError(f"{dst}: {what} needs a sharded output format (tfrecord); {codec.name} is written by one process")
     stats: dict[str, CastStats] = {}
-    output = url_output if is_url(dst) else atomic_output
+    hasher = FieldHasher(out_schema)
+    if is_url(dst):  # straight to the store when the codec can, else staged and uploaded
+        output = url_output if codec.supports_urls else upload_output
+    else:
+        output = atomic_output
     with output(dst, sources=sources, overwrite=overwrite) as tmp:
         writer = codec.open_writer(tmp, out_schema)
         try:
@@ -306,6 +311,7 @@ def write_dataset(
                 for batch in prefetch(reader.iter_batches(split.name, batch_rows=rows)):
                     n = check_batch(split, batch)
                     cast = policy.apply(split, batch, pos, stats, reader.path)
+                    hasher.update(split.name, cast)
                     writer.write(split.name, cast)
                     pos += n
                     if progress is not None:
@@ -315,6 +321,7 @@ def write_dataset(
                         f"{reader.path}: split {split.name!r} yielded {pos} records, "
                         f"its schema says {split.count}"
                     )
+            out_schema.attrs[CHECKSUM_ATTR] = hasher.hexdigests()  # stored by close() with the schema
             writer.close()
         except BaseException:
             writer.abort()
@@ -494,10 +501,13 @@ class VerifyReport:
             f"{'ok' if r.ok else 'MISMATCH'}  {r.split}/{r.field}: {r.detail}" for r in self.results
         ]
         n_bad = sum(not r.ok for r in self.results)
-        out.append(
-            f"{len(self.results)} field(s) compared: "
-            + ("all equal" if not n_bad else f"{n_bad} differ")
-        )
+        if self.a == self.b:  # one dataset checked on its own
+            out.append(f"{len(self.results)} check(s): " + ("all passed" if not n_bad else f"{n_bad} failed"))
+        else:
+            out.append(
+                f"{len(self.results)} field(s) compared: "
+                + ("all equal" if not n_bad else f"{n_bad} differ")
+            )
         return out
 
 
@@ -605,16 +615,30 @@ def check(path: str | os.PathLike[str], *, format: str | None = None) -> VerifyR
     with open_reader(path, format=format) as reader:
         for ok, what in reader.check_integrity():
             results.append(FieldResult("*", "manifest", ok, what))
+        expected = stored_checksums(reader.schema)
+        hasher = FieldHasher(reader.schema)
         for split in reader.schema.splits.values():
             n = 0
             try:
                 for batch in reader.iter_batches(split.name):
                     n += check_batch(split, batch)
+                    hasher.update(split.name, batch)
             except DstoreError as e:
                 results.append(FieldResult(split.name, "*", False, f"after {n} records: {e}"))
                 continue
             ok = n == split.count
             results.append(FieldResult(split.name, "*", ok, f"{n} of {split.count} records decoded"))
+            if expected is not None:
+                got = hasher.hexdigests()[split.name]
+                for name in split.fields:
+                    want = expected.get(split.name, {}).get(name)
+                    if want is None:
+                        results.append(FieldResult(split.name, name, False, "no stored sha256 for this field"))
+                    else:
+                        same = want == got[name]
+                        results.append(FieldResult(split.name, name, same,
+                                                   "sha256 of the values matches" if same
+                                                   else "sha256 of the values differs from the stored one"))
     return VerifyReport(path, path, results)
 
 

@@ -16,21 +16,12 @@ import shutil
 from collections.abc import Iterable, Iterator
 
 from .errors import CodecIOError, OutputExistsError, ResumableInterrupt
+from .fs import is_url
+from .fs import url_fs as _fs
 
-__all__ = ["atomic_output", "path_size", "remove_path"]
+__all__ = ["atomic_output", "path_size", "remove_path", "upload_output", "url_output"]
 
 TMP_MARK = ".dstore-tmp-"
-
-
-def is_url(path: str) -> bool:
-    """fsspec-style URL (``s3://``, ``memory://``, ``file://``)."""
-    return "://" in str(path)
-
-
-def _fs(url: str):  # noqa: ANN202 - fsspec is optional
-    import fsspec.core
-
-    return fsspec.core.url_to_fs(url)
 
 
 def path_size(path: str) -> int:
@@ -106,9 +97,33 @@ def url_output(dst: str, *, sources: Iterable[str] = (), overwrite: bool = False
         fs.rm(p, recursive=True)
     try:
         yield dst
-    except BaseException:
-        remove_path(dst)
+    except BaseException as e:
+        try:
+            remove_path(dst)
+        except Exception as cleanup:  # noqa: BLE001 - the first error is the one to report
+            e.add_note(f"the partial output at {dst} could not be removed: {cleanup}")
         raise
+
+
+@contextlib.contextmanager
+def upload_output(dst: str, *, sources: Iterable[str] = (), overwrite: bool = False) -> Iterator[str]:
+    """For formats written only to local files (npz, HDF5): write in a local
+    temporary folder, then upload. The object appears only after a complete
+    upload; a failed upload raises and removes whatever part arrived."""
+    import tempfile
+
+    with url_output(dst, sources=sources, overwrite=overwrite):
+        staging = tempfile.mkdtemp(prefix="dstore-upload-")
+        try:
+            local = os.path.join(staging, os.path.basename(dst.rstrip("/")))
+            yield local
+            fs, p = _fs(dst)
+            try:
+                fs.put(local, p, recursive=os.path.isdir(local))
+            except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors: named here, re-raised as ours
+                raise CodecIOError(f"{dst}: upload failed: {type(e).__name__}: {e}") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _pid_alive(pid: int) -> bool:

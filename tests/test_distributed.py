@@ -59,6 +59,7 @@ def test_distributed_output_is_byte_identical(tmp_path, client, sources, which):
 
 def test_distributed_cast_matches_local(tmp_path, client, features):
     feats, labels = features
+    feats = feats * np.float32(1.001)  # off the float16 grid, so the cast has an error to report
     src = str(tmp_path / "f.npz")
     np.savez(src, x_train=feats, y_train=labels)
     local = dstore.convert(src, tmp_path / "a.tfrecords", dtype="float16", options={"shard_mb": "0.05"})

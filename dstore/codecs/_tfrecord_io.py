@@ -23,6 +23,7 @@ from typing import IO, BinaryIO
 
 import google_crc32c
 
+from ..fs import open_binary
 from ..errors import CodecIOError
 
 __all__ = ["RecordFile", "frame", "is_gzip", "masked_crc"]
@@ -50,7 +51,7 @@ def frame(data: bytes) -> bytes:
 
 
 def is_gzip(path: str) -> bool:
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         return f.read(2) == GZIP_MAGIC
 
 
@@ -60,7 +61,7 @@ class RecordFile:
     def __init__(self, path: str, compression: str | None = None) -> None:
         self.path = path
         try:
-            raw: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed in close()
+            raw: BinaryIO = open_binary(path)  # type: ignore[assignment]
         except OSError as e:
             raise CodecIOError(f"{path}: cannot open: {e.strerror or e}") from None
         gz = compression == "gzip" if compression is not None else raw.read(2) == GZIP_MAGIC
@@ -163,4 +164,7 @@ class RecordFile:
 
 
 def _size(f: BinaryIO) -> int:
+    size = getattr(f, "size", None)  # fsspec files know their size
+    if isinstance(size, int):
+        return size
     return os.fstat(f.fileno()).st_size

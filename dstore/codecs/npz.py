@@ -28,6 +28,7 @@ from typing import IO
 
 import numpy as np
 
+from .. import fs
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..parallel import ParallelDeflate
 from ..schema import Batch, Schema, SplitSpec, check_dtype, key_for, schema_from_arrays
@@ -69,13 +70,17 @@ class _Member:
 class NpzReader(Reader):
     def __init__(self, path: str) -> None:
         self.path = path
+        self._remote = None
         try:
-            self._zip = zipfile.ZipFile(path)
+            self._remote = fs.open_binary(path) if fs.is_url(path) else None
+            self._zip = zipfile.ZipFile(self._remote or path)
         except FileNotFoundError:
             raise CodecIOError(f"{path}: no such file") from None
         except IsADirectoryError:
             raise CodecIOError(f"{path}: is a directory, not an npz file") from None
         except _ZIP_ERRORS as e:
+            if self._remote is not None:
+                self._remote.close()
             raise CodecIOError(f"{path}: not a valid npz (zip) file: {e}") from None
         try:
             self._check_directory()
@@ -89,7 +94,7 @@ class NpzReader(Reader):
                 for m in self._members.values()
             )
         except BaseException:
-            self._zip.close()
+            self.close()
             raise
 
     def _check_directory(self) -> None:
@@ -98,7 +103,7 @@ class NpzReader(Reader):
         zipfile stops reading the central directory where an entry is
         corrupt and silently returns fewer members: that would drop fields.
         """
-        with open(self.path, "rb") as f:
+        with fs.open_binary(self.path) as f:
             end = zipfile._EndRecData(f)  # private but stable since Python 2; no public equivalent
         if end is None:
             raise CodecIOError(f"{self.path}: not a valid npz (zip) file: no end of central directory")
@@ -203,7 +208,7 @@ class NpzReader(Reader):
         info = self._zip.getinfo(m.zip_name)
         if info.compress_type != zipfile.ZIP_STORED or offset + length > info.file_size:
             return None
-        f = open(self.path, "rb")  # noqa: SIM115 - closed with the other streams
+        f = fs.open_binary(self.path)
         try:
             f.seek(info.header_offset)
             local = f.read(30)
@@ -280,6 +285,8 @@ class NpzReader(Reader):
 
     def close(self) -> None:
         self._zip.close()
+        if self._remote is not None:
+            self._remote.close()
 
 
 class NpzWriter(Writer):

@@ -20,7 +20,6 @@ inferring the schema from the first Example of each split.
 from __future__ import annotations
 
 import contextlib
-import glob
 import gzip
 import hashlib
 import json
@@ -34,14 +33,15 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from .. import __version__
-from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, Schema, SplitSpec
 from . import _tfrecord_io as rio
 from ._png import decode as png_decode
 from ._png import png_encoder
 from ._example import BYTES, FLOAT, INT64, KIND_NAMES, decode_example, encode_example, encode_feature
-from ..output import is_url
+from .. import fs
+from ..fs import is_url
 from .base import Codec, Reader, Shard, ShardWriter, Writer
 
 __all__ = ["TFRecordCodec"]
@@ -328,10 +328,14 @@ def _open_for_write(root: str, name: str) -> Iterator[BinaryIO]:
     PUT is atomic: the object appears only if the upload succeeded, and a
     failed upload raises here (never reported as success)."""
     if is_url(root):
-        import fsspec
-
-        with fsspec.open(root.rstrip("/") + "/" + name, "wb") as f:
-            yield f
+        url = fs.join(root, name)
+        try:
+            with fs.open_binary(url, "wb") as f:
+                yield f
+        except DstoreError:
+            raise
+        except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors, re-raised as ours
+            raise CodecIOError(f"{url}: upload failed: {type(e).__name__}: {e}") from None
         return
     final = os.path.join(root, name)
     part = final + ".part"
@@ -362,6 +366,26 @@ def _split_of(filename: str) -> str:
     return stem if stem in KNOWN_SPLITS else DEFAULT_SPLIT
 
 
+_OF_RE = re.compile(r"-(\d+)-of-(\d+)")
+
+
+def _check_complete(split: str, paths: list[str]) -> None:
+    """Shards named ``-i-of-N`` must all be there: a partial set must not look complete."""
+    numbered = [(int(m.group(1)), int(m.group(2))) for p in paths if (m := _OF_RE.search(os.path.basename(p)))]
+    if not numbered:
+        return
+    totals = {n for _, n in numbered}
+    have = {i for i, _ in numbered}
+    total = max(totals)
+    missing = [i for i in range(total) if i not in have]
+    if len(totals) > 1 or missing:
+        shown = ", ".join(f"{i:05d}" for i in missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise CodecIOError(
+            f"{os.path.dirname(paths[0]) or '.'}: split {split!r} is incomplete: "
+            f"{len(have)} of {total} shards present" + (f" (missing {shown})" if missing else "")
+        )
+
+
 @dataclass
 class _Shard:
     path: str
@@ -375,16 +399,16 @@ class TFRecordReader(Reader):
         self.workers = workers or default_workers()
         self.manifest: dict[str, Any] | None = None
         self.shards: dict[str, list[_Shard]] = {}
-        manifest_path = os.path.join(path, MANIFEST)
-        if os.path.isdir(path) and os.path.exists(manifest_path):
+        manifest_path = fs.join(path, MANIFEST)
+        if fs.isdir(path) and fs.exists(manifest_path):
             self._load_manifest(manifest_path)
         else:
             self._inspect(self._find_files(path))
 
     def _load_manifest(self, manifest_path: str) -> None:
         try:
-            with open(manifest_path) as f:
-                m = json.load(f)
+            with fs.open_binary(manifest_path) as f:
+                m = json.loads(f.read())
             self.schema = Schema.from_json(m["schema"])
             self.encodings = {
                 split: {name: FieldEncoding(e["feature"], e["encoding"]) for name, e in fields.items()}
@@ -393,7 +417,7 @@ class TFRecordReader(Reader):
             comp = m.get("compression")
             for split, info in m["splits"].items():
                 self.shards[split] = [
-                    _Shard(os.path.join(self.path, s["file"]), int(s["records"]), comp)
+                    _Shard(fs.join(self.path, s["file"]), int(s["records"]), comp)
                     for s in info["shards"]
                 ]
         except (OSError, ValueError, KeyError, TypeError) as e:
@@ -404,16 +428,16 @@ class TFRecordReader(Reader):
                 raise CodecIOError(f"{manifest_path}: split {split!r}: shard counts do not add up")
 
     def _find_files(self, path: str) -> list[str]:
-        if os.path.isdir(path):
+        if fs.isdir(path):
             files = sorted(
-                os.path.join(path, f)
-                for f in os.listdir(path)
+                fs.join(path, f)
+                for f in fs.listdir(path)
                 if re.search(r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$", f)
             )
         elif any(c in path for c in "*?["):
-            files = sorted(glob.glob(path))
+            files = sorted(fs.glob(path))
         else:
-            files = [path] if os.path.exists(path) else []
+            files = [path] if fs.exists(path) else []
         if not files:
             raise CodecIOError(f"{path}: no TFRecord files found")
         return files
@@ -423,6 +447,8 @@ class TFRecordReader(Reader):
         by_split: dict[str, list[str]] = {}
         for f in files:
             by_split.setdefault(_split_of(os.path.basename(f)), []).append(f)
+        for split, paths in by_split.items():
+            _check_complete(split, paths)
         splits = {}
         self.encodings = {}
         for split, paths in by_split.items():
@@ -438,7 +464,7 @@ class TFRecordReader(Reader):
                 shards.append(_Shard(p, count, None))
             self.shards[split] = shards
             if first is None:
-                if os.path.getsize(paths[0]) == 0:
+                if fs.getsize(paths[0]) == 0:
                     raise CodecIOError(f"{paths[0]}: empty file (no TFRecords)")
                 raise CodecIOError(f"{paths[0]}: holds no records")
             fields, encs = self._infer_fields(*first)
@@ -531,15 +557,16 @@ class TFRecordReader(Reader):
         results = []
         for split, info in self.manifest["splits"].items():
             for shard in info["shards"]:
-                path = os.path.join(self.path, shard["file"])
-                if not os.path.exists(path):
+                path = fs.join(self.path, shard["file"])
+                if not fs.exists(path):
                     results.append((False, f"{shard['file']}: missing"))
                     continue
                 sha = hashlib.sha256()
-                with open(path, "rb") as f:
+                size = 0
+                with fs.open_binary(path) as f:
                     while block := f.read(8 * 1024 * 1024):
                         sha.update(block)
-                size = os.path.getsize(path)
+                        size += len(block)
                 if size != shard["bytes"] or sha.hexdigest() != shard["sha256"]:
                     results.append((False, f"{shard['file']}: size or sha256 differs from the manifest"))
                 else:
@@ -603,6 +630,7 @@ class TFRecordCodec(Codec):
 
     name = "tfrecord"
     extensions = (".tfrecords", ".tfrecord")
+    supports_urls = True
     Options = TFRecordOptions
 
     def open_reader(self, path: str) -> Reader:

@@ -1,0 +1,86 @@
+"""Local paths and fsspec URLs (``s3://``, ``gs://``, ``memory://``) behind one set of calls.
+
+Codecs that read or write through these helpers work on object storage with
+no other change; fsspec (and s3fs for S3) is imported only when a URL is used.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+from typing import IO, Any
+
+from .errors import MissingDependencyError
+
+__all__ = ["exists", "getsize", "glob", "is_url", "isdir", "join", "listdir", "open_binary", "url_fs"]
+
+#: reads from object storage fetch this much per request (sequential scans)
+READ_BLOCK = 8 * 1024 * 1024
+
+
+def is_url(path: str) -> bool:
+    """fsspec-style URL (``s3://``, ``memory://``, ``file://``)."""
+    return "://" in str(path)
+
+
+def url_fs(url: str) -> tuple[Any, str]:
+    """The fsspec filesystem and the path inside it."""
+    try:
+        import fsspec.core
+    except ImportError:
+        raise MissingDependencyError("URL", "s3", "fsspec") from None
+    try:
+        return fsspec.core.url_to_fs(url)
+    except ImportError:  # the protocol's package (s3fs, gcsfs) is missing
+        protocol = url.split("://", 1)[0]
+        raise MissingDependencyError(f"{protocol}://", "s3", "s3fs" if protocol == "s3" else f"{protocol} support") from None
+
+
+def open_binary(path: str, mode: str = "rb") -> IO[bytes]:
+    if not is_url(path):
+        return open(path, mode)  # noqa: SIM115 - the caller closes it
+    fs, p = url_fs(path)
+    if "r" in mode:
+        return fs.open(p, mode, block_size=READ_BLOCK, cache_type="readahead")
+    return fs.open(p, mode)
+
+
+def join(root: str, name: str) -> str:
+    return root.rstrip("/") + "/" + name if is_url(root) else os.path.join(root, name)
+
+
+def exists(path: str) -> bool:
+    if not is_url(path):
+        return os.path.exists(path)
+    fs, p = url_fs(path)
+    return bool(fs.exists(p))
+
+
+def isdir(path: str) -> bool:
+    if not is_url(path):
+        return os.path.isdir(path)
+    fs, p = url_fs(path)
+    return bool(fs.isdir(p))
+
+
+def listdir(path: str) -> list[str]:
+    """Names (not paths) in a folder."""
+    if not is_url(path):
+        return os.listdir(path)
+    fs, p = url_fs(path)
+    return [str(e).rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(p, detail=False)]
+
+
+def glob(pattern: str) -> list[str]:
+    if not is_url(pattern):
+        return _glob.glob(pattern)
+    fs, p = url_fs(pattern)
+    protocol = pattern.split("://", 1)[0]
+    return [f"{protocol}://{m}" for m in fs.glob(p)]
+
+
+def getsize(path: str) -> int:
+    if not is_url(path):
+        return os.path.getsize(path)
+    fs, p = url_fs(path)
+    return int(fs.size(p))
