@@ -1,9 +1,10 @@
-"""Mutated npz and TFRecord files: the reader returns the right data or raises a DstoreError.
+"""Mutated files of every format: the reader returns the right data or raises a DstoreError.
 
 Any other exception type is a bug (the CLI would print a traceback-less but
 unexplained error, or a library user would catch the wrong thing). HDF5 and
-zarr are not fuzzed here: their C libraries can crash the process on some
-corruptions, which needs a subprocess harness (issue #6).
+zarr go through their C libraries, which could crash the process: they are
+mutated in a child process (benchmarks/fuzz_counts.py, the harness that also
+prints the counts for every format).
 """
 
 from __future__ import annotations
@@ -89,3 +90,22 @@ def test_mutated_file_gives_data_or_dstore_error(valid, tmp_path, mutation):
         assert got[split].keys() == fields.keys()
         for name_, arr in fields.items():
             np.testing.assert_array_equal(got[split][name_], arr)
+
+
+@pytest.mark.parametrize("kind", ["zarr", "hdf5"])
+def test_mutated_chunked_stores_in_a_subprocess(kind):
+    """zarr and HDF5 read through C libraries (blosc, libhdf5) that could crash
+    the process: the mutations run in a child process, so a crash or hang is
+    counted (and fails this test) instead of killing pytest."""
+    import importlib.util
+    import pathlib
+
+    harness_path = pathlib.Path(__file__).parents[1] / "benchmarks" / "fuzz_counts.py"
+    spec = importlib.util.spec_from_file_location("fuzz_counts", harness_path)
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    counts = harness.run([kind], n=150, timeout=60, seed=1)[kind]
+    assert sum(counts.values()) == 150
+    bad = {k: v for k, v in counts.items() if k not in ("DstoreError", "same data")}
+    assert not bad, counts
+    assert counts["DstoreError"] > 0

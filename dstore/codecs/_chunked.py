@@ -93,17 +93,27 @@ class ArrayTreeReader(Reader):
             return inferred
         try:
             schema = Schema.from_json(stored)
-        except SchemaError:
-            return inferred
+        except SchemaError as e:
+            raise CodecIOError(f"{self.path}: dstore's stored schema is unreadable (corrupt?): {e}") from None
+        # dstore wrote both: a disagreement is damage (or an edit by another
+        # tool), and reading on would return records the writer never wrote.
         for split in schema.splits.values():
             for spec in split.fields.values():
                 arr = self.arrays.get((split.name, spec.name))
-                if arr is None or tuple(arr.shape) != (split.count, *spec.shape):
-                    return inferred
-                if not self._dtype_matches(spec.dtype, np.dtype(arr.dtype)):
-                    return inferred
-        if len(self.arrays) != sum(len(s.fields) for s in schema.splits.values()):
-            return inferred
+                where = f"{self.path}: split {split.name!r}, field {spec.name!r}"
+                if arr is None:
+                    raise CodecIOError(f"{where}: missing, though dstore's stored schema lists it")
+                if tuple(arr.shape) != (split.count, *spec.shape) or not self._dtype_matches(
+                    spec.dtype, np.dtype(arr.dtype)
+                ):
+                    raise CodecIOError(
+                        f"{where}: array is {np.dtype(arr.dtype)} {tuple(arr.shape)}, dstore's stored schema "
+                        f"says {spec.dtype} {(split.count, *spec.shape)} (corrupt or edited metadata)"
+                    )
+        extra = set(self.arrays) - {(s.name, f) for s in schema.splits.values() for f in s.fields}
+        if extra:
+            names = ", ".join(f"{s}/{f}" for s, f in sorted(extra))
+            raise CodecIOError(f"{self.path}: arrays {names} are not in dstore's stored schema (edited?)")
         return schema
 
     def _iter(

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..errors import SchemaError, UnsupportedDtypeError
+from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ..integrity import FieldHasher, stored_checksums
 from ..schema import Batch, Schema, SplitSpec, batch_rows_for
 
 if TYPE_CHECKING:
@@ -75,11 +76,35 @@ class Reader(ABC):
         start: int = 0,
         stop: int | None = None,
         batch_rows: int | None = None,
+        verify: bool = True,
     ) -> Iterator[Batch]:
-        """Yield batches of records ``start:stop`` of ``split`` in order."""
+        """Yield batches of records ``start:stop`` of ``split`` in order.
+
+        A read of whole fields is checked against the sha256 dstore stored
+        when it wrote them (``dstore.integrity``): damage that decodes without
+        error (a blosc chunk has no checksum) raises at the end of the read,
+        as a zip member's CRC does."""
         spec, start, stop = self._range(split, start, stop)
         names = list(fields) if fields is not None else list(spec.fields)
-        return self._iter(spec, names, start, stop, self._rows(spec, batch_rows))
+        batches = self._iter(spec, names, start, stop, self._rows(spec, batch_rows))
+        expected = stored_checksums(self.schema)
+        if verify and expected is not None and start == 0 and stop == spec.count:
+            return self._verified(batches, spec, names, expected.get(split, {}))
+        return batches
+
+    def _verified(self, batches: Iterator[Batch], spec: SplitSpec, names: list[str],
+                  expected: Mapping[str, Any]) -> Iterator[Batch]:
+        hasher = FieldHasher(Schema({spec.name: spec}))
+        for batch in batches:
+            hasher.update(spec.name, batch)
+            yield batch
+        got = hasher.hexdigests()[spec.name]
+        for name in names:
+            if name in expected and expected[name] != got[name]:
+                raise CodecIOError(
+                    f"{self.path}: split {spec.name!r}, field {name!r}: the values differ from the "
+                    "sha256 stored when they were written (corrupt data)"
+                )
 
     @abstractmethod
     def _iter(

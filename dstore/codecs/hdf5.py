@@ -19,7 +19,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ..errors import CodecIOError, MissingDependencyError, UnsupportedDtypeError
+from ..errors import DstoreError, CodecIOError, MissingDependencyError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
 from ..schema import Batch, Schema, split_key
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
@@ -187,12 +187,18 @@ class HDF5Reader(ArrayTreeReader):
             raise CodecIOError(f"{path}: not a readable HDF5 file: {e}") from None
         try:
             self.arrays: dict[tuple[str, str], Any] = {}
-            self._walk(self.file, "")
-            stored = self.file.attrs.get(_ATTR)
             try:
-                self.schema = self._build_schema(json.loads(stored) if stored is not None else None)
+                self._walk(self.file, "")
+                stored = self.file.attrs.get(_ATTR)
+            except DstoreError:
+                raise
+            except Exception as e:  # noqa: BLE001 - HDF5's C errors arrive as many Python types
+                raise CodecIOError(f"{path}: corrupt HDF5 structure: {type(e).__name__}: {e}") from None
+            try:
+                parsed = json.loads(stored) if stored is not None else None
             except ValueError:
-                self.schema = self._build_schema(None)
+                raise CodecIOError(f"{path}: dstore's stored schema is unreadable (corrupt?)") from None
+            self.schema = self._build_schema(parsed)
         except BaseException:
             self.file.close()
             raise

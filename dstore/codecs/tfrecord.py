@@ -423,6 +423,12 @@ class TFRecordReader(Reader):
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CodecIOError(f"{manifest_path}: unreadable manifest: {e}") from None
         self.manifest = m
+        for split, shards in self.shards.items():
+            for shard in shards:
+                if shard.records <= 0:  # dstore never writes an empty shard
+                    raise CodecIOError(
+                        f"{manifest_path}: shard {os.path.basename(shard.path)} claims {shard.records} records"
+                    )
         for split, spec in self.schema.splits.items():
             if sum(s.records for s in self.shards.get(split, [])) != spec.count:
                 raise CodecIOError(f"{manifest_path}: split {split!r}: shard counts do not add up")

@@ -21,7 +21,7 @@ import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
 
-from ..errors import CodecIOError, SchemaError
+from ..errors import DstoreError, CodecIOError, SchemaError
 from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, Batch, Schema, check_dtype, split_key
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
@@ -170,7 +170,12 @@ class ZarrReader(ArrayTreeReader):
             self._add(DEFAULT_SPLIT, name, node, name)
             self.schema = self._build_schema(None)
             return
-        self._walk(node, "")
+        try:
+            self._walk(node, "")
+        except DstoreError:
+            raise
+        except Exception as e:  # noqa: BLE001 - member metadata is parsed here, same error zoo
+            raise CodecIOError(f"{path}: unreadable zarr metadata: {type(e).__name__}: {e}") from None
         self.schema = self._build_schema(node.attrs.get(_ATTR))
 
     def _add(self, split: str, name: str, arr: Any, key: str) -> None:
