@@ -148,7 +148,9 @@ def run(kinds: list[str], n: int, timeout: float, seed: int = 0) -> dict[str, co
                     buf[pos] = int(rng.integers(256))
                 else:
                     buf = buf[:pos]
-                mutated = os.path.join(folder, "m" + os.path.basename(valid)[5:])
+                # same name as the valid one (a bare TFRecord's split comes from its name)
+                os.makedirs(os.path.join(folder, "m"), exist_ok=True)
+                mutated = os.path.join(folder, "m", os.path.basename(valid))
                 if os.path.isdir(valid):
                     shutil.rmtree(mutated, ignore_errors=True)
                     shutil.copytree(valid, mutated)

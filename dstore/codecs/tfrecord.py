@@ -50,6 +50,7 @@ MANIFEST = "dstore.json"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _CHUNK = 16  # records per task handed to a worker thread
 _PLAN_SAMPLE = 64  # records encoded to size the shards
+_ENCODINGS = ("png", "int64", "float", "raw")
 
 
 # ------------------------------------------------------------------ field encoding
@@ -423,6 +424,17 @@ class TFRecordReader(Reader):
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CodecIOError(f"{manifest_path}: unreadable manifest: {e}") from None
         self.manifest = m
+        splits = set(self.schema.splits)
+        if set(self.encodings) != splits or set(self.shards) != splits:
+            raise CodecIOError(f"{manifest_path}: splits of the schema, fields and shards disagree (corrupt manifest)")
+        for split, encs in self.encodings.items():
+            if set(encs) != set(self.schema.splits[split].fields):
+                raise CodecIOError(f"{manifest_path}: split {split!r}: fields disagree with the schema (corrupt manifest)")
+            for name, enc in encs.items():
+                if enc.encoding not in _ENCODINGS:
+                    raise CodecIOError(
+                        f"{manifest_path}: split {split!r}, field {name!r}: unknown encoding {enc.encoding!r}"
+                    )
         for split, shards in self.shards.items():
             for shard in shards:
                 if shard.records <= 0:  # dstore never writes an empty shard
