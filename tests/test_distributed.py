@@ -13,6 +13,8 @@ import dstore
 pytest.importorskip("imagecodecs")
 distributed = pytest.importorskip("distributed")
 
+from dstore.codecs.tfrecord import TFRecordCodec, TFRecordShardWriter  # noqa: E402
+
 OPTIONS = {"shard_mb": "0.25"}
 
 
@@ -101,3 +103,46 @@ def test_scheduler_address_from_the_cli(tmp_path, client, sources, capsys):
 def test_client_needs_a_sharded_format(tmp_path, client, sources):
     with pytest.raises(dstore.errors.CodecIOError, match="needs a sharded output format"):
         dstore.convert(sources[0], tmp_path / "out.zarr", client=client)
+
+
+class _FlakyWriter(TFRecordShardWriter):
+    """Fails each shard's first attempt, as a worker losing its disk or network would."""
+
+    marker_dir = ""
+
+    def write_shard(self, root, shard, batches):
+        marker = os.path.join(self.marker_dir, shard.file)
+        if not os.path.exists(marker):
+            open(marker, "w").close()  # noqa: SIM115
+            raise OSError(f"transient failure writing {shard.file}")
+        return super().write_shard(root, shard, batches)
+
+
+class _FlakyCodec(TFRecordCodec):
+    name = "flaky-tfrecord"
+    marker_dir = ""
+
+    def shard_writer(self, schema, plan):
+        writer = _FlakyWriter(schema, self.options, plan)
+        writer.marker_dir = self.marker_dir
+        return writer
+
+
+def test_transient_failures_are_retried_by_dask(tmp_path, client, sources):
+    import sys
+
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    _FlakyCodec.marker_dir = str(markers)
+    dstore.register_codec(_FlakyCodec, clobber=True)
+    try:
+        dstore.convert(sources[0], tmp_path / "flaky.tfrecords", to="flaky-tfrecord", options=OPTIONS,
+                       client=client)
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    dstore.convert(sources[0], tmp_path / "plain.tfrecords", options=OPTIONS)
+    assert len(os.listdir(markers)) >= 4  # every shard failed once ...
+    assert tree_digest(tmp_path / "flaky.tfrecords") == tree_digest(tmp_path / "plain.tfrecords")  # ... and was redone
