@@ -25,6 +25,8 @@ def main() -> None:
         ["bench_npz.py", "--tiles", str(args.tiles)],
         ["bench_containers.py", "--tiles", str(args.tiles)],
         ["bench_example_encoding.py"],
+        ["bench_distributed.py", "--tiles", str(args.tiles)],
+        ["fuzz_counts.py"],
     ]
     for script, *rest in runs:
         print(f"\n## {script}\n", flush=True)

@@ -228,23 +228,36 @@ def _distributed(client: Any, reader: Reader, source: SourceRef | None, schema_i
     token = hashlib.sha256(f"{root}{os.getpid()}".encode()).hexdigest()[:8]
     futures = {}
 
-    def submit(shard: Shard) -> Any:
-        batches = None
-        if streamed:
-            rows = batch_rows_for(schema_in.splits[shard.split], batch_bytes)
-            batches = list(_cast_batches(reader, schema_in, shard, shard.start, shard.stop, policy, stats, rows))
+    def streamed_shards() -> Iterator[tuple[Shard, list[Batch] | None]]:
+        if not streamed:
+            yield from ((s, None) for s in pending)
+            return
+        # One continuous read per run of shards: a compressed member cannot seek.
+        for run in _runs(pending):
+            rows = batch_rows_for(schema_in.splits[run[0].split], batch_bytes)
+            stream = _cast_batches(reader, schema_in, run[0], run[0].start, run[-1].stop, policy, stats, rows)
+            for shard, batches in zip(run, _cut(stream, [s.records for s in run]), strict=True):
+                yield shard, list(batches)
+
+    def submit(shard: Shard, batches: list[Batch] | None) -> Any:
+        data: Any = batches
+        if batches is not None:  # sent as data, not inside the task graph
+            data = client.scatter([batches], hash=False)[0]
         fut = client.submit(
             _dask_task, source or SourceRef(reader.path), schema_json, writer, root, shard, policy,
-            batch_bytes, batches, key=f"dstore-{token}-{shard.file}", retries=retries, pure=False,
+            batch_bytes, data, key=f"dstore-{token}-{shard.file}", retries=retries, pure=False,
         )
         futures[fut] = shard
         return fut
 
     # Bound what is in flight when this process streams records to the workers.
     window = len(pending) if not streamed else 2 * max(1, len(client.scheduler_info().get("workers", {})))
-    queue = list(pending)
-    while queue and len(futures) < window:
-        submit(queue.pop(0))
+    queue = streamed_shards()
+    for _ in range(window):
+        item = next(queue, None)
+        if item is None:
+            break
+        submit(*item)
     results = as_completed(list(futures))
     try:
         for fut in results:
@@ -259,8 +272,9 @@ def _distributed(client: Any, reader: Reader, source: SourceRef | None, schema_i
                 ) from None
             _merge_stats(stats, task_stats)
             done(shard, info)
-            if queue:
-                results.add(submit(queue.pop(0)))
+            item = next(queue, None)
+            if item is not None:
+                results.add(submit(*item))
     finally:
         for fut in futures:
             fut.cancel()

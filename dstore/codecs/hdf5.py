@@ -19,6 +19,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from .. import fs
 from ..errors import DstoreError, CodecIOError, MissingDependencyError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
 from ..schema import Batch, Schema, split_key
@@ -179,11 +180,16 @@ class HDF5Reader(ArrayTreeReader):
     def __init__(self, path: str) -> None:
         self.path = path
         _plugins()  # makes blosc/zstd/lz4-compressed datasets readable when installed
+        self._remote = None
         try:
-            self.file = h5py.File(path, "r")
-        except FileNotFoundError:
-            raise CodecIOError(f"{path}: no such file") from None
+            if fs.is_url(path):  # h5py reads any seekable file object: ranged GETs on object storage
+                self._remote = fs.open_binary(path)
+            self.file = h5py.File(self._remote or path, "r")
         except OSError as e:
+            if self._remote is not None:
+                self._remote.close()
+            if isinstance(e, FileNotFoundError):
+                raise CodecIOError(f"{path}: no such file") from None
             raise CodecIOError(f"{path}: not a readable HDF5 file: {e}") from None
         try:
             self.arrays: dict[tuple[str, str], Any] = {}
@@ -200,7 +206,7 @@ class HDF5Reader(ArrayTreeReader):
                 raise CodecIOError(f"{path}: dstore's stored schema is unreadable (corrupt?)") from None
             self.schema = self._build_schema(parsed)
         except BaseException:
-            self.file.close()
+            self.close()
             raise
 
     def _walk(self, group: Any, prefix: str) -> None:
@@ -251,7 +257,10 @@ class HDF5Reader(ArrayTreeReader):
         return lines
 
     def close(self) -> None:
-        self.file.close()
+        if getattr(self, "file", None) is not None:
+            self.file.close()
+        if self._remote is not None:
+            self._remote.close()
 
 
 class HDF5Codec(Codec):
