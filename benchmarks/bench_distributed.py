@@ -25,6 +25,8 @@ import shutil
 
 from _harness import OUT, label_maker_npz, machine, run_way
 
+from dstore.testing import file_digests
+
 CLUSTER = """
 import distributed
 cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
@@ -33,7 +35,7 @@ client.run(lambda: __import__("dstore.codecs.tfrecord"))  # warm the workers' im
 """
 
 
-def convert_way(src: str, dst: str, shard_mb: float, dask: bool) -> str:
+def convert_way(src: str, dst: str, shard_mb: float | str, dask: bool) -> str:
     return f"""
 import json, shutil, time, os
 import dstore
@@ -49,18 +51,7 @@ print("RESULT " + json.dumps({{"seconds": seconds, "shards": report.shards.shard
 
 def overhead_way(src: str, dst: str, dask: bool, one_record: bool) -> str:
     # shard_mb tiny -> one record per shard; huge -> the whole split in one shard
-    shard_mb = "0.000001" if one_record else "100000"
-    return convert_way(src, dst, shard_mb, dask).replace(f'"shard_mb": "{shard_mb}"', f'"shard_mb": "{shard_mb}"')
-
-
-def tree_digest(path: str) -> dict[str, str]:
-    import hashlib
-
-    out = {}
-    for name in sorted(os.listdir(path)):
-        with open(os.path.join(path, name), "rb") as f:
-            out[name] = hashlib.sha256(f.read()).hexdigest()
-    return out
+    return convert_way(src, dst, "0.000001" if one_record else "100000", dask)
 
 
 def main() -> None:
@@ -76,7 +67,7 @@ def main() -> None:
     local_dst, dask_dst = os.path.join(OUT, "dist-local.tfrecords"), os.path.join(OUT, "dist-dask.tfrecords")
     local = run_way(convert_way(src, local_dst, args.shard_mb, False), args.repeats)
     dask = run_way(convert_way(src, dask_dst, args.shard_mb, True), args.repeats)
-    same = tree_digest(local_dst) == tree_digest(dask_dst)
+    same = file_digests(local_dst) == file_digests(dask_dst)
     print(f"\n{args.tiles} tiles 256x256x3 ({raw_mb:.0f} MB npz, stored) -> TFRecord, "
           f"shard_mb={args.shard_mb:g}: {local['shards']} shards")
     print("| way | seconds | tiles/s | vs local | peak RSS (client) |")

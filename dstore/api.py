@@ -247,6 +247,8 @@ class ConvertReport:
                 line += f", {clipped} value(s) clipped"
         if self.shards is not None and self.shards.kept:
             line += f"; resumed: {self.shards.kept} of {self.shards.shards} shards kept, {self.shards.written} written"
+        if self.shards is not None and self.shards.note:
+            line += f"\nnote: {self.shards.note}"
         return line
 
 

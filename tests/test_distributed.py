@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import numpy as np
 import pytest
 
 import dstore
+from dstore.testing import file_digests
 
 pytest.importorskip("imagecodecs")
 distributed = pytest.importorskip("distributed")
@@ -18,12 +18,6 @@ from dstore.codecs.tfrecord import TFRecordCodec, TFRecordShardWriter  # noqa: E
 OPTIONS = {"shard_mb": "0.25"}
 
 
-def tree_digest(path: str) -> dict[str, str]:
-    out = {}
-    for name in sorted(os.listdir(path)):
-        with open(os.path.join(path, name), "rb") as f:
-            out[name] = hashlib.sha256(f.read()).hexdigest()
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +46,7 @@ def test_distributed_output_is_byte_identical(tmp_path, client, sources, which):
     remote = dstore.convert(src, tmp_path / "dask.tfrecords", options=OPTIONS, client=client,
                             progress=lambda n, total: seen.append((n, total)))
     assert local.shards is not None and local.shards.shards >= 4
-    assert tree_digest(tmp_path / "local.tfrecords") == tree_digest(tmp_path / "dask.tfrecords")
+    assert file_digests(tmp_path / "local.tfrecords") == file_digests(tmp_path / "dask.tfrecords")
     assert sum(n for n, _ in seen) == remote.records and {t for _, t in seen} == {remote.records}
     # workers read stored members themselves; deflated ones are streamed from here
     assert ("only streams" in remote.shards.note) == (which == "deflated")
@@ -67,7 +61,7 @@ def test_distributed_cast_matches_local(tmp_path, client, features):
     local = dstore.convert(src, tmp_path / "a.tfrecords", dtype="float16", options={"shard_mb": "0.05"})
     remote = dstore.convert(src, tmp_path / "b.tfrecords", dtype="float16", options={"shard_mb": "0.05"},
                             client=client)
-    assert tree_digest(tmp_path / "a.tfrecords") == tree_digest(tmp_path / "b.tfrecords")
+    assert file_digests(tmp_path / "a.tfrecords") == file_digests(tmp_path / "b.tfrecords")
     assert remote.cast["x"].max_abs_error == local.cast["x"].max_abs_error > 0
 
 
@@ -97,7 +91,7 @@ def test_scheduler_address_from_the_cli(tmp_path, client, sources, capsys):
     assert main(["convert", sources[0], str(dst), "--scheduler", client.scheduler.address,
                  "-o", "shard_mb=0.25"]) == 0
     dstore.convert(sources[0], tmp_path / "local.tfrecords", options=OPTIONS)
-    assert tree_digest(dst) == tree_digest(tmp_path / "local.tfrecords")
+    assert file_digests(dst) == file_digests(tmp_path / "local.tfrecords")
 
 
 def test_client_needs_a_sharded_format(tmp_path, client, sources):
@@ -145,4 +139,4 @@ def test_transient_failures_are_retried_by_dask(tmp_path, client, sources):
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     dstore.convert(sources[0], tmp_path / "plain.tfrecords", options=OPTIONS)
     assert len(os.listdir(markers)) >= 4  # every shard failed once ...
-    assert tree_digest(tmp_path / "flaky.tfrecords") == tree_digest(tmp_path / "plain.tfrecords")  # ... and was redone
+    assert file_digests(tmp_path / "flaky.tfrecords") == file_digests(tmp_path / "plain.tfrecords")  # ... and was redone

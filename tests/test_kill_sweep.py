@@ -8,7 +8,6 @@ issue note: kills tried, and leftovers found after the next run (must be 0).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import signal
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 
 import dstore
+from dstore.testing import file_digests
 
 KILLS_PER_CASE = 4
 OPTIONS = {
@@ -29,18 +29,6 @@ OPTIONS = {
     ".tfrecords": ["-o", "png_level=9", "-o", "shard_mb=2"],
 }
 
-
-def _sha(path: str) -> str:
-    h = hashlib.sha256()
-    if os.path.isdir(path):
-        for root, _, files in sorted(os.walk(path)):
-            for f in sorted(files):
-                with open(os.path.join(root, f), "rb") as fh:
-                    h.update(f.encode() + fh.read())
-    else:
-        with open(path, "rb") as fh:
-            h.update(fh.read())
-    return h.hexdigest()
 
 
 @pytest.mark.parametrize("ext", list(OPTIONS))
@@ -53,13 +41,13 @@ def test_sigkill_at_random_moments(tmp_path, tiles, ext, over_old):
     x, y = tiles
     src = str(tmp_path / "data.npz")
     np.savez(src, x_train=np.tile(x, (30, 1, 1, 1)), y_train=np.tile(y, (30, 1)))
-    src_sha = _sha(src)
+    src_sha = file_digests(src)
     dst = str(tmp_path / f"out{ext}")
     cmd = [sys.executable, "-m", "dstore.cli", "convert", src, dst, *OPTIONS[ext], "--overwrite"]
     t = time.monotonic()
     subprocess.run(cmd, check=True, capture_output=True)
     full = time.monotonic() - t
-    old_sha = _sha(dst)
+    old_sha = file_digests(dst)
     rng = random.Random(f"{ext}{over_old}")
     kills = 0
     for _ in range(KILLS_PER_CASE):
@@ -71,9 +59,9 @@ def test_sigkill_at_random_moments(tmp_path, tiles, ext, over_old):
             proc.send_signal(signal.SIGKILL)
             kills += 1
         proc.wait(timeout=60)
-        assert _sha(src) == src_sha, "the input changed"
+        assert file_digests(src) == src_sha, "the input changed"
         if over_old:
-            assert os.path.exists(dst) and _sha(dst) == old_sha, "the old output was damaged"
+            assert os.path.exists(dst) and file_digests(dst) == old_sha, "the old output was damaged"
         elif proc.returncode != 0:
             assert not os.path.exists(dst), "a killed run left a destination"
         others = [f for f in os.listdir(tmp_path) if f not in ("data.npz", f"out{ext}")]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 import signal
@@ -14,17 +13,11 @@ import time
 import numpy as np
 import pytest
 
+from dstore.testing import file_digests
+
 pytest.importorskip("imagecodecs")
 
 OPTIONS = ["-o", "shard_mb=1", "-o", "png_level=9"]  # ~20 slow shards: time to interrupt
-
-
-def tree_digest(path: str) -> dict[str, str]:
-    out = {}
-    for name in sorted(os.listdir(path)):
-        with open(os.path.join(path, name), "rb") as f:
-            out[name] = hashlib.sha256(f.read()).hexdigest()
-    return out
 
 
 @pytest.fixture
@@ -41,7 +34,7 @@ def reference(tmp_path_factory, source) -> dict[str, str]:
     ref = str(tmp_path_factory.mktemp("ref") / "ref.tfrecords")
     subprocess.run([sys.executable, "-m", "dstore.cli", "convert", source, ref, *OPTIONS],
                    check=True, capture_output=True)
-    return tree_digest(ref)
+    return file_digests(ref)
 
 
 def start_and_stop_after(src: str, dst: str, shards: int, sig: int) -> tuple[int, str]:
@@ -76,7 +69,7 @@ def test_resume_after_sigkill_is_byte_identical(tmp_path, source, reference):
     assert res.returncode == 0, res.stderr
     kept = int(res.stdout.split("resumed: ")[1].split(" of ")[0])
     assert kept >= 3
-    assert tree_digest(dst) == reference
+    assert file_digests(dst) == reference
     assert sorted(os.listdir(tmp_path)) == ["data.npz", "out.tfrecords"]
 
 
@@ -89,7 +82,7 @@ def test_sigint_keeps_finished_shards_for_resume(tmp_path, source, reference):
     assert not os.path.exists(dst)
     res = resume(source, dst)
     assert res.returncode == 0, res.stderr
-    assert tree_digest(dst) == reference
+    assert file_digests(dst) == reference
 
 
 def test_resume_rewrites_a_damaged_kept_shard(tmp_path, source, reference):
@@ -103,7 +96,7 @@ def test_resume_rewrites_a_damaged_kept_shard(tmp_path, source, reference):
         f.write(b"\xff\x00\xff")
     res = resume(source, dst)
     assert res.returncode == 0, res.stderr
-    assert tree_digest(dst) == reference
+    assert file_digests(dst) == reference
 
 
 def test_resume_refuses_changed_options_and_keeps_the_work(tmp_path, source):
