@@ -145,3 +145,24 @@ def test_failed_upload_is_an_error_and_commits_nothing(s3, label_maker_npz):
     if s3["fs"].exists(url):  # the cleanup could not reach the server either
         with pytest.raises(dstore.CodecIOError, match="incomplete"):
             dstore.open(url)
+
+
+def test_dask_workers_write_shards_to_s3(s3, tmp_path, label_maker_npz):
+    """Each worker process uploads its own shards; the client writes the manifest last."""
+    pytest.importorskip("imagecodecs")
+    distributed = pytest.importorskip("distributed")
+    from dstore.testing import file_digests
+
+    url = f"s3://{BUCKET}/dask/data.tfrecords"
+    options = {"shard_mb": "0.1"}
+    # workers started now inherit the S3 endpoint and credentials from the environment
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        report = dstore.convert(label_maker_npz, url, options=options, client=client)
+    assert report.shards.shards >= 4
+    local = tmp_path / "local.tfrecords"
+    dstore.convert(label_maker_npz, local, options=options)
+    back = tmp_path / "back.tfrecords"
+    s3["fs"].get(url, str(back), recursive=True)
+    assert file_digests(back) == file_digests(local)
+    dstore.output.remove_path(url)
