@@ -24,7 +24,8 @@ from typing import Any
 
 from .dtypes import CastStats, DtypePolicy
 from .errors import CodecIOError, DstoreError, ResumableInterrupt, SchemaError
-from .output import atomic_output, is_url, url_output
+from .fs import is_url, url_fs
+from .output import atomic_output, url_output
 from .parallel import prefetch
 from .schema import DEFAULT_BATCH_BYTES, Batch, Schema, batch_rows_for, check_batch
 from .codecs.base import Codec, Reader, Shard, ShardWriter
@@ -329,17 +330,15 @@ def write_sharded(
             _, done_before = _read_journal(root)
             planned = {s.file for s in plan}
             kept = {f: e for f, e in done_before.items() if f in planned and _still_good(root, e)}
-            for name in os.listdir(root):  # partial shards of the killed run
+            for name in os.listdir(root):  # partial shards and the old journal, rewritten below
                 if name not in kept:
                     os.remove(os.path.join(root, name))
             _append(journal, header)
             for entry in kept.values():
                 _append(journal, entry)
         else:
-            import fsspec.core
-
-            fs, p = fsspec.core.url_to_fs(root)
-            fs.makedirs(p, exist_ok=True)
+            store, prefix = url_fs(root)
+            store.makedirs(prefix, exist_ok=True)
         if progress is not None and kept:
             progress(sum(s.records for s in plan if s.file in kept), total)
         infos = dict(kept)

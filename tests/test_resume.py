@@ -37,9 +37,9 @@ def reference(tmp_path_factory, source) -> dict[str, str]:
     return file_digests(ref)
 
 
-def start_and_stop_after(src: str, dst: str, shards: int, sig: int) -> tuple[int, str]:
+def start_and_stop_after(src: str, dst: str, shards: int, sig: int, *extra: str) -> tuple[int, str]:
     """Start a conversion and signal it once ``shards`` shards are in its journal."""
-    proc = subprocess.Popen([sys.executable, "-m", "dstore.cli", "convert", src, dst, *OPTIONS],
+    proc = subprocess.Popen([sys.executable, "-m", "dstore.cli", "convert", src, dst, *OPTIONS, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     parent, base = os.path.split(dst)
     deadline = time.monotonic() + 60
@@ -71,6 +71,17 @@ def test_resume_after_sigkill_is_byte_identical(tmp_path, source, reference):
     assert kept >= 3
     assert file_digests(dst) == reference
     assert sorted(os.listdir(tmp_path)) == ["data.npz", "out.tfrecords"]
+
+
+def test_resume_survives_a_second_interruption(tmp_path, source, reference):
+    dst = str(tmp_path / "out.tfrecords")
+    start_and_stop_after(source, dst, 2, signal.SIGKILL)
+    start_and_stop_after(source, dst, 5, signal.SIGKILL, "--resume")  # the resumed run is killed too
+    res = resume(source, dst)
+    assert res.returncode == 0, res.stderr
+    kept = int(res.stdout.split("resumed: ")[1].split(" of ")[0])
+    assert kept >= 5  # shards of both earlier runs were kept
+    assert file_digests(dst) == reference
 
 
 def test_sigint_keeps_finished_shards_for_resume(tmp_path, source, reference):
