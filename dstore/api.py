@@ -19,9 +19,9 @@ import numpy as np
 from .codecs.base import Codec, Reader, _concat
 from .dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
 from .errors import CodecIOError, DstoreError, MissingDependencyError, SchemaError
-from .parallel import prefetch
-from .output import atomic_output, is_url, path_size, upload_output, url_output
 from .integrity import CHECKSUM_ATTR, FieldHasher, stored_checksums
+from .output import atomic_output, is_url, path_size, upload_output, url_output
+from .parallel import prefetch
 from .registry import get_codec, infer_codec
 from .shards import ShardRun, SourceRef, write_sharded
 from .schema import (

@@ -7,12 +7,15 @@ no other change; fsspec (and s3fs for S3) is imported only when a URL is used.
 from __future__ import annotations
 
 import glob as _glob
+import hashlib
 import os
 from typing import IO, Any
 
 from .errors import MissingDependencyError
 
-__all__ = ["exists", "getsize", "glob", "is_url", "isdir", "join", "listdir", "open_binary", "url_fs"]
+__all__ = [
+    "exists", "getsize", "glob", "is_url", "isdir", "join", "listdir", "open_binary", "sha256_file", "url_fs",
+]
 
 #: reads from object storage fetch this much per request (sequential scans)
 READ_BLOCK = 8 * 1024 * 1024
@@ -84,3 +87,14 @@ def getsize(path: str) -> int:
         return os.path.getsize(path)
     fs, p = url_fs(path)
     return int(fs.size(p))
+
+
+def sha256_file(path: str) -> tuple[int, str]:
+    """Size in bytes and sha256 hex digest of one file, read in blocks."""
+    sha = hashlib.sha256()
+    size = 0
+    with open_binary(path) as f:
+        while block := f.read(READ_BLOCK):
+            sha.update(block)
+            size += len(block)
+    return size, sha.hexdigest()

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
 import secrets
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from .errors import CodecIOError, OutputExistsError, ResumableInterrupt
 from .fs import is_url

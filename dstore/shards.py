@@ -24,7 +24,7 @@ from typing import Any
 
 from .dtypes import CastStats, DtypePolicy
 from .errors import CodecIOError, DstoreError, ResumableInterrupt, SchemaError
-from .fs import is_url, url_fs
+from .fs import is_url, sha256_file, url_fs
 from .output import atomic_output, url_output
 from .parallel import prefetch
 from .schema import DEFAULT_BATCH_BYTES, Batch, Schema, batch_rows_for, check_batch
@@ -109,18 +109,9 @@ def _append(path: str, obj: Mapping[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-def _sha256(path: str) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(8 * 1024 * 1024):
-            sha.update(block)
-    return sha.hexdigest()
-
-
 def _still_good(folder: str, entry: Mapping[str, Any]) -> bool:
-    path = os.path.join(folder, entry["file"])
     try:
-        return os.path.getsize(path) == entry["bytes"] and _sha256(path) == entry["sha256"]
+        return sha256_file(os.path.join(folder, entry["file"])) == (entry["bytes"], entry["sha256"])
     except OSError:
         return False
 
@@ -136,16 +127,17 @@ def _merge_stats(into: dict[str, CastStats], more: Mapping[str, CastStats]) -> N
         mine.clipped += s.clipped
 
 
-def _cast_batches(reader: Reader, schema_in: Schema, shard: Shard, start: int, stop: int,
-                  policy: DtypePolicy, stats: dict[str, CastStats], rows: int) -> Iterator[Batch]:
-    spec = schema_in.splits[shard.split]
+def _cast_batches(reader: Reader, split: str, start: int, stop: int, policy: DtypePolicy,
+                  stats: dict[str, CastStats], batch_bytes: int) -> Iterator[Batch]:
+    """Records ``start:stop`` of ``split``, checked and cast as they will be written."""
+    spec = reader.schema.splits[split]
     pos = start
-    for batch in reader.iter_batches(shard.split, start=start, stop=stop, batch_rows=rows):
+    for batch in reader.iter_batches(split, start=start, stop=stop, batch_rows=batch_rows_for(spec, batch_bytes)):
         n = check_batch(spec, batch)
         yield policy.apply(spec, batch, pos, stats, reader.path)
         pos += n
     if pos != stop:
-        raise SchemaError(f"{reader.path}: split {shard.split!r} ended at record {pos}, expected {stop}")
+        raise SchemaError(f"{reader.path}: split {split!r} ended at record {pos}, expected {stop}")
 
 
 def _runs(shards: Sequence[Shard]) -> Iterator[list[Shard]]:
@@ -184,36 +176,39 @@ def _cut(batches: Iterator[Batch], sizes: Sequence[int]) -> Iterator[Iterator[Ba
             pass
 
 
-def _local(reader: Reader, schema_in: Schema, writer: ShardWriter, root: str, pending: Sequence[Shard],
+def _shard_streams(reader: Reader, pending: Sequence[Shard], policy: DtypePolicy,
+                   stats: dict[str, CastStats], batch_bytes: int,
+                   ahead: bool) -> Iterator[tuple[Shard, Iterator[Batch]]]:
+    """Each pending shard with its records, one continuous read per run of
+    touching shards (a compressed member cannot seek); ``ahead`` reads the
+    next batch in a background thread."""
+    for run in _runs(pending):
+        stream = _cast_batches(reader, run[0].split, run[0].start, run[-1].stop, policy, stats, batch_bytes)
+        yield from zip(run, _cut(prefetch(stream) if ahead else stream, [s.records for s in run]), strict=True)
+
+
+def _local(reader: Reader, writer: ShardWriter, root: str, pending: Sequence[Shard],
            policy: DtypePolicy, stats: dict[str, CastStats], batch_bytes: int,
            done: Callable[[Shard, dict[str, Any]], None]) -> None:
-    for run in _runs(pending):
-        rows = batch_rows_for(schema_in.splits[run[0].split], batch_bytes)
-        stream = prefetch(_cast_batches(reader, schema_in, run[0], run[0].start, run[-1].stop,
-                                        policy, stats, rows))
-        for shard, batches in zip(run, _cut(stream, [s.records for s in run]), strict=True):
-            done(shard, writer.write_shard(root, shard, batches))
+    for shard, batches in _shard_streams(reader, pending, policy, stats, batch_bytes, ahead=True):
+        done(shard, writer.write_shard(root, shard, batches))
 
 
-def _dask_task(source: SourceRef, schema_in_json: dict[str, Any], writer: ShardWriter, root: str,
-               shard: Shard, policy: DtypePolicy, batch_bytes: int,
-               batches: list[Batch] | None) -> tuple[dict[str, Any], dict[str, CastStats]]:
+def _dask_task(source: SourceRef, writer: ShardWriter, root: str, shard: Shard, policy: DtypePolicy,
+               batch_bytes: int, batches: list[Batch] | None) -> tuple[dict[str, Any], dict[str, CastStats]]:
     """Runs on a worker: read the shard's records (or take them), write the shard."""
     from .api import open_reader
 
     stats: dict[str, CastStats] = {}
-    schema_in = Schema.from_json(schema_in_json)
     if batches is not None:
         return writer.write_shard(root, shard, iter(batches)), stats
     with open_reader(source.path, format=source.format, **dict(source.options)) as reader:
-        rows = batch_rows_for(schema_in.splits[shard.split], batch_bytes)
-        info = writer.write_shard(
-            root, shard, _cast_batches(reader, schema_in, shard, shard.start, shard.stop, policy, stats, rows)
-        )
+        records = _cast_batches(reader, shard.split, shard.start, shard.stop, policy, stats, batch_bytes)
+        info = writer.write_shard(root, shard, records)
     return info, stats
 
 
-def _distributed(client: Any, reader: Reader, source: SourceRef | None, schema_in: Schema,
+def _distributed(client: Any, reader: Reader, source: SourceRef | None,
                  writer: ShardWriter, root: str, pending: Sequence[Shard], policy: DtypePolicy,
                  stats: dict[str, CastStats], batch_bytes: int, retries: int,
                  done: Callable[[Shard, dict[str, Any]], None]) -> str:
@@ -225,7 +220,6 @@ def _distributed(client: Any, reader: Reader, source: SourceRef | None, schema_i
     if streamed:
         note = (f"{reader.path}: the source only streams (compressed npz members or in-memory data): "
                 "this process reads it and sends each shard's records to the workers")
-    schema_json = schema_in.to_json()
     token = hashlib.sha256(f"{root}{os.getpid()}".encode()).hexdigest()[:8]
     futures = {}
 
@@ -233,20 +227,15 @@ def _distributed(client: Any, reader: Reader, source: SourceRef | None, schema_i
         if not streamed:
             yield from ((s, None) for s in pending)
             return
-        # One continuous read per run of shards: a compressed member cannot seek.
-        for run in _runs(pending):
-            rows = batch_rows_for(schema_in.splits[run[0].split], batch_bytes)
-            stream = _cast_batches(reader, schema_in, run[0], run[0].start, run[-1].stop, policy, stats, rows)
-            for shard, batches in zip(run, _cut(stream, [s.records for s in run]), strict=True):
-                yield shard, list(batches)
+        for shard, batches in _shard_streams(reader, pending, policy, stats, batch_bytes, ahead=False):
+            yield shard, list(batches)
 
     def submit(shard: Shard, batches: list[Batch] | None) -> Any:
         data: Any = batches
         if batches is not None:  # sent as data, not inside the task graph
             data = client.scatter([batches], hash=False)[0]
         fut = client.submit(
-            _dask_task, source or SourceRef(reader.path), schema_json, writer, root, shard, policy,
-            batch_bytes, data, key=f"dstore-{token}-{shard.file}", retries=retries, pure=False,
+            _dask_task, source or SourceRef(reader.path), writer, root, shard, policy, batch_bytes, data, key=f"dstore-{token}-{shard.file}", retries=retries, pure=False,
         )
         futures[fut] = shard
         return fut
@@ -354,9 +343,9 @@ def write_sharded(
         note = ""
         try:
             if client is None:
-                _local(reader, reader.schema, writer, root, pending, policy, stats, batch_bytes, done)
+                _local(reader, writer, root, pending, policy, stats, batch_bytes, done)
             else:
-                note = _distributed(client, reader, source, reader.schema, writer, root, pending, policy,
+                note = _distributed(client, reader, source, writer, root, pending, policy,
                                     stats, batch_bytes, retries, done)
         except KeyboardInterrupt:
             finished = len(infos)

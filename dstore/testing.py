@@ -25,6 +25,7 @@ from . import api
 from .codecs.base import Codec
 from .dtypes import DtypePolicy
 from .errors import UnsupportedDtypeError
+from .fs import sha256_file
 from .schema import DEFAULT_SPLIT
 
 __all__ = ["CodecSuite", "assert_datasets_equal", "dtype_cases", "file_digests", "read_all"]
@@ -62,20 +63,14 @@ def sample_values(dtype: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarr
 def file_digests(path: str | os.PathLike[str]) -> dict[str, str]:
     """sha256 of every file under ``path`` (or of ``path`` itself), by relative name:
     equal dicts mean byte-identical outputs."""
-    import hashlib
-
     path = os.fspath(path)
     files = [path] if os.path.isfile(path) else sorted(
         os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs
     )
-    out = {}
-    for name in files:
-        sha = hashlib.sha256()
-        with open(name, "rb") as f:
-            while block := f.read(8 * 1024 * 1024):
-                sha.update(block)
-        out[os.path.relpath(name, path) if name != path else os.path.basename(path)] = sha.hexdigest()
-    return out
+    return {
+        os.path.relpath(name, path) if name != path else os.path.basename(path): sha256_file(name)[1]
+        for name in files
+    }
 
 
 def read_all(path: str) -> dict[str, dict[str, np.ndarray]]:

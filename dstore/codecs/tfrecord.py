@@ -50,7 +50,8 @@ MANIFEST = "dstore.json"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _CHUNK = 16  # records per task handed to a worker thread
 _PLAN_SAMPLE = 64  # records encoded to size the shards
-_ENCODINGS = ("png", "int64", "float", "raw")
+#: the Example feature kind each field encoding is stored as
+_WIRE_KIND = {"png": BYTES, "raw": BYTES, "int64": INT64, "float": FLOAT}
 
 
 # ------------------------------------------------------------------ field encoding
@@ -130,7 +131,7 @@ def _encode_value(enc: FieldEncoding, spec: FieldSpec, value: np.ndarray, png: A
 def _decode_value(
     enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, where: str
 ) -> np.ndarray:
-    expected = {"png": BYTES, "raw": BYTES, "int64": INT64, "float": FLOAT}[enc.encoding]
+    expected = _WIRE_KIND[enc.encoding]
     if kind != expected:
         raise CodecIOError(
             f"{where}: feature {enc.feature!r} is a {KIND_NAMES[kind]}, "
@@ -431,7 +432,7 @@ class TFRecordReader(Reader):
             if set(encs) != set(self.schema.splits[split].fields):
                 raise CodecIOError(f"{manifest_path}: split {split!r}: fields disagree with the schema (corrupt manifest)")
             for name, enc in encs.items():
-                if enc.encoding not in _ENCODINGS:
+                if enc.encoding not in _WIRE_KIND:
                     raise CodecIOError(
                         f"{manifest_path}: split {split!r}, field {name!r}: unknown encoding {enc.encoding!r}"
                     )
@@ -579,13 +580,8 @@ class TFRecordReader(Reader):
                 if not fs.exists(path):
                     results.append((False, f"{shard['file']}: missing"))
                     continue
-                sha = hashlib.sha256()
-                size = 0
-                with fs.open_binary(path) as f:
-                    while block := f.read(8 * 1024 * 1024):
-                        sha.update(block)
-                        size += len(block)
-                if size != shard["bytes"] or sha.hexdigest() != shard["sha256"]:
+                size, sha = fs.sha256_file(path)
+                if size != shard["bytes"] or sha != shard["sha256"]:
                     results.append((False, f"{shard['file']}: size or sha256 differs from the manifest"))
                 else:
                     results.append((True, f"{shard['file']}: {size} bytes, sha256 matches ({split})"))
