@@ -1,0 +1,293 @@
+"""Batch columns: a fixed-shape field is one ndarray; a variable-size one is values + offsets.
+
+A :class:`VarColumn` holds the records of a String, Bytes, Ragged or encoded
+/ variable-size Image field the way Arrow's list and binary arrays and
+TensorFlow's ``RaggedTensor`` (``values`` + ``row_splits``) do: one values
+array and ``n + 1`` row offsets into its first axis, so a batch of a million
+strings is two arrays, not a million Python objects. Offsets always start at
+0 (slicing rebases them; the values stay a view).
+
+Raw images whose size varies also carry ``shapes``: each record's full shape,
+its values being the flattened pixels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import SchemaError
+from .kinds import Bytes, Image, Kind, Ragged, String, Tensor
+
+__all__ = [
+    "Column",
+    "VarColumn",
+    "column_len",
+    "concat_columns",
+    "empty_column",
+    "record",
+    "slice_column",
+    "to_column",
+]
+
+_OFFSET = np.dtype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class VarColumn:
+    """Records of varying size: ``values[offsets[i]:offsets[i+1]]`` is record ``i``."""
+
+    values: np.ndarray
+    offsets: np.ndarray
+    #: per-record full shapes (raw images of varying size), else None
+    shapes: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        offsets = np.asarray(self.offsets)
+        if offsets.ndim != 1 or len(offsets) == 0 or offsets.dtype.kind not in "iu":
+            raise SchemaError(
+                f"offsets must be a 1-d integer array of n + 1 entries. Got {offsets.dtype} {offsets.shape}."
+            )
+        offsets = offsets.astype(_OFFSET, copy=False)
+        if offsets[0] != 0:
+            offsets = offsets - offsets[0]
+        object.__setattr__(self, "offsets", offsets)
+        if self.values.ndim == 0:
+            raise SchemaError("values must have a first axis")
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Values per record (first-axis entries)."""
+        return np.diff(self.offsets)
+
+    @property
+    def nbytes(self) -> int:
+        return int(
+            self.values.nbytes
+            + self.offsets.nbytes
+            + (0 if self.shapes is None else self.shapes.nbytes)
+        )
+
+    def check(self, where: str) -> None:
+        """Offsets that could describe these values: start 0, never decrease, end at len(values)."""
+        if len(self.offsets) > 1 and np.any(np.diff(self.offsets) < 0):
+            bad = int(np.argmax(np.diff(self.offsets) < 0))
+            raise SchemaError(f"{where}: offsets decrease at record {bad}")
+        if int(self.offsets[-1]) != len(self.values):
+            raise SchemaError(
+                f"{where}: offsets end at {int(self.offsets[-1])} but there are {len(self.values)} values"
+            )
+        if self.shapes is not None:
+            if self.shapes.ndim != 2 or len(self.shapes) != len(self):
+                raise SchemaError(
+                    f"{where}: shapes must be (records, ndim); got {self.shapes.shape}"
+                )
+            sizes = np.prod(self.shapes, axis=1, dtype=np.int64)
+            if not np.array_equal(sizes, self.lengths):
+                bad = int(np.argmax(sizes != self.lengths))
+                raise SchemaError(
+                    f"{where}: record {bad} has shape {tuple(self.shapes[bad])} but "
+                    f"{int(self.lengths[bad])} values"
+                )
+
+    def row(self, i: int) -> np.ndarray:
+        """Record ``i`` as an array (a view of the values)."""
+        lo, hi = int(self.offsets[i]), int(self.offsets[i + 1])
+        out = self.values[lo:hi]
+        if self.shapes is not None:
+            out = out.reshape(tuple(int(n) for n in self.shapes[i]))
+        return out
+
+    def slice(self, start: int, stop: int) -> VarColumn:
+        """Records ``start:stop`` (values stay a view)."""
+        lo, hi = int(self.offsets[start]), int(self.offsets[stop])
+        shapes = None if self.shapes is None else self.shapes[start:stop]
+        return VarColumn(self.values[lo:hi], self.offsets[start : stop + 1] - lo, shapes)
+
+    def take(self, indices: Sequence[int] | np.ndarray) -> VarColumn:
+        """Records at ``indices``, in that order (a copy)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        lengths = self.lengths[idx] if len(idx) else np.zeros(0, np.int64)
+        offsets = np.zeros(len(idx) + 1, _OFFSET)
+        np.cumsum(lengths, out=offsets[1:])
+        if len(idx):
+            # one gather over the flat value positions of all picked records
+            starts = np.repeat(self.offsets[idx], lengths)
+            within = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], lengths)
+            values = self.values[starts + within]
+        else:
+            values = self.values[:0]
+        shapes = None if self.shapes is None else self.shapes[idx]
+        return VarColumn(values, offsets, shapes)
+
+    @classmethod
+    def concat(cls, parts: Sequence[VarColumn]) -> VarColumn:
+        if not parts:
+            raise ValueError("concat of no columns")
+        if len(parts) == 1:
+            return parts[0]
+        values = np.concatenate([p.values for p in parts]).astype(parts[0].values.dtype, copy=False)
+        bases = np.cumsum([0] + [int(p.offsets[-1]) for p in parts[:-1]])
+        offsets = np.concatenate(
+            [parts[0].offsets[:1]] + [p.offsets[1:] + b for p, b in zip(parts, bases)]
+        )
+        shapes = None
+        if parts[0].shapes is not None:
+            shapes = np.concatenate([p.shapes for p in parts if p.shapes is not None])
+        return cls(values, offsets, shapes)
+
+    @classmethod
+    def from_rows(
+        cls, rows: Iterable[Any], dtype: Any, inner_shape: tuple[int, ...] = ()
+    ) -> VarColumn:
+        """Build from per-record arrays of shape ``(n_i, *inner_shape)``."""
+        arrays = [np.asarray(r, dtype=dtype) for r in rows]
+        for i, a in enumerate(arrays):
+            if a.ndim == 0 or a.shape[1:] != inner_shape:
+                raise SchemaError(f"record {i} has shape {a.shape}, expected (n, *{inner_shape})")
+        offsets = np.zeros(len(arrays) + 1, _OFFSET)
+        np.cumsum([len(a) for a in arrays], out=offsets[1:])
+        values = np.concatenate(arrays) if arrays else np.zeros((0, *inner_shape), dtype)
+        return cls(values.astype(dtype, copy=False), offsets)
+
+    @classmethod
+    def from_bytes(cls, items: Iterable[bytes]) -> VarColumn:
+        blobs = list(items)
+        offsets = np.zeros(len(blobs) + 1, _OFFSET)
+        np.cumsum([len(b) for b in blobs], out=offsets[1:])
+        return cls(np.frombuffer(b"".join(blobs), np.uint8), offsets)
+
+    @classmethod
+    def from_strings(cls, items: Iterable[str]) -> VarColumn:
+        return cls.from_bytes(s.encode("utf-8") for s in items)
+
+    def to_bytes_list(self) -> list[bytes]:
+        buf = np.ascontiguousarray(self.values).tobytes()
+        o = self.offsets.tolist()
+        return [buf[o[i] : o[i + 1]] for i in range(len(self))]
+
+    def to_str_list(self, where: str = "string field") -> list[str]:
+        out = []
+        for i, b in enumerate(self.to_bytes_list()):
+            try:
+                out.append(b.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                raise SchemaError(f"{where}, record {i}: invalid UTF-8 at byte {e.start}") from None
+        return out
+
+    def check_utf8(self, where: str) -> None:
+        """Every record is valid UTF-8 on its own (a record boundary inside a
+        multi-byte character is as invalid as a bad byte)."""
+        buf = np.ascontiguousarray(self.values).tobytes()
+        try:
+            buf.decode("utf-8")
+        except UnicodeDecodeError as e:
+            rec = int(np.searchsorted(self.offsets, e.start, side="right")) - 1
+            raise SchemaError(f"{where}, record {rec}: invalid UTF-8") from None
+        starts = self.offsets[:-1][self.lengths > 0]
+        if len(starts):
+            # a record may not start on a continuation byte (10xxxxxx)
+            cont = (self.values[starts] & 0xC0) == 0x80
+            if cont.any():
+                rec = int(np.flatnonzero(self.lengths > 0)[int(np.argmax(cont))])
+                # the character began in an earlier record, which ends inside it
+                rec = int(np.searchsorted(self.offsets, self.offsets[rec] - 1, side="right")) - 1
+                raise SchemaError(
+                    f"{where}, record {rec}: invalid UTF-8 (a character split across records)"
+                )
+
+
+Column = np.ndarray | VarColumn
+
+
+def _is_dense(kind: Kind) -> bool:
+    return isinstance(kind, Tensor) or (isinstance(kind, Image) and kind.is_dense)
+
+
+def column_len(col: Column) -> int:
+    return len(col)
+
+
+def slice_column(col: Column, start: int, stop: int) -> Column:
+    return col.slice(start, stop) if isinstance(col, VarColumn) else col[start:stop]
+
+
+def concat_columns(kind: Kind, parts: Sequence[Column]) -> Column:
+    """One column from batches, keeping the kind's dtype (numpy would make it native-endian)."""
+    if not parts:
+        return empty_column(kind)
+    if _is_dense(kind):
+        dense = [np.asarray(p) for p in parts]
+        out = dense[0] if len(dense) == 1 else np.concatenate(dense)
+        return out.astype(kind.value_dtype, copy=False)
+    return VarColumn.concat([p for p in parts if isinstance(p, VarColumn)])
+
+
+def empty_column(kind: Kind) -> Column:
+    if isinstance(kind, Tensor):
+        return np.empty((0, *kind.shape), kind.dtype)
+    if isinstance(kind, Image) and kind.is_dense:
+        return np.empty((0, *(kind.shape or ())), kind.dtype)
+    inner: tuple[int, ...] = kind.inner_shape if isinstance(kind, Ragged) else ()
+    shapes = None
+    if isinstance(kind, Image) and kind.encoding == "raw":
+        shapes = np.zeros((0, 2 if kind.channels == 0 else 3), np.int64)
+    return VarColumn(np.empty((0, *inner), kind.value_dtype), np.zeros(1, _OFFSET), shapes)
+
+
+def record(kind: Kind, col: Column, i: int) -> Any:
+    """Record ``i`` as a user sees it: an ndarray, or ``str`` / ``bytes``."""
+    if not isinstance(col, VarColumn):
+        return col[i]
+    if isinstance(kind, String):
+        lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
+        return col.values[lo:hi].tobytes().decode("utf-8")
+    if isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw"):
+        lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
+        return col.values[lo:hi].tobytes()
+    return col.row(i)
+
+
+def to_column(kind: Kind, data: Any, where: str = "field") -> Column:
+    """A column of ``kind`` from what a user hands to ``dstore.save``: an ndarray,
+    a VarColumn, or a list of per-record values (str, bytes, arrays)."""
+    if isinstance(data, VarColumn):
+        data.check(where)
+        if isinstance(kind, String):
+            data.check_utf8(where)
+        return data
+    if _is_dense(kind):
+        arr = np.asarray(data)
+        return arr
+    items = list(data)
+    if isinstance(kind, String):
+        bad = next((i for i, s in enumerate(items) if not isinstance(s, str)), None)
+        if bad is not None:
+            raise SchemaError(
+                f"{where}, record {bad}: {type(items[bad]).__name__} in a string field"
+            )
+        return VarColumn.from_strings(items)
+    if isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw"):
+        bad = next(
+            (i for i, b in enumerate(items) if not isinstance(b, (bytes, bytearray, memoryview))),
+            None,
+        )
+        if bad is not None:
+            raise SchemaError(
+                f"{where}, record {bad}: {type(items[bad]).__name__} in a bytes field"
+            )
+        return VarColumn.from_bytes(bytes(b) for b in items)
+    if isinstance(kind, Ragged):
+        return VarColumn.from_rows(items, kind.dtype, kind.inner_shape)
+    if isinstance(kind, Image):  # raw pixels of varying size
+        arrays = [np.asarray(a, dtype=kind.dtype) for a in items]
+        col = VarColumn.from_rows([a.reshape(-1) for a in arrays], kind.dtype)
+        shapes = np.array([a.shape for a in arrays], np.int64).reshape(len(arrays), -1)
+        return VarColumn(col.values, col.offsets, shapes)
+    raise SchemaError(f"{where}: cannot build a column of kind {kind.describe()}")

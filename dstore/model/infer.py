@@ -1,0 +1,82 @@
+"""Kinds inferred from values a user or a foreign file hands over.
+
+* numeric ndarray -> :class:`Tensor` (its per-record shape);
+* numpy ``<U`` arrays -> :class:`String`, ``S`` arrays -> :class:`Bytes`
+  (fixed-width on disk in npz; held as values + offsets, trailing NULs
+  stripped the way numpy strips them);
+* a list of ``str`` / ``bytes`` -> String / Bytes;
+* a list (or object array) of numeric arrays whose first axis varies ->
+  :class:`Ragged`; if they all have one shape, a Tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import SchemaError
+from .columns import Column, VarColumn
+from .kinds import Bytes, Kind, Ragged, String, Tensor, check_numeric_dtype
+
+__all__ = ["infer_column", "numpy_strings_to_column"]
+
+
+def numpy_strings_to_column(arr: np.ndarray, where: str) -> tuple[Kind, VarColumn]:
+    """A 1-d ``<U``/``S`` array as a String/Bytes column (numpy's trailing-NUL rule)."""
+    if arr.ndim != 1:
+        raise SchemaError(f"{where}: string arrays need one record axis; got shape {arr.shape}")
+    if arr.dtype.kind == "U":
+        return String(), VarColumn.from_strings(str(s) for s in arr.tolist())
+    return Bytes(), VarColumn.from_bytes(bytes(b) for b in arr.tolist())
+
+
+def infer_column(data: Any, where: str) -> tuple[Kind, Column]:
+    """The kind of ``data`` and ``data`` as a column of it."""
+    if isinstance(data, VarColumn):
+        raise SchemaError(f"{where}: a VarColumn needs its kind given explicitly")
+    if isinstance(data, np.ndarray) and data.dtype.kind in "US":
+        return numpy_strings_to_column(data, where)
+    if isinstance(data, np.ndarray) and data.dtype.kind != "O":
+        if data.ndim == 0:
+            raise SchemaError(f"{where}: 0-d array has no record axis")
+        return Tensor(check_numeric_dtype(data.dtype, where), data.shape[1:]), data
+    items: Sequence[Any] = list(data) if isinstance(data, (list, tuple, np.ndarray)) else []
+    if not isinstance(data, (list, tuple, np.ndarray)):
+        raise SchemaError(
+            f"{where}: expected an array or a list of records, got {type(data).__name__}"
+        )
+    if not items:
+        raise SchemaError(
+            f"{where}: an empty list has no kind; pass an empty array of the right dtype"
+        )
+    if all(isinstance(s, str) for s in items):
+        return String(), VarColumn.from_strings(items)
+    if all(isinstance(b, (bytes, bytearray)) for b in items):
+        return Bytes(), VarColumn.from_bytes(bytes(b) for b in items)
+    arrays = []
+    for i, item in enumerate(items):
+        if isinstance(item, (str, bytes, bytearray)) or item is None:
+            raise SchemaError(f"{where}, record {i}: {type(item).__name__} among numeric records")
+        try:
+            a = np.asarray(item)
+        except ValueError as e:  # nested lists of unequal length
+            raise SchemaError(f"{where}, record {i}: not a rectangular array ({e})") from None
+        if a.dtype.kind == "O":
+            raise SchemaError(f"{where}, record {i}: not a numeric array")
+        if a.ndim == 0:
+            a = a.reshape(1)
+        arrays.append(a)
+    dtype = np.result_type(*arrays)
+    check_numeric_dtype(dtype, where)
+    inner = {a.shape[1:] for a in arrays}
+    if len(inner) > 1:
+        shown = sorted(inner)[:3]
+        raise SchemaError(
+            f"{where}: records differ beyond their first axis ({shown}); only the first axis may vary"
+        )
+    if len({a.shape for a in arrays}) == 1:
+        return Tensor(dtype, arrays[0].shape), np.stack(arrays).astype(dtype, copy=False)
+    kind = Ragged(dtype, inner.pop())
+    return kind, VarColumn.from_rows(arrays, dtype, kind.inner_shape)
