@@ -1,0 +1,227 @@
+"""The one place dstore reads pickled data: npz object arrays of plain arrays and strings.
+
+``np.savez(path, y=list_of_arrays)`` is how many users save ragged labels;
+numpy stores such a member as a pickled object array. Unpickling runs
+whatever callables the data names, so this reader lets the data name only
+what rebuilding numeric arrays and dtypes needs -- each through a wrapper
+that checks its arguments -- and then checks that what came out is plain
+data: numeric arrays, ``str``, ``bytes``, numbers, and lists/tuples of them.
+
+Anything else is refused before it is called, naming the global it asked
+for. Python's own docs ("Restricting Globals") describe the mechanism: every
+callable a pickle can reach comes through ``Unpickler.find_class``.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import re
+from typing import Any
+
+import numpy as np
+
+from ..errors import CodecIOError
+
+__all__ = ["UnsafePickleError", "load_object_array"]
+
+#: Elements in the array ``_reconstruct`` allocates before its state is set
+#: (numpy always pickles ``(0,)`` there; real data arrives by BUILD, checked
+#: against the bytes actually present).
+_MAX_RECONSTRUCT = 1
+#: Nesting of lists/tuples accepted inside one record.
+_MAX_DEPTH = 32
+#: dtypes the data may ask for: bool, ints, floats, complex, object, text
+_DTYPE_RE = re.compile(r"^[<>|=]?(b1|[iu][1248]|f[248]|c(8|16)|O[48]?|[US]\d{1,9})$")
+
+
+class UnsafePickleError(CodecIOError):
+    """A pickled npz member asked for something other than plain arrays and strings."""
+
+
+class _Guarded:
+    """Base of everything ``find_class`` hands out. No ``__dict__`` and no slots:
+    a pickle's BUILD opcode sets attributes on what it built, and these objects
+    are shared by every load, so they must have nothing to set."""
+
+    __slots__ = ()
+
+
+class _NdarrayToken(_Guarded):
+    """Stands in for ``numpy.ndarray`` so the data can pass it to ``_reconstruct``
+    without being able to call the class itself (``ndarray(shape)`` allocates)."""
+
+    __slots__ = ()
+
+
+class _Reconstruct(_Guarded):
+    """``numpy.core.multiarray._reconstruct``: an empty array whose state BUILD sets
+    (numpy checks that state against the bytes actually in the pickle)."""
+
+    __slots__ = ()
+
+    def __call__(self, subtype: Any, shape: Any, dtype_code: Any) -> np.ndarray:
+        if subtype is not _NDARRAY:
+            raise pickle.UnpicklingError("_reconstruct of something other than numpy.ndarray")
+        if (
+            not isinstance(shape, tuple)
+            or not all(type(n) is int and 0 <= n for n in shape)
+            or int(np.prod(shape, dtype=np.int64)) > _MAX_RECONSTRUCT
+        ):
+            raise pickle.UnpicklingError(f"_reconstruct with shape {shape!r}")
+        if dtype_code not in (b"b", "b"):
+            raise pickle.UnpicklingError(f"_reconstruct with type code {dtype_code!r}")
+        return np.empty(shape, np.int8)
+
+
+class _Dtype(_Guarded):
+    """``numpy.dtype(spec, align, copy)`` for plain numeric, object and text specs only."""
+
+    __slots__ = ()
+
+    def __call__(self, spec: Any, align: Any = False, copy: Any = False) -> np.dtype:
+        if (
+            not isinstance(spec, str)
+            or not _DTYPE_RE.match(spec)
+            or align not in (0, 1)
+            or copy not in (0, 1)
+        ):
+            raise pickle.UnpicklingError(f"numpy.dtype({spec!r})")
+        # Always a fresh descriptor: BUILD then sets its byte order, and with
+        # copy=False it would set it on numpy's shared builtin dtype instead.
+        return np.dtype(spec, align=bool(align), copy=True)
+
+
+class _Scalar(_Guarded):
+    """``numpy.core.multiarray.scalar(dtype, bytes)``: a numpy number inside an object array."""
+
+    __slots__ = ()
+
+    def __call__(self, dtype: Any, data: Any = None) -> Any:
+        if (
+            not isinstance(dtype, np.dtype)
+            or dtype.kind not in "biufc"
+            or not isinstance(data, bytes)
+        ):
+            raise pickle.UnpicklingError("numpy scalar of a non-numeric dtype")
+        if len(data) != dtype.itemsize:
+            raise pickle.UnpicklingError("numpy scalar of the wrong size")
+        return np.frombuffer(data, dtype)[0]
+
+
+class _Latin1Encode(_Guarded):
+    """``_codecs.encode(text, "latin1")``: how pickle protocol 2 writes ``bytes``."""
+
+    __slots__ = ()
+
+    def __call__(self, text: Any, encoding: Any = "utf-8") -> bytes:
+        if type(text) is not str or encoding not in ("latin1", "latin-1"):
+            raise pickle.UnpicklingError("_codecs.encode other than text to latin1")
+        return text.encode("latin1")
+
+
+class _EmptyBytes(_Guarded):
+    """``bytes()``: how pickle protocol 2 writes ``b""`` (``bytes(n)`` would allocate n)."""
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any) -> bytes:
+        if args:
+            raise pickle.UnpicklingError("bytes() with arguments")
+        return b""
+
+
+class _FromBuffer(_Guarded):
+    """``numpy.core.numeric._frombuffer``: how pickle protocol 5 writes an array's bytes."""
+
+    __slots__ = ()
+
+    def __call__(self, buf: Any, dtype: Any, shape: Any, order: Any) -> np.ndarray:
+        if not isinstance(buf, (bytes, bytearray)) or not isinstance(dtype, np.dtype):
+            raise pickle.UnpicklingError("_frombuffer of something other than bytes")
+        if dtype.kind not in "biufcUS" or dtype.fields is not None or order not in ("C", "F"):
+            raise pickle.UnpicklingError(f"_frombuffer of dtype {dtype}")
+        if not isinstance(shape, tuple) or not all(type(n) is int and n >= 0 for n in shape):
+            raise pickle.UnpicklingError(f"_frombuffer with shape {shape!r}")
+        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != len(buf):
+            raise pickle.UnpicklingError("_frombuffer: shape and bytes disagree")
+        return np.frombuffer(bytes(buf), dtype).reshape(shape, order=order)
+
+
+_NDARRAY = _NdarrayToken()
+_ALLOWED: dict[tuple[str, str], _Guarded] = {
+    ("numpy", "ndarray"): _NDARRAY,
+    ("numpy", "dtype"): _Dtype(),
+}
+_ALLOWED[("_codecs", "encode")] = _Latin1Encode()
+_ALLOWED[("__builtin__", "bytes")] = _ALLOWED[("builtins", "bytes")] = _EmptyBytes()
+for _mod in ("numpy.core.multiarray", "numpy._core.multiarray"):  # numpy 1.x and 2.x names
+    _ALLOWED[(_mod, "_reconstruct")] = _Reconstruct()
+    _ALLOWED[(_mod, "scalar")] = _Scalar()
+for _mod in ("numpy.core.numeric", "numpy._core.numeric"):
+    _ALLOWED[(_mod, "_frombuffer")] = _FromBuffer()
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return _ALLOWED[(module, name)]
+        except KeyError:
+            raise UnsafePickleError(f"{module}.{name}") from None
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("persistent ids are not allowed")
+
+
+def _check_plain(value: Any, depth: int = 0) -> None:
+    """Plain data only: numeric arrays, str, bytes, numbers, lists/tuples of them."""
+    if depth > _MAX_DEPTH:
+        raise pickle.UnpicklingError("nested too deeply")
+    if isinstance(value, (str, bytes, bool, int, float, complex, np.number, np.bool_)):
+        return
+    if isinstance(value, np.ndarray) and type(value) is np.ndarray:
+        if value.dtype.kind in "biufc" and value.dtype.fields is None:
+            return
+        if value.dtype.kind in "US":
+            return
+        if value.dtype.kind == "O":
+            for item in value.reshape(-1).tolist():
+                _check_plain(item, depth + 1)
+            return
+        raise pickle.UnpicklingError(f"an array of dtype {value.dtype}")
+    if type(value) in (list, tuple):
+        for item in value:
+            _check_plain(item, depth + 1)
+        return
+    raise pickle.UnpicklingError(f"a {type(value).__name__}")
+
+
+def load_object_array(data: bytes, where: str) -> np.ndarray:
+    """Unpickle an npz object member's payload (what follows its ``.npy`` header).
+
+    Returns an object ndarray whose elements are plain data; raises
+    :class:`UnsafePickleError` naming the global a hostile pickle asked for,
+    or :class:`CodecIOError` for anything else that is not plain data."""
+    try:
+        value = _RestrictedUnpickler(io.BytesIO(data)).load()
+        if not (
+            isinstance(value, np.ndarray) and type(value) is np.ndarray and value.dtype.kind == "O"
+        ):
+            raise pickle.UnpicklingError(
+                f"the payload is a {type(value).__name__}, not an object array"
+            )
+        _check_plain(value)
+    except UnsafePickleError as e:
+        raise UnsafePickleError(
+            f"{where}: refused to unpickle: the data asks for {e} "
+            "(only numpy arrays, dtypes, str and bytes may be rebuilt)"
+        ) from None
+    except RecursionError:
+        raise CodecIOError(f"{where}: pickled object array nested too deeply") from None
+    except MemoryError:
+        raise CodecIOError(f"{where}: pickled object array too large to rebuild") from None
+    except Exception as e:  # noqa: BLE001 - a malformed pickle raises any type; none is trusted
+        raise CodecIOError(
+            f"{where}: not a plain pickled object array: {type(e).__name__}: {e}"
+        ) from None
+    return value

@@ -1,0 +1,166 @@
+"""The restricted unpickler for npz object arrays: plain arrays and strings, nothing else, ever."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dstore.codecs._safe_pickle import UnsafePickleError, load_object_array
+from dstore.errors import CodecIOError
+
+
+def _payload(arr: np.ndarray) -> bytes:
+    """What np.save writes after the .npy header for an object array."""
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=True)
+    raw = buf.getvalue()
+    header_len = int.from_bytes(raw[8:10], "little")
+    return raw[10 + header_len :]
+
+
+def _object_array(items: list[Any]) -> np.ndarray:
+    arr = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        arr[i] = item
+    return arr
+
+
+PLAIN = [
+    [np.arange(3), np.zeros((2, 4), np.float32), np.arange(0)],  # ragged labels, as users save them
+    [np.array([[1, 2, 3, 4]], ">i4"), np.ones((0, 4), np.float64), np.array([True, False])],
+    ["a", "bé", "", "日本"],
+    [b"\x00\xff", b"", "mixed"],
+    [[1, 2, 3], [4], []],
+    [np.float64(1.5), np.int16(-3), 7, 2.5, True],
+    [np.array(["x", "yz"]), np.array([b"q"])],
+    [np.complex64(1 + 2j), np.arange(6, dtype=np.uint64).reshape(2, 3)],
+]
+
+
+@pytest.mark.parametrize("items", PLAIN)
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_plain_object_arrays_load_like_numpy(items: list[Any], protocol: int) -> None:
+    arr = _object_array(items)
+    buf = io.BytesIO()
+    pickle.dump(arr, buf, protocol=protocol)
+    got = load_object_array(buf.getvalue(), "data.npz: key 'y_train'")
+    assert got.dtype == object and got.shape == arr.shape
+    # the reference is what numpy's own unpickling gives (protocol 2 makes arrays
+    # native-endian); this test made the data itself, so loading it is safe here
+    reference = pickle.loads(buf.getvalue())
+    for a, b in zip(reference, got, strict=True):
+        if isinstance(a, np.ndarray):
+            assert isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+            assert a.tobytes() == b.tobytes()
+        else:
+            assert type(a) is type(b) and a == b
+
+
+def test_np_save_payload_loads() -> None:
+    arr = _object_array(PLAIN[0])
+    got = load_object_array(_payload(arr), "k")
+    assert [g.tolist() for g in got] == [a.tolist() for a in arr]
+
+
+class _Evil:
+    def __init__(self, fn: Any, args: tuple[Any, ...]) -> None:
+        self.fn, self.args = fn, args
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self.fn, self.args
+
+
+def _hostile(canary: str) -> list[tuple[str, bytes]]:
+    import builtins
+    import functools
+    import subprocess
+
+    cmd = f"touch {canary}"
+    cases: list[tuple[str, bytes]] = []
+    for name, obj in [
+        ("os.system", _Evil(os.system, (cmd,))),
+        ("eval", _Evil(builtins.eval, (f"open({canary!r}, 'w')",))),
+        ("exec", _Evil(builtins.exec, (f"open({canary!r}, 'w')",))),
+        ("getattr", _Evil(builtins.getattr, ("text", "upper"))),
+        ("subprocess", _Evil(subprocess.call, (["touch", canary],))),
+        ("partial", functools.partial(os.system, cmd)),
+        ("open", _Evil(builtins.open, (canary, "w"))),
+    ]:
+        cases.append((name, pickle.dumps(_object_array([np.arange(2), obj]), protocol=4)))
+        cases.append((name + " alone", pickle.dumps(obj, protocol=2)))
+    # ndarray subclasses and other numpy objects that are not plain arrays
+    cases.append(("ndarray subclass", pickle.dumps(_object_array([np.arange(3).view(np.memmap)]))))
+    cases.append(("masked", pickle.dumps(_object_array([np.ma.masked_array([1, 2], [0, 1])]))))
+    cases.append(("recarray", pickle.dumps(_object_array([np.rec.array([(1, 2.0)], dtype=[("a", "i4"), ("b", "f8")])]))))
+    cases.append(("structured", pickle.dumps(_object_array([np.zeros(2, dtype=[("a", "i4")])]))))
+    cases.append(("dict", pickle.dumps(_object_array([{"a": 1}]))))
+    cases.append(("set", pickle.dumps(_object_array([{1, 2}]))))
+    cases.append(("not an array", pickle.dumps([np.arange(3)])))
+    cases.append(("datetime", pickle.dumps(_object_array([np.array(["2020-01-01"], "M8[D]")]))))
+    # the allowed globals, misused (protocol 0 text opcodes)
+    cases.append(("huge reconstruct", b"cnumpy.core.multiarray\n_reconstruct\n(cnumpy\nndarray\n(I1000000000000\ntS'b'\ntR."))
+    cases.append(("ndarray called", b"cnumpy\nndarray\n(I1000000000\ntR."))
+    cases.append(("void dtype", b"cnumpy\ndtype\n(S'V8'\nI0\nI1\ntR."))
+    cases.append(("build on token", b"cnumpy\nndarray\n(dS'x'\nI1\nsb."))
+    cases.append(("slotstate on dtype wrapper", b"cnumpy\ndtype\n(N(dS'__call__'\nI1\nstb."))
+    cases.append(("reconstruct of dtype", b"cnumpy.core.multiarray\n_reconstruct\n(cnumpy\ndtype\n(I0\ntS'b'\ntR."))
+    cases.append(("persistent id", b"P1\n."))
+    cases.append(("global from builtins", b"cbuiltins\nprint\n(S'x'\ntR."))
+    cases.append(("ext registry", b"\x80\x02\x82\x01."))
+    return cases
+
+
+def test_hostile_pickles_are_refused_and_never_run(tmp_path: Any) -> None:
+    canary = os.path.join(str(tmp_path), "canary")
+    for name, data in _hostile(canary):
+        with pytest.raises(CodecIOError) as err:
+            load_object_array(data, "evil.npz: key 'y'")
+        assert "evil.npz: key 'y'" in str(err.value), name
+        assert not os.path.exists(canary), f"{name} ran code"
+
+
+def test_refusal_names_the_global() -> None:
+    data = pickle.dumps(_object_array([_Evil(os.system, ("true",))]))
+    with pytest.raises(UnsafePickleError, match=r"asks for (posix|os|nt)\.system"):
+        load_object_array(data, "k")
+
+
+def test_guarded_objects_are_not_changed_by_a_load() -> None:
+    """BUILD on the shared wrappers must fail, so one file cannot change how the next is read."""
+    from dstore.codecs import _safe_pickle
+
+    before = {k: (type(v), getattr(v, "__dict__", None)) for k, v in _safe_pickle._ALLOWED.items()}
+    for data in (b"cnumpy\nndarray\n(dS'x'\nI1\nsb.", b"cnumpy\ndtype\n(N(dS'spec'\nI1\nstb."):
+        with pytest.raises(CodecIOError):
+            load_object_array(data, "k")
+    assert before == {k: (type(v), getattr(v, "__dict__", None)) for k, v in _safe_pickle._ALLOWED.items()}
+
+
+@given(st.data())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_mutated_pickles_give_plain_data_or_a_clean_error(data: st.DataObject) -> None:
+    base = data.draw(st.sampled_from([pickle.dumps(_object_array(p), protocol=4) for p in PLAIN]))
+    buf = bytearray(base)
+    for _ in range(data.draw(st.integers(1, 4))):
+        action = data.draw(st.sampled_from(["flip", "set", "truncate", "insert"]))
+        pos = data.draw(st.integers(0, max(0, len(buf) - 1)))
+        if action == "flip" and buf:
+            buf[pos] ^= 1 << data.draw(st.integers(0, 7))
+        elif action == "set" and buf:
+            buf[pos] = data.draw(st.integers(0, 255))
+        elif action == "truncate":
+            del buf[pos:]
+        else:
+            buf[pos:pos] = data.draw(st.binary(min_size=1, max_size=8))
+    try:
+        got = load_object_array(bytes(buf), "k")
+    except CodecIOError:
+        return
+    assert isinstance(got, np.ndarray) and got.dtype == object
