@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .codecs.base import Codec, Reader, _concat
+from .model import Column, Kind, Ragged, Tensor, VarColumn, empty_column, infer_column, record, slice_column, to_column
 from .dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
 from .errors import CodecIOError, DstoreError, MissingDependencyError, SchemaError
 from .integrity import CHECKSUM_ATTR, FieldHasher, stored_checksums
@@ -32,7 +33,6 @@ from .schema import (
     SplitSpec,
     batch_rows_for,
     check_batch,
-    check_dtype,
     split_key,
 )
 
@@ -75,7 +75,14 @@ def open_reader(
 
 
 class FieldView:
-    """Lazy view of one field: ``ds["train"]["x"][:8]`` reads only those records."""
+    """Lazy view of one field: ``ds["train"]["x"][:8]`` reads only those records.
+
+    An integer index gives one record as the kind defines it: an ndarray
+    (tensors, ragged lists, images), a ``str`` (strings) or ``bytes``
+    (bytes, encoded images). A slice of a dense field (tensors, raw images of
+    one size) is an ndarray with a record axis; a slice of any other field is
+    a list of records.
+    """
 
     def __init__(self, reader: Reader, split: SplitSpec, spec: FieldSpec) -> None:
         self._reader = reader
@@ -83,8 +90,13 @@ class FieldView:
         self.spec = spec
 
     @property
+    def kind(self) -> Kind:
+        return self.spec.kind
+
+    @property
     def shape(self) -> tuple[int, ...]:
-        return (self._split.count, *self.spec.shape)
+        """(records, *record shape) of a dense field; (records,) otherwise."""
+        return (self._split.count, *self.spec.shape) if self.spec.dense else (self._split.count,)
 
     @property
     def dtype(self) -> np.dtype:
@@ -93,41 +105,56 @@ class FieldView:
     def __len__(self) -> int:
         return self._split.count
 
-    def _read(self, start: int, stop: int) -> np.ndarray:
+    def _read(self, start: int, stop: int) -> Column:
         parts = [
             b[self.spec.name]
             for b in self._reader.iter_batches(
                 self._split.name, fields=[self.spec.name], start=start, stop=stop
             )
         ]
-        return _concat(parts, self.spec.dtype, self.spec.shape)
+        return _concat(parts, self.spec)
 
-    def __getitem__(self, index: Any) -> np.ndarray:
+    def _records(self, col: Column) -> Any:
+        if isinstance(col, VarColumn):
+            return [record(self.spec.kind, col, i) for i in range(len(col))]
+        return col
+
+    def __getitem__(self, index: Any) -> Any:
         n = self._split.count
         if isinstance(index, (int, np.integer)):
             i = int(index) + n if index < 0 else int(index)
             if not 0 <= i < n:
                 raise IndexError(f"record {index} out of range for {n} records")
-            return self._read(i, i + 1)[0]
-        if isinstance(index, tuple) and index and isinstance(index[0], slice):
+            return record(self.spec.kind, self._read(i, i + 1), 0)
+        if isinstance(index, tuple) and index and isinstance(index[0], slice) and self.spec.dense:
             return self[index[0]][(slice(None), *index[1:])]
         if isinstance(index, slice):
             start, stop, step = index.indices(n)
             if step == 1:
-                return self._read(start, max(start, stop))
+                return self._records(self._read(start, max(start, stop)))
             picks = np.arange(start, stop, step)
             if not len(picks):
-                return np.empty((0, *self.spec.shape), self.spec.dtype)
+                return self._records(empty_column(self.spec.kind))
             lo = int(picks.min())
-            return self._read(lo, int(picks.max()) + 1)[picks - lo]
-        return self._read(0, n)[index]
+            col = self._read(lo, int(picks.max()) + 1)
+            return self._records(col.take(picks - lo) if isinstance(col, VarColumn) else col[picks - lo])
+        col = self._read(0, n)
+        if isinstance(col, VarColumn):
+            picks = np.arange(n)[index]
+            return self._records(col.take(np.atleast_1d(picks)))
+        return col[index]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        arr = self._read(0, self._split.count)
+        if not self.spec.dense:
+            raise SchemaError(
+                f"field {self.spec.name!r} is {self.spec.kind.describe()}: its records vary, "
+                "so it is no single array (index it, or read the values + offsets)"
+            )
+        arr = np.asarray(self._read(0, self._split.count))
         return arr if dtype is None else arr.astype(dtype)
 
     def __repr__(self) -> str:
-        return f"<field {self.spec.name!r} shape={self.shape} dtype={self.dtype}>"
+        return f"<field {self.spec.name!r} {self.spec.kind.describe()}, {self._split.count} records>"
 
 
 class Split(Mapping[str, FieldView]):
@@ -420,35 +447,53 @@ def _size_or_zero(path: str) -> int:
 
 
 class ArrayReader(Reader):
-    """A reader over in-memory arrays (what :func:`save` writes from)."""
+    """A reader over in-memory data (what :func:`save` writes from).
 
-    def __init__(self, data: Mapping[str, Any], path: str = "<memory>") -> None:
+    Each field's kind comes from its value (:func:`dstore.model.infer_column`):
+    numeric arrays are tensors, ``<U``/``S`` arrays and lists of ``str`` /
+    ``bytes`` are strings / bytes, lists of arrays whose first axis varies are
+    ragged; a :class:`~dstore.model.VarColumn` keeps the kind given with it
+    through ``kinds={(split, field): kind}``."""
+
+    def __init__(
+        self, data: Mapping[str, Any], path: str = "<memory>",
+        kinds: Mapping[tuple[str, str], Kind] | None = None,
+    ) -> None:
         self.path = path
-        self._data: dict[str, dict[str, np.ndarray]] = {}
-        flat: dict[str, np.ndarray] = {}
+        self._data: dict[str, dict[str, Column]] = {}
+        nested: dict[str, dict[str, Any]] = {}
+        flat: dict[str, Any] = {}
         for key, value in data.items():
             if isinstance(value, Mapping):
-                self._data[str(key)] = {str(k): np.asarray(v) for k, v in value.items()}
+                nested[str(key)] = {str(k): v for k, v in value.items()}
             else:
-                flat[str(key)] = np.asarray(value)
-        for key, arr in flat.items():
+                flat[str(key)] = value
+        for key, value in flat.items():
             split, name = split_key(key)
-            self._data.setdefault(split, {})[name] = arr
+            nested.setdefault(split, {})[name] = value
         splits = {}
-        for split, fields in self._data.items():
+        for split, fields in nested.items():
             specs = {}
-            counts = set()
-            for name, arr in fields.items():
-                check_dtype(arr.dtype, f"split {split!r}, field {name!r}")
-                if arr.ndim == 0:
-                    raise SchemaError(f"split {split!r}, field {name!r}: 0-d array has no record axis")
-                counts.add(len(arr))
+            counts: dict[str, int] = {}
+            columns: dict[str, Column] = {}
+            for name, value in fields.items():
+                where = f"split {split!r}, field {name!r}"
+                given = (kinds or {}).get((split, name))
+                if isinstance(value, VarColumn) or given is not None:
+                    if given is None:
+                        raise SchemaError(f"{where}: a VarColumn needs its kind (kinds={{(split, field): kind}})")
+                    kind, col = given, to_column(given, value, where)
+                else:
+                    kind, col = infer_column(value, where)
+                columns[name] = col
+                counts[name] = len(col)
                 key = next((k for k in flat if split_key(k) == (split, name)), None)
-                specs[name] = FieldSpec(name, arr.dtype, arr.shape[1:], key)
-            if len(counts) > 1:
-                detail = ", ".join(f"{n} has {len(a)}" for n, a in fields.items())
+                specs[name] = FieldSpec(name, kind, key)
+            if len(set(counts.values())) > 1:
+                detail = ", ".join(f"{n} has {c}" for n, c in counts.items())
                 raise SchemaError(f"fields of split {split!r} have different record counts ({detail})")
-            splits[split] = SplitSpec(split, counts.pop() if counts else 0, specs)
+            self._data[split] = columns
+            splits[split] = SplitSpec(split, next(iter(counts.values()), 0), specs)
         self.schema = Schema(splits)
 
     def _iter(
@@ -456,7 +501,8 @@ class ArrayReader(Reader):
     ) -> Iterator[Batch]:
         split = spec.name
         for pos in range(start, stop, rows):
-            yield {n: self._data[split][n][pos : min(stop, pos + rows)] for n in names}
+            end = min(stop, pos + rows)
+            yield {n: slice_column(self._data[split][n], pos, end) for n in names}
 
 
 def save(
@@ -467,13 +513,20 @@ def save(
     dtype: str | Sequence[str] | DtypePolicy | None = None,
     on_overflow: OnOverflow = "error",
     overwrite: bool = False,
+    kinds: Mapping[tuple[str, str], Kind] | None = None,
     **options: Any,
 ) -> None:
-    """Write in-memory arrays: ``{"train": {"x": x, "y": y}}`` or flat ``{"x_train": x, ...}``."""
+    """Write in-memory data: ``{"train": {"x": x, "y": y}}`` or flat ``{"x_train": x, ...}``.
+
+    Values are numeric arrays (tensors), ``<U``/``S`` arrays or lists of
+    ``str``/``bytes`` (strings/bytes), or lists of arrays whose first axis
+    varies (ragged); ``kinds={("train", "img"): dstore.model.Image(...)}``
+    names a kind the values cannot show (an image, a VarColumn's kind)."""
     path = os.fspath(path)
     policy = dtype if isinstance(dtype, DtypePolicy) else parse_policy(dtype, on_overflow)
     write_dataset(
-        ArrayReader(data), path, _codec_for(path, format, options), policy=policy, overwrite=overwrite
+        ArrayReader(data, kinds=kinds), path, _codec_for(path, format, options), policy=policy,
+        overwrite=overwrite,
     )
 
 
@@ -521,8 +574,22 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _compare(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per-record equality; a float field in ``b`` may be ``a`` cast to another float dtype."""
+def _compare(a: Column, b: Column) -> np.ndarray:
+    """Per-record equality; float values in ``b`` may be ``a`` cast to another float dtype."""
+    if isinstance(a, VarColumn) or isinstance(b, VarColumn):
+        if not (isinstance(a, VarColumn) and isinstance(b, VarColumn)):
+            return np.zeros(len(a), bool)
+        same = a.lengths == b.lengths
+        if a.shapes is not None or b.shapes is not None:
+            same &= a.shapes is not None and b.shapes is not None and np.array_equal(a.shapes, b.shapes)
+        eq_values = _compare(a.values, b.values) if np.array_equal(a.offsets, b.offsets) else None
+        for i in np.flatnonzero(same):
+            lo, hi = int(a.offsets[i]), int(a.offsets[i + 1])
+            if eq_values is not None:
+                same[i] = bool(eq_values[lo:hi].all())
+            else:
+                same[i] = bool(_compare(a.values[lo:hi], b.values[int(b.offsets[i]) : int(b.offsets[i + 1])]).all())
+        return same
     if a.dtype != b.dtype:
         with np.errstate(over="ignore", invalid="ignore"):
             a = a.astype(b.dtype)
@@ -530,6 +597,17 @@ def _compare(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "fc":
         eq |= np.isnan(a) & np.isnan(b)
     return eq.reshape(len(eq), -1).all(axis=1) if eq.ndim > 1 else eq
+
+
+def _same_kind_but_float_width(ka: Kind, kb: Kind) -> bool:
+    """Kinds equal, or equal but for the float dtype a dtype policy changes."""
+    if ka == kb:
+        return True
+    if isinstance(ka, Tensor) and isinstance(kb, Tensor):
+        return ka.shape == kb.shape and ka.dtype.kind == kb.dtype.kind == "f"
+    if isinstance(ka, Ragged) and isinstance(kb, Ragged):
+        return ka.inner_shape == kb.inner_shape and ka.dtype.kind == kb.dtype.kind == "f"
+    return False
 
 
 def verify(
@@ -562,15 +640,12 @@ def verify(
                 if fa is None or fb is None:
                     where = b if fb is None else a
                     results.append(FieldResult(split, name, False, f"field missing in {where}"))
-                elif fa.shape != fb.shape or pa.count != pb.count:
+                elif pa.count != pb.count:
+                    results.append(FieldResult(split, name, False, f"{pa.count} records vs {pb.count}"))
+                elif not _same_kind_but_float_width(fa.kind, fb.kind):
                     results.append(
-                        FieldResult(
-                            split, name, False,
-                            f"shape {(pa.count, *fa.shape)} vs {(pb.count, *fb.shape)}",
-                        )
+                        FieldResult(split, name, False, f"{fa.kind.describe()} vs {fb.kind.describe()}")
                     )
-                elif fa.dtype != fb.dtype and not (fa.dtype.kind == fb.dtype.kind == "f"):
-                    results.append(FieldResult(split, name, False, f"dtype {fa.dtype} vs {fb.dtype}"))
                 else:
                     names.append(name)
             if not names:
@@ -664,6 +739,9 @@ class InfoReport:
             out.append(f"  split {split.name}: {split.count} records, {_fmt_bytes(split.nbytes)}")
             for f in split.fields.values():
                 key = f"  (key {f.key})" if f.key and f.key != f.name else ""
+                if not f.dense:  # records vary: the kind says what each one is
+                    out.append(f"    {f.name:<16} {f.kind.describe():<31} {split.count} records{key}")
+                    continue
                 out.append(
                     f"    {f.name:<16} {f.dtype.str:<6} {str((split.count, *f.shape)):<24}"
                     f" {_fmt_bytes(f.record_bytes * split.count)}{key}"

@@ -9,13 +9,14 @@ to the largest finite value. :class:`CastStats` reports the error introduced.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 
 from .errors import DtypePolicyError
+from .model import Kind, Ragged, Tensor, VarColumn
 from .schema import Batch, FieldSpec, Schema, SplitSpec
 
 __all__ = ["CastStats", "DtypePolicy", "parse_policy"]
@@ -63,23 +64,28 @@ class DtypePolicy:
         return self.default == "keep" and all(t == "keep" for t in self.per_field.values())
 
     def target(self, spec: FieldSpec) -> np.dtype:
-        """The dtype ``spec`` is stored as under this policy."""
+        """The dtype ``spec``'s values are stored as under this policy."""
         name = self.per_field.get(spec.name, self.default)
         new = _TARGETS[name]
-        if new is None or spec.dtype.kind != "f":
+        if new is None or spec.dtype.kind != "f" or not isinstance(spec.kind, (Tensor, Ragged)):
             return spec.dtype
         return new.newbyteorder(spec.dtype.byteorder) if spec.dtype.byteorder == ">" else new
+
+    def target_kind(self, spec: FieldSpec) -> Kind:
+        """The kind ``spec`` is stored as: floating Tensor and Ragged values may be cast."""
+        new = self.target(spec)
+        if new == spec.dtype:
+            return spec.kind
+        if isinstance(spec.kind, Ragged):
+            return Ragged(new, spec.kind.inner_shape)
+        return Tensor(new, spec.shape)
 
     def apply_schema(self, schema: Schema) -> Schema:
         """The schema of the output, known before any data is read."""
         out = schema
         for split in schema.splits.values():
             out = out.with_fields(
-                split.name,
-                [
-                    FieldSpec(f.name, self.target(f), f.shape, f.key, f.attrs)
-                    for f in split.fields.values()
-                ],
+                split.name, [replace(f, kind=self.target_kind(f)) for f in split.fields.values()]
             )
         return out
 
@@ -94,14 +100,25 @@ class DtypePolicy:
         """Cast one batch; raise on overflow unless clipping; update ``stats``."""
         if self.is_identity:
             return batch
-        out = {}
-        for name, arr in batch.items():
+        out: Batch = {}
+        for name, col in batch.items():
             spec = split.fields[name]
             new = self.target(spec)
-            if new == arr.dtype:
-                out[name] = arr
+            if isinstance(col, VarColumn):
+                if new == col.values.dtype:
+                    out[name] = col
+                    continue
+
+                def record_of(i: int, offsets: np.ndarray = col.offsets) -> int:
+                    return int(np.searchsorted(offsets, i, side="right")) - 1
+
+                values = self._cast(col.values, new, split.name, name, first_record, stats, source, record_of)
+                out[name] = VarColumn(values, col.offsets, col.shapes)
                 continue
-            out[name] = self._cast(arr, new, split.name, name, first_record, stats, source)
+            if new == col.dtype:
+                out[name] = col
+                continue
+            out[name] = self._cast(col, new, split.name, name, first_record, stats, source)
         return out
 
     def _cast(
@@ -113,6 +130,7 @@ class DtypePolicy:
         first_record: int,
         stats: dict[str, CastStats],
         source: str,
+        record_of: Callable[[int], int] | None = None,
     ) -> np.ndarray:
         st = stats.setdefault(name, CastStats())
         with np.errstate(over="ignore", invalid="ignore"):
@@ -122,7 +140,8 @@ class DtypePolicy:
         n_over = int(np.count_nonzero(overflow))
         if n_over:
             if self.on_overflow == "error":
-                first = int(np.argwhere(overflow)[0][0]) + first_record
+                at = int(np.argwhere(overflow)[0][0])  # along the first axis
+                first = (record_of(at) if record_of is not None else at) + first_record
                 where = f"{source}: " if source else ""
                 limit = float(np.finfo(new).max)
                 raise DtypePolicyError(

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .model import VarColumn
 from .schema import Batch, Schema
 
 __all__ = ["CHECKSUM_ATTR", "FieldHasher", "stored_checksums"]
@@ -25,24 +26,44 @@ CHECKSUM_ATTR = "dstore.sha256"
 
 
 class FieldHasher:
-    """sha256 of every field of every split, fed batch by batch in record order."""
+    """sha256 of every field of every split, fed batch by batch in record order.
+
+    A dense field hashes its values as stored (dtype and byte order). A field
+    whose records vary hashes three streams -- the values, each record's
+    length (int64 little-endian) and, for raw images of varying size, each
+    record's shape -- and combines them, so the digest does not depend on
+    how the records were cut into batches."""
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
-        self._hashes = {
-            (split.name, name): hashlib.sha256() for split in schema.splits.values() for name in split.fields
+        self._hashes: dict[tuple[str, str], list[Any]] = {
+            (split.name, name): [hashlib.sha256()] if spec.dense else [hashlib.sha256() for _ in range(3)]
+            for split in schema.splits.values()
+            for name, spec in split.fields.items()
         }
 
     def update(self, split: str, batch: Batch) -> None:
         fields = self.schema.splits[split].fields
-        for name, arr in batch.items():
-            stored = np.ascontiguousarray(np.asarray(arr).astype(fields[name].dtype, copy=False))
-            self._hashes[(split, name)].update(stored)
+        for name, col in batch.items():
+            hashes = self._hashes[(split, name)]
+            if isinstance(col, VarColumn):
+                values = np.ascontiguousarray(col.values.astype(fields[name].dtype, copy=False))
+                hashes[0].update(values)
+                hashes[1].update(np.ascontiguousarray(col.lengths, dtype="<i8"))
+                if col.shapes is not None:
+                    hashes[2].update(np.ascontiguousarray(col.shapes, dtype="<i8"))
+                continue
+            stored = np.ascontiguousarray(np.asarray(col).astype(fields[name].dtype, copy=False))
+            hashes[0].update(stored)
 
     def hexdigests(self) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
-        for (split, name), h in self._hashes.items():
-            out.setdefault(split, {})[name] = h.hexdigest()
+        for (split, name), hashes in self._hashes.items():
+            if len(hashes) == 1:
+                digest = hashes[0].hexdigest()
+            else:
+                digest = hashlib.sha256(b"".join(h.digest() for h in hashes)).hexdigest()
+            out.setdefault(split, {})[name] = digest
         return out
 
 

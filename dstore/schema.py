@@ -10,15 +10,25 @@ as *batches*: ``dict[field name, ndarray]`` whose arrays share axis 0.
 from __future__ import annotations
 
 import json
-import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from .errors import SchemaError, UnsupportedDtypeError
+from .errors import SchemaError
+from .model import (
+    Column,
+    Image,
+    Kind,
+    Ragged,
+    String,
+    Tensor,
+    VarColumn,
+    check_numeric_dtype,
+    kind_from_json,
+)
 
 __all__ = [
     "DEFAULT_SPLIT",
@@ -32,7 +42,8 @@ __all__ = [
     "split_key",
 ]
 
-Batch = dict[str, np.ndarray]
+#: One batch: field name -> column (an ndarray, or values + offsets where records vary).
+Batch = dict[str, Column]
 
 #: Split name used when the source has no notion of splits.
 DEFAULT_SPLIT = "data"
@@ -46,36 +57,63 @@ DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
 
 def check_dtype(dtype: np.dtype, where: str) -> np.dtype:
     """Refuse dtypes dstore cannot carry safely (objects would need pickle)."""
-    dtype = np.dtype(dtype)
-    if dtype.hasobject:
-        raise UnsupportedDtypeError(
-            f"{where}: object arrays are refused (they can only be stored by pickling)"
-        )
-    if dtype.fields is not None or dtype.subdtype is not None:
-        raise UnsupportedDtypeError(f"{where}: structured dtype {dtype} is not supported")
-    if dtype.kind not in "biufc":
-        raise UnsupportedDtypeError(
-            f"{where}: dtype {dtype} is not supported (numbers and bool only)"
-        )
-    return dtype
+    return check_numeric_dtype(dtype, where)
+
+
+#: Bytes per record assumed for sizing batches of fields whose records vary
+#: (strings, ragged lists, encoded images): a bound on memory, not a measurement.
+NOMINAL_VAR_RECORD_BYTES = 4096
 
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """One named array of a split: dtype and the shape of one record."""
+    """One named field of a split: its kind (what a record is), original key and attributes."""
 
     name: str
-    dtype: np.dtype
-    shape: tuple[int, ...]
+    kind: Kind
     key: str | None = None  # the name it had in the source (npz key, HDF5 path)
     attrs: Mapping[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def tensor(
+        cls, name: str, dtype: Any, shape: Sequence[int] = (), key: str | None = None,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> FieldSpec:
+        """A fixed-shape numeric field (the kind every field had before kinds existed)."""
+        return cls(name, Tensor(np.dtype(dtype), tuple(shape)), key, dict(attrs or {}))
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the values (uint8 bytes for strings, bytes and encoded images)."""
+        return self.kind.value_dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Record shape of a dense field; the inner shape of a ragged one; else ()."""
+        if isinstance(self.kind, Tensor):
+            return self.kind.shape
+        if isinstance(self.kind, Ragged):
+            return self.kind.inner_shape
+        if isinstance(self.kind, Image) and self.kind.is_dense:
+            return self.kind.shape or ()
+        return ()
+
+    @property
+    def dense(self) -> bool:
+        """True when a batch column of this field is one ndarray (Tensor, raw fixed-size Image)."""
+        return isinstance(self.kind, Tensor) or (isinstance(self.kind, Image) and self.kind.is_dense)
+
     @property
     def record_bytes(self) -> int:
-        return int(math.prod(self.shape)) * self.dtype.itemsize
+        """Bytes of one record in memory; a nominal size where records vary."""
+        n = self.kind.record_bytes()
+        return NOMINAL_VAR_RECORD_BYTES if n is None else n
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"dtype": self.dtype.str, "shape": list(self.shape)}
+        if isinstance(self.kind, Tensor):  # the pre-kinds form: files stay byte-identical
+            out: dict[str, Any] = {"dtype": self.dtype.str, "shape": list(self.shape)}
+        else:
+            out = self.kind.to_json()
         if self.key is not None:
             out["key"] = self.key
         if self.attrs:
@@ -84,15 +122,14 @@ class FieldSpec:
 
     @classmethod
     def from_json(cls, name: str, data: Mapping[str, Any]) -> FieldSpec:
-        try:
-            dtype = np.dtype(data["dtype"])
-            shape = tuple(int(n) for n in data["shape"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise SchemaError(f"field {name!r}: bad schema entry {data!r}") from e
-        if any(n < 0 for n in shape):
-            raise SchemaError(f"field {name!r}: negative dimension in {shape}")
-        check_dtype(dtype, f"field {name!r}")
-        return cls(name, dtype, shape, data.get("key"), dict(data.get("attrs", {})))
+        if not isinstance(data, Mapping):
+            raise SchemaError(f"field {name!r}: bad schema entry {data!r}")
+        kind = kind_from_json(data, f"field {name!r}")
+        key = data.get("key")
+        attrs = data.get("attrs", {})
+        if (key is not None and not isinstance(key, str)) or not isinstance(attrs, Mapping):
+            raise SchemaError(f"field {name!r}: bad schema entry {data!r}")
+        return cls(name, kind, key, dict(attrs))
 
 
 @dataclass
@@ -105,11 +142,14 @@ class SplitSpec:
 
     @property
     def record_bytes(self) -> int:
+        """Bytes per record for sizing batches (a nominal size for fields whose records vary)."""
         return sum(f.record_bytes for f in self.fields.values())
 
     @property
     def nbytes(self) -> int:
-        return self.record_bytes * self.count
+        """Bytes of the fixed-size fields' values; fields whose records vary are not known
+        without reading them (a conversion measures them as they pass)."""
+        return sum(f.record_bytes for f in self.fields.values() if f.dense) * self.count
 
 
 @dataclass
@@ -217,34 +257,48 @@ def schema_from_arrays(
             )
         count = next(iter(counts.values()))
         fields = {
-            name: FieldSpec(name, dtype, shape[1:], key)
+            name: FieldSpec.tensor(name, dtype, shape[1:], key)
             for name, (key, dtype, shape) in members.items()
         }
         splits[split] = SplitSpec(split, count, fields)
     return Schema(splits)
 
 
-def check_batch(split: SplitSpec, batch: Mapping[str, np.ndarray]) -> int:
-    """Validate a batch against its split; return its row count."""
+def check_batch(split: SplitSpec, batch: Mapping[str, Column]) -> int:
+    """Validate a batch against its split; return its row count.
+
+    Dense fields: an ndarray of the field's dtype and record shape. Others: a
+    :class:`~dstore.model.VarColumn` whose offsets describe its values, of
+    the field's value dtype and inner shape (and valid UTF-8 for strings)."""
     if set(batch) != set(split.fields):
         raise SchemaError(
             f"split {split.name!r}: batch has fields {sorted(batch)}, "
             f"expected {sorted(split.fields)}"
         )
-    rows = {name: len(a) if np.ndim(a) else -1 for name, a in batch.items()}
+    rows = {name: len(a) if isinstance(a, VarColumn) or np.ndim(a) else -1 for name, a in batch.items()}
     if len(set(rows.values())) != 1:
         raise SchemaError(f"split {split.name!r}: batch fields differ in length: {rows}")
-    for name, arr in batch.items():
+    for name, col in batch.items():
         spec = split.fields[name]
-        if arr.shape[1:] != spec.shape:
-            raise SchemaError(
-                f"split {split.name!r}, field {name!r}: record shape {arr.shape[1:]}, "
-                f"expected {spec.shape}"
-            )
-        if arr.dtype != spec.dtype:
-            raise SchemaError(
-                f"split {split.name!r}, field {name!r}: dtype {arr.dtype}, expected {spec.dtype}"
-            )
+        where = f"split {split.name!r}, field {name!r}"
+        if spec.dense:
+            if isinstance(col, VarColumn):
+                raise SchemaError(f"{where}: records vary in size, the field is {spec.kind.describe()}")
+            if col.shape[1:] != spec.shape:
+                raise SchemaError(f"{where}: record shape {col.shape[1:]}, expected {spec.shape}")
+            if col.dtype != spec.dtype:
+                raise SchemaError(f"{where}: dtype {col.dtype}, expected {spec.dtype}")
+            continue
+        if not isinstance(col, VarColumn):
+            raise SchemaError(f"{where}: expected values + offsets for a {spec.kind.describe()} field")
+        col.check(where)
+        if col.values.dtype != spec.dtype:
+            raise SchemaError(f"{where}: values are {col.values.dtype}, expected {spec.dtype}")
+        inner = spec.shape if isinstance(spec.kind, Ragged) else ()
+        if col.values.shape[1:] != inner:
+            raise SchemaError(f"{where}: values have inner shape {col.values.shape[1:]}, expected {inner}")
+        if isinstance(spec.kind, String):
+            col.check_utf8(where)
     return next(iter(rows.values()), 0)
 
 

@@ -11,7 +11,7 @@ from dstore.schema import FieldSpec, SplitSpec
 
 
 def _split(**arrays):
-    return SplitSpec("train", 5, {k: FieldSpec(k, v.dtype, v.shape[1:]) for k, v in arrays.items()})
+    return SplitSpec("train", 5, {k: FieldSpec.tensor(k, v.dtype, v.shape[1:]) for k, v in arrays.items()})
 
 
 def test_keep_is_identity():

@@ -81,7 +81,7 @@ class ArrayTreeReader(Reader):
         if len(set(counts.values())) > 1:
             raise SchemaError(f"{self.path}: fields of split {split!r} have different record counts {counts}")
         fields = {
-            f: FieldSpec(f, np.dtype(a.dtype), tuple(a.shape[1:]), self._field_key(a))
+            f: FieldSpec.tensor(f, np.dtype(a.dtype), tuple(a.shape[1:]), self._field_key(a))
             for f, a in members.items()
         }
         return SplitSpec(split, next(iter(counts.values()), 0), fields)

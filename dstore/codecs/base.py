@@ -32,7 +32,8 @@ import numpy as np
 
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..integrity import FieldHasher, stored_checksums
-from ..schema import Batch, Schema, SplitSpec, batch_rows_for
+from ..model import Column, Kind, Tensor, concat_columns
+from ..schema import Batch, FieldSpec, Schema, SplitSpec, batch_rows_for
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -51,12 +52,9 @@ def parse_bool(value: Any) -> bool:
     raise ValueError(f"expected true/false, got {value!r}")
 
 
-def _concat(parts: list[np.ndarray], dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """Concatenate batches keeping the field's dtype (numpy would make it native-endian)."""
-    if not parts:
-        return np.empty((0, *shape), dtype)
-    out = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    return out.astype(dtype, copy=False)
+def _concat(parts: list[Column], spec: FieldSpec) -> Column:
+    """One column from batches, keeping the field's dtype (numpy would make it native-endian)."""
+    return concat_columns(spec.kind, parts)
 
 
 class Reader(ABC):
@@ -112,17 +110,16 @@ class Reader(ABC):
     ) -> Iterator[Batch]:
         """Batches of at most ``rows`` records of fields ``names``, records ``start:stop``."""
 
-    def read(self, split: str, fields: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-        """Whole split in memory (convenience for small data and tests)."""
+    def read(self, split: str, fields: Sequence[str] | None = None) -> dict[str, Column]:
+        """Whole split in memory (convenience for small data and tests): an ndarray per
+        dense field, values + offsets (:class:`~dstore.model.VarColumn`) per other field."""
         spec = self.split(split)
         names = list(fields) if fields is not None else list(spec.fields)
-        parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
+        parts: dict[str, list[Column]] = {n: [] for n in names}
         for batch in self.iter_batches(split, fields=names):
             for n in names:
                 parts[n].append(batch[n])
-        return {
-            n: _concat(p, spec.fields[n].dtype, spec.fields[n].shape) for n, p in parts.items()
-        }
+        return {n: _concat(p, spec.fields[n]) for n, p in parts.items()}
 
     def split(self, name: str) -> SplitSpec:
         try:
@@ -140,7 +137,7 @@ class Reader(ABC):
         """Checks of the stored bytes beyond decoding (checksums in a manifest): (ok, what)."""
         return []
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release file handles."""
 
     def _range(self, split: str, start: int, stop: int | None) -> tuple[SplitSpec, int, int]:
@@ -176,7 +173,7 @@ class Writer(ABC):
     def close(self) -> None:
         """Flush everything and finalise metadata; after this the output is complete."""
 
-    def abort(self) -> None:  # noqa: B027 - optional hook
+    def abort(self) -> None:
         """Release handles after a failure; the caller deletes the output."""
 
 
@@ -218,6 +215,8 @@ class Codec(ABC):
     lossy: ClassVar[bool] = False
     #: True when paths may be fsspec URLs (s3://, memory://).
     supports_urls: ClassVar[bool] = False
+    #: Field kinds this format stores (the shared suite tests each one).
+    kinds: ClassVar[tuple[type[Kind], ...]] = (Tensor,)
     #: Option dataclass; its fields are the ``-o KEY=VALUE`` options.
     Options: ClassVar[type] = type("Options", (), {})
 
@@ -281,11 +280,14 @@ class Codec(ABC):
         """Raise UnsupportedDtypeError before any byte is written."""
         for split in schema.splits.values():
             for spec in split.fields.values():
-                if not self.supports(spec.dtype):
+                where = f"{self.name}: split {split.name!r}, field {spec.name!r}"
+                if not isinstance(spec.kind, self.kinds):
                     raise UnsupportedDtypeError(
-                        f"{self.name}: split {split.name!r}, field {spec.name!r}: "
-                        f"cannot store dtype {spec.dtype}"
+                        f"{where}: {spec.kind.describe()} fields are not supported by this format "
+                        f"(it stores {', '.join(k.tag for k in self.kinds)})"
                     )
+                if not self.supports(spec.dtype):
+                    raise UnsupportedDtypeError(f"{where}: cannot store dtype {spec.dtype}")
 
     def supports(self, dtype: np.dtype) -> bool:
         return dtype.kind in "biufc"

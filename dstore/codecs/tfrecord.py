@@ -502,7 +502,7 @@ class TFRecordReader(Reader):
                         img = png_decode(values[0])
                     except Exception as e:  # noqa: BLE001
                         raise CodecIOError(f"{where}: feature {name!r}: PNG does not decode: {e}") from None
-                    fields[name] = FieldSpec(name, img.dtype, img.shape)
+                    fields[name] = FieldSpec.tensor(name, img.dtype, img.shape)
                     encs[name] = FieldEncoding(name, "png")
                     continue
                 raise UnsupportedDtypeError(
@@ -511,7 +511,7 @@ class TFRecordReader(Reader):
                 )
             dtype = np.dtype(np.float32 if kind == FLOAT else np.int64)
             shape = () if len(values) == 1 else (len(values),)
-            fields[name] = FieldSpec(name, dtype, shape)
+            fields[name] = FieldSpec.tensor(name, dtype, shape)
             encs[name] = FieldEncoding(name, "float" if kind == FLOAT else "int64")
         return fields, encs
 
