@@ -16,6 +16,7 @@ __all__ = [
     "ResumableInterrupt",
     "SchemaError",
     "UnknownCodecError",
+    "UnsafePathError",
     "UnsupportedDtypeError",
 ]
 
@@ -49,6 +50,10 @@ class MissingDependencyError(DstoreError, ImportError):
 
 class SchemaError(DstoreError, ValueError):
     """Data does not fit the dataset model (ragged record counts, bad keys, ...)."""
+
+
+class UnsafePathError(DstoreError, ValueError):
+    """A path built from names in the data would leave the destination (refused before writing)."""
 
 
 class UnsupportedDtypeError(SchemaError):

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import names
 from .errors import SchemaError
 from .model import (
     Column,
@@ -220,17 +221,28 @@ def split_key(key: str) -> tuple[str, str]:
 
 
 def key_for(split: str, spec: FieldSpec) -> str:
-    """The flat key a field gets in a flat container (npz): the original one if known."""
-    if spec.key is not None and split_key(spec.key) == (split, spec.name):
+    """The flat key a field gets in a flat container (npz): the original one if known and plain.
+
+    Names are escaped (:mod:`dstore.names`), so ``../evil/x`` never becomes a
+    member that ``unzip`` would write outside its folder, and a field with
+    ``/`` cannot take the key of another split's field; the zip comment's
+    schema restores the original names."""
+    if (
+        spec.key is not None
+        and split_key(spec.key) == (split, spec.name)
+        and all(names.is_plain(part) for part in spec.key.split("/"))
+    ):
         return spec.key
+    stored_split = "/".join(names.split_parts(split))
+    name = names.escape(spec.name)
     if split == DEFAULT_SPLIT:
-        candidate = spec.name
+        candidate = name
     elif split in KNOWN_SPLITS:
-        candidate = f"{spec.name}_{split}"
+        candidate = f"{name}_{split}"
     else:
-        candidate = f"{split}/{spec.name}"
-    if split_key(candidate) != (split, spec.name):
-        candidate = f"{split}/{spec.name}"
+        candidate = f"{stored_split}/{name}"
+    if split_key(candidate) != (stored_split, name):
+        candidate = f"{stored_split}/{name}"
     return candidate
 
 

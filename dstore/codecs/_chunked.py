@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import names
 from ..errors import CodecIOError, SchemaError
 from ..schema import Batch, FieldSpec, Schema, SplitSpec
 from .base import Reader
@@ -58,8 +59,11 @@ class AlignedAppender:
 class ArrayTreeReader(Reader):
     """Shared by readers of group trees of sliceable arrays (zarr, HDF5).
 
-    Subclasses fill ``self.arrays`` ((split, field) -> array) while walking
-    their tree, then call :meth:`_build_schema`.
+    Subclasses fill ``self.arrays`` ((split, field) -> array, as the tree
+    reads) and ``self.by_path`` (``group/.../array`` -> array) while walking
+    their tree, then call :meth:`_build_schema`: with dstore's stored schema,
+    each field is found where :func:`dstore.names.field_path` stored it, so
+    escaped names come back as the originals.
     """
 
     #: exceptions a corrupt chunk raises in the backend library
@@ -67,6 +71,7 @@ class ArrayTreeReader(Reader):
 
     path: str
     arrays: dict[tuple[str, str], Any]
+    by_path: dict[str, Any]
 
     def _field_key(self, arr: Any) -> str | None:
         """The array's original name, kept as the field's key."""
@@ -97,6 +102,12 @@ class ArrayTreeReader(Reader):
             raise CodecIOError(f"{self.path}: dstore's stored schema is unreadable (corrupt?): {e}") from None
         # dstore wrote both: a disagreement is damage (or an edit by another
         # tool), and reading on would return records the writer never wrote.
+        where_stored = {
+            (s.name, f): "/".join(names.field_path(s.name, f))
+            for s in schema.splits.values()
+            for f in s.fields
+        }
+        self.arrays = {k: self.by_path[p] for k, p in where_stored.items() if p in self.by_path}
         for split in schema.splits.values():
             for spec in split.fields.values():
                 arr = self.arrays.get((split.name, spec.name))
@@ -110,10 +121,10 @@ class ArrayTreeReader(Reader):
                         f"{where}: array is {np.dtype(arr.dtype)} {tuple(arr.shape)}, dstore's stored schema "
                         f"says {spec.dtype} {(split.count, *spec.shape)} (corrupt or edited metadata)"
                     )
-        extra = set(self.arrays) - {(s.name, f) for s in schema.splits.values() for f in s.fields}
+        extra = set(self.by_path) - set(where_stored.values())
         if extra:
-            names = ", ".join(f"{s}/{f}" for s, f in sorted(extra))
-            raise CodecIOError(f"{self.path}: arrays {names} are not in dstore's stored schema (edited?)")
+            listed = ", ".join(sorted(extra))
+            raise CodecIOError(f"{self.path}: arrays {listed} are not in dstore's stored schema (edited?)")
         return schema
 
     def _iter(

@@ -19,7 +19,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from .. import fs
+from .. import fs, names
 from ..errors import DstoreError, CodecIOError, MissingDependencyError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
 from ..schema import Batch, Schema, split_key
@@ -91,11 +91,12 @@ class HDF5Writer(Writer):
         elif options.compression == "zstd":
             comp = dict(_plugins().Zstd(clevel=options.level))
         for split in schema.splits.values():
-            group = self.file.create_group(split.name)
+            # require: a nested split (a/b) may have created this group (a) already
+            group = self.file.require_group("/".join(names.split_parts(split.name)))
             for spec in split.fields.values():
                 rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
                 ds = group.create_dataset(
-                    spec.name,
+                    names.escape(spec.name),
                     shape=(split.count, *spec.shape),
                     dtype=spec.dtype,
                     chunks=(rows, *(max(1, d) for d in spec.shape)) if split.count and all(spec.shape) else None,
@@ -193,6 +194,7 @@ class HDF5Reader(ArrayTreeReader):
             raise CodecIOError(f"{path}: not a readable HDF5 file: {e}") from None
         try:
             self.arrays: dict[tuple[str, str], Any] = {}
+            self.by_path: dict[str, Any] = {}
             try:
                 self._walk(self.file, "")
                 stored = self.file.attrs.get(_ATTR)
@@ -230,6 +232,7 @@ class HDF5Reader(ArrayTreeReader):
                 _check_filters(member, where)
                 split, field = split_key(key) if not prefix else (prefix.rstrip("/"), name)
                 self.arrays[(split, field)] = member
+                self.by_path[key] = member
             elif isinstance(member, h5py.Group):
                 self._walk(member, f"{key}/")
 
@@ -275,4 +278,7 @@ class HDF5Codec(Codec):
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         self.check_schema(schema)
+        names.check_tree(
+            ((s.name, f) for s in schema.splits.values() for f in s.fields), schema.splits, self.name
+        )
         return HDF5Writer(path, schema, self.options)

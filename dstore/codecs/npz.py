@@ -28,7 +28,7 @@ from typing import IO
 
 import numpy as np
 
-from .. import fs
+from .. import fs, names
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..parallel import ParallelDeflate
 from ..schema import Batch, Schema, SplitSpec, check_dtype, key_for, schema_from_arrays
@@ -87,7 +87,14 @@ class NpzReader(Reader):
             self._members = self._read_headers()
             arrays = {m.key: (m.dtype, m.shape) for m in self._members.values()}
             inferred = schema_from_arrays(arrays, path)
-            self.schema = self._stored_schema(inferred) or inferred
+            stored = self._stored_schema(inferred)
+            self.schema = stored or inferred
+            # the member of each field: where dstore put it (escaped names), else the key read
+            self._keys = {
+                (split.name, name): key_for(split.name, spec) if stored else str(spec.key)
+                for split in self.schema.splits.values()
+                for name, spec in split.fields.items()
+            }
             # Deflated members only stream; stored ones can be entered anywhere.
             self.random_access = all(
                 self._zip.getinfo(m.zip_name).compress_type == zipfile.ZIP_STORED
@@ -170,7 +177,7 @@ class NpzReader(Reader):
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
         split = spec.name
-        members = {n: self._members[key_for(split, spec.fields[n])] for n in names}
+        members = {n: self._members[self._keys[(split, n)]] for n in names}
         if any(m.fortran and len(m.shape) > 1 for m in members.values()):
             # Fortran order stores columns first: rows are not contiguous, so
             # these (rare) members are read whole.
@@ -337,6 +344,7 @@ class NpzWriter(Writer):
             pass
 
     def _open_member(self, key: str) -> IO[bytes]:
+        names.check_relative(self.path, key)  # a member unzip would write outside its folder
         info = zipfile.ZipInfo(key + ".npy", date_time=_FIXED_DATE)
         info.external_attr = 0o644 << 16
         info.compress_type = self._zip.compression

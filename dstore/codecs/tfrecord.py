@@ -40,7 +40,7 @@ from . import _tfrecord_io as rio
 from ._png import decode as png_decode
 from ._png import png_encoder
 from ._example import BYTES, FLOAT, INT64, KIND_NAMES, decode_example, encode_example, encode_feature
-from .. import fs
+from .. import fs, names
 from ..fs import is_url
 from .base import Codec, Reader, Shard, ShardWriter, Writer
 
@@ -222,7 +222,8 @@ class _HashingFile:
 
 
 def _shard_name(split: str, index: int, total: int) -> str:
-    return f"{split}-{index:05d}-of-{total:05d}.tfrecord"
+    """The file of a shard: the split escaped to one plain name (``a/b`` -> ``a%2Fb``)."""
+    return f"{names.escape(split)}-{index:05d}-of-{total:05d}.tfrecord"
 
 
 class TFRecordShardWriter(ShardWriter):
@@ -329,8 +330,9 @@ def _open_for_write(root: str, name: str) -> Iterator[BinaryIO]:
     Locally: written as ``name.part``, fsynced, renamed. On an object store a
     PUT is atomic: the object appears only if the upload succeeded, and a
     failed upload raises here (never reported as success)."""
+    target = names.safe_join(root, name)  # whatever made ``name``, never outside ``root``
     if is_url(root):
-        url = fs.join(root, name)
+        url = target
         try:
             with fs.open_binary(url, "wb") as f:
                 yield f
@@ -339,7 +341,7 @@ def _open_for_write(root: str, name: str) -> Iterator[BinaryIO]:
         except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors, re-raised as ours
             raise CodecIOError(f"{url}: upload failed: {type(e).__name__}: {e}") from None
         return
-    final = os.path.join(root, name)
+    final = target
     part = final + ".part"
     try:
         with open(part, "wb") as f:
@@ -418,6 +420,8 @@ class TFRecordReader(Reader):
             }
             comp = m.get("compression")
             for split, info in m["splits"].items():
+                for s in info["shards"]:  # a manifest never sends a reader outside its folder
+                    names.check_relative(self.path, s["file"])
                 self.shards[split] = [
                     _Shard(fs.join(self.path, s["file"]), int(s["records"]), comp)
                     for s in info["shards"]

@@ -21,6 +21,7 @@ import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
 
+from .. import names
 from ..errors import DstoreError, CodecIOError, SchemaError
 from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, Batch, Schema, check_dtype, split_key
@@ -70,14 +71,15 @@ class ZarrWriter(Writer):
         self._appenders: dict[tuple[str, str], AlignedAppender] = {}
         compressor = BloscCodec(cname=options.cname, clevel=options.clevel, shuffle=options.shuffle)
         for split in schema.splits.values():
-            group = self.root.create_group(split.name)
+            # require: a nested split (a/b) may have created this group (a) already
+            group = self.root.require_group("/".join(names.split_parts(split.name)))
             for spec in split.fields.values():
                 rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
                 shards = None
                 if options.shard_chunks > 0:
                     shards = (rows * options.shard_chunks, *(max(1, d) for d in spec.shape))
                 arr = group.create_array(
-                    spec.name,
+                    names.escape(spec.name),
                     shape=(split.count, *spec.shape),
                     dtype=_native(spec.dtype),
                     chunks=(rows, *(max(1, d) for d in spec.shape)),
@@ -102,7 +104,8 @@ class ZarrWriter(Writer):
             cname=self.options.cname, clevel=self.options.clevel,
             shuffle=_BLOSC_SHUFFLE[self.options.shuffle], blocksize=0,
         )
-        base = os.path.join(self.path, split, name)
+        parts = names.field_path(split, name)
+        names.safe_join(self.path, *parts)
         zeros = (0,) * (arr.ndim - 1)
 
         def encode_and_write(item: tuple[int, np.ndarray]) -> None:
@@ -111,7 +114,7 @@ class ZarrWriter(Writer):
                 pad = np.zeros((rows - len(chunk), *chunk.shape[1:]), chunk.dtype)
                 chunk = np.concatenate([chunk, pad])
             key = arr.metadata.encode_chunk_key((index, *zeros))
-            target = os.path.join(base, *key.split("/"))
+            target = names.safe_join(self.path, *parts, *key.split("/"))
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "wb") as f:
                 f.write(blosc.encode(np.ascontiguousarray(chunk)))
@@ -165,6 +168,7 @@ class ZarrReader(ArrayTreeReader):
         except Exception as e:  # noqa: BLE001 - zarr raises many types for bad metadata
             raise CodecIOError(f"{path}: not a readable zarr store: {e}") from None
         self.arrays: dict[tuple[str, str], Any] = {}
+        self.by_path: dict[str, Any] = {}
         if isinstance(node, zarr.Array):
             name = os.path.basename(os.path.normpath(path)).removesuffix(".zarr") or "data"
             self._add(DEFAULT_SPLIT, name, node, name)
@@ -183,6 +187,7 @@ class ZarrReader(ArrayTreeReader):
             raise SchemaError(f"{self.path}: array {key!r} is 0-d; every field needs a record axis")
         check_dtype(arr.dtype, f"{self.path}: array {key!r}")
         self.arrays[(split, name)] = arr
+        self.by_path[key] = arr
 
     def _walk(self, group: Any, prefix: str) -> None:
         for name, member in sorted(group.members(), key=lambda kv: kv[0]):
@@ -226,4 +231,7 @@ class ZarrCodec(Codec):
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         self.check_schema(schema)
+        names.check_tree(
+            ((s.name, f) for s in schema.splits.values() for f in s.fields), schema.splits, self.name
+        )
         return ZarrWriter(path, schema, self.options)

@@ -1,0 +1,177 @@
+"""Names from data (split and field names) -> names in storage: the one escape rule.
+
+Split and field names come from the data (npz keys, HDF5 paths, TFRecord
+feature names, dict keys given to :func:`dstore.save`), so they may hold
+anything: ``..``, a leading ``/``, ``\\``, NUL, 300 characters, emoji. Every
+codec turns them into storage names here, and only here:
+
+* :func:`escape` maps any name to one safe path component, deterministically
+  and injectively: ``%``-escapes (UTF-8 bytes) of ``/ \\ % ~``, control
+  characters and lone surrogates; a leading ``.`` (so never ``.``, ``..`` or a
+  hidden file); the empty name as ``%``; the reserved ``zarr.json``; a name
+  over :data:`MAX_BYTES` UTF-8 bytes is cut and ends in ``~`` plus 16 hex digits
+  of its sha256 (``~`` is escaped everywhere else, so a cut name never equals
+  another name's escape). Ordinary names (``train``, ``x_train``, ``image``,
+  ``a b``, ``é``) are their own escape: files of normal data do not change.
+* :func:`split_parts` keeps a split like ``a/b/c`` as nested groups when each
+  part is already plain (the layout HDF5 and zarr users expect), else makes
+  it one escaped component.
+* The original names are not recovered from storage names but from the
+  schema every format already stores (zip comment, zarr/HDF5 attributes,
+  TFRecord manifest): readers compute where each schema entry is stored.
+  :func:`unescape` inverts :func:`escape` for names that were not cut.
+* :func:`safe_join` is the defence in depth of every writer: a path it
+  builds from parts never resolves outside its root, whatever produced them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable
+
+from .errors import SchemaError, UnsafePathError
+from .fs import is_url
+
+__all__ = [
+    "MAX_BYTES",
+    "check_relative",
+    "check_tree",
+    "escape",
+    "field_path",
+    "is_plain",
+    "safe_join",
+    "split_parts",
+    "unescape",
+]
+
+#: Longest storage name in UTF-8 bytes: a TFRecord shard adds ``-00000-of-00000.tfrecord.part``
+#: (29 bytes) and file names stop at 255 bytes on common file systems.
+MAX_BYTES = 200
+_HASH_HEX = 16
+#: names a format keeps for itself inside a group (zarr v3 metadata file)
+_RESERVED = frozenset({"zarr.json"})
+_ESCAPE_RE = re.compile(r"%([0-9A-F]{2})")
+
+
+def _unsafe(ch: str) -> bool:
+    code = ord(ch)
+    return ch in "/\\%~" or code < 0x20 or code == 0x7F or 0xD800 <= code <= 0xDFFF
+
+
+def _quote(ch: str) -> str:
+    return "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+
+
+def _shorten(escaped: str, name: str) -> str:
+    """Cut ``escaped`` to fit :data:`MAX_BYTES` with a hash of the original ``name``."""
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_HEX]
+    budget = MAX_BYTES - 1 - _HASH_HEX
+    out, used, i = [], 0, 0
+    while i < len(escaped):
+        # an escape (%XX) is kept whole or dropped whole, so the prefix stays decodable
+        token = escaped[i : i + 3] if escaped[i] == "%" and i + 3 <= len(escaped) else escaped[i]
+        size = len(token.encode("utf-8", "surrogatepass"))
+        if used + size > budget:
+            break
+        out.append(token)
+        used += size
+        i += len(token)
+    return "".join(out) + "~" + digest
+
+
+def escape(name: str) -> str:
+    """The one safe path component that stores ``name`` (see the module doc)."""
+    if name == "":
+        return "%"
+    out = "".join(_quote(ch) if _unsafe(ch) else ch for ch in name)
+    if out.startswith("."):
+        out = "%2E" + out[1:]
+    if out in _RESERVED:
+        out = out.replace(".", "%2E")
+    if len(out.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        out = _shorten(out, name)
+    return out
+
+
+def unescape(stored: str) -> str:
+    """The name whose :func:`escape` is ``stored``, for names that were not cut.
+
+    A cut name (ending in ``~`` and a hash) cannot be inverted: the schema
+    stored with the data holds the original."""
+    if stored == "%":
+        return ""
+    if "~" in stored:
+        raise ValueError(f"{stored!r} is a shortened name: its original is only in the schema")
+    pieces = _ESCAPE_RE.split(stored)  # text, hex, text, hex, ..., text
+    out = bytearray()
+    for i, piece in enumerate(pieces):
+        out += bytes([int(piece, 16)]) if i % 2 else piece.encode("utf-8", "surrogatepass")
+    return out.decode("utf-8", "surrogatepass")
+
+
+def is_plain(name: str) -> bool:
+    """True when ``name`` is stored as it is."""
+    return escape(name) == name
+
+
+def split_parts(split: str) -> list[str]:
+    """The group path of a split: ``a/b/c`` nested when every part is plain, else one escaped name."""
+    parts = split.split("/")
+    if len(parts) > 1 and all(is_plain(p) for p in parts):
+        return parts
+    return [escape(split)]
+
+
+def field_path(split: str, field: str) -> list[str]:
+    """Where a field is stored in a group tree (zarr, HDF5) or a flat key space (npz)."""
+    return [*split_parts(split), escape(field)]
+
+
+def check_tree(fields: Iterable[tuple[str, str]], splits: Iterable[str], where: str) -> None:
+    """Refuse layouts where one split's field would be the group of another split.
+
+    Nested splits share groups (``a/b`` beside ``a/b/c`` is fine), but a field
+    ``x`` of split ``train`` and a split ``train/x`` both need ``train/x``."""
+    arrays = {tuple(field_path(s, f)): (s, f) for s, f in fields}
+    groups: dict[tuple[str, ...], str] = {}
+    for split in splits:
+        parts = split_parts(split)
+        for n in range(1, len(parts) + 1):
+            groups.setdefault(tuple(parts[:n]), split)
+    for path, (split, field) in arrays.items():
+        other = groups.get(path)
+        if other is not None:
+            raise SchemaError(
+                f"{where}: field {field!r} of split {split!r} and split {other!r} would both be "
+                f"stored at {'/'.join(path)!r}; rename one of them"
+            )
+
+
+def _check_component(part: str, root: str) -> None:
+    if part in ("", ".", "..") or "/" in part or "\\" in part or "\x00" in part:
+        raise UnsafePathError(f"{root}: refusing to write {part!r}: not a plain name inside the output")
+
+
+def safe_join(root: str, *parts: str) -> str:
+    """``root/part/...``, refused (one error) if it would resolve outside ``root``.
+
+    Every part must be one plain component; for a local root the resolved
+    path (symlinks followed) must stay under the resolved root too."""
+    for part in parts:
+        _check_component(part, root)
+    if is_url(root):  # object stores have no ``..`` or symlinks: plain parts are enough
+        return "/".join([root.rstrip("/"), *parts])
+    path = os.path.join(root, *parts)
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        raise UnsafePathError(f"{root}: refusing to write {'/'.join(parts)!r}: it resolves to {real}, outside")
+    return path
+
+
+def check_relative(root: str, rel: str) -> None:
+    """Refuse a stored relative path (``a/b/c``) that could leave ``root``."""
+    for part in rel.split("/"):
+        _check_component(part, root)
