@@ -221,6 +221,14 @@ class _HashingFile:
         self.f.flush()
 
 
+def _is_utf8_text(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _shard_name(split: str, index: int, total: int) -> str:
     """The file of a shard: the split escaped to one plain name (``a/b`` -> ``a%2Fb``)."""
     return f"{names.escape(split)}-{index:05d}-of-{total:05d}.tfrecord"
@@ -248,6 +256,13 @@ class TFRecordShardWriter(ShardWriter):
                 for name, spec in split.fields.items()
             }
             features = [e.feature for e in self.encodings[split.name].values()]
+            for name, enc in self.encodings[split.name].items():
+                # feature names are kept byte for byte, but a protobuf key is UTF-8 text
+                if not enc.feature.isascii() and not _is_utf8_text(enc.feature):
+                    raise SchemaError(
+                        f"tfrecord: split {split.name!r}, field {name!r}: feature name {enc.feature!r} "
+                        "is not valid Unicode text (a lone surrogate); rename it with -o rename=..."
+                    )
             if len(set(features)) != len(features):
                 raise SchemaError(f"tfrecord: two fields map to the same feature name: {features}")
 
