@@ -386,3 +386,15 @@ def test_lone_surrogates_in_names(tmp_path, fmt):
         return
     dstore.save(data, dst)
     _assert_same(data, _read_back(dst))
+
+
+def test_npz_refuses_escaped_names_it_could_not_restore(tmp_path):
+    """Past 64 KiB the schema cannot ride in the zip comment; escaped names would come back changed."""
+    many = {f"f{i:03d}_" + "n" * 100: np.arange(2) for i in range(300)}
+    plain = str(tmp_path / "plain.npz")
+    dstore.save({"train": many}, plain)  # plain names are inferred back from the keys
+    assert len(zipfile.ZipFile(plain).comment) == 0
+    _assert_same({"train": many}, _read_back(plain))
+    with pytest.raises(SchemaError, match="does not fit in the 64 KiB zip comment.*'train/a/b'"):
+        dstore.save({"train": {**many, "a/b": np.arange(2)}}, str(tmp_path / "escaped.npz"))
+    assert sorted(os.listdir(tmp_path)) == ["plain.npz"]

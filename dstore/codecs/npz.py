@@ -31,7 +31,7 @@ import numpy as np
 from .. import fs, names
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..parallel import ParallelDeflate
-from ..schema import Batch, Schema, SplitSpec, check_dtype, key_for, schema_from_arrays
+from ..schema import Batch, Schema, SplitSpec, check_dtype, key_for, schema_from_arrays, split_key
 from .base import Codec, Reader, Writer
 
 __all__ = ["NpzCodec"]
@@ -333,6 +333,19 @@ class NpzWriter(Writer):
         comment = _COMMENT_PREFIX + self.schema.dumps().encode()
         if len(comment) <= 0xFFFF:
             self._zip.comment = comment
+        else:
+            # without the comment, names are inferred from the keys: escaped ones would come back changed
+            changed = [
+                f"{split.name}/{name}"
+                for split in self.schema.splits.values()
+                for name, spec in split.fields.items()
+                if split_key(key_for(split.name, spec)) != (split.name, name)
+            ]
+            if changed:
+                raise SchemaError(
+                    f"npz: the schema ({len(comment)} bytes) does not fit in the 64 KiB zip comment, and "
+                    f"without it the escaped names {changed[:3]} could not be restored; use zarr or HDF5"
+                )
         self._zip.close()
 
     def abort(self) -> None:
