@@ -29,10 +29,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .errors import SchemaError, UnsafePathError
 from .fs import is_url
+
+if TYPE_CHECKING:
+    from .schema import Schema
 
 __all__ = [
     "MAX_BYTES",
@@ -129,24 +132,25 @@ def field_path(split: str, field: str) -> list[str]:
     return [*split_parts(split), escape(field)]
 
 
-def check_tree(fields: Iterable[tuple[str, str]], splits: Iterable[str], where: str) -> None:
+def check_tree(schema: Schema, where: str) -> None:
     """Refuse layouts where one split's field would be the group of another split.
 
     Nested splits share groups (``a/b`` beside ``a/b/c`` is fine), but a field
     ``x`` of split ``train`` and a split ``train/x`` both need ``train/x``."""
-    arrays = {tuple(field_path(s, f)): (s, f) for s, f in fields}
     groups: dict[tuple[str, ...], str] = {}
-    for split in splits:
+    for split in schema.splits:
         parts = split_parts(split)
         for n in range(1, len(parts) + 1):
             groups.setdefault(tuple(parts[:n]), split)
-    for path, (split, field) in arrays.items():
-        other = groups.get(path)
-        if other is not None:
-            raise SchemaError(
-                f"{where}: field {field!r} of split {split!r} and split {other!r} would both be "
-                f"stored at {'/'.join(path)!r}; rename one of them"
-            )
+    for split in schema.splits.values():
+        for field in split.fields:
+            path = tuple(field_path(split.name, field))
+            other = groups.get(path)
+            if other is not None:
+                raise SchemaError(
+                    f"{where}: field {field!r} of split {split.name!r} and split {other!r} would both "
+                    f"be stored at {'/'.join(path)!r}; rename one of them"
+                )
 
 
 def _check_component(part: str, root: str) -> None:

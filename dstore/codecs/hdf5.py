@@ -278,7 +278,5 @@ class HDF5Codec(Codec):
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         self.check_schema(schema)
-        names.check_tree(
-            ((s.name, f) for s in schema.splits.values() for f in s.fields), schema.splits, self.name
-        )
+        names.check_tree(schema, self.name)  # before any byte: a raw h5py/zarr error otherwise
         return HDF5Writer(path, schema, self.options)

@@ -258,7 +258,7 @@ class TFRecordShardWriter(ShardWriter):
             features = [e.feature for e in self.encodings[split.name].values()]
             for name, enc in self.encodings[split.name].items():
                 # feature names are kept byte for byte, but a protobuf key is UTF-8 text
-                if not enc.feature.isascii() and not _is_utf8_text(enc.feature):
+                if not _is_utf8_text(enc.feature):
                     raise SchemaError(
                         f"tfrecord: split {split.name!r}, field {name!r}: feature name {enc.feature!r} "
                         "is not valid Unicode text (a lone surrogate); rename it with -o rename=..."

@@ -105,7 +105,6 @@ class ZarrWriter(Writer):
             shuffle=_BLOSC_SHUFFLE[self.options.shuffle], blocksize=0,
         )
         parts = names.field_path(split, name)
-        names.safe_join(self.path, *parts)
         zeros = (0,) * (arr.ndim - 1)
 
         def encode_and_write(item: tuple[int, np.ndarray]) -> None:
@@ -231,7 +230,5 @@ class ZarrCodec(Codec):
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         self.check_schema(schema)
-        names.check_tree(
-            ((s.name, f) for s in schema.splits.values() for f in s.fields), schema.splits, self.name
-        )
+        names.check_tree(schema, self.name)  # before any byte: a raw h5py/zarr error otherwise
         return ZarrWriter(path, schema, self.options)
