@@ -398,3 +398,16 @@ def test_npz_refuses_escaped_names_it_could_not_restore(tmp_path):
     with pytest.raises(SchemaError, match="does not fit in the 64 KiB zip comment.*'train/a/b'"):
         dstore.save({"train": {**many, "a/b": np.arange(2)}}, str(tmp_path / "escaped.npz"))
     assert sorted(os.listdir(tmp_path)) == ["plain.npz"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_names_that_look_alike_after_escaping_stay_apart(tmp_path, fmt):
+    """A name, its escape, the escape of its escape, a cut name and the name that looks like it, case twins."""
+    long = "é" * 150
+    names = ["a/b", "a%2Fb", "a%252Fb", long, long + "x", escape(long), "X", "x", ".x", "%2Ex", "", "%"]
+    splits = [*names[:3], long, long + "x", escape(long), "x", "X", ""]  # and every name as a field of each
+    data = {s: {f: np.full((2, 1), i * 100 + j, np.int32) for j, f in enumerate(names)} for i, s in enumerate(splits)}
+    dst = str(tmp_path / ("o" + EXT[fmt]))
+    with Outside(str(tmp_path), [dst]):
+        dstore.save(data, dst)
+    _assert_same(data, _read_back(dst))
