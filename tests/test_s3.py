@@ -166,3 +166,21 @@ def test_dask_workers_write_shards_to_s3(s3, tmp_path, label_maker_npz):
     s3["fs"].get(url, str(back), recursive=True)
     assert file_digests(back) == file_digests(local)
     dstore.output.remove_path(url)
+
+
+@pytest.mark.parametrize("ext", [".tfrecords", ".zarr", ".npz", ".h5"])
+def test_hostile_names_stay_under_the_url_and_come_back(s3, ext):
+    """Escaped names (``%2E.%2Fevil``, ``?#`` left as they are) are plain object keys under the output."""
+    data = {"../evil": {"a/b": np.arange(3), "%": np.arange(3)}, "/abs": {"é\u0301 x?#": np.arange(2)},
+            "a/b": {"..": np.arange(1)}}
+    url = f"s3://{BUCKET}/names/o{ext}"
+    dstore.save(data, url)
+    assert all(k.startswith(f"{BUCKET}/names/o{ext}") for k in s3["fs"].find(BUCKET) if "/names" in k)
+    assert not [k for k in s3["fs"].find(BUCKET) if "evil" in k and "/names/" not in k]
+    with dstore.open(url) as ds:
+        got = {s: {f: ds[s][f][:] for f in ds[s]} for s in ds}
+    assert [(s, list(f)) for s, f in got.items()] == [(s, list(f)) for s, f in data.items()]
+    for s, fields in data.items():
+        for f, arr in fields.items():
+            np.testing.assert_array_equal(got[s][f], arr)
+    dstore.output.remove_path(url)
