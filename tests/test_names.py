@@ -276,6 +276,18 @@ def test_foreign_nested_hdf5_converts_everywhere(tmp_path, fmt):
         np.testing.assert_array_equal(g["a/b/c/x"][:], np.arange(6).reshape(3, 2))
 
 
+def test_foreign_nested_zarr_reads_as_before(tmp_path):
+    """A zarr tree written by zarr itself: groups are splits, arrays fields, ``%`` in a name kept as is."""
+    g = zarr.open_group(str(tmp_path / "f.zarr"), mode="w")
+    g.create_array("a/b/z", data=np.arange(5))
+    g.create_array("a/b/c/x", data=np.arange(6).reshape(3, 2))
+    g.create_array("a/b/c/p%2Fq", data=np.arange(3))
+    want = {"a/b/c": {"p%2Fq": np.arange(3), "x": np.arange(6).reshape(3, 2)}, "a/b": {"z": np.arange(5)}}
+    _assert_same(want, _read_back(str(tmp_path / "f.zarr")))
+    dstore.convert(str(tmp_path / "f.zarr"), str(tmp_path / "o.zarr"))
+    _assert_same(want, _read_back(str(tmp_path / "o.zarr")))
+
+
 @pytest.mark.parametrize("fmt", ["zarr", "hdf5"])
 def test_field_that_is_another_splits_group_is_one_clear_error(tmp_path, fmt):
     src = _npz(str(tmp_path / "c.npz"), **{"train/x": np.arange(3), "train/x/y": np.arange(3)})
