@@ -18,8 +18,10 @@ codec turns them into storage names here, and only here:
   it one escaped component.
 * The original names are not recovered from storage names but from the
   schema every format already stores (zip comment, zarr/HDF5 attributes,
-  TFRecord manifest): readers compute where each schema entry is stored.
-  :func:`unescape` inverts :func:`escape` for names that were not cut.
+  TFRecord manifest): readers compute where each schema entry is stored,
+  so this rule is part of the file formats (change it and older files no
+  longer read). :func:`unescape` inverts :func:`escape` for names that were
+  not cut.
 * :func:`safe_join` is the defence in depth of every writer: a path it
   builds from parts never resolves outside its root, whatever produced them.
 """
