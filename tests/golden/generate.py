@@ -48,6 +48,11 @@ def golden_data() -> dict[str, dict[str, dict[str, Any]]]:
             }
         },
         "empty": {"train": {"a": np.zeros((0, 3), np.int32)}, "test": {"a": np.arange(6, dtype=np.int32).reshape(2, 3)}},
+        # names stored through dstore.names' escape: the rule is part of every format
+        "names": {
+            "../evil": {"image/object/bbox/xmin": feats[:, :2], "": np.arange(6), "x" * 250: np.arange(6) * 2},
+            "a/b": {"e\u0301": np.arange(6, dtype=np.int16), ".hidden": np.arange(6) * 3, "zarr.json": np.ones(6)},
+        },
     }
 
 
