@@ -26,8 +26,7 @@ def to_tf_dataset(path: str, split: str = "train", *, deterministic: bool = True
     prefetched. Works on dstore directories and on TFRecords written by others.
     """
     tf = _tf()
-    from .codecs import _tfrecord_io as rio
-    from .codecs.tfrecord import TFRecordReader
+    from .codecs.tfrecord import _DECODE_RAW_DTYPES, TFRecordReader
 
     reader = TFRecordReader(path)
     if split not in reader.schema.splits:
@@ -35,11 +34,16 @@ def to_tf_dataset(path: str, split: str = "train", *, deterministic: bool = True
     spec = reader.schema.splits[split]
     encs = reader.encodings[split]
     files = [s.path for s in reader.shards[split]]
-    compression = "GZIP" if files and rio.is_gzip(files[0]) else ""
+    compression = {None: "", "gzip": "GZIP", "zlib": "ZLIB"}[reader.compression(split)]
 
     description = {}
     for name, field in spec.fields.items():
         enc = encs[name]
+        if enc.encoding == "raw" and field.dtype.newbyteorder("=").name not in _DECODE_RAW_DTYPES:
+            raise SchemaError(
+                f"{path}: split {split!r}, field {name!r} is {field.dtype}, which TensorFlow "
+                "has no dtype for; read it with dstore.open"
+            )
         if enc.encoding in ("png", "raw"):
             description[enc.feature] = tf.io.FixedLenFeature([], tf.string)
         else:

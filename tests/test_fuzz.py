@@ -82,6 +82,9 @@ def test_mutated_file_gives_data_or_dstore_error(valid, tmp_path, mutation):
     if ext == "bare .tfrecord" and kind == "truncate":
         # A bare TFRecord has no record count: cut at a record boundary it is a
         # shorter valid file (TensorFlow cannot tell either). Then it is a prefix.
+        if not got["train"]:  # cut before the first record: an empty split has no fields to infer
+            assert list(got) == ["train"] and pos == 0
+            return
         n = len(got["train"]["x"])
         data = {s: {k: a[:n] for k, a in f.items()} for s, f in data.items()}
     # Accepted: then it must be the same data (a flip in an unused byte can be harmless).

@@ -155,10 +155,17 @@ def test_truncated_last_record(tmp_path, capsys, good_shard):
     assert not (tmp_path / "o.npz").exists()
 
 
-def test_zero_length_file(tmp_path, capsys):
-    bad = tmp_path / "empty.tfrecord"
-    bad.write_bytes(b"")
-    _fails(capsys, ["convert", str(bad), str(tmp_path / "o.npz")], "empty file")
+@pytest.mark.parametrize("dst", ["o.npz", "o.tfrecords", "o.h5", "o.zarr"])
+def test_zero_length_file_is_an_empty_split(tmp_path, capsys, dst):
+    empty = tmp_path / "test.tfrecord"
+    empty.write_bytes(b"")
+    assert main(["info", str(empty)]) == 0
+    assert "split test: 0 records" in capsys.readouterr().out
+    out = str(tmp_path / dst)
+    assert main(["convert", str(empty), out]) == 0
+    with dstore.open(out) as ds:
+        assert list(ds) == ["test"] and ds["test"].count == 0 and list(ds["test"]) == []
+    assert dstore.verify(str(empty), out).ok
 
 
 def test_not_a_tfrecord(tmp_path, capsys):
@@ -172,8 +179,8 @@ def test_example_missing_a_field(tmp_path, capsys):
     recs.append(_example(a=(INT64, np.array([1]))))
     bad = str(tmp_path / "m.tfrecord")
     _write_records(bad, recs)
-    line = _fails(capsys, ["convert", bad, str(tmp_path / "o.npz")], "no feature 'b'")
-    assert "record 3" in line
+    line = _fails(capsys, ["convert", bad, str(tmp_path / "o.npz")], "feature 'b' is in record 0 but not in record 3")
+    assert line.startswith(f"SchemaError: {bad}:")
     assert not (tmp_path / "o.npz").exists()
 
 

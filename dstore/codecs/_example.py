@@ -13,15 +13,30 @@ The message is small and fixed (tensorflow/core/example/example.proto)::
 Writing it by hand keeps TensorFlow and the protobuf runtime out of the write
 path and lets numpy produce packed floats and varints for whole arrays.
 Decoding accepts packed and unpacked repeated fields, as protobuf parsers must.
+A ``SequenceExample`` (``context = 1``, ``feature_lists = 2``) shares the
+Example's field 1, so a parser that only looks at field 1 would read its
+context and drop its feature lists without a word: both decoders here refuse it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
-from ..errors import CodecIOError
+from ..errors import CodecIOError, DstoreError, SchemaError
 
-__all__ = ["BYTES", "FLOAT", "INT64", "decode_example", "encode_example", "encode_feature", "encode_varints"]
+__all__ = [
+    "BYTES",
+    "FLOAT",
+    "INT64",
+    "FeatureSignature",
+    "decode_example",
+    "encode_example",
+    "encode_feature",
+    "encode_varints",
+    "scan_example",
+]
 
 BYTES, FLOAT, INT64 = 1, 2, 3
 KIND_NAMES = {BYTES: "bytes_list", FLOAT: "float_list", INT64: "int64_list"}
@@ -180,32 +195,103 @@ def _decode_list(kind: int, buf: memoryview) -> list[bytes] | np.ndarray:
     return np.concatenate(parts).astype(dtype, copy=False) if len(parts) > 1 else parts[0].astype(dtype, copy=False)
 
 
+def _map_entries(buf: memoryview) -> Iterator[tuple[str, memoryview]]:
+    """(key, value payload) of each entry of a protobuf ``map<string, message>``."""
+    for fnum, fwire, entry in _fields(buf):
+        if fnum != 1 or fwire != 2:
+            continue
+        name = None
+        value = memoryview(b"")
+        for enum_, ewire, payload in _fields(entry):  # type: ignore[arg-type]
+            if enum_ == 1 and ewire == 2:
+                name = bytes(payload).decode()  # type: ignore[arg-type]
+            elif enum_ == 2 and ewire == 2:
+                value = payload  # type: ignore[assignment]
+        if name is None:
+            raise ValueError("map entry without a key")
+        yield name, value
+
+
+def _feature_lists(data: bytes | memoryview, where: str) -> list[memoryview]:
+    """The ``Features`` payloads of an Example; a SequenceExample is refused by name."""
+    features = []
+    for num, wire, payload in _fields(memoryview(data)):
+        if num == 1 and wire == 2:
+            features.append(payload)
+        elif num == 2 and wire == 2:
+            names = ", ".join(repr(name) for name, _ in _map_entries(payload))  # type: ignore[arg-type]
+            raise SchemaError(
+                f"{where} is a tf.train.SequenceExample (feature_lists {names or 'none'}): "
+                "not supported yet"
+            )
+        else:
+            raise ValueError(f"unknown top-level field {num} (wire type {wire})")
+    return features  # type: ignore[return-value]
+
+
+def _feature_kind(name: str, feature: memoryview) -> tuple[int, memoryview]:
+    kind, lst = 0, memoryview(b"")
+    for knum, kwire, payload in _fields(feature):
+        if knum in (BYTES, FLOAT, INT64) and kwire == 2:
+            kind, lst = knum, payload  # type: ignore[assignment]
+    if kind == 0:
+        raise ValueError(f"feature {name!r} holds no list")
+    return kind, lst
+
+
 def decode_example(data: bytes, where: str = "") -> dict[str, tuple[int, list[bytes] | np.ndarray]]:
     """Parse a serialized Example into ``{name: (kind, values)}``."""
     try:
         out: dict[str, tuple[int, list[bytes] | np.ndarray]] = {}
-        for num, wire, features in _fields(memoryview(data)):
-            if num != 1 or wire != 2:
-                continue
-            for fnum, fwire, entry in _fields(features):  # type: ignore[arg-type]
-                if fnum != 1 or fwire != 2:
-                    continue
-                name = None
-                feature = None
-                for enum_, ewire, payload in _fields(entry):  # type: ignore[arg-type]
-                    if enum_ == 1 and ewire == 2:
-                        name = bytes(payload).decode()  # type: ignore[arg-type]
-                    elif enum_ == 2 and ewire == 2:
-                        feature = payload
-                if name is None:
-                    raise ValueError("feature map entry without a key")
-                kind, values = 0, None
-                for knum, kwire, lst in _fields(feature or memoryview(b"")):  # type: ignore[arg-type]
-                    if knum in (BYTES, FLOAT, INT64) and kwire == 2:
-                        kind, values = knum, _decode_list(knum, lst)  # type: ignore[arg-type]
-                if kind == 0:
-                    raise ValueError(f"feature {name!r} holds no list")
-                out[name] = (kind, values)  # type: ignore[assignment]
+        for features in _feature_lists(data, where):
+            for name, feature in _map_entries(features):
+                kind, lst = _feature_kind(name, feature)
+                out[name] = (kind, _decode_list(kind, lst))
         return out
+    except DstoreError:
+        raise
+    except (ValueError, UnicodeDecodeError, IndexError) as e:
+        raise CodecIOError(f"{where}: not a valid tf.train.Example: {e}") from None
+
+
+#: (kind, number of values, PNG header or None): what must agree between records
+#: for a feature to be a fixed-shape field.
+FeatureSignature = tuple[int, int, bytes | None]
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_LOW_BYTES = bytes(range(0x80))  # a packed varint ends at each byte below 0x80
+
+
+def _count_values(kind: int, lst: memoryview) -> tuple[int, bytes | None]:
+    n = 0
+    png = None
+    for num, wire, p in _fields(lst):
+        if num != 1:
+            continue
+        if kind == BYTES:
+            n += 1
+            # the IHDR chunk (size, bit depth, colour type) without decoding the image
+            png = bytes(p[8:26]) if n == 1 and p[:8] == _PNG_SIGNATURE else None  # type: ignore[index]
+        elif wire == 2:
+            size = len(p)  # type: ignore[arg-type]
+            n += size // 4 if kind == FLOAT else size - len(bytes(p).translate(None, _LOW_BYTES))  # type: ignore[arg-type]
+        else:
+            n += 1
+    return n, png if n == 1 else None
+
+
+def scan_example(data: bytes, where: str = "") -> dict[str, FeatureSignature]:
+    """``{name: (kind, number of values, PNG header)}`` of an Example, without decoding values.
+
+    The cheap pass schema inference runs over every record: a PNG's size is
+    read from its header, packed lists are counted, nothing is decoded."""
+    try:
+        out: dict[str, FeatureSignature] = {}
+        for features in _feature_lists(data, where):
+            for name, feature in _map_entries(features):
+                kind, lst = _feature_kind(name, feature)
+                out[name] = (kind, *_count_values(kind, lst))
+        return out
+    except DstoreError:
+        raise
     except (ValueError, UnicodeDecodeError, IndexError) as e:
         raise CodecIOError(f"{where}: not a valid tf.train.Example: {e}") from None

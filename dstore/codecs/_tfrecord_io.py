@@ -7,7 +7,8 @@ Each record is::
     bytes  data[length]
     uint32 masked_crc32c(data)
 
-GZIP files are the whole stream gzip-compressed (TF's ``compression_type="GZIP"``).
+GZIP files are the whole stream gzip-compressed (TF's ``compression_type="GZIP"``),
+ZLIB files the whole stream in a zlib wrapper (``compression_type="ZLIB"``).
 Every CRC is checked on read; a mismatch or a short read is an error naming
 the file, the record index and its byte offset (in the uncompressed stream).
 """
@@ -19,14 +20,17 @@ import os
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import IO, BinaryIO
+from typing import IO, TYPE_CHECKING, BinaryIO
 
 import google_crc32c
 
-from ..fs import open_binary
 from ..errors import CodecIOError
+from ..fs import open_binary
 
-__all__ = ["RecordFile", "frame", "is_gzip", "masked_crc"]
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["RecordFile", "detect_compression", "frame", "is_gzip", "masked_crc"]
 
 _MASK_DELTA = 0xA282EAD8
 _LEN = struct.Struct("<Q")
@@ -51,8 +55,61 @@ def frame(data: bytes) -> bytes:
 
 
 def is_gzip(path: str) -> bool:
+    return detect_compression(path) == "gzip"
+
+
+def _compression_of(head: bytes) -> str | None:
+    """"gzip", "zlib" or None (plain) from a file's first 12 bytes.
+
+    A plain file's first 8 bytes are a length whose masked CRC follows, so a
+    valid header wins: a plain record of length 0x9c78 starts with the bytes of
+    a zlib header, and only the CRC tells them apart."""
+    if len(head) == 12 and masked_crc(head[:8]) == _CRC.unpack_from(head, 8)[0]:
+        return None
+    if head[:2] == GZIP_MAGIC:
+        return "gzip"
+    # RFC 1950: deflate method (CM=8) with a window of at most 32 KiB, header a multiple of 31
+    if len(head) >= 2 and head[0] & 0x0F == 8 and head[0] >> 4 <= 7 and (head[0] << 8 | head[1]) % 31 == 0:
+        return "zlib"
+    return None
+
+
+def detect_compression(path: str) -> str | None:
+    """How a TFRecord file is compressed: "gzip", "zlib" or None (plain)."""
     with open_binary(path) as f:
-        return f.read(2) == GZIP_MAGIC
+        return _compression_of(f.read(12))
+
+
+class _ZlibReader:
+    """``read(n)`` over a zlib stream (TensorFlow's ZLIB TFRecords); concatenated streams follow on."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._z = zlib.decompressobj()
+        self._in = b""  # compressed bytes not fed yet
+        self._buf = bytearray()  # decompressed bytes not returned yet
+        self._open = False  # a stream has begun and not reached its end marker
+
+    def read(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            if not self._in:
+                self._in = self._raw.read(1 << 16)
+                if not self._in:
+                    if self._open:
+                        raise EOFError("zlib stream ends before its end marker")
+                    break
+            if self._z.eof:  # another stream follows the one that ended
+                self._z = zlib.decompressobj()
+            # max_length bounds memory: a tiny input may inflate a thousandfold
+            self._buf += self._z.decompress(self._in, max(n - len(self._buf), 1 << 16))
+            self._in = self._z.unused_data if self._z.eof else self._z.unconsumed_tail
+            self._open = not self._z.eof
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
+
+    def close(self) -> None:
+        self._raw.close()
 
 
 class RecordFile:
@@ -64,11 +121,17 @@ class RecordFile:
             raw: BinaryIO = open_binary(path)  # type: ignore[assignment]
         except OSError as e:
             raise CodecIOError(f"{path}: cannot open: {e.strerror or e}") from None
-        gz = compression == "gzip" if compression is not None else raw.read(2) == GZIP_MAGIC
-        raw.seek(0)
+        if compression is None:
+            compression = _compression_of(raw.read(12))
+            raw.seek(0)
         self._raw = raw
-        self._f: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
-        self.compressed = gz
+        self._f: IO[bytes] = raw
+        if compression == "gzip":
+            self._f = gzip.GzipFile(fileobj=raw, mode="rb")
+        elif compression == "zlib":
+            self._f = _ZlibReader(raw)  # type: ignore[assignment]
+        self.compression = compression
+        self.compressed = compression in ("gzip", "zlib")
         self.index = 0  # records read so far
         self.offset = 0  # byte offset of the next record in the uncompressed stream
 
@@ -77,7 +140,7 @@ class RecordFile:
             return self._f.read(n)
         except (OSError, EOFError, zlib.error) as e:
             raise CodecIOError(
-                f"{self.path}: record {self.index} at byte {self.offset}: corrupt gzip stream: {e}"
+                f"{self.path}: record {self.index} at byte {self.offset}: corrupt {self.compression} stream: {e}"
             ) from None
 
     def _header(self) -> int | None:
@@ -156,7 +219,7 @@ class RecordFile:
         self._f.close()
         self._raw.close()
 
-    def __enter__(self) -> RecordFile:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

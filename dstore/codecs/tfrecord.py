@@ -20,6 +20,7 @@ inferring the schema from the first Example of each split.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import gzip
 import hashlib
 import json
@@ -28,20 +29,31 @@ import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, fs, names
 from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
+from ..fs import is_url
+from ..integrity import CHECKSUM_ATTR
 from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, Schema, SplitSpec
 from . import _tfrecord_io as rio
+from ._example import (
+    BYTES,
+    FLOAT,
+    INT64,
+    KIND_NAMES,
+    FeatureSignature,
+    decode_example,
+    encode_example,
+    encode_feature,
+    scan_example,
+)
 from ._png import decode as png_decode
 from ._png import png_encoder
-from ._example import BYTES, FLOAT, INT64, KIND_NAMES, decode_example, encode_example, encode_feature
-from .. import fs, names
-from ..fs import is_url
 from .base import Codec, Reader, Shard, ShardWriter, Writer
 
 __all__ = ["TFRecordCodec"]
@@ -405,6 +417,45 @@ def _check_complete(split: str, paths: list[str]) -> None:
         )
 
 
+_PNG_COLOURS = {0: "gray", 2: "RGB", 3: "palette", 4: "gray+alpha", 6: "RGBA"}
+
+
+def _png_text(ihdr: bytes) -> str:
+    width, height = int.from_bytes(ihdr[8:12], "big"), int.from_bytes(ihdr[12:16], "big")
+    return f"{width}x{height} {ihdr[16]}-bit {_PNG_COLOURS.get(ihdr[17], 'unknown-colour')} PNG"
+
+
+def _difference(
+    ref: dict[str, FeatureSignature], sig: dict[str, FeatureSignature],
+    ref_at: tuple[str, int], at: tuple[str, int],
+) -> str:
+    """One line naming the file, the feature and the two records that disagree."""
+    (ref_path, ref_index), (path, index) = ref_at, at
+    first = f"record {ref_index}" + ("" if ref_path == path else f" of {ref_path}")
+    now = f"record {index}"
+    for name in [*ref, *(k for k in sig if k not in ref)]:
+        head = f"{path}: feature {name!r}"
+        if name not in sig or name not in ref:
+            where = f"is in {first} but not in {now}" if name in ref else f"is not in {first} but is in {now}"
+            return f"{head} {where}: features missing from some records are not supported yet"
+        (kind0, n0, png0), (kind, n, png) = ref[name], sig[name]
+        if kind0 != kind:
+            return (
+                f"{head} is a {KIND_NAMES[kind0]} in {first} and a {KIND_NAMES[kind]} in {now}: "
+                "a feature must keep one kind"
+            )
+        if n0 != n:
+            return (
+                f"{head} has {n0} value{'s' * (n0 != 1)} in {first} and {n} in {now}: "
+                "variable-length features are not supported yet"
+            )
+        if png0 != png:
+            a = _png_text(png0) if png0 else "not a PNG"
+            b = _png_text(png) if png else "not a PNG"
+            return f"{head} is a {a} in {first} and a {b} in {now}: images of varying size are not supported yet"
+    raise AssertionError("signatures differ but no feature does")
+
+
 @dataclass
 class _Shard:
     path: str
@@ -417,13 +468,15 @@ class TFRecordReader(Reader):
         self.path = path
         self.workers = workers or default_workers()
         self.manifest: dict[str, Any] | None = None
+        self.root = path  # the folder shard names in a manifest are relative to
         self.shards: dict[str, list[_Shard]] = {}
         manifest_path = fs.join(path, MANIFEST)
         if fs.isdir(path) and fs.exists(manifest_path):
             self._load_manifest(manifest_path)
-        else:
-            self._inspect(self._find_files(path))
-
+        elif not self._load_one_shard(path):
+            files = self._find_files(path)
+            # one file named by the user is what they asked for, not an incomplete set
+            self._inspect(files, check_complete=files != [path])
     def _load_manifest(self, manifest_path: str) -> None:
         try:
             with fs.open_binary(manifest_path) as f:
@@ -438,7 +491,7 @@ class TFRecordReader(Reader):
                 for s in info["shards"]:  # a manifest never sends a reader outside its folder
                     names.check_relative(self.path, s["file"])
                 self.shards[split] = [
-                    _Shard(fs.join(self.path, s["file"]), int(s["records"]), comp)
+                    _Shard(fs.join(self.root, s["file"]), int(s["records"]), comp)
                     for s in info["shards"]
                 ]
         except (OSError, ValueError, KeyError, TypeError) as e:
@@ -480,38 +533,78 @@ class TFRecordReader(Reader):
             raise CodecIOError(f"{path}: no TFRecord files found")
         return files
 
-    def _inspect(self, files: list[str]) -> None:
-        """Schema by inspection: the first Example of each split gives the fields."""
+    def _load_one_shard(self, path: str) -> bool:
+        """One shard named inside a dstore folder: that file's records, typed by the manifest."""
+        root = os.path.dirname(path) if not is_url(path) else path.rsplit("/", 1)[0]
+        manifest_path = fs.join(root or ".", MANIFEST)
+        if fs.isdir(path) or not fs.exists(path) or not fs.exists(manifest_path):
+            return False
+        self.root = root or "."
+        self._load_manifest(manifest_path)
+        assert self.manifest is not None
+        name = os.path.basename(path)
+        for split, info in self.manifest["splits"].items():
+            for entry in info["shards"]:
+                if entry["file"] == name:
+                    records = int(entry["records"])
+                    spec = self.schema.splits[split]
+                    # stored field checksums cover the whole split, not this shard
+                    attrs = {k: v for k, v in self.schema.attrs.items() if k != CHECKSUM_ATTR}
+                    self.schema = Schema({split: SplitSpec(split, records, spec.fields)}, attrs)
+                    self.encodings = {split: self.encodings[split]}
+                    self.shards = {split: [_Shard(path, records, self.manifest.get("compression"))]}
+                    self.manifest = {**self.manifest, "splits": {split: {"count": records, "shards": [entry]}}}
+                    return True
+        raise CodecIOError(f"{path}: not a shard listed in {manifest_path}")
+
+    def _inspect(self, files: list[str], check_complete: bool = True) -> None:
+        """Schema by inspection of every record of every file (see :meth:`_scan_split`)."""
         by_split: dict[str, list[str]] = {}
         for f in files:
             by_split.setdefault(_split_of(os.path.basename(f)), []).append(f)
-        for split, paths in by_split.items():
-            _check_complete(split, paths)
+        if check_complete:
+            for split, paths in by_split.items():
+                _check_complete(split, paths)
         splits = {}
         self.encodings = {}
         for split, paths in by_split.items():
-            first = None
-            shards = []
-            for p in paths:
-                with rio.RecordFile(p) as rf:
-                    if first is None:
-                        rec = rf.next_record()
-                        if rec is not None:
-                            first = (rec, p)
-                    count = rf.index + rf.count()
-                shards.append(_Shard(p, count, None))
-            self.shards[split] = shards
-            if first is None:
-                if fs.getsize(paths[0]) == 0:
-                    raise CodecIOError(f"{paths[0]}: empty file (no TFRecords)")
-                raise CodecIOError(f"{paths[0]}: holds no records")
-            fields, encs = self._infer_fields(*first)
-            self.encodings[split] = encs
-            splits[split] = SplitSpec(split, sum(s.records for s in shards), fields)
+            fields, self.encodings[split], self.shards[split] = self._scan_split(paths)
+            splits[split] = SplitSpec(split, sum(s.records for s in self.shards[split]), fields)
         self.schema = Schema(splits)
 
-    def _infer_fields(self, record: bytes, path: str) -> tuple[dict[str, FieldSpec], dict[str, FieldEncoding]]:
-        where = f"{path}: record 0"
+    def _scan_split(
+        self, paths: list[str]
+    ) -> tuple[dict[str, FieldSpec], dict[str, FieldEncoding], list[_Shard]]:
+        """Fields from the first record, checked against every record of the split.
+
+        A field is only as good as its agreement across records: a feature
+        missing from record 0, a list whose length varies, a PNG whose size
+        changes would otherwise be dropped or misread. The pass parses each
+        Example's wire format without decoding images (PNG sizes come from
+        their headers), so it costs about a read of the files."""
+        fields: dict[str, FieldSpec] = {}
+        encs: dict[str, FieldEncoding] = {}
+        shards = []
+        ref: dict[str, FeatureSignature] | None = None
+        ref_at = ("", 0)
+        for p in paths:
+            with rio.RecordFile(p) as rf:
+                while True:
+                    index, offset = rf.index, rf.offset
+                    rec = rf.next_record()
+                    if rec is None:
+                        break
+                    where = f"{p}: record {index} at byte {offset}"
+                    sig = scan_example(rec, where)
+                    if ref is None:
+                        ref, ref_at = sig, (p, index)
+                        fields, encs = self._infer_fields(rec, f"{p}: record {index}")
+                    elif sig != ref:
+                        raise SchemaError(_difference(ref, sig, ref_at, (p, index)))
+                shards.append(_Shard(p, rf.index, rf.compression))
+        return fields, encs, shards
+
+    def _infer_fields(self, record: bytes, where: str) -> tuple[dict[str, FieldSpec], dict[str, FieldEncoding]]:
         fields: dict[str, FieldSpec] = {}
         encs: dict[str, FieldEncoding] = {}
         for name, (kind, values) in decode_example(record, where).items():
@@ -595,7 +688,7 @@ class TFRecordReader(Reader):
         results = []
         for split, info in self.manifest["splits"].items():
             for shard in info["shards"]:
-                path = fs.join(self.path, shard["file"])
+                path = fs.join(self.root, shard["file"])
                 if not fs.exists(path):
                     results.append((False, f"{shard['file']}: missing"))
                     continue
@@ -606,56 +699,100 @@ class TFRecordReader(Reader):
                     results.append((True, f"{shard['file']}: {size} bytes, sha256 matches ({split})"))
         return results
 
+    def compression(self, split: str) -> str | None:
+        """How the split's files are compressed: None, "gzip" or "zlib" (as found)."""
+        found = {s.compression for s in self.shards[split]}
+        if self.manifest is not None:
+            found = {self.manifest.get("compression")}
+        if len(found) > 1:
+            raise CodecIOError(f"{self.path}: split {split!r} mixes compressions {sorted(map(str, found))}")
+        return found.pop() if found else None
+
     def feature_description(self, split: str) -> list[str]:
-        """Python lines a TensorFlow user pastes to parse and decode this split."""
+        """A Python snippet a TensorFlow user pastes to read this split: every line runs as is.
+
+        It defines ``feature_description``, ``decode(record)`` (a dict of the
+        split's fields) and ``dataset``, with the compression the files have."""
         lines = ["feature_description = {"]
-        decode = []
+        returns = []
         for name, spec in self.schema.splits[split].fields.items():
             enc = self.encodings[split][name]
-            size = int(np.prod(spec.shape))
+            feature, native = repr(enc.feature), spec.dtype.newbyteorder("=")
+            value, shape = f"ex[{feature}]", spec.shape
             if enc.encoding in ("png", "raw"):
-                lines.append(f'    "{enc.feature}": tf.io.FixedLenFeature([], tf.string),')
-                if enc.encoding == "png":
-                    channels = spec.shape[2] if len(spec.shape) == 3 else 1
-                    tf_dtype = "tf.uint16" if spec.dtype.itemsize == 2 else "tf.uint8"
-                    decode.append(
-                        f'#   {name} = tf.io.decode_png(ex["{enc.feature}"], channels={channels}, '
-                        f"dtype={tf_dtype})  # -> {spec.shape}"
-                    )
-                else:
-                    decode.append(
-                        f'#   {name} = tf.reshape(tf.io.decode_raw(ex["{enc.feature}"], tf.{spec.dtype.newbyteorder("=").name}'
-                        f'{", little_endian=False" if spec.dtype.byteorder == ">" else ""}), {list(spec.shape)})'
-                    )
+                lines.append(f"    {feature}: tf.io.FixedLenFeature([], tf.string),")
             else:
                 kind = "tf.int64" if enc.encoding == "int64" else "tf.float32"
-                dims = [] if spec.shape == () else [size]
-                lines.append(f'    "{enc.feature}": tf.io.FixedLenFeature({dims}, {kind}),')
-                value = f'ex["{enc.feature}"]'
-                if len(spec.shape) > 1:
-                    decode.append(f"#   {name} = tf.reshape({value}, {list(spec.shape)})")
-                    value = name
-                if spec.dtype.newbyteorder("=").name not in ("int64", "float32"):
-                    decode.append(f"#   {name} = tf.cast({value}, tf.{spec.dtype.newbyteorder('=').name})")
+                dims = [] if shape == () else [int(np.prod(shape))]
+                lines.append(f"    {feature}: tf.io.FixedLenFeature({dims}, {kind}),")
+            note = ""
+            if enc.encoding == "png":
+                channels = shape[2] if len(shape) == 3 else 1
+                value = f"tf.io.decode_png({value}, channels={channels}, dtype=tf.{native.name})"
+                if len(shape) == 2:  # TensorFlow keeps the channel axis dstore drops
+                    note = f"; dstore reads {shape}"
+                    shape = (*shape, 1)
+            elif enc.encoding == "raw" and native.name not in _DECODE_RAW_DTYPES:
+                returns.append(
+                    f"        {name!r}: {value},  # raw bytes of {int(np.prod(shape))} {spec.dtype.str} values "
+                    f"{shape}: TensorFlow has no {native.name}; numpy: np.frombuffer(b, {spec.dtype.str!r})"
+                )
+                continue
+            elif enc.encoding == "raw":
+                order = ", little_endian=False" if spec.dtype.byteorder == ">" else ""
+                value = f"tf.reshape(tf.io.decode_raw({value}, tf.{native.name}{order}), {list(shape)})"
+            else:
+                if len(shape) > 1:
+                    value = f"tf.reshape({value}, {list(shape)})"
+                if native == np.uint64:  # stored as the int64 bit pattern
+                    value = f"tf.bitcast({value}, tf.uint64)"
+                elif native.name not in ("int64", "float32"):
+                    value = f"tf.cast({value}, tf.{native.name})"
+            returns.append(f"        {name!r}: {value},  # {native.name} {shape}{note}")
         lines.append("}")
-        if decode:
-            lines.append("# ex = tf.io.parse_single_example(record, feature_description); then:")
-            lines.extend(decode)
+        lines += ["", "def decode(record):"]
+        lines.append("    ex = tf.io.parse_single_example(record, feature_description)")
+        lines += ["    return {", *returns, "    }", ""]
+        lines.append(f"files = {_files_expression([s.path for s in self.shards[split]])}")
+        ctype = {None: "", "gzip": "GZIP", "zlib": "ZLIB"}[self.compression(split)]
+        lines.append(f"dataset = tf.data.TFRecordDataset(files, compression_type={ctype!r}).map(decode)")
         return lines
 
     def describe(self) -> list[str]:
         lines = []
-        comp = (self.manifest or {}).get("compression")
         for split, shards in self.shards.items():
+            comp = self.compression(split)
             lines.append(f"split {split}: {len(shards)} shard(s)" + (f", {comp}" if comp else ""))
             for name, enc in self.encodings[split].items():
                 lines.append(f"  {name}: feature {enc.feature!r} as {enc.encoding}")
-        first = next(iter(self.schema.splits), None)
+        first = next((s for s, spec in self.schema.splits.items() if spec.fields), None)
         if first is not None:
-            ctype = '"GZIP"' if comp == "gzip" else '""'
-            lines.append(f"TensorFlow ({first} split; compression_type={ctype}):")
+            lines.append(f"TensorFlow ({first} split):")
             lines.extend(self.feature_description(first))
         return lines
+
+
+#: dtypes ``tf.io.decode_raw`` can produce (its ``out_type``), TensorFlow 2.x
+_DECODE_RAW_DTYPES = {
+    "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
+    "uint8", "uint16", "complex64", "complex128", "bool",
+}
+
+
+def _files_expression(paths: list[str]) -> str:
+    """``paths`` as Python: a list when short, else a sorted glob that matches exactly them."""
+    if len(paths) <= 4 or is_url(paths[0]):
+        return repr(paths)
+    folder = os.path.dirname(paths[0])
+    names = {os.path.basename(p) for p in paths}
+    first = os.path.basename(paths[0])
+    m = _OF_RE.search(first)
+    if m and all(os.path.dirname(p) == folder for p in paths):
+        star = "-" + "[0-9]" * len(m.group(1)) + f"-of-{m.group(2)}"
+        pattern = glob_escape(first[: m.start()]) + star + glob_escape(first[m.end() :])
+        if {f for f in os.listdir(folder or ".") if fnmatch.fnmatchcase(f, pattern)} == names:
+            return f"sorted(tf.io.gfile.glob({os.path.join(folder, pattern)!r}))"
+    return repr(paths)
 
 
 class TFRecordCodec(Codec):
