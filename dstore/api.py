@@ -23,7 +23,7 @@ from .errors import CodecIOError, DstoreError, MissingDependencyError, SchemaErr
 from .integrity import CHECKSUM_ATTR, FieldHasher, stored_checksums
 from .output import atomic_output, is_url, path_size, upload_output, url_output
 from .parallel import prefetch
-from .registry import get_codec, infer_codec
+from .registry import get_codec_class, infer_codec
 from .shards import ShardRun, SourceRef, write_sharded
 from .schema import (
     DEFAULT_BATCH_BYTES,
@@ -54,7 +54,9 @@ Progress = Callable[[int, int], None]
 
 
 def _codec_for(path: str, name: str | None, options: Mapping[str, Any] | None) -> Codec:
-    return get_codec(name or infer_codec(path), **dict(options or {}))
+    cls = get_codec_class(name or infer_codec(path))
+    # what the path's name implies (x.tfrecords.gz: gzip), unless an option says otherwise
+    return cls(**{**cls.path_options(path), **dict(options or {})})
 
 
 def _open(path: str, format: str | None, options: Mapping[str, Any]) -> tuple[Codec, Reader]:

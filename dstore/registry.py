@@ -5,6 +5,9 @@ dependencies (fsspec's ``known_implementations`` model), so ``import dstore``
 never imports zarr, h5py or an image library. Third-party codecs register with
 :func:`register_codec` or through the entry-point group ``dstore.codecs``
 (``name = "package.module:CodecClass"``), loaded only when looked up.
+
+A folder whose name says nothing (``out/``) is recognised by the marker file
+its format writes inside it (a dstore TFRecord folder's ``dstore.json``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
+from . import fs
 from .errors import MissingDependencyError, UnknownCodecError
 
 if TYPE_CHECKING:
@@ -44,6 +48,7 @@ class _Entry:
     extra: str | None = None  # pip extra that installs ``requires``
     requires: tuple[str, ...] = ()  # importable module names
     pattern: str | None = None  # regex on the file name, for names extensions miss
+    marker: str | None = None  # a file inside a folder of this format, whatever the folder's name
 
 
 _BUILTIN: dict[str, _Entry] = {
@@ -54,11 +59,12 @@ _BUILTIN: dict[str, _Entry] = {
     "hdf5": _Entry("dstore.codecs.hdf5:HDF5Codec", (".h5", ".hdf5", ".he5", ".hdf"), "hdf5", ("h5py",)),
     "tfrecord": _Entry(
         "dstore.codecs.tfrecord:TFRecordCodec",
-        (".tfrecords", ".tfrecord", ".tfrecord.gz"),
+        (".tfrecords", ".tfrecord", ".tfrecords.gz", ".tfrecord.gz"),
         "tfrecord",
         ("imagecodecs", "isal", "google_crc32c"),
         # TFDS shard names: mnist-train.tfrecord-00000-of-00001
         pattern=r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$",
+        marker="dstore.json",
     ),
 }
 
@@ -169,6 +175,9 @@ def infer_codec(path: str) -> str:
                 continue
             cls = get_codec_class(name)
             if any(base.endswith(ext) for ext in cls.extensions):
+                return name
+        for name, entry in _entries.items():
+            if entry.marker and fs.isdir(str(path)) and fs.exists(fs.join(str(path), entry.marker)):
                 return name
         raise UnknownCodecError(
             base,

@@ -224,6 +224,11 @@ class Codec(ABC):
         self.options = self.parse_options(options)
 
     @classmethod
+    def path_options(cls, path: str) -> dict[str, Any]:
+        """Options a path's name implies (``x.tfrecords.gz``: gzip); explicit options win."""
+        return {}
+
+    @classmethod
     def parse_options(cls, options: Mapping[str, Any]) -> Any:
         """Turn option strings into the codec's typed option dataclass."""
         if not dataclasses.is_dataclass(cls.Options):

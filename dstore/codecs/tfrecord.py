@@ -803,6 +803,11 @@ class TFRecordCodec(Codec):
     supports_urls = True
     Options = TFRecordOptions
 
+    @classmethod
+    def path_options(cls, path: str) -> dict[str, Any]:
+        """``x.tfrecords.gz``: gzip-compressed shards, as TensorFlow users name such files."""
+        return {"compression": "gzip"} if path.rstrip("/").lower().endswith(".gz") else {}
+
     def open_reader(self, path: str) -> Reader:
         return TFRecordReader(path, self.options.workers)
 
