@@ -102,3 +102,176 @@ def test_dstore_reads_tensorflow_written_files(tmp_path, tiles, compression):
     back = str(tmp_path / "tf.npz")
     dstore.convert(path, back)
     assert dstore.verify(path, back).ok
+
+
+# ------------------------------------------------ the snippet `dstore info` prints, run by TensorFlow
+
+
+def _run_snippet(path: str, split: str) -> list[dict[str, np.ndarray]]:
+    """Execute every line ``dstore info`` prints for ``split`` and read its ``dataset``."""
+    from dstore.codecs.tfrecord import TFRecordReader
+
+    namespace = {"tf": tf}
+    exec("\n".join(TFRecordReader(path).feature_description(split)), namespace)  # noqa: S102
+    return [{k: v.numpy() for k, v in ex.items()} for ex in namespace["dataset"]]
+
+
+def _example(**features) -> bytes:
+    feats = {}
+    for name, value in features.items():
+        if isinstance(value, bytes):
+            feats[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+        elif np.asarray(value).dtype.kind == "f":
+            feats[name] = tf.train.Feature(float_list=tf.train.FloatList(value=np.ravel(value).tolist()))
+        else:
+            feats[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=np.ravel(value).tolist()))
+    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+
+
+def _tf_write(path: str, records: list[bytes], compression: str = "") -> None:
+    with tf.io.TFRecordWriter(path, tf.io.TFRecordOptions(compression_type=compression)) as w:
+        for rec in records:
+            w.write(rec)
+
+
+@pytest.mark.parametrize("compression", ["", "GZIP", "ZLIB"])
+def test_snippet_and_reader_on_files_tensorflow_wrote(tmp_path, tiles, capsys, compression):
+    x, y = tiles
+    gray = x[..., :1]  # (64, 64, 1): tf.io.encode_png needs the channel axis
+    boxes = np.linspace(0, 1, len(x) * 4, dtype=np.float32).reshape(len(x), 4)
+    ids = (np.arange(len(x) * 3).reshape(len(x), 3) - 50) * 1_000_000_007
+    folder = tmp_path / "tf.tfrecords"  # shards TensorFlow wrote: no dstore manifest
+    folder.mkdir()
+    half = len(x) // 2
+    for i, part in enumerate((slice(0, half), slice(half, None))):
+        recs = [
+            _example(**{"image/encoded": tf.io.encode_png(g).numpy(), "label": int(lab), "bbox": b, "ids": k})
+            for g, lab, b, k in zip(gray[part], y[part].argmax(1), boxes[part], ids[part], strict=True)
+        ]
+        _tf_write(str(folder / f"train-{i:05d}-of-00002.tfrecord"), recs, compression)
+    path = str(folder)
+
+    got = read_all(path)["train"]
+    np.testing.assert_array_equal(got["image/encoded"], gray[..., 0])
+    np.testing.assert_array_equal(got["label"], y.argmax(1))
+    np.testing.assert_array_equal(got["bbox"], boxes)
+    np.testing.assert_array_equal(got["ids"], ids)
+
+    from dstore.cli import main
+
+    assert main(["info", path]) == 0
+    assert f"compression_type={compression!r}" in capsys.readouterr().out
+    ran = _run_snippet(path, "train")
+    assert len(ran) == len(x)
+    for i, ex in enumerate(ran):
+        assert ex["image/encoded"].shape == (64, 64, 1)  # what decode_png(channels=1) gives
+        np.testing.assert_array_equal(ex["image/encoded"], gray[i])
+        assert ex["label"] == y[i].argmax() and ex["label"].shape == ()
+        np.testing.assert_array_equal(ex["bbox"], boxes[i])
+        np.testing.assert_array_equal(ex["ids"], ids[i])
+
+    back = str(tmp_path / "back.npz")
+    dstore.convert(path, back)
+    assert dstore.verify(path, back).ok
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_snippet_restores_every_dtype_dstore_writes(tmp_path, tiles, compression):
+    x, _ = tiles
+    n = len(x)
+    rng = np.random.default_rng(3)
+    data = {
+        "rgb": x,
+        "gray": x[..., 1].copy(),
+        "deep": x.astype(np.uint16) * 257,
+        "f64": rng.standard_normal((n, 2, 3)),
+        "f16": rng.standard_normal((n, 5)).astype(np.float16),
+        "f32": rng.standard_normal((n, 2, 2)).astype(np.float32),
+        "big": rng.standard_normal(n).astype(">f8"),
+        "bigi": np.arange(n, dtype=">i4") - 7,
+        "u64": np.arange(n, dtype=np.uint64) * np.uint64(2**61),
+        "flag": np.arange(n) % 3 == 0,
+        "i16": (np.arange(n * 2, dtype=np.int16) - 300).reshape(n, 2),
+        "c64": (rng.standard_normal(n) + 1j).astype(np.complex64),
+    }
+    out = str(tmp_path / "d.tfrecords")
+    dstore.save({"train": data}, out, compression=compression)
+    ran = _run_snippet(out, "train")
+    assert len(ran) == n
+    for name, ref in data.items():
+        got = np.stack([ex[name] for ex in ran])
+        if name == "gray":  # decode_png(channels=1) keeps the channel axis dstore drops
+            assert got.shape == (*ref.shape, 1)
+            got = got[..., 0]
+        assert got.dtype == ref.dtype.newbyteorder("="), name
+        np.testing.assert_array_equal(got, ref, err_msg=name)
+
+
+def test_snippet_never_names_a_dtype_tensorflow_lacks(tmp_path):
+    ld = np.arange(8, dtype=np.longdouble).reshape(4, 2) / 3
+    if ld.dtype.itemsize == 8:
+        pytest.skip("longdouble is float64 on this platform")
+    out = str(tmp_path / "ld.tfrecords")
+    try:
+        dstore.save({"train": {"ld": ld}}, out)
+    except dstore.DstoreError:
+        pytest.skip("longdouble is refused on write")
+    from dstore.codecs.tfrecord import TFRecordReader
+
+    text = "\n".join(TFRecordReader(out).feature_description("train"))
+    assert "tf.float128" not in text and "TensorFlow has no float128" in text
+    ran = _run_snippet(out, "train")
+    got = np.stack([np.frombuffer(ex["ld"], ld.dtype) for ex in ran])  # as the comment says
+    np.testing.assert_array_equal(got, ld)
+    with pytest.raises(dstore.SchemaError, match="TensorFlow has no dtype"):
+        dstore.to_tf_dataset(out, split="train")
+
+
+def _late(i: int) -> bytes:
+    return _example(label=i, **({"score": [0.5]} if i >= 3 else {}))
+
+
+def _varlen(i: int) -> bytes:
+    return _example(label=i, **{"image/object/bbox/xmin": np.full(3 if i != 5 else 0, 0.25, np.float32)})
+
+
+def _resized(i: int) -> bytes:
+    return _example(image=tf.io.encode_png(np.zeros((16, 16 + (i == 4), 3), np.uint8)).numpy())
+
+
+def _sequence(i: int) -> bytes:
+    frame = tf.train.Feature(float_list=tf.train.FloatList(value=[1.0, 2.0]))
+    return tf.train.SequenceExample(
+        context=tf.train.Features(feature={"len": tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))}),
+        feature_lists=tf.train.FeatureLists(
+            feature_list={
+                "x": tf.train.FeatureList(feature=[frame, frame]),
+                "y": tf.train.FeatureList(feature=[frame]),
+            }
+        ),
+    ).SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (_late, "feature 'score' is not in record 0 but is in record 3: features missing"),
+        (_varlen, ("feature 'image/object/bbox/xmin' has 3 values in record 0 and 0 in record 5: "
+                   "variable-length features are not supported yet")),
+        (_resized, "feature 'image' is a 16x16 8-bit RGB PNG in record 0 and a 17x16 8-bit RGB PNG in record 4"),
+        (_sequence, "record 0 at byte 0 is a tf.train.SequenceExample (feature_lists 'x', 'y'): not supported yet"),
+    ],
+    ids=["late feature", "variable length", "varying PNG size", "SequenceExample"],
+)
+@pytest.mark.parametrize("compression", ["", "ZLIB"])
+def test_what_inference_cannot_hold_is_refused_not_dropped(tmp_path, capsys, make, message, compression):
+    from dstore.cli import main
+
+    path = str(tmp_path / "train.tfrecord")
+    _tf_write(path, [make(i) for i in range(8)], compression)
+    out = str(tmp_path / "o.npz")
+    for argv in (["info", path], ["convert", path, out], ["verify", path, out], ["verify", path]):
+        assert main(argv) == 2, argv
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+        assert len(err) == 1 and err[0].startswith(f"SchemaError: {path}: {message}"), err
+        assert not os.path.exists(out)
