@@ -144,10 +144,18 @@ def _fields(buf: memoryview) -> list[tuple[int, int, memoryview | int]]:
     pos = 0
     end = len(buf)
     while pos < end:
-        key, pos = _read_varint(buf, pos)
+        key = buf[pos]  # one-byte keys and lengths are the rule: skip the call for them
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _read_varint(buf, pos)
         num, wire = key >> 3, key & 7
         if wire == 2:
-            n, pos = _read_varint(buf, pos)
+            n = buf[pos] if pos < end else 0x80
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_varint(buf, pos)
             if pos + n > end:
                 raise ValueError("length-delimited field runs past the message")
             out.append((num, wire, buf[pos : pos + n]))
