@@ -340,3 +340,13 @@ def test_one_foreign_shard_is_not_called_incomplete(tmp_path, capsys):
     # the folder (or a glob) is the set: a missing shard is still an error there
     assert main(["info", str(folder), "--format", "tfrecord"]) == 2
     assert "incomplete: 3 of 4 shards present" in capsys.readouterr().err
+
+
+def test_a_foreign_file_beside_a_manifest_is_read_by_inspection(dstore_dir):
+    out, _ = dstore_dir
+    stray = os.path.join(out, "extra.tfrecord")
+    _write(stray, [_encode(_features(i)) for i in range(3)])
+    with dstore.open(stray) as ds:
+        assert list(ds) == ["data"] and ds["data"].count == 3
+        got = ds["data"].read()
+    np.testing.assert_array_equal(got["vec"], np.stack([np.arange(4) * (i + 1) for i in range(3)]))

@@ -477,6 +477,7 @@ class TFRecordReader(Reader):
             files = self._find_files(path)
             # one file named by the user is what they asked for, not an incomplete set
             self._inspect(files, check_complete=files != [path])
+
     def _load_manifest(self, manifest_path: str) -> None:
         try:
             with fs.open_binary(manifest_path) as f:
@@ -534,28 +535,38 @@ class TFRecordReader(Reader):
         return files
 
     def _load_one_shard(self, path: str) -> bool:
-        """One shard named inside a dstore folder: that file's records, typed by the manifest."""
-        root = os.path.dirname(path) if not is_url(path) else path.rsplit("/", 1)[0]
-        manifest_path = fs.join(root or ".", MANIFEST)
+        """One shard named inside a dstore folder: that file's records, typed by the manifest.
+
+        False (read it by inspection) when the folder has no manifest listing it."""
+        root = (os.path.dirname(path) if not is_url(path) else path.rsplit("/", 1)[0]) or "."
+        manifest_path = fs.join(root, MANIFEST)
         if fs.isdir(path) or not fs.exists(path) or not fs.exists(manifest_path):
             return False
-        self.root = root or "."
+        name = os.path.basename(path)
+        try:
+            with fs.open_binary(manifest_path) as f:
+                listed = {
+                    entry["file"]: split
+                    for split, info in json.loads(f.read())["splits"].items()
+                    for entry in info["shards"]
+                }
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return False  # not a manifest this file can be read by: inspect the file itself
+        if name not in listed:
+            return False
+        self.root = root
         self._load_manifest(manifest_path)
         assert self.manifest is not None
-        name = os.path.basename(path)
-        for split, info in self.manifest["splits"].items():
-            for entry in info["shards"]:
-                if entry["file"] == name:
-                    records = int(entry["records"])
-                    spec = self.schema.splits[split]
-                    # stored field checksums cover the whole split, not this shard
-                    attrs = {k: v for k, v in self.schema.attrs.items() if k != CHECKSUM_ATTR}
-                    self.schema = Schema({split: SplitSpec(split, records, spec.fields)}, attrs)
-                    self.encodings = {split: self.encodings[split]}
-                    self.shards = {split: [_Shard(path, records, self.manifest.get("compression"))]}
-                    self.manifest = {**self.manifest, "splits": {split: {"count": records, "shards": [entry]}}}
-                    return True
-        raise CodecIOError(f"{path}: not a shard listed in {manifest_path}")
+        split = listed[name]
+        entry = next(e for e in self.manifest["splits"][split]["shards"] if e["file"] == name)
+        records = int(entry["records"])
+        # stored field checksums cover the whole split, not this shard
+        attrs = {k: v for k, v in self.schema.attrs.items() if k != CHECKSUM_ATTR}
+        self.schema = Schema({split: SplitSpec(split, records, self.schema.splits[split].fields)}, attrs)
+        self.encodings = {split: self.encodings[split]}
+        self.shards = {split: [_Shard(path, records, self.manifest.get("compression"))]}
+        self.manifest = {**self.manifest, "splits": {split: {"count": records, "shards": [entry]}}}
+        return True
 
     def _inspect(self, files: list[str], check_complete: bool = True) -> None:
         """Schema by inspection of every record of every file (see :meth:`_scan_split`)."""
