@@ -34,7 +34,7 @@ def to_tf_dataset(path: str, split: str = "train", *, deterministic: bool = True
     spec = reader.schema.splits[split]
     encs = reader.encodings[split]
     files = [s.path for s in reader.shards[split]]
-    compression = {None: "", "gzip": "GZIP", "zlib": "ZLIB"}[reader.compression(split)]
+    compression = reader.tf_compression_types(split)
 
     description = {}
     for name, field in spec.fields.items():
@@ -72,6 +72,11 @@ def to_tf_dataset(path: str, split: str = "train", *, deterministic: bool = True
             out[name] = tf.reshape(value, field.shape)
         return out
 
-    ds = tf.data.TFRecordDataset(files, compression_type=compression)
+    if len(set(compression)) <= 1:
+        ds = tf.data.TFRecordDataset(files, compression_type=compression[0] if files else "")
+    else:  # one TFRecordDataset reads one compression: chain them, file order kept
+        ds = tf.data.TFRecordDataset(files[0], compression_type=compression[0])
+        for f, c in zip(files[1:], compression[1:], strict=True):
+            ds = ds.concatenate(tf.data.TFRecordDataset(f, compression_type=c))
     ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     return ds.prefetch(tf.data.AUTOTUNE)

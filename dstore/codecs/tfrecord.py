@@ -710,14 +710,12 @@ class TFRecordReader(Reader):
                     results.append((True, f"{shard['file']}: {size} bytes, sha256 matches ({split})"))
         return results
 
-    def compression(self, split: str) -> str | None:
-        """How the split's files are compressed: None, "gzip" or "zlib" (as found)."""
-        found = {s.compression for s in self.shards[split]}
+    def tf_compression_types(self, split: str) -> list[str]:
+        """TensorFlow's ``compression_type`` of each shard of ``split``: "", "GZIP" or "ZLIB"."""
+        shown = {None: "", "gzip": "GZIP", "zlib": "ZLIB"}
         if self.manifest is not None:
-            found = {self.manifest.get("compression")}
-        if len(found) > 1:
-            raise CodecIOError(f"{self.path}: split {split!r} mixes compressions {sorted(map(str, found))}")
-        return found.pop() if found else None
+            return [shown[self.manifest.get("compression")]] * len(self.shards[split])
+        return [shown[s.compression] for s in self.shards[split]]
 
     def feature_description(self, split: str) -> list[str]:
         """A Python snippet a TensorFlow user pastes to read this split: every line runs as is.
@@ -764,15 +762,25 @@ class TFRecordReader(Reader):
         lines += ["", "def decode(record):"]
         lines.append("    ex = tf.io.parse_single_example(record, feature_description)")
         lines += ["    return {", *returns, "    }", ""]
-        lines.append(f"files = {_files_expression([s.path for s in self.shards[split]])}")
-        ctype = {None: "", "gzip": "GZIP", "zlib": "ZLIB"}[self.compression(split)]
-        lines.append(f"dataset = tf.data.TFRecordDataset(files, compression_type={ctype!r}).map(decode)")
+        paths = [s.path for s in self.shards[split]]
+        types = self.tf_compression_types(split)
+        if len(set(types)) <= 1:
+            lines.append(f"files = {_files_expression(paths)}")
+            ctype = types[0] if types else ""
+            lines.append(f"dataset = tf.data.TFRecordDataset(files, compression_type={ctype!r}).map(decode)")
+        else:  # one TFRecordDataset reads one compression: chain one per file, in order
+            lines.append(f"files = {paths!r}")
+            lines.append(f"compression_types = {types!r}")
+            lines.append("dataset = tf.data.TFRecordDataset(files[0], compression_type=compression_types[0])")
+            lines.append("for f, c in zip(files[1:], compression_types[1:]):")
+            lines.append("    dataset = dataset.concatenate(tf.data.TFRecordDataset(f, compression_type=c))")
+            lines.append("dataset = dataset.map(decode)")
         return lines
 
     def describe(self) -> list[str]:
         lines = []
         for split, shards in self.shards.items():
-            comp = self.compression(split)
+            comp = "+".join(sorted({t.lower() for t in self.tf_compression_types(split)} - {""}))
             lines.append(f"split {split}: {len(shards)} shard(s)" + (f", {comp}" if comp else ""))
             for name, enc in self.encodings[split].items():
                 lines.append(f"  {name}: feature {enc.feature!r} as {enc.encoding}")
