@@ -59,7 +59,7 @@ def is_gzip(path: str) -> bool:
 
 
 def _compression_of(head: bytes) -> str | None:
-    """"gzip", "zlib" or None (plain) from a file's first 12 bytes.
+    """The compression of a file from its first 12 bytes: "gzip", "zlib" or None (plain).
 
     A plain file's first 8 bytes are a length whose masked CRC follows, so a
     valid header wins: a plain record of length 0x9c78 starts with the bytes of
