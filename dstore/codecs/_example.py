@@ -227,7 +227,7 @@ def _feature_lists(data: bytes | memoryview, where: str) -> list[memoryview]:
         if num == 1 and wire == 2:
             features.append(payload)
         elif num == 2 and wire == 2:
-            names = ", ".join(repr(name) for name, _ in _map_entries(payload))  # type: ignore[arg-type]
+            names = ", ".join(sorted(repr(name) for name, _ in _map_entries(payload)))  # type: ignore[arg-type]
             raise SchemaError(
                 f"{where} is a tf.train.SequenceExample (feature_lists {names or 'none'}): "
                 "not supported yet"
