@@ -490,7 +490,7 @@ class TFRecordReader(Reader):
             comp = m.get("compression")
             for split, info in m["splits"].items():
                 for s in info["shards"]:  # a manifest never sends a reader outside its folder
-                    names.check_relative(self.path, s["file"])
+                    names.check_relative(self.root, s["file"])
                 self.shards[split] = [
                     _Shard(fs.join(self.root, s["file"]), int(s["records"]), comp)
                     for s in info["shards"]
