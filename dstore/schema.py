@@ -246,34 +246,36 @@ def key_for(split: str, spec: FieldSpec) -> str:
     return candidate
 
 
-def schema_from_arrays(
-    arrays: Mapping[str, tuple[np.dtype, tuple[int, ...]]], source: str
-) -> Schema:
-    """Build a schema from flat keys -> (dtype, full shape), grouping keys into splits."""
-    grouped: dict[str, dict[str, tuple[str, np.dtype, tuple[int, ...]]]] = {}
-    for key, (dtype, shape) in arrays.items():
+def schema_from_fields(fields: Mapping[str, tuple[Kind, int]], source: str) -> Schema:
+    """Build a schema from flat keys -> (kind, record count), grouping keys into splits."""
+    grouped: dict[str, dict[str, tuple[str, Kind, int]]] = {}
+    for key, (kind, count) in fields.items():
         split, name = split_key(key)
-        check_dtype(dtype, f"{source}: key {key!r}")
-        if len(shape) == 0:
-            raise SchemaError(
-                f"{source}: key {key!r} is a 0-d array; every field needs a record axis"
-            )
-        grouped.setdefault(split, {})[name] = (key, np.dtype(dtype), tuple(shape))
+        grouped.setdefault(split, {})[name] = (key, kind, count)
     splits = {}
     for split, members in grouped.items():
-        counts = {key: shape[0] for key, _, shape in members.values()}
+        counts = {key: count for key, _, count in members.values()}
         if len(set(counts.values())) > 1:
             detail = ", ".join(f"{k} has {n}" for k, n in counts.items())
             raise SchemaError(
                 f"{source}: fields of split {split!r} have different record counts ({detail})"
             )
-        count = next(iter(counts.values()))
-        fields = {
-            name: FieldSpec.tensor(name, dtype, shape[1:], key)
-            for name, (key, dtype, shape) in members.items()
-        }
-        splits[split] = SplitSpec(split, count, fields)
+        specs = {name: FieldSpec(name, kind, key) for name, (key, kind, _) in members.items()}
+        splits[split] = SplitSpec(split, next(iter(counts.values())), specs)
     return Schema(splits)
+
+
+def schema_from_arrays(
+    arrays: Mapping[str, tuple[np.dtype, tuple[int, ...]]], source: str
+) -> Schema:
+    """Build a schema of tensor fields from flat keys -> (dtype, full shape)."""
+    fields: dict[str, tuple[Kind, int]] = {}
+    for key, (dtype, shape) in arrays.items():
+        check_dtype(dtype, f"{source}: key {key!r}")
+        if len(shape) == 0:
+            raise SchemaError(f"{source}: key {key!r} is a 0-d array; every field needs a record axis")
+        fields[key] = (Tensor(np.dtype(dtype), tuple(shape[1:])), int(shape[0]))
+    return schema_from_fields(fields, source)
 
 
 def check_batch(split: SplitSpec, batch: Mapping[str, Column]) -> int:

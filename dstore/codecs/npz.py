@@ -9,8 +9,26 @@ rows; a zip file can only have one member open for writing, so the largest
 field of a split is streamed straight into the archive and the others are
 spooled to an anonymous temporary file and copied in when the split ends.
 Deflate runs on all cores (see :class:`dstore.parallel.ParallelDeflate`).
-The schema travels in the zip comment, which ``np.load`` ignores. Nothing is
-ever unpickled: object arrays are refused by name.
+The schema travels in the zip comment, which ``np.load`` ignores.
+
+Field kinds (``np.load`` opens every member without pickle):
+
+* tensors: one ``K.npy`` member, ``(records, *shape)``;
+* strings / bytes (and encoded images): one ``<U`` / ``S`` member of the
+  widest record's width -- unless a record ends in NUL, which numpy's
+  fixed-width strings drop; then values + row splits as below;
+* ragged fields (and raw images of varying size): ``K.values.npy`` (every
+  record's values, ``(total, *inner_shape)``), ``K.row_splits.npy`` (int64,
+  records + 1 offsets into the values: record ``i`` is
+  ``values[row_splits[i]:row_splits[i+1]]``, TensorFlow's ``RaggedTensor``
+  names) and for images ``K.shapes.npy`` (each record's shape).
+
+Foreign npz files: ``<U``/``S`` members are string/bytes fields, pairs of
+``K.values`` and ``K.row_splits`` ragged fields, and object arrays (how
+``np.savez`` stores a list of arrays) are rebuilt through
+:mod:`dstore.codecs._safe_pickle` only -- plain arrays, str and bytes; any
+other pickled object is refused, naming what it asked for. Nothing else is
+ever unpickled.
 """
 
 from __future__ import annotations
@@ -31,7 +49,10 @@ import numpy as np
 from .. import fs, names
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..parallel import ParallelDeflate
-from ..schema import Batch, Schema, SplitSpec, check_dtype, key_for, schema_from_arrays, split_key
+from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, infer_column, slice_column
+from ..schema import Batch, FieldSpec, Schema, SplitSpec, check_dtype, key_for, schema_from_fields, split_key
+from ._safe_pickle import load_object_array
+from ._strings import bytes_to_fixed, char_counts, ends_with_nul, fixed_to_column, utf8_to_fixed_unicode
 from .base import Codec, Reader, Writer
 
 __all__ = ["NpzCodec"]
@@ -57,6 +78,12 @@ class NpzOptions:
             raise ValueError(f"npz: workers must be >= 0. Got {self.workers} instead.")
 
 
+#: Member suffixes of a field whose records vary (TensorFlow's RaggedTensor names):
+#: ``K.values.npy`` (all records' values), ``K.row_splits.npy`` (records + 1 offsets
+#: into them), and for raw images of varying size ``K.shapes.npy`` (each record's shape).
+_VALUES, _ROW_SPLITS, _SHAPES = ".values", ".row_splits", ".shapes"
+
+
 @dataclass
 class _Member:
     key: str
@@ -65,6 +92,45 @@ class _Member:
     shape: tuple[int, ...]
     fortran: bool
     data_offset: int
+
+
+@dataclass
+class _Source:
+    """Where one field is: a plain member, values + row splits (+ shapes), or rebuilt objects."""
+
+    kind: Kind
+    count: int
+    main: _Member  # the plain member, or the values member
+    splits: _Member | None = None
+    shapes: _Member | None = None
+    column: Column | None = None  # an object member, already rebuilt
+
+
+def _stores(src: _Source, kind: Kind) -> bool:
+    """Can the stored data of ``src`` hold a field of ``kind`` (as dstore writes it)?"""
+    m = src.main
+    if src.column is not None:
+        return src.kind == kind
+    if src.splits is None:
+        if m.dtype.kind == "U":
+            return isinstance(kind, String)
+        if m.dtype.kind == "S":
+            return isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw")
+        dense = isinstance(kind, Tensor) or (isinstance(kind, Image) and kind.is_dense)
+        return dense and m.dtype == kind.value_dtype and m.shape[1:] == _dense_shape(kind)
+    if m.dtype != kind.value_dtype:
+        return False
+    if isinstance(kind, Ragged):
+        return m.shape[1:] == kind.inner_shape and src.shapes is None
+    if isinstance(kind, Image) and kind.encoding == "raw":
+        return len(m.shape) == 1 and src.shapes is not None
+    return isinstance(kind, (String, Bytes, Image)) and len(m.shape) == 1 and src.shapes is None
+
+
+def _dense_shape(kind: Kind) -> tuple[int, ...]:
+    if isinstance(kind, Tensor):
+        return kind.shape
+    return kind.shape or () if isinstance(kind, Image) else ()
 
 
 class NpzReader(Reader):
@@ -85,11 +151,12 @@ class NpzReader(Reader):
         try:
             self._check_directory()
             self._members = self._read_headers()
-            arrays = {m.key: (m.dtype, m.shape) for m in self._members.values()}
-            inferred = schema_from_arrays(arrays, path)
+            self._sources = self._group_members()
+            fields = {key: (src.kind, src.count) for key, src in self._sources.items()}
+            inferred = schema_from_fields(fields, path)
             stored = self._stored_schema(inferred)
             self.schema = stored or inferred
-            # the member of each field: where dstore put it (escaped names), else the key read
+            # the storage of each field: where dstore put it (escaped names), else the key read
             self._keys = {
                 (split.name, name): key_for(split.name, spec) if stored else str(spec.key)
                 for split in self.schema.splits.values()
@@ -151,9 +218,67 @@ class NpzReader(Reader):
                 raise CodecIOError(
                     f"{self.path}: key {key!r}: unreadable .npy header: {type(e).__name__}: {e}"
                 ) from None
-            check_dtype(dtype, f"{self.path}: key {key!r}")
+            if dtype.kind not in "USO":
+                check_dtype(dtype, f"{self.path}: key {key!r}")
+            if len(shape) == 0:
+                raise SchemaError(f"{self.path}: key {key!r} is a 0-d array; every field needs a record axis")
             members[key] = _Member(key, info.filename, dtype, tuple(shape), fortran, offset)
         return members
+
+    def _group_members(self) -> dict[str, _Source]:
+        """One source per field: a plain member, or ``K.values`` + ``K.row_splits`` (+ ``K.shapes``)."""
+        sources: dict[str, _Source] = {}
+        grouped: set[str] = set()
+        for key in self._members:
+            if not key.endswith(_ROW_SPLITS) or key[: -len(_ROW_SPLITS)] + _VALUES not in self._members:
+                continue
+            base = key[: -len(_ROW_SPLITS)]
+            values, splits = self._members[base + _VALUES], self._members[key]
+            shapes = self._members.get(base + _SHAPES)
+            where = f"{self.path}: key {base!r}"
+            if splits.dtype.kind not in "iu" or len(splits.shape) != 1 or splits.shape[0] < 1:
+                raise CodecIOError(f"{where}: {key!r} must be a 1-d integer array of records + 1 offsets")
+            if values.dtype.kind in "USO":
+                raise CodecIOError(f"{where}: ragged values must be numbers, not {values.dtype}")
+            count = splits.shape[0] - 1
+            if shapes is not None and (len(shapes.shape) != 2 or shapes.shape[0] != count):
+                raise CodecIOError(f"{where}: {base + _SHAPES!r} must have one row per record")
+            kind: Kind = Ragged(values.dtype, values.shape[1:])
+            if shapes is not None and values.dtype.kind == "u" and values.dtype.itemsize in (1, 2):
+                # 2-d records are greyscale; for 3-d ones the channels are in each record's shape
+                kind = Image(values.dtype, 0 if shapes.shape[1] == 2 else None)
+            sources[base] = _Source(kind, count, values, splits, shapes)
+            grouped.update(k for k in (base + _VALUES, key, base + _SHAPES) if k in self._members)
+        for key, m in self._members.items():
+            if key in grouped:
+                continue
+            where = f"{self.path}: key {key!r}"
+            if m.dtype.kind in "US":
+                if len(m.shape) != 1:
+                    raise UnsupportedDtypeError(f"{where}: string arrays need exactly one (record) axis, got {m.shape}")
+                sources[key] = _Source(String() if m.dtype.kind == "U" else Bytes(), m.shape[0], m)
+            elif m.dtype.kind == "O":
+                if len(m.shape) != 1:
+                    raise UnsupportedDtypeError(f"{where}: object arrays need exactly one (record) axis, got {m.shape}")
+                kind, col = infer_column(self._load_objects(m), where)
+                sources[key] = _Source(kind, len(col), m, column=col)
+            else:
+                sources[key] = _Source(Tensor(m.dtype, m.shape[1:]), m.shape[0], m)
+        return sources
+
+    def _load_objects(self, m: _Member) -> list[object]:
+        """An object member, through the restricted unpickler only (plain arrays and strings)."""
+        where = f"{self.path}: key {m.key!r}"
+        try:
+            with self._zip.open(m.zip_name) as fp:
+                fp.seek(m.data_offset)
+                payload = fp.read()
+        except _ZIP_ERRORS as e:
+            raise CodecIOError(f"{where}: {e}") from None
+        arr = load_object_array(payload, where)
+        if arr.shape != m.shape:
+            raise CodecIOError(f"{where}: the pickled array is {arr.shape}, its header says {m.shape}")
+        return [np.asarray(v) if isinstance(v, (list, tuple)) else v for v in arr.tolist()]
 
     def _stored_schema(self, inferred: Schema) -> Schema | None:
         """The schema from the zip comment, if present and consistent with the members."""
@@ -166,44 +291,98 @@ class NpzReader(Reader):
             return None
         for split in stored.splits.values():
             for spec in split.fields.values():
-                m = self._members.get(key_for(split.name, spec))
-                if m is None or m.dtype != spec.dtype or m.shape != (split.count, *spec.shape):
+                src = self._sources.get(key_for(split.name, spec))
+                if src is None or src.count != split.count or not _stores(src, spec.kind):
                     return None
-        if sum(len(s.fields) for s in stored.splits.values()) != len(self._members):
+        if sum(len(s.fields) for s in stored.splits.values()) != len(self._sources):
             return None
         return stored
 
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
-        split = spec.name
-        members = {n: self._members[self._keys[(split, n)]] for n in names}
-        if any(m.fortran and len(m.shape) > 1 for m in members.values()):
+        streams = [self._field_batches(spec, n, start, stop, rows) for n in names]
+        for cols in zip(*streams, strict=True):
+            yield dict(zip(names, cols, strict=True))
+
+    def _field_batches(self, spec: SplitSpec, name: str, start: int, stop: int, rows: int) -> Iterator[Column]:
+        """Batches of one field, records ``start:stop``, ``rows`` at a time."""
+        src = self._sources[self._keys[(spec.name, name)]]
+        where = f"{self.path}: split {spec.name!r}, field {name!r} (key {src.main.key!r})"
+        if src.column is not None:
+            for pos in range(start, stop, rows):
+                yield slice_column(src.column, pos, min(stop, pos + rows))
+            return
+        if src.splits is None:
+            dense = self._member_rows(src.main, spec, name, start, stop, rows)
+            if src.main.dtype.kind in "US":
+                for arr in dense:
+                    col = fixed_to_column(arr, where)
+                    if isinstance(spec.fields[name].kind, String):
+                        col.check_utf8(where)
+                    yield col
+            else:
+                yield from dense
+            return
+        offsets = self._read_whole(src.splits, spec, name).astype(np.int64)
+        total = src.main.shape[0]
+        if offsets[0] != 0 or offsets[-1] != total or (len(offsets) > 1 and (np.diff(offsets) < 0).any()):
+            bad = int(np.argmax(np.diff(offsets) < 0)) if (np.diff(offsets) < 0).any() else 0
+            raise CodecIOError(
+                f"{where}: row splits do not describe the {total} values (record {bad}; they must start "
+                "at 0, never decrease and end at the number of values)"
+            )
+        shapes = None if src.shapes is None else self._read_whole(src.shapes, spec, name).astype(np.int64)
+        bounds = [(pos, min(stop, pos + rows)) for pos in range(start, stop, rows)]
+        # the values member read as one range, cut at the records' offsets
+        values = self._member_rows(
+            src.main, spec, name, int(offsets[start]), int(offsets[stop]), 0,
+            cuts=[int(offsets[b] - offsets[a]) for a, b in bounds], total=total,
+        )
+        for (a, b), vals in zip(bounds, values, strict=True):
+            col = VarColumn(vals, offsets[a : b + 1] - offsets[a], None if shapes is None else shapes[a:b])
+            col.check(where)
+            if isinstance(spec.fields[name].kind, String):
+                col.check_utf8(where)
+            yield col
+
+    def _read_whole(self, m: _Member, spec: SplitSpec, name: str) -> np.ndarray:
+        count = m.shape[0]
+        return next(iter(self._member_rows(m, spec, name, 0, count, max(count, 1))), np.zeros(m.shape, m.dtype))
+
+    def _member_rows(
+        self, m: _Member, spec: SplitSpec, name: str, start: int, stop: int, rows: int,
+        cuts: list[int] | None = None, total: int | None = None,
+    ) -> Iterator[np.ndarray]:
+        """Rows ``start:stop`` of one member in pieces of ``rows`` (or of the sizes ``cuts``)."""
+        sizes = cuts if cuts is not None else [min(rows, stop - p) for p in range(start, stop, rows)]
+        count = m.shape[0] if total is None else total
+        record_shape = m.shape[1:]
+        row_bytes = int(np.prod(record_shape, dtype=np.int64)) * m.dtype.itemsize
+        if m.fortran and len(m.shape) > 1:
             # Fortran order stores columns first: rows are not contiguous, so
             # these (rare) members are read whole.
-            yield from self._iter_fortran(spec, members, start, stop, rows)
-            return
-        streams: dict[str, IO[bytes]] = {}
-        try:
-            for n, m in members.items():
-                skip = m.data_offset + start * spec.fields[n].record_bytes
-                fp = self._open_stored_at(m, skip, (stop - start) * spec.fields[n].record_bytes) if start else None
-                if fp is None:
-                    fp = self._zip.open(m.zip_name)
-                    self._seek(fp, m, skip, split, n)
-                streams[n] = fp
+            whole = self._fortran_whole(m, spec, name)
             pos = start
-            while pos < stop:
-                take = min(rows, stop - pos)
-                yield {n: self._read_rows(streams[n], members[n], spec, n, pos, take) for n in names}
-                pos += take
-            if stop == spec.count:
-                for n, fp in streams.items():
-                    # Reading past the end makes zipfile check the member's CRC.
-                    self._finish(fp, spec, n)
+            for n in sizes:
+                yield np.ascontiguousarray(whole[pos : pos + n])
+                pos += n
+            return
+        skip = m.data_offset + start * row_bytes
+        fp = self._open_stored_at(m, skip, (stop - start) * row_bytes) if start else None
+        if fp is None:
+            fp = self._zip.open(m.zip_name)
+            self._seek(fp, m, skip, spec.name, name)
+        try:
+            pos = start
+            for n in sizes:
+                yield self._read_rows(fp, m, spec, name, pos, n, row_bytes, count)
+                pos += n
+            if stop == count:
+                # Reading past the end makes zipfile check the member's CRC.
+                self._finish(fp, spec, name)
         finally:
-            for fp in streams.values():
-                fp.close()
+            fp.close()
 
     def _open_stored_at(self, m: _Member, offset: int, length: int) -> IO[bytes] | None:
         """A plain file positioned ``offset`` bytes into a stored member, or None.
@@ -238,10 +417,10 @@ class NpzReader(Reader):
             ) from None
 
     def _read_rows(
-        self, fp: IO[bytes], m: _Member, spec: SplitSpec, name: str, first: int, n: int
+        self, fp: IO[bytes], m: _Member, spec: SplitSpec, name: str, first: int, n: int,
+        row_bytes: int, count: int,
     ) -> np.ndarray:
-        fspec = spec.fields[name]
-        want = n * fspec.record_bytes
+        want = n * row_bytes
         try:
             buf = fp.read(want)
         except _ZIP_ERRORS as e:
@@ -250,12 +429,12 @@ class NpzReader(Reader):
                 f"records {first}..{first + n - 1}: {e}"
             ) from None
         if len(buf) != want:
-            got = len(buf) // max(1, fspec.record_bytes)
+            got = len(buf) // max(1, row_bytes)
             raise CodecIOError(
                 f"{self.path}: split {spec.name!r}, field {name!r} (key {m.key!r}) is truncated: "
-                f"data ends at record {first + got} of {spec.count}"
+                f"data ends at record {first + got} of {count}"
             )
-        return np.frombuffer(buf, dtype=m.dtype).reshape((n, *fspec.shape))
+        return np.frombuffer(buf, dtype=m.dtype).reshape((n, *m.shape[1:]))
 
     def _finish(self, fp: IO[bytes], spec: SplitSpec, name: str) -> None:
         try:
@@ -264,21 +443,15 @@ class NpzReader(Reader):
         except _ZIP_ERRORS as e:
             raise CodecIOError(f"{self.path}: split {spec.name!r}, field {name!r}: {e}") from None
 
-    def _iter_fortran(
-        self, spec: SplitSpec, members: dict[str, _Member], start: int, stop: int, rows: int
-    ) -> Iterator[Batch]:
-        whole = {}
-        for n, m in members.items():
-            with self._zip.open(m.zip_name) as fp:
-                self._seek(fp, m, m.data_offset, spec.name, n)
-                count = int(np.prod(m.shape))
-                buf = fp.read(count * m.dtype.itemsize)
-                if len(buf) != count * m.dtype.itemsize:
-                    raise CodecIOError(f"{self.path}: key {m.key!r} is truncated")
-                self._finish(fp, spec, n)
-            whole[n] = np.frombuffer(buf, m.dtype).reshape(m.shape, order="F")
-        for pos in range(start, stop, rows):
-            yield {n: np.ascontiguousarray(a[pos : min(stop, pos + rows)]) for n, a in whole.items()}
+    def _fortran_whole(self, m: _Member, spec: SplitSpec, name: str) -> np.ndarray:
+        with self._zip.open(m.zip_name) as fp:
+            self._seek(fp, m, m.data_offset, spec.name, name)
+            count = int(np.prod(m.shape))
+            buf = fp.read(count * m.dtype.itemsize)
+            if len(buf) != count * m.dtype.itemsize:
+                raise CodecIOError(f"{self.path}: key {m.key!r} is truncated")
+            self._finish(fp, spec, name)
+        return np.frombuffer(buf, m.dtype).reshape(m.shape, order="F")
 
     def describe(self) -> list[str]:
         lines = []
@@ -384,19 +557,114 @@ def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     return buf.getvalue()
 
 
+class _VarSpool:
+    """A field whose records vary, spooled while its split is written.
+
+    Values, lengths and shapes go to anonymous temporary files (memory stays
+    bounded); the field becomes members when the split ends, because only
+    then is its form known: strings and bytes as one ``<U``/``S`` member
+    (``np.load`` reads them without pickle) unless a record ends in NUL,
+    which numpy's fixed-width strings would drop; everything else, and such
+    strings, as ``K.values`` + ``K.row_splits`` (+ ``K.shapes``)."""
+
+    def __init__(self, folder: str, spec: FieldSpec) -> None:
+        self.spec = spec
+        self.values = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
+        self.lengths = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
+        self.shapes = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
+        self.total = 0  # values (first-axis entries) so far
+        self.width = 0  # widest record, in characters (strings) or bytes
+        self.nul_end = False
+        self.ndim = 0
+
+    def write(self, col: VarColumn) -> None:
+        self.values.write(np.ascontiguousarray(col.values).data)
+        self.lengths.write(np.ascontiguousarray(col.lengths, dtype="<i8").data)
+        if col.shapes is not None:
+            self.ndim = col.shapes.shape[1]
+            self.shapes.write(np.ascontiguousarray(col.shapes, dtype="<i8").data)
+        self.total += len(col.values)
+        if self._fixed_candidate and len(col):
+            widths = char_counts(col) if isinstance(self.spec.kind, String) else col.lengths
+            self.width = max(self.width, int(widths.max()))
+            self.nul_end = self.nul_end or ends_with_nul(col)
+
+    @property
+    def _fixed_candidate(self) -> bool:
+        kind = self.spec.kind
+        return isinstance(kind, (String, Bytes)) or (isinstance(kind, Image) and kind.encoding != "raw")
+
+    def members(self, count: int) -> list[tuple[str, bytes, Iterator[bytes]]]:
+        """(suffix, .npy header, data chunks) of the members this field becomes."""
+        if self._fixed_candidate and not self.nul_end:
+            kind = self.spec.kind
+            dtype = np.dtype(f"<U{max(self.width, 1)}") if isinstance(kind, String) else np.dtype(f"S{max(self.width, 1)}")
+            return [("", _npy_header(dtype, (count,)), self._fixed_chunks(count))]
+        inner = self.spec.shape if isinstance(self.spec.kind, Ragged) else ()
+        out = [
+            (_VALUES, _npy_header(self.spec.dtype, (self.total, *inner)), _file_chunks(self.values)),
+            (_ROW_SPLITS, _npy_header(np.dtype("<i8"), (count + 1,)), self._split_chunks()),
+        ]
+        if isinstance(self.spec.kind, Image) and self.spec.kind.encoding == "raw":
+            out.append((_SHAPES, _npy_header(np.dtype("<i8"), (count, self.ndim)), _file_chunks(self.shapes)))
+        return out
+
+    def _split_chunks(self) -> Iterator[bytes]:
+        yield np.zeros(1, "<i8").tobytes()
+        base = 0
+        for chunk in _file_chunks(self.lengths):
+            ends = np.cumsum(np.frombuffer(chunk, "<i8")) + base
+            if len(ends):
+                base = int(ends[-1])
+            yield ends.astype("<i8").tobytes()
+
+    def _fixed_chunks(self, count: int) -> Iterator[bytes]:
+        """The spooled records as fixed-width items, a few thousand records at a time."""
+        self.lengths.seek(0)
+        self.values.seek(0)
+        step = 1 << 14
+        for _ in range(0, count, step):
+            lengths = np.frombuffer(self.lengths.read(step * 8), "<i8")
+            offsets = np.zeros(len(lengths) + 1, np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            values = np.frombuffer(self.values.read(int(offsets[-1])), np.uint8)
+            col = VarColumn(values, offsets)
+            if isinstance(self.spec.kind, String):
+                yield utf8_to_fixed_unicode(col, self.width).tobytes()
+            else:
+                yield bytes_to_fixed(col, self.width).tobytes()
+
+    def close(self) -> None:
+        for f in (self.values, self.lengths, self.shapes):
+            f.close()
+
+
+def _file_chunks(f: IO[bytes]) -> Iterator[bytes]:
+    f.seek(0)
+    while chunk := f.read(_COPY_CHUNK - _COPY_CHUNK % 8):  # whole int64s for the lengths
+        yield chunk
+
+
 class _SplitWriter:
-    """Writes one split: the biggest field streams into the zip, others spool."""
+    """Writes one split: the biggest dense field streams into the zip, the others spool."""
 
     def __init__(self, parent: NpzWriter, spec: SplitSpec) -> None:
         self.parent = parent
         self.spec = spec
         self.rows = 0
         self.keys = {n: key_for(spec.name, f) for n, f in spec.fields.items()}
-        self.direct = max(spec.fields, key=lambda n: spec.fields[n].record_bytes, default=None)
+        _check_member_names(spec, self.keys)
+        dense = [n for n, f in spec.fields.items() if f.dense]
+        self.direct = max(dense, key=lambda n: spec.fields[n].record_bytes, default=None)
         self.streams: dict[str, IO[bytes]] = {}
+        self.spools: dict[str, _VarSpool] = {}
+        folder = _dirname(parent.path)
         for n, f in spec.fields.items():
+            if not f.dense:
+                self.spools[n] = _VarSpool(folder, f)
+                continue
             fp = parent._open_member(self.keys[n]) if n == self.direct else tempfile.TemporaryFile(
-                dir=_dirname(parent.path), prefix=".dstore-spool-"
+                dir=folder, prefix=".dstore-spool-"
             )
             self.streams[n] = fp
             fp.write(_npy_header(f.dtype, (spec.count, *f.shape)))
@@ -407,8 +675,11 @@ class _SplitWriter:
             raise SchemaError(
                 f"split {self.spec.name!r}: more records than the {self.spec.count} announced"
             )
-        for name, arr in batch.items():
-            self.streams[name].write(np.ascontiguousarray(arr).data)
+        for name, col in batch.items():
+            if isinstance(col, VarColumn):
+                self.spools[name].write(col)
+            else:
+                self.streams[name].write(np.ascontiguousarray(col).data)
         self.rows += n_rows
 
     def finish(self) -> None:
@@ -425,14 +696,36 @@ class _SplitWriter:
             with self.parent._open_member(self.keys[name]) as out:
                 shutil.copyfileobj(fp, out, _COPY_CHUNK)
             fp.close()
+        for name, spool in self.spools.items():
+            for suffix, header, chunks in spool.members(self.spec.count):
+                with self.parent._open_member(self.keys[name] + suffix) as out:
+                    out.write(header)
+                    for chunk in chunks:
+                        out.write(chunk)
+            spool.close()
         self.streams.clear()
+        self.spools.clear()
 
     def abort(self) -> None:
-        for fp in self.streams.values():
+        for fp in [*self.streams.values(), *self.spools.values()]:
             try:
                 fp.close()
             except Exception:  # noqa: BLE001, S110 - cleaning up after the real error
                 pass
+
+
+def _check_member_names(spec: SplitSpec, keys: dict[str, str]) -> None:
+    """Every member name once: a field ``a.values`` would collide with ragged field ``a``'s values."""
+    seen: dict[str, str] = {}
+    for name, key in keys.items():
+        suffixes = [""] if spec.fields[name].dense else ["", _VALUES, _ROW_SPLITS, _SHAPES]
+        for suffix in suffixes:
+            other = seen.setdefault(key + suffix, name)
+            if other != name:
+                raise SchemaError(
+                    f"npz: split {spec.name!r}: fields {other!r} and {name!r} would both be stored as "
+                    f"member {key + suffix!r}.npy; rename one of them"
+                )
 
 
 def _dirname(path: str) -> str:
@@ -444,6 +737,7 @@ class NpzCodec(Codec):
 
     name = "npz"
     extensions = (".npz",)
+    kinds = (Tensor, String, Bytes, Ragged, Image)
     Options = NpzOptions
 
     def open_reader(self, path: str) -> Reader:

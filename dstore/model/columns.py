@@ -135,7 +135,7 @@ class VarColumn:
         values = np.concatenate([p.values for p in parts]).astype(parts[0].values.dtype, copy=False)
         bases = np.cumsum([0] + [int(p.offsets[-1]) for p in parts[:-1]])
         offsets = np.concatenate(
-            [parts[0].offsets[:1]] + [p.offsets[1:] + b for p, b in zip(parts, bases)]
+            [parts[0].offsets[:1]] + [p.offsets[1:] + b for p, b in zip(parts, bases, strict=True)]
         )
         shapes = None
         if parts[0].shapes is not None:

@@ -47,6 +47,14 @@ def golden_data() -> dict[str, dict[str, dict[str, Any]]]:
                 "c64": (feats[:, :2] + 1j * feats[:, 2:4]).astype(np.complex64),
             }
         },
+        "kinds": {
+            "train": {
+                "names": ["a.png", "", "bé", "日本語", "tail\x00"],
+                "blobs": [b"\x00", b"", b"\xff\xfe", bytes(range(8)), b"z"],
+                "boxes": [rng.random((k, 4)).astype(np.float32) for k in (2, 0, 5, 1, 3)],
+                "tokens": [np.arange(k, dtype=np.int64) * 3 - 1 for k in (0, 4, 1, 2, 7)],
+            }
+        },
         "empty": {"train": {"a": np.zeros((0, 3), np.int32)}, "test": {"a": np.arange(6, dtype=np.int32).reshape(2, 3)}},
         # names stored through dstore.names' escape: the rule is part of every format
         "names": {

@@ -1,0 +1,109 @@
+"""Fixed-width numpy strings (``<U``/``S``) <-> values + offsets, without a Python object per record.
+
+numpy stores text as fixed-width UTF-32 (``<U``) and bytes as fixed-width
+``S`` items, both padded with NULs that numpy strips on read. Formats that
+hold such arrays (npz, HDF5 fixed strings) meet them here: whole batches are
+converted with array arithmetic, so a million strings are a few numpy calls.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import CodecIOError
+from ..model import VarColumn
+
+__all__ = [
+    "char_counts",
+    "ends_with_nul",
+    "fixed_to_column",
+    "utf8_to_fixed_unicode",
+    "bytes_to_fixed",
+]
+
+
+def _trimmed_lengths(units: np.ndarray) -> np.ndarray:
+    """Per row of a (n, w) array: the length without trailing zeros."""
+    n, w = units.shape
+    if w == 0 or n == 0:
+        return np.zeros(n, np.int64)
+    nonzero = units != 0
+    last = w - np.argmax(nonzero[:, ::-1], axis=1)
+    return np.where(nonzero.any(axis=1), last, 0).astype(np.int64)
+
+
+def fixed_to_column(arr: np.ndarray, where: str) -> VarColumn:
+    """A 1-d ``<U``/``S`` array as a String/Bytes column (UTF-8 / raw bytes), numpy's NUL rule."""
+    n = len(arr)
+    if arr.dtype.kind == "S":
+        w = arr.dtype.itemsize
+        units = np.ascontiguousarray(arr).view(np.uint8).reshape(n, w)
+        lengths = _trimmed_lengths(units)
+        mask = np.arange(w) < lengths[:, None]
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return VarColumn(units[mask], offsets)
+    w = arr.dtype.itemsize // 4
+    codes = np.ascontiguousarray(arr).view(arr.dtype.byteorder + "u4" if arr.dtype.byteorder in "<>" else "=u4")
+    codes = codes.astype("<u4", copy=False).reshape(n, w)
+    lengths = _trimmed_lengths(codes)
+    mask = np.arange(w) < lengths[:, None]
+    flat = codes[mask]
+    try:
+        text = flat.tobytes().decode("utf-32-le")
+        data = text.encode("utf-8")
+    except UnicodeError:
+        bad = next(i for i in range(n) if not _valid_codes(codes[i, : lengths[i]]))
+        raise CodecIOError(f"{where}, record {bad}: not valid Unicode (a surrogate or code point > U+10FFFF)") from None
+    # UTF-8 bytes per code point, summed per record
+    per_code = 1 + (flat >= 0x80) + (flat >= 0x800) + (flat >= 0x10000)
+    record = np.repeat(np.arange(n), lengths)
+    byte_lengths = np.bincount(record, weights=per_code, minlength=n).astype(np.int64)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(byte_lengths, out=offsets[1:])
+    return VarColumn(np.frombuffer(data, np.uint8), offsets)
+
+
+def _valid_codes(codes: np.ndarray) -> bool:
+    try:
+        codes.astype("<u4").tobytes().decode("utf-32-le")
+    except UnicodeError:
+        return False
+    return True
+
+
+def char_counts(col: VarColumn) -> np.ndarray:
+    """Characters per record of a UTF-8 column (bytes that do not continue a character)."""
+    n = len(col)
+    starts = (col.values & 0xC0) != 0x80
+    record = np.repeat(np.arange(n), col.lengths)
+    return np.bincount(record, weights=starts, minlength=n).astype(np.int64)
+
+
+def ends_with_nul(col: VarColumn) -> bool:
+    """True when any record ends in a NUL byte (numpy's fixed-width strings would drop it)."""
+    nonempty = col.lengths > 0
+    return bool(nonempty.any() and (col.values[col.offsets[1:][nonempty] - 1] == 0).any())
+
+
+def utf8_to_fixed_unicode(col: VarColumn, width: int) -> np.ndarray:
+    """A String column as a ``<U{width}`` array (records must not end in NUL)."""
+    n = len(col)
+    chars = char_counts(col)
+    out = np.zeros((n, max(width, 1)), "<u4")
+    text = col.values.tobytes().decode("utf-8")
+    codes = np.frombuffer(text.encode("utf-32-le"), "<u4")
+    record = np.repeat(np.arange(n), chars)
+    within = np.arange(len(codes)) - np.repeat(np.cumsum(chars) - chars, chars)
+    out[record, within] = codes
+    return out.view(f"<U{max(width, 1)}").reshape(n)
+
+
+def bytes_to_fixed(col: VarColumn, width: int) -> np.ndarray:
+    """A Bytes column as an ``S{width}`` array (records must not end in NUL)."""
+    n = len(col)
+    out = np.zeros((n, max(width, 1)), np.uint8)
+    record = np.repeat(np.arange(n), col.lengths)
+    within = np.arange(len(col.values)) - np.repeat(col.offsets[:-1], col.lengths)
+    out[record, within] = col.values
+    return out.view(f"S{max(width, 1)}").reshape(n)
