@@ -126,7 +126,9 @@ def kind_cases() -> dict[str, tuple[Kind, list[Any]]]:
     tiles = _cached_tiles()[0]
     sizes = [(8, 8), (12, 5), (1, 9), (16, 16)]
     return {
-        "string": (String(), ["a", "", "bé", "日本語 text", "x" * 300, "trailing\x00"]),
+        "string": (String(), ["a", "", "bé", "日本語 text", "x" * 300, "tab\tend"]),
+        # NUL is valid UTF-8, but some formats' strings end at it (HDF5 vlen strings)
+        "string-nul": (String(), ["trailing\x00", "\x00", "mid\x00dle", ""]),
         "bytes": (Bytes(), [b"\x00", b"", b"\xff\x00\x00", bytes(range(256)), b"z"]),
         "ragged-boxes": (
             Ragged(np.dtype("float32"), (4,)),
@@ -258,7 +260,13 @@ class CodecSuite:
                 api.save(data, path, format=codec.name, kinds=kinds, **_opts(codec))
             assert os.listdir(str(tmp_path)) == []
             return
-        api.save(data, path, format=codec.name, kinds=kinds, **_opts(codec))
+        try:
+            api.save(data, path, format=codec.name, kinds=kinds, **_opts(codec))
+        except UnsupportedDtypeError as e:
+            if case != "string-nul" or "NUL" not in str(e):
+                raise
+            assert os.listdir(str(tmp_path)) == []  # refused clearly, nothing left behind
+            return
         with api.open(path) as ds:
             field = ds["train"]["f"]
             assert field.kind == kind, (field.kind, kind)

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from .. import names
-from ..errors import CodecIOError, SchemaError
+from ..errors import CodecIOError, DstoreError, SchemaError
+from ..model import Column, Kind, Tensor
 from ..schema import Batch, FieldSpec, Schema, SplitSpec
 from .base import Reader
 
@@ -32,28 +33,26 @@ class AlignedAppender:
         self.store = store
         self.pos = 0  # rows handed to ``store`` so far
         self._tail: list[np.ndarray] = []
-        self._tail_rows = 0
 
     def append(self, arr: np.ndarray) -> None:
         if self._tail:
             self._tail.append(arr)
             # astype: np.concatenate would turn big-endian data native-endian
             arr = np.concatenate(self._tail).astype(arr.dtype, copy=False)
-            self._tail, self._tail_rows = [], 0
+            self._tail = []
         whole = (len(arr) // self.rows) * self.rows
         if whole:
             self.store(self.pos, arr[:whole])
             self.pos += whole
         if whole < len(arr):
             self._tail = [arr[whole:]]
-            self._tail_rows = len(arr) - whole
 
     def flush(self) -> None:
         if self._tail:
             arr = np.concatenate(self._tail).astype(self._tail[0].dtype, copy=False)
             self.store(self.pos, arr)
             self.pos += len(arr)
-            self._tail, self._tail_rows = [], 0
+            self._tail = []
 
 
 class ArrayTreeReader(Reader):
@@ -80,15 +79,24 @@ class ArrayTreeReader(Reader):
     def _dtype_matches(self, spec: np.dtype, stored: np.dtype) -> bool:
         return spec == stored
 
+    def _kind_of(self, arr: Any) -> Kind:
+        """The kind a foreign array holds (a subclass reads strings and variable-length data)."""
+        return Tensor(np.dtype(arr.dtype), tuple(arr.shape[1:]))
+
+    def _stores(self, arr: Any, spec: FieldSpec, count: int) -> bool:
+        """Can ``arr`` hold ``spec``'s records as dstore writes them?"""
+        return tuple(arr.shape) == (count, *spec.shape) and self._dtype_matches(spec.dtype, np.dtype(arr.dtype))
+
+    def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
+        """Records ``start:stop`` of ``arr`` as a column of ``spec``'s kind."""
+        return np.asarray(arr[start:stop]).astype(spec.dtype, copy=False)
+
     def _split_spec(self, split: str) -> SplitSpec:
         members = {f: a for (s, f), a in self.arrays.items() if s == split}
         counts = {f: a.shape[0] for f, a in members.items()}
         if len(set(counts.values())) > 1:
             raise SchemaError(f"{self.path}: fields of split {split!r} have different record counts {counts}")
-        fields = {
-            f: FieldSpec.tensor(f, np.dtype(a.dtype), tuple(a.shape[1:]), self._field_key(a))
-            for f, a in members.items()
-        }
+        fields = {f: FieldSpec(f, self._kind_of(a), self._field_key(a)) for f, a in members.items()}
         return SplitSpec(split, next(iter(counts.values()), 0), fields)
 
     def _build_schema(self, stored: Mapping[str, Any] | None) -> Schema:
@@ -114,18 +122,20 @@ class ArrayTreeReader(Reader):
                 where = f"{self.path}: split {split.name!r}, field {spec.name!r}"
                 if arr is None:
                     raise CodecIOError(f"{where}: missing, though dstore's stored schema lists it")
-                if tuple(arr.shape) != (split.count, *spec.shape) or not self._dtype_matches(
-                    spec.dtype, np.dtype(arr.dtype)
-                ):
+                if not self._stores(arr, spec, split.count):
                     raise CodecIOError(
                         f"{where}: array is {np.dtype(arr.dtype)} {tuple(arr.shape)}, dstore's stored schema "
-                        f"says {spec.dtype} {(split.count, *spec.shape)} (corrupt or edited metadata)"
+                        f"says {split.count} records of {spec.kind.describe()} (corrupt or edited metadata)"
                     )
-        extra = set(self.by_path) - set(where_stored.values())
+        extra = set(self.by_path) - set(where_stored.values()) - self._companions(where_stored.values())
         if extra:
             listed = ", ".join(sorted(extra))
             raise CodecIOError(f"{self.path}: arrays {listed} are not in dstore's stored schema (edited?)")
         return schema
+
+    def _companions(self, paths: Any) -> set[str]:
+        """Arrays that belong to a field stored at one of ``paths`` (e.g. its shapes)."""
+        return set()
 
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
@@ -136,11 +146,12 @@ class ArrayTreeReader(Reader):
             batch = {}
             for name in names:
                 try:
-                    data = self.arrays[(split, name)][pos:end]
+                    batch[name] = self._read_column(spec.fields[name], self.arrays[(split, name)], pos, end)
+                except DstoreError:
+                    raise
                 except self.read_errors as e:
                     raise CodecIOError(
                         f"{self.path}: split {split!r}, field {name!r}, records {pos}..{end - 1}: "
                         f"unreadable: {e}"
                     ) from None
-                batch[name] = np.asarray(data).astype(spec.fields[name].dtype, copy=False)
             yield batch

@@ -22,7 +22,9 @@ import numpy as np
 from .. import fs, names
 from ..errors import DstoreError, CodecIOError, MissingDependencyError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
-from ..schema import Batch, Schema, split_key
+from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn
+from ..schema import Batch, FieldSpec, Schema, check_dtype, split_key
+from ._strings import fixed_to_column
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
 from .base import Codec, Reader, Writer
 
@@ -72,6 +74,40 @@ class HDF5Options:
             raise ValueError(f"hdf5: level must be 0..9. Got {self.level} instead.")
 
 
+#: suffix of the dataset holding each record's shape for raw images of varying size
+_SHAPES = ".shapes"
+
+
+class _VarDataset:
+    """Appends VarColumns to a variable-length dataset (h5py takes one object per record)."""
+
+    def __init__(self, ds: Any, shapes: Any) -> None:
+        self.ds = ds
+        self.shapes = shapes
+        self.pos = 0
+
+    def write(self, spec: FieldSpec, col: VarColumn) -> None:
+        n = len(col)
+        if isinstance(spec.kind, String):
+            if (col.values == 0).any():
+                rec = int(np.searchsorted(col.offsets, int(np.argmax(col.values == 0)), side="right")) - 1
+                raise UnsupportedDtypeError(
+                    f"hdf5: field {spec.name!r}, record {self.pos + rec}: HDF5 variable-length strings end "
+                    "at NUL, and this text holds one; use npz or zarr, or store the field as bytes"
+                )
+            items = np.array(col.to_str_list(f"field {spec.name!r}"), dtype=object)
+        else:
+            items = np.empty(n, dtype=object)
+            flat = col.values.reshape(len(col.values), -1) if col.values.ndim > 1 else col.values
+            for i in range(n):
+                items[i] = flat[int(col.offsets[i]) : int(col.offsets[i + 1])].reshape(-1)
+        if n:
+            self.ds[self.pos : self.pos + n] = items
+            if self.shapes is not None and col.shapes is not None:
+                self.shapes[self.pos : self.pos + n] = col.shapes
+        self.pos += n
+
+
 class HDF5Writer(Writer):
     def __init__(self, path: str, schema: Schema, options: HDF5Options) -> None:
         super().__init__(path, schema)
@@ -80,6 +116,7 @@ class HDF5Writer(Writer):
         self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="dstore-h5")
         self.file = h5py.File(path, "w-")
         self._appenders: dict[tuple[str, str], AlignedAppender] = {}
+        self._var: dict[tuple[str, str], _VarDataset] = {}
         comp: dict[str, Any] = {}
         if options.compression == "gzip":
             comp = {"compression": "gzip", "compression_opts": options.level}
@@ -94,6 +131,9 @@ class HDF5Writer(Writer):
             # require: a nested split (a/b) may have created this group (a) already
             group = self.file.require_group("/".join(names.split_parts(split.name)))
             for spec in split.fields.values():
+                if not spec.dense:
+                    self._var[(split.name, spec.name)] = self._create_var(group, split.count, spec)
+                    continue
                 rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
                 ds = group.create_dataset(
                     names.escape(spec.name),
@@ -144,9 +184,34 @@ class HDF5Writer(Writer):
         # its bit set in the chunk's filter mask (LZF follows shuffle if present).
         return data, 1 << (1 if self.options.shuffle else 0)
 
+    def _create_var(self, group: Any, count: int, spec: FieldSpec) -> _VarDataset:
+        """A field whose records vary, as HDF5 variable-length data (one array or string per record).
+
+        Strings are UTF-8 vlen strings; bytes and encoded images vlen uint8
+        (vlen *strings* end at the first NUL, vlen arrays keep every byte);
+        ragged values vlen arrays of their dtype, each record flattened, the
+        inner shape in the dataset's ``dstore_inner_shape`` attribute; raw
+        images of varying size vlen pixels plus a ``<name>.shapes`` dataset.
+        HDF5 filters compress only the pointers of vlen data, so none is set."""
+        name = names.escape(spec.name)
+        kind = spec.kind
+        dtype = h5py.string_dtype("utf-8") if isinstance(kind, String) else h5py.vlen_dtype(spec.dtype)
+        chunks = (max(1, min(count, 4096)),) if count else None
+        ds = group.create_dataset(name, shape=(count,), dtype=dtype, chunks=chunks)
+        shapes = None
+        if isinstance(kind, Ragged):
+            ds.attrs["dstore_inner_shape"] = list(kind.inner_shape)
+        if isinstance(kind, Image) and kind.encoding == "raw":
+            ndim = 2 if kind.channels == 0 else 3
+            shapes = group.create_dataset(name + _SHAPES, shape=(count, ndim), dtype="<i8")
+        return _VarDataset(ds, shapes)
+
     def write(self, split: str, batch: Batch) -> None:
         for name, data in batch.items():
-            self._appenders[(split, name)].append(data)
+            if isinstance(data, VarColumn):
+                self._var[(split, name)].write(self.schema.splits[split].fields[name], data)
+            else:
+                self._appenders[(split, name)].append(data)
 
     def close(self) -> None:
         for appender in self._appenders.values():
@@ -221,11 +286,17 @@ class HDF5Reader(ArrayTreeReader):
             if isinstance(member, h5py.Dataset):
                 dtype = member.dtype
                 where = f"{self.path}: dataset {key!r}"
-                if h5py.check_string_dtype(dtype) is not None or dtype.kind in "SUO":
-                    raise UnsupportedDtypeError(f"{where}: strings are not supported")
-                if dtype.fields is not None:
+                if key.endswith(_SHAPES) and key[: -len(_SHAPES)] in self.by_path:
+                    self.by_path[key] = member  # an image field's record shapes, not a field
+                    continue
+                if h5py.check_string_dtype(dtype) is not None or h5py.check_vlen_dtype(dtype) is not None:
+                    if member.ndim != 1:
+                        raise UnsupportedDtypeError(f"{where}: strings or vlen data need exactly one (record) axis")
+                elif dtype.kind in "UO":
+                    raise UnsupportedDtypeError(f"{where}: dtype {dtype} is not supported")
+                elif dtype.fields is not None:
                     raise UnsupportedDtypeError(f"{where}: compound dtype {dtype} is not supported")
-                if dtype.kind not in "biufc":
+                elif dtype.kind not in "biufcS":
                     raise UnsupportedDtypeError(f"{where}: dtype {dtype} is not supported")
                 if member.ndim == 0:
                     raise UnsupportedDtypeError(f"{where}: scalar dataset has no record axis")
@@ -235,6 +306,66 @@ class HDF5Reader(ArrayTreeReader):
                 self.by_path[key] = member
             elif isinstance(member, h5py.Group):
                 self._walk(member, f"{key}/")
+
+    def _kind_of(self, arr: Any) -> Kind:
+        info = h5py.check_string_dtype(arr.dtype)
+        if info is not None:
+            # UTF-8 text is a string; ASCII-declared or fixed-width data may hold any bytes
+            return String() if info.encoding == "utf-8" and info.length is None else Bytes()
+        base = h5py.check_vlen_dtype(arr.dtype)
+        if base is not None:
+            inner = tuple(int(n) for n in arr.attrs.get("dstore_inner_shape", ()))
+            return Ragged(check_dtype(np.dtype(base), f"{self.path}: dataset {arr.name!r}"), inner)
+        return super()._kind_of(arr)
+
+    def _stores(self, arr: Any, spec: FieldSpec, count: int) -> bool:
+        if spec.dense:
+            return super()._stores(arr, spec, count)
+        if tuple(arr.shape) != (count,):
+            return False
+        kind = self._kind_of(arr)
+        if isinstance(spec.kind, String):
+            return isinstance(kind, String)
+        if isinstance(spec.kind, Ragged):
+            return kind == spec.kind
+        # bytes and images: vlen values of their dtype (raw images also have their shapes)
+        if isinstance(spec.kind, Image) and spec.kind.encoding == "raw" and arr.name + _SHAPES not in self.file:
+            return False
+        return isinstance(kind, Ragged) and kind.dtype == spec.dtype and kind.inner_shape == ()
+
+    def _companions(self, paths: Any) -> set[str]:
+        return {p + _SHAPES for p in paths if p + _SHAPES in self.by_path}
+
+    def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
+        if spec.dense:
+            return super()._read_column(spec, arr, start, stop)
+        where = f"{self.path}: dataset {arr.name!r}"
+        info = h5py.check_string_dtype(arr.dtype)
+        if info is not None and info.length is not None:  # fixed-width: numpy's NUL rule
+            col = fixed_to_column(np.asarray(arr[start:stop]), where)
+        elif info is not None:
+            raw = arr[start:stop]  # bytes objects: decoding is checked per record below
+            col = VarColumn.from_bytes(b if isinstance(b, bytes) else str(b).encode("utf-8") for b in raw)
+        else:
+            items = arr[start:stop]
+            inner = spec.shape if isinstance(spec.kind, Ragged) else ()
+            rows = []
+            for i, item in enumerate(items):
+                item = np.asarray(item, dtype=spec.dtype)
+                size = int(np.prod(inner, dtype=np.int64))
+                if size and item.size % size:
+                    raise CodecIOError(
+                        f"{where}, record {start + i}: {item.size} values do not fill records of inner shape {inner}"
+                    )
+                rows.append(item.reshape(-1, *inner) if inner else item)
+            col = VarColumn.from_rows(rows, spec.dtype, inner)
+            if isinstance(spec.kind, Image) and spec.kind.encoding == "raw":
+                shapes = np.asarray(self.file[arr.name + _SHAPES][start:stop], dtype=np.int64)
+                col = VarColumn(col.values, col.offsets, shapes)
+                col.check(where)
+        if isinstance(spec.kind, String):
+            col.check_utf8(where)
+        return col
 
     def _field_key(self, arr: Any) -> str | None:
         return arr.name.lstrip("/")
@@ -271,6 +402,7 @@ class HDF5Codec(Codec):
 
     name = "hdf5"
     extensions = (".h5", ".hdf5", ".he5", ".hdf")
+    kinds = (Tensor, String, Bytes, Ragged, Image)
     Options = HDF5Options
 
     def open_reader(self, path: str) -> Reader:

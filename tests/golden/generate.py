@@ -55,6 +55,12 @@ def golden_data() -> dict[str, dict[str, dict[str, Any]]]:
                 "tokens": [np.arange(k, dtype=np.int64) * 3 - 1 for k in (0, 4, 1, 2, 7)],
             }
         },
+        "text": {  # strings without NUL (HDF5 strings end at NUL) and ragged values
+            "test": {
+                "names": ["x", "", "ünïcode", "long " * 20],
+                "boxes": [rng.random((k, 4)).astype(np.float32) for k in (0, 3, 1, 2)],
+            }
+        },
         "empty": {"train": {"a": np.zeros((0, 3), np.int32)}, "test": {"a": np.arange(6, dtype=np.int32).reshape(2, 3)}},
         # names stored through dstore.names' escape: the rule is part of every format
         "names": {
