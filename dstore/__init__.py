@@ -10,6 +10,7 @@ from typing import Any
 
 # The bench package shares the function's name; importing the function last
 # makes ``dstore.bench`` the function (scikit-learn and matplotlib load lazily).
+from ._dist import __version__
 from .api import ConvertReport, Dataset, VerifyReport, convert, info, open, save, verify
 from .dtypes import DtypePolicy, parse_policy
 from .errors import (
@@ -27,7 +28,6 @@ from .schema import FieldSpec, Schema, SplitSpec
 
 from .bench import bench  # noqa: E402, I001 - after the modules it uses
 
-__version__ = "0.1.0"
 
 __all__ = [
     "CodecIOError",

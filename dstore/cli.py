@@ -137,12 +137,29 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: computed only when asked (it reads every installed package's metadata)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from ._dist import version_report
+
+        print("\n".join(version_report()))
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dstore",
         description="Move ML datasets between npz, zarr, HDF5 and TFRecord; measure the cost.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument(
+        "--version", action=_VersionAction,
+        help="print dstore's distribution and version, Python's, and the backends found",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("convert", help="convert a dataset to another format or dtype")

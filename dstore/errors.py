@@ -7,6 +7,8 @@ those as one line and exits non-zero) and from the matching built-in error, so
 
 from __future__ import annotations
 
+from ._dist import install_hint
+
 __all__ = [
     "CodecIOError",
     "DstoreError",
@@ -36,16 +38,23 @@ class UnknownCodecError(DstoreError, ValueError):
 
 
 class MissingDependencyError(DstoreError, ImportError):
-    """A codec's optional dependency is not installed."""
+    """A codec's optional dependency is not installed.
 
-    def __init__(self, codec: str, extra: str, missing: str) -> None:
+    ``extra`` is the extra of dstore that installs it; None when none does (an
+    fsspec protocol such as ``gs://``), and ``missing`` then says what to install.
+    """
+
+    def __init__(self, codec: str, extra: str | None, missing: str) -> None:
         self.codec = codec
         self.extra = extra
         self.missing = missing
-        super().__init__(
-            f"the {codec} format needs {missing!r}, which is not installed: "
-            f"pip install 'dstore[{extra}]'"
-        )
+        if extra is None:
+            super().__init__(f"{codec}: {missing}")
+        else:
+            super().__init__(
+                f"the {codec} format needs {missing!r}, which is not installed: "
+                f"{install_hint(extra)}"
+            )
 
 
 class SchemaError(DstoreError, ValueError):

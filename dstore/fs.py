@@ -34,9 +34,12 @@ def url_fs(url: str) -> tuple[Any, str]:
         raise MissingDependencyError("URL", "s3", "fsspec") from None
     try:
         return fsspec.core.url_to_fs(url)
-    except ImportError:  # the protocol's package (s3fs, gcsfs) is missing
+    except ImportError as e:  # the protocol's package (s3fs, gcsfs) is missing
         protocol = url.split("://", 1)[0]
-        raise MissingDependencyError(f"{protocol}://", "s3", "s3fs" if protocol == "s3" else f"{protocol} support") from None
+        if protocol in ("s3", "s3a"):
+            raise MissingDependencyError(f"{protocol}://", "s3", "s3fs") from None
+        # No extra of dstore installs gcsfs & co: fsspec's message names the package.
+        raise MissingDependencyError(f"{protocol}:// URLs", None, str(e)) from None
 
 
 def open_binary(path: str, mode: str = "rb") -> IO[bytes]:

@@ -22,6 +22,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from . import fs
+from ._dist import install_hint
 from .errors import MissingDependencyError, UnknownCodecError
 
 if TYPE_CHECKING:
@@ -143,7 +144,7 @@ def available_codecs() -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for name, entry in _entries.items():
         missing = [m for m in entry.requires if importlib.util.find_spec(m) is None]
-        out[name] = f"pip install 'dstore[{entry.extra}]'" if missing else None
+        out[name] = install_hint(entry.extra or name) if missing else None
     return out
 
 

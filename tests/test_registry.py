@@ -41,15 +41,21 @@ def test_unknown_name_and_extension():
         registry.infer_codec("data.parquet")
 
 
-def test_missing_dependency_names_the_extra(monkeypatch):
+def test_missing_dependency_names_the_extra(monkeypatch, capsys):
     real = importlib.util.find_spec
     monkeypatch.setattr(registry, "_classes", {})
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "h5py" else real(name, *a)
     )
-    with pytest.raises(dstore.MissingDependencyError, match=r"pip install 'dstore\[hdf5\]'"):
+    # the distribution is dstore-ml: "dstore" on the package index is another project
+    with pytest.raises(dstore.MissingDependencyError, match=r"pip install 'dstore-ml\[hdf5\]'"):
         registry.get_codec_class("hdf5")
-    assert registry.available_codecs()["hdf5"] == "pip install 'dstore[hdf5]'"
+    assert registry.available_codecs()["hdf5"] == "pip install 'dstore-ml[hdf5]'"
+    from dstore import cli
+
+    assert cli.main(["formats"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[-1] for line in lines if line.startswith("hdf5")] == ["'dstore-ml[hdf5]'"]
 
 
 def test_register_codec_and_clobber(tmp_path):

@@ -20,6 +20,7 @@ import h5py
 import numpy as np
 
 from .. import fs, names
+from .._dist import install_hint
 from ..errors import DstoreError, CodecIOError, MissingDependencyError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
 from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn
@@ -69,7 +70,7 @@ class HDF5Options:
                 f"hdf5: compression must be gzip, lzf, none, blosc or zstd. Got {self.compression!r}."
             )
         if self.compression in ("blosc", "zstd") and _plugins() is None:
-            raise MissingDependencyError(f"hdf5 {self.compression}", "hdf5", "hdf5plugin")
+            raise MissingDependencyError(f"hdf5 {self.compression}", "hdf5-plugins", "hdf5plugin")
         if not 0 <= self.level <= 9:
             raise ValueError(f"hdf5: level must be 0..9. Got {self.level} instead.")
 
@@ -236,7 +237,7 @@ def _check_filters(ds: Any, where: str) -> None:
             name = fname.decode(errors="replace") if isinstance(fname, bytes) else str(fname)
             raise CodecIOError(
                 f"{where}: compressed with HDF5 filter {fid} ({name}), which is not installed "
-                "(pip install hdf5plugin may provide it)"
+                f"({install_hint('hdf5-plugins')} may provide it)"
             )
 
 
