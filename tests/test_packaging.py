@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -264,9 +265,14 @@ def _wheel_dir(tmp_path: Path) -> Path:
         return Path(os.environ["DSTORE_WHEEL_DIR"])
     if not PYPROJECT.exists():
         pytest.skip("no checkout to build a wheel from (set DSTORE_WHEEL_DIR)")
+    # setuptools writes build/ and *.egg-info beside the sources: build a copy
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "dstore", src / "dstore", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
     out = tmp_path / "wheel"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)],
         check=True, capture_output=True,
     )
     return out
@@ -278,7 +284,8 @@ def test_every_hint_resolves_with_pip(tmp_path, project, hints):
 
     pip only warns about an extra a distribution lacks, so the report is checked:
     the one dstore-ml it would install is our wheel, declares each extra, and the
-    install set holds each extra's direct requirements. One resolution with every
+    install set holds each extra's direct requirements (pip's report lists the
+    requested extras of the first requirement only). One resolution with every
     hint's requirement: if their union resolves, each one alone does.
     """
     wheels = _wheel_dir(tmp_path)
@@ -300,7 +307,6 @@ def test_every_hint_resolves_with_pip(tmp_path, project, hints):
     assert len(ours) == 1, [item["metadata"]["name"] for item in install]
     assert ours[0]["download_info"]["url"].endswith("/" + wheel.name)
     assert set(extras) <= set(ours[0]["metadata"]["provides_extra"])
-    assert set(extras) <= set(ours[0]["requested_extras"])
     names = {norm(item["metadata"]["name"]) for item in install}
     for extra in extras:
         for spec in project["optional-dependencies"][extra]:
