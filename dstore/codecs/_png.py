@@ -1,13 +1,24 @@
 """PNG encoding for TFRecord image fields.
 
 ``fast`` (the default) writes a standard PNG whose scanlines use the UP
-filter (computed by numpy) and whose IDAT is deflated by ISA-L at level 1:
-measured here on real photo tiles at ~1,900 tiles/s per core against ~500 for
-libpng's own fastest settings, with files ~1.09x the size of TensorFlow's
-``encode_png`` (libpng at zlib level 6). Only the PNG container is written here --
-signature, IHDR, one IDAT, IEND, each chunk with its CRC-32; the compression is
-ISA-L's. A numeric level (0-9) uses libpng through imagecodecs, which gives
-TensorFlow's sizes. Decoding always goes through imagecodecs (libpng).
+filter (computed by numpy) and whose IDAT is deflated by libdeflate at level 1
+(through imagecodecs). Only the PNG container is written here -- signature,
+IHDR, one IDAT, IEND, each chunk with its CRC-32. A numeric level (0-9) uses
+zlib with libpng's filter heuristic, which gives TensorFlow's sizes. Decoding
+always goes through ISA-L or libpng (see :func:`decode`).
+
+Why libdeflate and not ISA-L (issue #17): the bytes of an output must be a
+function of the source, the options and the versions in :func:`encoder_id`
+only, or ``--resume`` and Dask runs stop matching an uninterrupted run. ISA-L's
+level-1 body (``igzip_icf_body_h1_gr_bt.asm``, ``.write_first_byte``) hashes
+the third byte of every stream from a register that still holds the address
+of the ``isal_zstream`` -- which python-isal keeps on the calling thread's
+stack -- so one early hash-table entry lands in a slot picked by the stack
+address: about one PNG in a thousand then comes out a few bytes different
+(still valid, same pixels) depending on which thread, in which process,
+encoded it. libdeflate is portable C whose output depends on its input and
+level only (the same on every thread and CPU); see
+``benchmarks/bench_resume.py`` for its cost in tiles/s and bytes.
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ import imagecodecs
 import numpy as np
 from isal import isal_zlib
 
-__all__ = ["decode", "encode_adaptive", "encode_fast", "png_encoder"]
+__all__ = ["decode", "encode_adaptive", "encode_fast", "encoder_id", "png_encoder"]
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _COLOR_TYPE = {1: 0, 2: 4, 3: 2, 4: 6}  # channels -> gray, gray+alpha, RGB, RGBA
@@ -35,14 +46,14 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
 
 
 def encode_fast(img: np.ndarray) -> bytes:
-    """PNG of a uint8/uint16 ``(H, W)`` or ``(H, W, C)`` image: UP filter, ISA-L level 1."""
+    """PNG of a uint8/uint16 ``(H, W)`` or ``(H, W, C)`` image: UP filter, libdeflate level 1."""
     rows, _, ihdr = _rows(img)
     filtered = np.empty((rows.shape[0], rows.shape[1] + 1), np.uint8)
     filtered[:, 0] = _FILTER_UP
     if len(rows):
         filtered[0, 1:] = rows[0]
         np.subtract(rows[1:], rows[:-1], out=filtered[1:, 1:])
-    idat = isal_zlib.compress(filtered, 1)
+    idat = imagecodecs.deflate_encode(filtered, level=1)  # zlib-wrapped, as IDAT wants
     return b"".join((_SIGNATURE, ihdr, _chunk(b"IDAT", idat), _IEND))
 
 
@@ -87,6 +98,14 @@ def encode_adaptive(img: np.ndarray, level: int) -> bytes:
     comp = zlib.compressobj(level, zlib.DEFLATED, 15, 8, zlib.Z_FILTERED)
     idat = comp.compress(filtered) + comp.flush()
     return b"".join((_SIGNATURE, ihdr, _chunk(b"IDAT", idat), _IEND))
+
+
+def encoder_id(level: str) -> str:
+    """The deflate library and version behind ``png_encoder(level)``: with the
+    source and the options, all that the encoded bytes depend on."""
+    if level == "fast":
+        return f"{imagecodecs.deflate_version()} level 1"
+    return f"zlib {zlib.ZLIB_RUNTIME_VERSION} level {int(level)}"
 
 
 def png_encoder(level: str) -> Callable[[np.ndarray], bytes]:
