@@ -262,6 +262,9 @@ class ConvertReport:
         return self.raw_bytes / 1e6 / self.seconds if self.seconds else float("inf")
 
     def summary(self) -> str:
+        if self.shards is not None and self.shards.complete:
+            return (f"{self.dst}: already complete ({self.shards.shards} shards match its manifest, "
+                    "written from this source with these options): nothing to do")
         line = (
             f"{self.records} records in {self.splits} split(s), {self.src_format} -> "
             f"{self.dst_format}: {_fmt_bytes(self.bytes_in)} in, {_fmt_bytes(self.bytes_out)} out "

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .dtypes import CastStats, DtypePolicy
-from .errors import CodecIOError, DstoreError, ResumableInterrupt, SchemaError
+from .errors import CodecIOError, DstoreError, OutputExistsError, ResumableInterrupt, SchemaError
 from .fs import is_url, sha256_file, url_fs
 from .output import atomic_output, url_output
 from .parallel import prefetch
@@ -54,13 +54,15 @@ class ShardRun:
     kept: int
     stats: dict[str, CastStats]
     note: str = ""
+    #: ``resume`` found the destination already complete and wrote nothing
+    complete: bool = False
 
 
 # --------------------------------------------------------------------- journal
 
 
-def _header(codec: Codec, schema: Schema, plan: Sequence[Shard], policy: DtypePolicy,
-            sources: Sequence[str]) -> dict[str, Any]:
+def _header(codec: Codec, writer: ShardWriter, schema: Schema, plan: Sequence[Shard],
+            policy: DtypePolicy, sources: Sequence[str]) -> dict[str, Any]:
     """Everything that fixes the output's bytes; a resume needs all of it equal."""
     config = {k: v for k, v in codec.get_config().items() if k != "workers"}
     fingerprint = []
@@ -73,12 +75,38 @@ def _header(codec: Codec, schema: Schema, plan: Sequence[Shard], policy: DtypePo
     return {
         "journal": 1,
         "codec": config,
+        "libraries": writer.fingerprint(),
         "schema": schema.to_json(),
         "policy": {"default": policy.default, "per_field": dict(policy.per_field),
                    "on_overflow": policy.on_overflow},
         "sources": fingerprint,
         "plan": [dataclasses.asdict(s) for s in plan],
     }
+
+
+def _run_record(header: Mapping[str, Any]) -> dict[str, Any]:
+    """What the finished manifest records of the command that wrote it, for a later
+    ``--resume`` to recognise it: the source's fingerprint, and one digest of all
+    that fixed the bytes (schema, dtype policy, plan, codec options, libraries; not
+    the codec's registered name, which a subclass writing the same bytes changes)."""
+    fixed = {k: v for k, v in header.items() if k not in ("journal", "sources")}
+    fixed["codec"] = {k: v for k, v in header["codec"].items() if k != "name"}
+    digest = hashlib.sha256(json.dumps(fixed, sort_keys=True).encode()).hexdigest()
+    return {"source": header["sources"], "digest": digest}
+
+
+def _finished_output(dst: str, codec: Codec, run: Mapping[str, Any]) -> str | None:
+    """None if ``dst`` is the complete output of this very command (same source,
+    options, plan and libraries) whose every shard matches its manifest; else why not."""
+    try:
+        with codec.open_reader(dst) as reader:
+            manifest = getattr(reader, "manifest", None) or {}
+            if manifest.get("run") != run:
+                return "it was not written from this source with these options"
+            bad = [msg for ok, msg in reader.check_integrity() if not ok]
+    except DstoreError as e:
+        return str(e)
+    return bad[0] if bad else None
 
 
 def _read_journal(folder: str) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
@@ -189,9 +217,10 @@ def _shard_streams(reader: Reader, pending: Sequence[Shard], policy: DtypePolicy
 
 def _local(reader: Reader, writer: ShardWriter, root: str, pending: Sequence[Shard],
            policy: DtypePolicy, stats: dict[str, CastStats], batch_bytes: int,
-           done: Callable[[Shard, dict[str, Any]], None]) -> None:
+           done: Callable[[Shard, dict[str, Any]], None],
+           advance: Callable[[int], None] | None) -> None:
     for shard, batches in _shard_streams(reader, pending, policy, stats, batch_bytes, ahead=True):
-        done(shard, writer.write_shard(root, shard, batches))
+        done(shard, writer.write_shard(root, shard, batches, advance))
 
 
 def _dask_task(source: SourceRef, writer: ShardWriter, root: str, shard: Shard, policy: DtypePolicy,
@@ -288,11 +317,27 @@ def write_sharded(
     source: SourceRef | None = None,
     retries: int = 2,
 ) -> ShardRun:
-    """Write ``plan`` (from ``codec.plan_shards``) at ``dst``; see the module doc."""
+    """Write ``plan`` (from ``codec.plan_shards``) at ``dst``; see the module doc.
+
+    Progress advances per record written locally, per shard on Dask. With
+    ``resume``, a ``dst`` that is already this command's complete output (see
+    :func:`_finished_output`) is left as it is and reported complete."""
     writer = codec.shard_writer(schema_out, plan)
-    header = _header(codec, schema_out, plan, policy, sources)
+    header = _header(codec, writer, schema_out, plan, policy, sources)
+    run = _run_record(header)
     total = reader.schema.records
     stats: dict[str, CastStats] = {}
+
+    if resume and not is_url(dst) and os.path.lexists(dst):
+        why = _finished_output(dst, codec, run)
+        if why is not None:
+            raise OutputExistsError(
+                f"{dst}: already exists and is not this command's finished output ({why}); "
+                "use --overwrite to replace it"
+            )
+        if progress is not None:
+            progress(total, total)
+        return ShardRun(len(plan), 0, len(plan), stats, complete=True)
 
     def compatible(folder: str) -> None:
         old, _ = _read_journal(folder)
@@ -336,14 +381,15 @@ def write_sharded(
             infos[shard.file] = info
             if journal is not None:
                 _append(journal, info)
-            if progress is not None:
+            if progress is not None and client is not None:  # locally: per record, below
                 progress(shard.records, total)
 
         pending = [s for s in plan if s.file not in kept]
         note = ""
         try:
             if client is None:
-                _local(reader, writer, root, pending, policy, stats, batch_bytes, done)
+                _local(reader, writer, root, pending, policy, stats, batch_bytes, done,
+                       None if progress is None else (lambda n: progress(n, total)))
             else:
                 note = _distributed(client, reader, source, writer, root, pending, policy,
                                     stats, batch_bytes, retries, done)
@@ -355,7 +401,7 @@ def write_sharded(
                     "the same command with --resume writes only the rest, any other run removes them"
                 ) from None
             raise
-        writer.commit(root, [infos[s.file] for s in plan])
+        writer.commit(root, [infos[s.file] for s in plan], run)
         if journal is not None:
             os.remove(journal)
     return ShardRun(len(plan), len(pending), len(kept), stats, note)

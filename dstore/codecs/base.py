@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -196,14 +196,22 @@ class ShardWriter(ABC):
     """Writes shards of a planned output; picklable, so a Dask worker can run it."""
 
     @abstractmethod
-    def write_shard(self, root: str, shard: Shard, batches: Iterator[Batch]) -> dict[str, Any]:
+    def write_shard(self, root: str, shard: Shard, batches: Iterator[Batch],
+                    progress: Callable[[int], None] | None = None) -> dict[str, Any]:
         """Write one shard from its records; return its manifest entry
         (``file``, ``records``, ``bytes``, ``sha256``). ``root`` is a local
-        folder or an fsspec URL."""
+        folder or an fsspec URL. ``progress(n)`` is called as records are written."""
 
     @abstractmethod
-    def commit(self, root: str, shards: list[dict[str, Any]]) -> None:
-        """Write the manifest for all shards (in plan order): the output is then complete."""
+    def commit(self, root: str, shards: list[dict[str, Any]],
+               run: Mapping[str, Any] | None = None) -> None:
+        """Write the manifest for all shards (in plan order): the output is then complete.
+        ``run`` (the source's fingerprint and a digest of all that fixed the bytes) is
+        stored with it, so a later ``--resume`` can recognise this command's output."""
+
+    def fingerprint(self) -> dict[str, str]:
+        """Libraries (with versions) whose output the shard bytes depend on, beyond dstore's."""
+        return {}
 
 
 class Codec(ABC):

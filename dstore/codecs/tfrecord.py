@@ -26,7 +26,8 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from glob import escape as glob_escape
@@ -53,7 +54,7 @@ from ._example import (
     scan_example,
 )
 from ._png import decode as png_decode
-from ._png import png_encoder
+from ._png import encoder_id, png_encoder
 from .base import Codec, Reader, Shard, ShardWriter, Writer
 
 __all__ = ["TFRecordCodec"]
@@ -277,6 +278,19 @@ class TFRecordShardWriter(ShardWriter):
                     )
             if len(set(features)) != len(features):
                 raise SchemaError(f"tfrecord: two fields map to the same feature name: {features}")
+        self.libraries = self._libraries()
+
+    def _libraries(self) -> dict[str, str]:
+        """The compressors this process would use, with their versions."""
+        libs = {}
+        if any(e.encoding == "png" for encs in self.encodings.values() for e in encs.values()):
+            libs["png"] = encoder_id(str(self.options.png_level))
+        if self.options.compression == "gzip":
+            libs["gzip"] = f"zlib {zlib.ZLIB_RUNTIME_VERSION}"
+        return libs
+
+    def fingerprint(self) -> dict[str, str]:
+        return dict(self.libraries)
 
     def encode_chunk(self, split: str, chunk: Batch, png: Any = None) -> list[bytes]:
         """Framed TFRecords for the records of ``chunk``."""
@@ -293,7 +307,14 @@ class TFRecordShardWriter(ShardWriter):
             out.append(rio.frame(encode_example(feats)))
         return out
 
-    def write_shard(self, root: str, shard: Shard, batches: Iterator[Batch]) -> dict[str, Any]:
+    def write_shard(self, root: str, shard: Shard, batches: Iterator[Batch],
+                    progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        if (here := self._libraries()) != self.libraries:
+            # e.g. a Dask worker with another imagecodecs: its shard would not match the others
+            raise CodecIOError(
+                f"tfrecord: shard {shard.file}: this process encodes with {here}, the run was "
+                f"planned with {self.libraries}; install the same versions everywhere"
+            )
         workers = self.options.workers or default_workers()
         png = png_encoder(str(self.options.png_level))
         chunks = (
@@ -313,6 +334,8 @@ class TFRecordShardWriter(ShardWriter):
                 for rec in encoded:
                     out.write(rec)
                 records += len(encoded)
+                if progress is not None:
+                    progress(len(encoded))
             if out is not hashed:
                 out.close()
         if records != shard.records:
@@ -321,7 +344,8 @@ class TFRecordShardWriter(ShardWriter):
             )
         return {"file": shard.file, "records": records, "bytes": hashed.size, "sha256": hashed.sha.hexdigest()}
 
-    def commit(self, root: str, shards: list[dict[str, Any]]) -> None:
+    def commit(self, root: str, shards: list[dict[str, Any]],
+               run: Mapping[str, Any] | None = None) -> None:
         splits_json: dict[str, Any] = {}
         for split, spec in self.schema.splits.items():
             mine = [
@@ -339,6 +363,7 @@ class TFRecordShardWriter(ShardWriter):
             "dstore_version": __version__,
             "compression": None if self.options.compression == "none" else self.options.compression,
             "options": {k: v for k, v in self.options.__dict__.items() if k != "workers"},
+            "libraries": self.libraries,
             "schema": self.schema.to_json(),
             "fields": {
                 split: {name: e.to_json() for name, e in encs.items()}
@@ -346,6 +371,8 @@ class TFRecordShardWriter(ShardWriter):
             },
             "splits": splits_json,
         }
+        if run:
+            manifest["run"] = dict(run)
         with _open_for_write(root, MANIFEST) as f:
             f.write((json.dumps(manifest, indent=1) + "\n").encode())
 
