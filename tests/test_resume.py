@@ -137,3 +137,136 @@ def test_resume_needs_a_sharded_format(tmp_path, label_maker_npz):
 
     assert main(["convert", label_maker_npz, str(tmp_path / "out.npz"), "--resume"]) == 2
     assert not os.path.exists(tmp_path / "out.npz")
+
+
+# ------------------------------------------------------------------ issue #17
+# A child converts with the library and prints the records written so far after
+# every progress step (per record batch): kill moments are picked from that
+# count, not from wall time, so they land at random points of the run's own
+# progress -- before the first shard, inside a shard, between shards, after the
+# last -- whatever the machine's speed or load.
+
+CHILD = """
+import sys
+import dstore
+src, dst, workers, resume = sys.argv[1:]
+done = 0
+def progress(n, total):
+    global done
+    done += n
+    print(done, flush=True)
+report = dstore.convert(src, dst, options={"shard_mb": "0.25", "workers": workers},
+                        resume=resume == "1", progress=progress)
+print("SUMMARY", report.summary(), flush=True)
+"""
+
+
+def child(src: str, dst: str, workers: int, resume: bool = False) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", CHILD, src, dst, str(workers), "1" if resume else "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def kill_after(proc: subprocess.Popen, records: int) -> bool:
+    """SIGKILL ``proc`` once it reports ``records`` written; False if it finished first."""
+    for line in proc.stdout:
+        if line.strip().isdigit() and int(line) >= records:
+            proc.kill()
+            break
+    proc.communicate(timeout=120)  # reaps it and closes its pipes
+    return proc.returncode == -signal.SIGKILL
+
+
+def busy_loops(n: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+@pytest.fixture
+def photo_npz(tmp_path) -> str:
+    from dstore.demo import photo_tiles
+
+    x, y = photo_tiles(240, 96, seed=17)
+    src = str(tmp_path / "photos.npz")
+    np.savez(src, x_train=x[:180], y_train=y[:180], x_test=x[180:], y_test=y[180:])
+    return src
+
+
+def test_kill_and_resume_at_random_progress_is_byte_identical(tmp_path, photo_npz):
+    """Issue #17: every resumed output has the bytes of the uninterrupted run, for kills at
+    random records, resumes with other worker counts, one cycle under CPU load, and a kill
+    after the end (the resume then finds the output complete and exits 0)."""
+    import random
+
+    ref = str(tmp_path / "ref.tfrecords")
+    proc = child(photo_npz, ref, 1)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    total = 240
+    reference = file_digests(ref)
+    assert len(reference) > 8  # many shards, so kills land between and inside them
+    rng = random.Random(17)
+    cases = [(rng.randrange(1, total), rng.choice([1, 2, 3]), rng.choice([1, 2, 4]), False) for _ in range(5)]
+    cases += [(rng.randrange(1, total), 2, 1, True), (total, 3, 2, False)]  # under load; after the end
+    killed = 0
+    for i, (at, workers, resume_workers, load) in enumerate(cases):
+        dst = str(tmp_path / f"out{i}.tfrecords")
+        hogs = busy_loops(2) if load else []
+        try:
+            was_killed = kill_after(child(photo_npz, dst, workers), at)
+            killed += was_killed
+            res = child(photo_npz, dst, resume_workers, resume=True)
+            out, err = res.communicate(timeout=300)
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+        assert res.returncode == 0, (i, err)
+        assert file_digests(dst) == reference, f"case {i}: kill after {at} records, workers {workers}->{resume_workers}"
+        assert ("already complete" in out) == (not was_killed), (i, out)
+    assert killed >= 4, f"only {killed} of {len(cases)} runs were still going when killed"
+
+
+def test_dask_run_is_byte_identical_to_local(tmp_path, photo_npz):
+    distributed = pytest.importorskip("distributed")
+    import dstore
+
+    ref = str(tmp_path / "ref.tfrecords")
+    dstore.convert(photo_npz, ref, options={"shard_mb": "0.25"})
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        dstore.convert(photo_npz, tmp_path / "dask.tfrecords", options={"shard_mb": "0.25", "workers": "1"},
+                       client=client)
+    assert file_digests(tmp_path / "dask.tfrecords") == file_digests(ref)
+
+
+def test_resume_of_a_finished_output(tmp_path, label_maker_npz):
+    """--resume on a complete output of the same command: reported complete, exit 0, untouched.
+    Anything else there (other options, a damaged shard, a foreign folder) is refused in one line."""
+    from dstore.cli import main
+
+    dst = str(tmp_path / "out.tfrecords")
+    cmd = ["convert", label_maker_npz, dst, "-o", "shard_mb=0.05"]
+    assert main(cmd) == 0
+    before = file_digests(dst)
+    res = subprocess.run([sys.executable, "-m", "dstore.cli", *cmd, "--resume"],
+                         check=False, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "already complete" in res.stdout and "nothing to do" in res.stdout
+    assert file_digests(dst) == before
+
+    for change in ("options", "damaged", "foreign"):
+        other = cmd if change != "options" else [*cmd, "-o", "png_level=1"]
+        if change == "damaged":
+            shard = min(f for f in os.listdir(dst) if f.endswith(".tfrecord"))
+            with open(os.path.join(dst, shard), "r+b") as f:
+                f.seek(20)
+                f.write(b"\x00\xff")
+        if change == "foreign":
+            dstore_json = os.path.join(dst, "dstore.json")
+            os.remove(dstore_json)
+        kept = file_digests(dst)
+        res = subprocess.run([sys.executable, "-m", "dstore.cli", *other, "--resume"],
+                             check=False, capture_output=True, text=True)
+        assert res.returncode == 2, (change, res.stdout)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and "already exists" in lines[0] and "--overwrite" in lines[0], (change, lines)
+        assert file_digests(dst) == kept, "a refused resume must not touch the output"
