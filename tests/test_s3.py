@@ -126,7 +126,7 @@ def test_failed_upload_is_an_error_and_commits_nothing(s3, label_maker_npz):
     url = f"s3://{BUCKET}/failed/data.tfrecords"
     calls = []
 
-    def stop_server_after_first_shard(n, total):
+    def stop_server_at_first_progress(n, total):  # progress comes per record chunk, mid-shard
         calls.append(n)
         if len(calls) == 1:
             s3["server"].stop()
@@ -134,12 +134,12 @@ def test_failed_upload_is_an_error_and_commits_nothing(s3, label_maker_npz):
     try:
         with pytest.raises(dstore.CodecIOError, match="upload failed") as err:
             dstore.convert(label_maker_npz, url, options={"shard_mb": "0.1"},
-                           progress=stop_server_after_first_shard)
+                           progress=stop_server_at_first_progress)
     finally:
         s3["server"] = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=s3["port"], verbose=False)
         s3["server"].start()
     assert len(calls) == 1
-    assert "train-00001-of-" in str(err.value).splitlines()[0]  # the shard that failed is named
+    assert "train-00000-of-" in str(err.value).splitlines()[0]  # the shard that failed is named
     s3["fs"].invalidate_cache()
     assert not s3["fs"].exists(f"{url}/dstore.json")
     if s3["fs"].exists(url):  # the cleanup could not reach the server either

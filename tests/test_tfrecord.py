@@ -244,3 +244,18 @@ def test_verify_path_alone(tmp_path, capsys, label_maker_npz):
     text = capsys.readouterr().out
     assert f"MISMATCH  */manifest: {shard}: size or sha256 differs" in text
     assert "MISMATCH  train/*: after" in text and "CRC" in text
+
+
+@pytest.mark.parametrize("workers", ["1", "3"])
+def test_progress_advances_per_record_chunk(tmp_path, tiles, workers):
+    """Issue #11: a single-shard split must not sit at 0% and jump to 100%."""
+    x, y = tiles
+    src = str(tmp_path / "one-shard.npz")
+    np.savez(src, x_train=np.tile(x, (3, 1, 1, 1)), y_train=np.tile(y, (3, 1)))  # 180 records
+    seen: list[tuple[int, int]] = []
+    dstore.convert(src, tmp_path / "out.tfrecords", options={"workers": workers},
+                   progress=lambda n, total: seen.append((n, total)))
+    manifest = json.loads((tmp_path / "out.tfrecords" / "dstore.json").read_text())
+    assert len(manifest["splits"]["train"]["shards"]) == 1
+    assert {t for _, t in seen} == {180} and sum(n for n, _ in seen) == 180
+    assert len(seen) >= 180 // 16 and max(n for n, _ in seen) <= 16  # one step per encoded chunk
