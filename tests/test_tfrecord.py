@@ -259,3 +259,21 @@ def test_progress_advances_per_record_chunk(tmp_path, tiles, workers):
     assert len(manifest["splits"]["train"]["shards"]) == 1
     assert {t for _, t in seen} == {180} and sum(n for n, _ in seen) == 180
     assert len(seen) >= 180 // 16 and max(n for n, _ in seen) <= 16  # one step per encoded chunk
+
+
+def test_shard_writer_refuses_other_compressor_versions(tmp_path, label_maker_npz):
+    """A Dask worker whose libdeflate/zlib differ from the planning process's would write
+    other bytes: it refuses the shard, naming it, instead."""
+    from dstore.codecs.tfrecord import TFRecordCodec
+
+    with dstore.api.open_reader(label_maker_npz) as reader:
+        codec = TFRecordCodec()
+        plan = codec.plan_shards(reader.schema, lambda split, n: next(reader.iter_batches(split, stop=n)))
+        writer = codec.shard_writer(reader.schema, plan)
+        assert writer.fingerprint()["png"].startswith("libdeflate ")
+        writer.libraries = {**writer.libraries, "png": "libdeflate 0.0 level 1"}  # as planned elsewhere
+        shard = plan[0]
+        batches = reader.iter_batches(shard.split, start=shard.start, stop=shard.stop)
+        with pytest.raises(dstore.CodecIOError, match=f"shard {shard.file}: this process encodes with"):
+            writer.write_shard(str(tmp_path), shard, batches)
+    assert os.listdir(tmp_path) == ["data.npz"]
