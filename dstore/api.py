@@ -727,6 +727,16 @@ def check(path: str | os.PathLike[str], *, format: str | None = None) -> VerifyR
 # --------------------------------------------------------------------------- info
 
 
+def dtype_name(dtype: np.dtype) -> str:
+    """numpy's name (``uint8``, ``float32``), with the byte order only where it is not native."""
+    if dtype.kind in "USVO" or dtype.fields:  # numpy's names ("str96") say less than "U3"
+        return dtype.str.lstrip("<>|=") if not dtype.fields else str(dtype)
+    name = dtype.newbyteorder("=").name if not dtype.isnative else dtype.name
+    if dtype.isnative or dtype.itemsize == 1:
+        return name
+    return f"{name} ({'big' if dtype.byteorder == '>' else 'little'}-endian)"
+
+
 @dataclass
 class InfoReport:
     path: str
@@ -740,6 +750,8 @@ class InfoReport:
             f"{self.path}: {self.format}, {_fmt_bytes(self.bytes_on_disk)} on disk, "
             f"{_fmt_bytes(self.schema.nbytes)} raw, {self.schema.records} records"
         ]
+        width = max([8] + [len(dtype_name(f.dtype)) for s in self.schema.splits.values()
+                           for f in s.fields.values()])
         for split in self.schema.splits.values():
             out.append(f"  split {split.name}: {split.count} records, {_fmt_bytes(split.nbytes)}")
             for f in split.fields.values():
@@ -748,7 +760,7 @@ class InfoReport:
                     out.append(f"    {f.name:<16} {f.kind.describe():<31} {split.count} records{key}")
                     continue
                 out.append(
-                    f"    {f.name:<16} {f.dtype.str:<6} {str((split.count, *f.shape)):<24}"
+                    f"    {f.name:<16} {dtype_name(f.dtype):<{width}} {(split.count, *f.shape)!s:<24}"
                     f" {_fmt_bytes(f.record_bytes * split.count)}{key}"
                 )
         out.extend(self.details)

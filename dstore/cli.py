@@ -1,15 +1,17 @@
 """The ``dstore`` command: argument parsing and printing only; the work is in the library.
 
 Errors are one line on stderr (``TypeName: message``) and a non-zero exit
-code; ``--debug`` shows the traceback instead. Ctrl-C exits 130.
+code; ``--debug`` shows the traceback instead. Ctrl-C exits 130; a reader that
+goes away (``dstore info x.npz | head -1``) ends the command quietly with 141.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import api
@@ -20,6 +22,8 @@ __all__ = ["main"]
 EXIT_ERROR = 2
 EXIT_MISMATCH = 1
 EXIT_INTERRUPTED = 130
+#: 128 + SIGPIPE, as coreutils exit when the reader of their output goes away (``| head``).
+EXIT_BROKEN_PIPE = 141
 
 
 def _key_values(pairs: Sequence[str] | None) -> dict[str, str]:
@@ -85,13 +89,40 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else EXIT_MISMATCH
 
 
-def _cmd_formats(args: argparse.Namespace) -> int:
+def _option_lines(name: str) -> list[str]:
+    """The ``-o KEY=VALUE`` options of codec ``name``: key, default and what it does."""
+    import dataclasses
+
+    from .registry import get_codec_class
+
+    try:
+        options = get_codec_class(name).Options
+    except (DstoreError, ImportError) as e:  # a codec whose extra is missing: say so instead of its keys
+        return [f"    (options unknown: {str(e).splitlines()[0]})"]
+    if not dataclasses.is_dataclass(options):
+        return ["    (no -o options)"]
+    keys = []
+    for f in dataclasses.fields(options):
+        shown = str(f.default).lower() if isinstance(f.default, bool) else str(f.default)
+        keys.append((f"-o {f.name}={shown}", f.metadata.get("help", "")))
+    width = max((len(k) for k, _ in keys), default=0)
+    return [f"    {k:<{width}}  {h}".rstrip() for k, h in keys]
+
+
+def _formats_text() -> str:
     from .registry import available_codecs, registry
 
+    out = []
     for name, hint in available_codecs().items():
         exts = " ".join(registry[name].extensions)
         state = "usable" if hint is None else f"not installed: {hint}"
-        print(f"{name:<10} {exts:<32} {state}")
+        out.append(f"{name:<10} {exts:<32} {state}")
+        out.extend(_option_lines(name))
+    return "\n".join(out)
+
+
+def _cmd_formats(args: argparse.Namespace) -> int:
+    print(_formats_text())
     return 0
 
 
@@ -150,83 +181,171 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _with_lazy_epilog(parser: argparse.ArgumentParser, make: Callable[[], str]) -> None:
+    """Build ``parser``'s epilog only when help is printed (it imports every codec)."""
+    plain = parser.format_help
+
+    def format_help() -> str:
+        parser.epilog = make()
+        return plain()
+
+    parser.format_help = format_help  # type: ignore[method-assign]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dstore",
         description="Move ML datasets between npz, zarr, HDF5 and TFRecord; measure the cost.",
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error (default: one line)"
+    )
     parser.add_argument(
         "--version", action=_VersionAction,
         help="print dstore's distribution and version, Python's, and the backends found",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("convert", help="convert a dataset to another format or dtype")
-    p.add_argument("src")
-    p.add_argument("dst")
-    p.add_argument("--to", help="output format (default: from DST's extension)")
-    p.add_argument("--from", dest="from_format", help="input format (default: from SRC)")
+    p = sub.add_parser(
+        "convert",
+        help="convert a dataset to another format or dtype",
+        description="Convert SRC to DST, streaming, into a temporary name renamed at the end.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("src", help="input dataset: a path or an fsspec URL")
+    p.add_argument("dst", help="output path; its extension picks the format unless --to is given")
+    p.add_argument(
+        "--to", metavar="FORMAT",
+        help="output format: npz, zarr, hdf5, tfrecord (default: from DST's extension)",
+    )
+    p.add_argument(
+        "--from", dest="from_format", metavar="FORMAT",
+        help="input format (default: from SRC's extension)",
+    )
     p.add_argument(
         "--dtype",
         action="append",
-        help="float policy: keep, float32, float16, or per field x=float16 (repeatable)",
+        metavar="POLICY",
+        help="float cast: keep, float32, float16, float64, or per field x=float16; "
+        "repeatable (default: keep)",
     )
-    p.add_argument("--on-overflow", choices=["error", "clip"], default="error")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing DST")
+    p.add_argument(
+        "--on-overflow", choices=["error", "clip"], default="error",
+        help="a downcast that overflows (|x| > 65504 for float16) is an error or is clipped "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true",
+        help="replace an existing DST (default: refuse)",
+    )
     p.add_argument(
         "--resume", action="store_true",
-        help="finish an interrupted sharded (tfrecord) conversion, keeping its finished shards",
+        help="finish an interrupted sharded (tfrecord) conversion started with the same options, "
+        "keeping its finished shards (default: start afresh)",
     )
     p.add_argument(
         "--scheduler", metavar="ADDRESS",
-        help="write each shard as a task on this Dask distributed scheduler (tcp://host:8786)",
+        help="write each shard as a task on this Dask distributed scheduler, e.g. "
+        "tcp://host:8786 (default: this machine)",
     )
     p.add_argument(
-        "-o", "--option", action="append", metavar="KEY=VALUE", help="output codec option"
+        "-o", "--option", action="append", metavar="KEY=VALUE",
+        help="output codec option, repeatable; the keys of each format are listed below "
+        "and by 'dstore formats' (default: the format's defaults)",
     )
     p.set_defaults(func=_cmd_convert)
+    _with_lazy_epilog(p, lambda: "-o options of each format (KEY=DEFAULT  meaning):\n" + _formats_text())
 
     p = sub.add_parser("info", help="splits, fields, shapes, dtypes, sizes, codec details")
-    p.add_argument("path")
-    p.add_argument("--format")
+    p.add_argument("path", help="dataset to describe")
+    p.add_argument("--format", help="input format (default: from PATH's extension)")
     p.set_defaults(func=_cmd_info)
 
     p = sub.add_parser(
         "verify",
         help="compare two datasets record by record, or check one alone (exit 1 on any problem)",
     )
-    p.add_argument("a")
-    p.add_argument("b", nargs="?", help="omit to check A alone: checksums, then every record decoded")
+    p.add_argument("a", help="the reference dataset")
+    p.add_argument(
+        "b", nargs="?",
+        help="the dataset compared with A (default: none: check A alone, checksums, "
+        "then every record decoded)",
+    )
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("bench", help="measure size, speed and accuracy impact of each format on SRC")
-    p.add_argument("src")
-    p.add_argument("--formats", help="comma-separated (default: every usable format)")
-    p.add_argument("--dtypes", default="keep,float32,float16", help="comma-separated dtype policies")
-    p.add_argument("--grid", action="store_true", help="add compressor/level variants")
-    p.add_argument("--features", help="feature field for the accuracy probe")
-    p.add_argument("--labels", help="label field for the accuracy probe")
-    p.add_argument("--evaluate", metavar="MODULE:FUNCTION", help="your evaluation replaces the probe")
-    p.add_argument("--sample", type=int, help="first N records per split only")
-    p.add_argument("--repeats", type=int, default=3, help="read-time repeats (median)")
-    p.add_argument("--objective", choices=["size", "write", "read"], default="size")
-    p.add_argument("--max-accuracy-drop", type=float, default=0.1, help="points")
-    p.add_argument("--report", help="write .json, .csv or .md")
-    p.add_argument("--plot", help="write a PNG plot")
+    p.add_argument("src", help="your dataset")
+    p.add_argument(
+        "--formats", help="comma-separated formats to measure (default: every usable format)"
+    )
+    p.add_argument(
+        "--dtypes", default="keep,float32,float16",
+        help="comma-separated dtype policies: keep, float32, float16, float64 "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--grid", action="store_true",
+        help="also measure compressor/level variants of each format (default: defaults only)",
+    )
+    p.add_argument(
+        "--features",
+        help="feature field of the accuracy probe (default: guessed by name: x, features, ...)",
+    )
+    p.add_argument(
+        "--labels",
+        help="label field of the accuracy probe (default: guessed by name: y, labels, ...; "
+        "none found: no accuracy is measured)",
+    )
+    p.add_argument(
+        "--evaluate", metavar="MODULE:FUNCTION",
+        help="your function(data) -> score replaces the probe; MODULE is imported from the "
+        "working directory or sys.path (default: the logistic-regression probe)",
+    )
+    p.add_argument(
+        "--sample", type=int, metavar="N",
+        help="measure the first N records of each split only (default: all records)",
+    )
+    p.add_argument(
+        "--repeats", type=int, default=3,
+        help="timed writes and reads per cell, after one untimed warm-up; "
+        "times are medians (default: %(default)s)",
+    )
+    p.add_argument(
+        "--objective", choices=["size", "write", "read"], default="size",
+        help="what the recommendation minimises (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-accuracy-drop", type=float, default=0.1, metavar="POINTS",
+        help="accuracy points a recommended cell may lose (default: %(default)s)",
+    )
+    p.add_argument(
+        "--report", metavar="FILE",
+        help="also write the results as .json, .csv or .md (default: terminal only)",
+    )
+    p.add_argument(
+        "--plot", metavar="FILE.png",
+        help="also write a size vs write-time plot (default: none)",
+    )
     p.set_defaults(func=_cmd_bench)
 
-    p = sub.add_parser("formats", help="registered formats and whether each is usable")
+    p = sub.add_parser(
+        "formats", help="registered formats, whether each is usable, and their -o options"
+    )
     p.set_defaults(func=_cmd_formats)
 
     p = sub.add_parser("demo", help="build sample data from real photos and convert it")
-    p.add_argument("dir", nargs="?", default="dstore-demo")
-    p.add_argument("--records", type=int, default=300)
+    p.add_argument(
+        "dir", nargs="?", default="dstore-demo",
+        help="folder for the sample data and outputs (default: %(default)s)",
+    )
+    p.add_argument(
+        "--records", type=int, default=300, help="sample records to build (default: %(default)s)"
+    )
     p.set_defaults(func=_cmd_demo)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
@@ -235,12 +354,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         print(str(e) or "interrupted: no output was left behind", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise  # the reader of our output went away: main() ends quietly
     except (DstoreError, ValueError, OSError, argparse.ArgumentTypeError) as e:
         if args.debug:
             raise
         message = str(e).splitlines()[0] if str(e) else repr(e)
         print(f"{type(e).__name__}: {message}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _run(argv)
+        finally:  # also after --help's SystemExit
+            # Flush here so that a reader which left (``| head -1``) shows up now, not as
+            # "Exception ignored ... BrokenPipeError" when the interpreter exits.
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # The documented pattern: point stdout at devnull so the flush at exit is quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

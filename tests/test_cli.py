@@ -6,13 +6,21 @@ nothing left behind in the output folder, and an untouched input.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import json
 import os
+import re
+import shlex
+import subprocess
+import sys
 import zipfile
 
 import numpy as np
 import pytest
 
+import dstore
 from dstore.cli import main
 
 
@@ -202,3 +210,131 @@ def test_demo_runs(tmp_path, capsys):
     assert out.count("verify: all fields bit-exact") == 4
     assert "recommendation:" in out and "outputs are in" in out
     assert {"data.npz", "data.tfrecords", "data.zarr", "data.h5", "bench.md"} <= set(os.listdir(tmp_path / "demo"))
+
+
+# ----------------------------------------------------------------- help and printing
+
+
+def _subparsers():
+    import argparse
+
+    from dstore.cli import build_parser
+
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return parser, action.choices
+
+
+def test_every_option_says_what_it_does_and_its_default():
+    parser, subs = _subparsers()
+    for name, sub in [("dstore", parser), *subs.items()]:
+        text = sub.format_help()  # renders every %(default)s
+        for action in sub._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            where = f"{name} {action.option_strings[-1]}"
+            assert action.help and len(action.help) > 15, where
+            assert "default" in action.help, where
+            if action.default not in (None, False):  # a real default value is printed as such
+                assert f"(default: {action.default})" in " ".join(text.split()), where
+
+
+def test_formats_and_convert_help_list_each_format_option():
+    import dataclasses
+
+    from dstore.registry import get_codec_class
+
+    _, subs = _subparsers()
+    convert_help = subs["convert"].format_help()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["formats"]) == 0
+    formats = buf.getvalue()
+    for name in ("npz", "zarr", "hdf5", "tfrecord"):
+        for f in dataclasses.fields(get_codec_class(name).Options):
+            default = str(f.default).lower() if isinstance(f.default, bool) else str(f.default)
+            help_text = f.metadata.get("help")
+            assert help_text, f"{name}: -o {f.name} has no help"
+            for text in (formats, convert_help):
+                assert re.search(rf"-o {f.name}={re.escape(default)}\s+{re.escape(help_text)}", text), (
+                    name, f.name)
+
+
+DTYPES = ["|u1", "|i1", "<u2", ">u2", "<i4", ">i4", "<i8", ">i8", "<f2", ">f2", "<f4", ">f4",
+          "<f8", ">f8", "<c8", ">c16", "|b1"]
+
+
+@pytest.mark.parametrize("fmt", ["npz", "zarr", "hdf5"])
+def test_info_prints_numpy_dtype_names(tmp_path, capsys, fmt):
+    rng = np.random.default_rng(0)
+    arrays = {f"f{i}": (rng.normal(size=(3, 2)) * 10).astype(d) for i, d in enumerate(DTYPES)}
+    src = str(tmp_path / "in.npz")
+    np.savez(src, **arrays)
+    path = src if fmt == "npz" else str(tmp_path / f"out.{'zarr' if fmt == 'zarr' else 'h5'}")
+    if fmt != "npz":
+        assert main(["convert", src, path]) == 0
+        capsys.readouterr()
+    assert main(["info", path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for i, d in enumerate(DTYPES):
+        dt = np.dtype(d)
+        (line,) = [ln for ln in lines if ln.split()[:1] == [f"f{i}"]]
+        shown = line.split()[1]
+        assert shown == dt.newbyteorder("=").name, (d, line)
+        assert d not in line and dt.str not in line
+        # byte order is shown exactly where the stored field is not native
+        stored = dstore.info(path).schema.splits["data"].fields[f"f{i}"].dtype
+        assert ("big-endian" in line) == (not stored.isnative and stored.itemsize > 1), line
+
+
+def test_info_prints_zarr_codecs_as_json(tmp_path, capsys):
+    src = str(tmp_path / "in.npz")
+    np.savez(src, x_train=np.arange(40, dtype="<f4").reshape(10, 4), y_train=np.arange(10))
+    for opts in ([], ["-o", "cname=lz4", "-o", "clevel=5"], ["-o", "shard_chunks=2"]):
+        out = str(tmp_path / f"o{len(opts)}.zarr")
+        assert main(["convert", src, out, *opts]) == 0
+        capsys.readouterr()
+        assert main(["info", out]) == 0
+        details = [ln for ln in capsys.readouterr().out.splitlines() if ": zarr v3" in ln]
+        assert len(details) == 2
+        for line in details:
+            chain = json.loads(line.split("codecs ", 1)[1])
+            names = [c["name"] for c in chain]
+            assert names[-1] in ("blosc", "sharding_indexed"), line
+            blosc = chain[-1] if names[-1] == "blosc" else chain[-1]["configuration"]["codecs"][-1]
+            assert blosc["configuration"]["cname"] == ("lz4" if "cname=lz4" in opts else "zstd")
+            assert "Codec(" not in line and "<" not in line
+
+
+def _closed_pipe_run(argv: list[str]) -> subprocess.CompletedProcess:
+    """Run ``dstore argv`` with stdout a pipe whose reader has already gone away."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", "dstore.cli", *argv], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("argv", [["formats"], ["info", "{npz}"], ["info", "{zarr}"],
+                                  ["convert", "--help"], ["verify", "{npz}", "{npz}"]])
+def test_reader_going_away_ends_quietly(tmp_path, label_maker_npz, argv):
+    zarr_path = str(tmp_path / "d.zarr")
+    assert main(["convert", label_maker_npz, zarr_path]) == 0
+    argv = [a.format(npz=label_maker_npz, zarr=zarr_path) for a in argv]
+    proc = _closed_pipe_run(argv)
+    # argparse itself swallows the error of a --help that fits no buffer: 0 is quiet too
+    assert proc.returncode in ((0, 141) if "--help" in argv else (141,)), proc.stderr
+    assert proc.stderr == ""
+
+
+def test_pipe_into_head(label_maker_npz):
+    for command in (f"dstore info {shlex.quote(label_maker_npz)} | head -1",
+                    "dstore formats | head -1", "dstore convert --help | head -1"):
+        proc = subprocess.run(["bash", "-c", command + "; echo rc=${PIPESTATUS[0]}"],
+                              capture_output=True, text=True, timeout=120, check=False)
+        first, rc = proc.stdout.splitlines()
+        assert proc.stderr == "", proc.stderr
+        assert rc in ("rc=0", "rc=141")
+        assert first.startswith((label_maker_npz, "npz", "usage: dstore convert"))

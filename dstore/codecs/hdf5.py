@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -58,11 +58,15 @@ _STANDARD_FILTERS = {1, 2, 3, 4, 5, 6, 32000}
 
 @dataclass(frozen=True)
 class HDF5Options:
-    #: gzip, lzf, none; blosc or zstd need hdf5plugin (and it to read them elsewhere)
-    compression: str = "gzip"
-    level: int = 4
-    shuffle: bool = False
-    chunk_mb: float = 1.0
+    compression: str = field(
+        default="gzip",
+        metadata={"help": "gzip, lzf or none; blosc or zstd need hdf5plugin (also to read them)"},
+    )
+    level: int = field(default=4, metadata={"help": "compression level 0..9 (gzip, blosc, zstd)"})
+    shuffle: bool = field(
+        default=False, metadata={"help": "byte-shuffle filter before compressing"}
+    )
+    chunk_mb: float = field(default=1.0, metadata={"help": "target chunk size in MiB"})
 
     def validate(self) -> None:
         if self.compression not in ("gzip", "lzf", "none", "blosc", "zstd"):

@@ -41,7 +41,7 @@ import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO
 
 import numpy as np
@@ -65,11 +65,14 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, No
 
 @dataclass(frozen=True)
 class NpzOptions:
-    compress: bool = True
-    #: zlib level (1 fastest .. 9 smallest); 6 is what ``np.savez_compressed`` uses.
-    level: int = 6
-    #: threads compressing in parallel; 0 means one per core.
-    workers: int = 0
+    compress: bool = field(
+        default=True, metadata={"help": "deflate each member (false: stored, like np.savez)"}
+    )
+    level: int = field(
+        default=6,
+        metadata={"help": "zlib level, 1 fastest .. 9 smallest (6: np.savez_compressed's)"},
+    )
+    workers: int = field(default=0, metadata={"help": "threads compressing; 0 = one per core"})
 
     def validate(self) -> None:
         if not 0 <= self.level <= 9:

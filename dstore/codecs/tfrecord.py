@@ -29,7 +29,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from glob import escape as glob_escape
 from typing import Any, BinaryIO
 
@@ -177,18 +177,26 @@ def _decode_value(
 
 @dataclass(frozen=True)
 class TFRecordOptions:
-    #: target shard size in MiB (TFDS aims at 64 MiB - 1 GiB)
-    shard_mb: float = 256.0
-    #: "none" or "gzip" (TensorFlow: compression_type="GZIP")
-    compression: str = "none"
-    #: "fast" (UP filter + ISA-L deflate) or a libpng zlib level 0-9 (6: TensorFlow's sizes)
-    png_level: str = "fast"
-    #: comma-separated fields stored as PNG; "auto" = image-like fields; "none"
-    images: str = "auto"
-    #: feature names in the Example, e.g. "x=image,y=label"
-    rename: str = ""
-    #: threads encoding PNGs; 0 = one per core
-    workers: int = 0
+    shard_mb: float = field(
+        default=256.0, metadata={"help": "target shard size in MiB (TFDS aims at 64 MiB - 1 GiB)"}
+    )
+    compression: str = field(
+        default="none",
+        metadata={"help": 'none or gzip (TensorFlow: compression_type="GZIP")'},
+    )
+    png_level: str = field(
+        default="fast",
+        metadata={"help": "fast (UP filter + ISA-L deflate) or libpng zlib level 0-9 "
+                          "(6: TensorFlow's sizes)"},
+    )
+    images: str = field(
+        default="auto",
+        metadata={"help": "comma-separated fields stored as PNG; auto = image-like fields; none"},
+    )
+    rename: str = field(
+        default="", metadata={"help": "feature names in the Example, e.g. x=image,y=label"}
+    )
+    workers: int = field(default=0, metadata={"help": "threads encoding PNGs; 0 = one per core"})
 
     def validate(self) -> None:
         if self.shard_mb <= 0:

@@ -11,9 +11,10 @@ split.
 
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numcodecs
@@ -35,12 +36,18 @@ _ATTR = "dstore_schema"
 
 @dataclass(frozen=True)
 class ZarrOptions:
-    cname: str = "zstd"  # blosc compressor: zstd, lz4, lz4hc, blosclz, zlib
-    clevel: int = 3
-    shuffle: str = "shuffle"  # shuffle, bitshuffle, noshuffle
-    chunk_mb: float = 1.0
-    #: records per shard file (0 = no sharding); many small chunks in few files
-    shard_chunks: int = 0
+    cname: str = field(
+        default="zstd", metadata={"help": "blosc compressor: zstd, lz4, lz4hc, blosclz, zlib"}
+    )
+    clevel: int = field(default=3, metadata={"help": "blosc level 0..9"})
+    shuffle: str = field(
+        default="shuffle", metadata={"help": "blosc filter: shuffle, bitshuffle, noshuffle"}
+    )
+    chunk_mb: float = field(default=1.0, metadata={"help": "target chunk size in MiB"})
+    shard_chunks: int = field(
+        default=0,
+        metadata={"help": "chunks per shard file (0 = no sharding): many small chunks, few files"},
+    )
 
     def validate(self) -> None:
         if self.cname not in ("zstd", "lz4", "lz4hc", "blosclz", "zlib"):
@@ -51,6 +58,17 @@ class ZarrOptions:
             raise ValueError(f"zarr: shuffle must be shuffle, bitshuffle or noshuffle. Got {self.shuffle!r}.")
         if self.chunk_mb <= 0:
             raise ValueError("zarr: chunk_mb must be > 0")
+
+
+def _codecs_json(metadata: Any) -> str:
+    """An array's codec chain as the JSON zarr stores in its metadata, not Python reprs."""
+    if metadata.zarr_format >= 3:
+        chain = [c.to_dict() for c in metadata.codecs]
+    else:
+        chain = [f.get_config() for f in metadata.filters or ()]
+        if metadata.compressor is not None:
+            chain.append(metadata.compressor.get_config())
+    return json.dumps(chain, default=str)
 
 
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
@@ -203,9 +221,9 @@ class ZarrReader(ArrayTreeReader):
     def describe(self) -> list[str]:
         lines = []
         for (split, name), arr in self.arrays.items():
-            codecs = getattr(arr.metadata, "codecs", None) or getattr(arr.metadata, "compressor", None)
             lines.append(
-                f"{split}/{name}: zarr v{arr.metadata.zarr_format}, chunks {arr.chunks}, {codecs}"
+                f"{split}/{name}: zarr v{arr.metadata.zarr_format}, chunks {arr.chunks}, "
+                f"codecs {_codecs_json(arr.metadata)}"
             )
         return lines
 
