@@ -128,20 +128,25 @@ def _cmd_formats(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench import bench, save_plot, save_report, to_text
+    from .errors import UsageError
 
-    evaluate = None
-    if args.evaluate:
-        import importlib
+    # Checked before the measuring starts, not after it (the library checks the rest).
+    if args.report and os.path.splitext(args.report)[1].lower() not in (".json", ".csv", ".md", ".markdown"):
+        raise UsageError(f"--report must end in .json, .csv or .md. Got {args.report!r}.")
+    if args.plot:
+        import importlib.util
 
-        module, _, fn = args.evaluate.partition(":")
-        evaluate = getattr(importlib.import_module(module), fn)
+        if importlib.util.find_spec("matplotlib") is None:
+            from .errors import MissingDependencyError
+
+            raise MissingDependencyError("bench", "bench", "matplotlib", what="dstore bench --plot")
     show = sys.stderr.isatty()
     report = bench(
         args.src,
         formats=args.formats.split(",") if args.formats else None,
-        dtypes=args.dtypes.split(","),
+        dtypes=[d.strip() for d in args.dtypes.split(",") if d.strip()],
         grid=args.grid,
-        evaluate=evaluate,
+        evaluate=args.evaluate,
         features=args.features,
         labels=args.labels,
         sample=args.sample,

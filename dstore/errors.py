@@ -20,6 +20,7 @@ __all__ = [
     "UnknownCodecError",
     "UnsafePathError",
     "UnsupportedDtypeError",
+    "UsageError",
 ]
 
 
@@ -42,9 +43,10 @@ class MissingDependencyError(DstoreError, ImportError):
 
     ``extra`` is the extra of dstore that installs it; None when none does (an
     fsspec protocol such as ``gs://``), and ``missing`` then says what to install.
+    ``what`` names the feature that needs it when that is not a format.
     """
 
-    def __init__(self, codec: str, extra: str | None, missing: str) -> None:
+    def __init__(self, codec: str, extra: str | None, missing: str, *, what: str | None = None) -> None:
         self.codec = codec
         self.extra = extra
         self.missing = missing
@@ -52,7 +54,7 @@ class MissingDependencyError(DstoreError, ImportError):
             super().__init__(f"{codec}: {missing}")
         else:
             super().__init__(
-                f"the {codec} format needs {missing!r}, which is not installed: "
+                f"{what or f'the {codec} format'} needs {missing!r}, which is not installed: "
                 f"{install_hint(extra)}"
             )
 
@@ -71,6 +73,10 @@ class UnsupportedDtypeError(SchemaError):
 
 class DtypePolicyError(DstoreError, ValueError):
     """A lossy cast was refused (overflow to inf, unknown policy)."""
+
+
+class UsageError(DstoreError, ValueError):
+    """An argument that cannot work: a malformed ``MODULE:FUNCTION``, a report name, ..."""
 
 
 class CodecIOError(DstoreError, OSError):

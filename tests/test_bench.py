@@ -4,14 +4,23 @@ and the harness can show a loss (values below float16 resolution) or a refusal (
 from __future__ import annotations
 
 import csv
+import glob
 import json
+import math
 import os
+import random
+import shlex
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 import pytest
 
 import dstore
 from dstore.bench import save_plot, save_report
+from dstore.bench.harness import BenchReport, Cell
+from dstore.bench.report import recommend
 from dstore.cli import main
 from dstore.demo import hog_features
 
@@ -36,6 +45,8 @@ def test_bench_rows_and_honesty(feats_npz, tmp_path):
     for cell in report.cells:
         assert cell.error is None, cell.error
         assert cell.bytes > 0 and cell.write_s > 0 and cell.read_s > 0
+        # the writing process's own peak: at least the interpreter and numpy, never 0
+        assert 15 < cell.peak_write_mb < 2000, cell.peak_write_mb
         if cell.dtype == "keep":
             assert cell.bit_exact and cell.accuracy == report.baseline_accuracy and cell.accuracy_delta == 0
         else:
@@ -105,4 +116,173 @@ def test_cli_bench(feats_npz, tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert "recommendation:" in out and "float16" in out and "zarr" in out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("recommendation:")]
+    assert f"; dstore convert {shlex.quote(path)} out." in line and "SRC" not in line
     assert (tmp_path / "b.md").read_text().count("|") > 20
+
+
+# ------------------------------------------------------------- inputs checked up front
+
+
+def _one_error_line(capsys, argv: list[str], contains: str) -> None:
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "dstore-bench-*")))
+    rc = main(argv)
+    captured = capsys.readouterr()
+    lines = [ln for ln in captured.err.splitlines() if ln.strip()]
+    assert rc == 2, captured
+    assert len(lines) == 1 and contains in lines[0], (argv, lines)
+    assert captured.out == ""  # no table, no row notes: nothing was measured
+    # the check came before any work: no working folder was even made
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "dstore-bench-*"))) == before
+
+
+@pytest.mark.parametrize("dtypes", ["foo", "keep,float8", "float16,bfloat17", "keep,FLOAT16",
+                                    "round", "int8x", "keep,,float33"])
+def test_unknown_dtype_is_one_line(feats_npz, capsys, dtypes):
+    path, _, _ = feats_npz
+    _one_error_line(capsys, ["bench", path, "--dtypes", dtypes],
+                    "DtypePolicyError: dtype policy for '*'")
+    # the valid policies are named in the same line
+    _one_error_line(capsys, ["bench", path, "--dtypes", dtypes], "keep, float16, float32")
+
+
+@pytest.mark.parametrize("option,name", [("--labels", "label"), ("--labels", "Labels"),
+                                         ("--features", "feature"), ("--features", "x"),
+                                         ("--labels", "features/extra")])
+def test_missing_probe_field_lists_the_fields(feats_npz, capsys, option, name):
+    path, _, _ = feats_npz
+    role = option.lstrip("-")
+    _one_error_line(capsys, ["bench", path, option, name],
+                    f"SchemaError: {path}: {role} field {name!r} is not in split 'train'; "
+                    "its fields: features, labels")
+
+
+@pytest.mark.parametrize("argv,contains", [
+    (["--evaluate", "no_such_module_xyz:score"], "no module 'no_such_module_xyz' in the working directory"),
+    (["--evaluate", "json:no_such_function"], "module 'json'"),
+    (["--evaluate", "json"], "evaluate must be MODULE:FUNCTION"),
+    (["--evaluate", ":score"], "evaluate must be MODULE:FUNCTION"),
+    (["--formats", "npz,parquet"], "UnknownCodecError: unknown format 'parquet'"),
+    (["--repeats", "0"], "repeats must be >= 1"),
+    (["--sample", "0"], "sample must be >= 1"),
+    (["--report", "bench.txt"], "--report must end in .json, .csv or .md"),
+])
+def test_other_bad_inputs_are_one_line(feats_npz, capsys, argv, contains):
+    path, _, _ = feats_npz
+    _one_error_line(capsys, ["bench", path, *argv], contains)
+
+
+def _console_script(tmp_path) -> str:
+    """A runner like the ``dstore`` console script: its own folder, not the cwd, on sys.path."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    runner = bindir / "dstore_runner.py"
+    runner.write_text("import sys\nfrom dstore.cli import main\nsys.exit(main())\n")
+    return str(runner)
+
+
+def test_evaluate_is_imported_from_the_working_directory(feats_npz, tmp_path):
+    path, _, _ = feats_npz
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "my_eval_mod.py").write_text(
+        "import numpy as np\n\n"
+        "def score(data):\n    return float(np.mean(data['test']['features'] > 0))\n"
+    )
+    env = dict(os.environ)
+    run = [sys.executable, _console_script(tmp_path), "bench", path, "--formats", "npz",
+           "--dtypes", "keep", "--repeats", "1"]
+    proc = subprocess.run([*run, "--evaluate", "my_eval_mod:score"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "user evaluation on the original data" in proc.stdout
+    # from any other folder the module is not found: one line, exit 2
+    proc = subprocess.run([*run, "--evaluate", "my_eval_mod:score"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == (f"UsageError: evaluate 'my_eval_mod:score': no module 'my_eval_mod' "
+                                   f"in the working directory {tmp_path} or on the Python path")
+
+
+_WITHOUT_SKLEARN = (
+    "import sys\n"
+    "sys.modules['sklearn'] = None  # this interpreter cannot import scikit-learn\n"
+    "from dstore.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def test_missing_scikit_learn(feats_npz, tmp_path):
+    path, feats, _ = feats_npz
+    base = [sys.executable, "-c", _WITHOUT_SKLEARN, "bench"]
+    for extra in ([], ["--labels", "labels"], ["--features", "features", "--labels", "labels"]):
+        proc = subprocess.run([*base, path, *extra], capture_output=True, text=True, timeout=600,
+                              check=False)
+        assert proc.returncode == 2 and proc.stdout == "", proc
+        assert proc.stderr.strip() == (
+            "MissingDependencyError: the accuracy probe of dstore bench needs 'scikit-learn', "
+            "which is not installed: pip install 'dstore[bench]'")
+    # no probe wanted (nothing to tell labels by): scikit-learn is not needed
+    plain = str(tmp_path / "plain.npz")
+    np.savez(plain, emb=feats[:50])
+    proc = subprocess.run([*base, plain, "--formats", "npz", "--dtypes", "keep", "--repeats", "1"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "no accuracy probe" in proc.stdout
+
+
+# ---------------------------------------------------------------- the recommendation
+
+
+def test_no_accuracy_never_recommends_a_lossy_cast(feats_npz, tmp_path, capsys):
+    _, feats, _ = feats_npz
+    path = str(tmp_path / "my data.npz")  # a name that needs quoting in a shell
+    np.savez(path, emb=feats)  # no labels: no accuracy can be measured
+    rc = main(["bench", path, "--formats", "npz,zarr", "--dtypes", "keep,float16", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("recommendation:")]
+    assert "no accuracy measured, lossy casts not considered" in line
+    assert "float16" not in line and " keep " in line
+    assert f"; dstore convert {shlex.quote(path)} out." in line
+    report = dstore.bench(path, formats=["npz", "zarr"], dtypes=["keep", "float16"], repeats=1)
+    half = [c for c in report.cells if c.dtype == "float16"]
+    assert all(c.error is None and c.bytes < report.recommendation.bytes for c in half)
+    assert report.recommendation.bit_exact
+
+
+def test_recommend_without_accuracy_picks_among_lossless_cells():
+    rng = random.Random(7)
+    for trial in range(300):
+        cells = []
+        for i in range(rng.randint(1, 12)):
+            exact = rng.random() < 0.5
+            cell = Cell(rng.choice(["npz", "zarr", "hdf5"]), "keep" if exact else "float16", {},
+                        bytes=rng.randint(1, 10**6), raw_bytes=10**6, records=10,
+                        write_s=rng.random(), read_s=rng.random(), bit_exact=exact)
+            if rng.random() < 0.1:
+                cell.error = "DtypePolicyError: overflow"
+            cells.append(cell)
+        report = BenchReport("d.npz", None, float("nan"), float("nan"), float("nan"), cells, {}, {})
+        objective = rng.choice(["size", "write", "read"])
+        best, reason = recommend(report, objective, 0.1)
+        lossless = [c for c in cells if c.bit_exact and c.error is None]
+        assert "no accuracy measured, lossy casts not considered" in reason, trial
+        if not lossless:
+            assert best is None
+            continue
+        key = {"size": "bytes", "write": "write_s", "read": "read_s"}[objective]
+        assert best.bit_exact and best.error is None
+        assert getattr(best, key) == min(getattr(c, key) for c in lossless)
+        assert not math.isnan(best.write_s)
+
+
+def test_peak_memory_is_the_writing_process_own(feats_npz):
+    """A parent holding 400 MB does not show through, and the peak is never 0."""
+    path, _, _ = feats_npz
+    ballast = np.ones(400 * 2**20, dtype=np.uint8)  # touched: resident in this process
+    report = dstore.bench(path, formats=["npz", "hdf5"], dtypes=["keep"], repeats=1)
+    assert int(ballast[::4096].sum()) == len(ballast) // 4096
+    for cell in report.cells:
+        assert cell.error is None, cell.error
+        assert 15 < cell.peak_write_mb < 300, (cell.label, cell.peak_write_mb)

@@ -9,17 +9,22 @@ test accuracy is reported as within noise.
 
 from __future__ import annotations
 
+import importlib
 import math
+import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import MissingDependencyError, SchemaError
+from ..errors import MissingDependencyError, SchemaError, UsageError
 from ..schema import Schema
 
-__all__ = ["ProbeResult", "Task", "find_task", "pool_features", "run_probe"]
+__all__ = [
+    "ProbeResult", "Task", "find_task", "load_evaluate", "pool_features", "require_sklearn", "run_probe",
+]
 
 FEATURE_NAMES = ("features", "feature", "x", "image", "images", "embedding", "embeddings", "data", "inputs")
 LABEL_NAMES = ("labels", "label", "y", "target", "targets", "class", "classes")
@@ -50,11 +55,21 @@ class ProbeResult:
 
 
 def find_task(schema: Schema, features: str | None = None, labels: str | None = None) -> Task:
-    """Guess the feature and label fields by name and dtype, and the train/test splits."""
+    """Guess the feature and label fields by name and dtype, and the train/test splits.
+
+    A field named by the caller that does not exist is an error listing the fields
+    that do; nothing named and nothing recognisable is a SchemaError too (the harness
+    then measures no accuracy and says so).
+    """
     splits = list(schema.splits)
     train = next((s for s in splits if s in ("train", "training")), splits[0])
     test = next((s for s in splits if s in ("test", "testing", "val", "valid", "validation", "eval") and s != train), None)
     fields = schema.splits[train].fields
+    for role, name in (("labels", labels), ("features", features)):
+        if name is not None and name not in fields:
+            raise SchemaError(
+                f"{role} field {name!r} is not in split {train!r}; its fields: {', '.join(fields)}"
+            )
     if labels is None:
         labels = next((n for n in LABEL_NAMES if n in fields), None)
     if features is None:
@@ -62,12 +77,59 @@ def find_task(schema: Schema, features: str | None = None, labels: str | None = 
         if features is None:
             candidates = [f for f in fields.values() if f.name != labels and f.dtype.kind in "fiu"]
             features = max(candidates, key=lambda f: f.record_bytes).name if candidates else None
-    if labels is None or features is None or labels not in fields or features not in fields:
+    if labels is None or features is None:
         raise SchemaError(
             f"cannot tell features and labels apart in fields {list(fields)}; "
             "name them with --features and --labels"
         )
     return Task(train, test, features, labels)
+
+
+def require_sklearn() -> None:
+    """The probe's dependency, checked before any work rather than after it."""
+    try:
+        import sklearn.linear_model  # noqa: F401
+    except ImportError as e:
+        raise MissingDependencyError(
+            "bench", "bench", "scikit-learn", what="the accuracy probe of dstore bench"
+        ) from e
+
+
+def load_evaluate(spec: str) -> Evaluate:
+    """``MODULE:FUNCTION`` -> the function, MODULE imported from the working directory first.
+
+    ``python -m`` puts the working directory on ``sys.path`` but console scripts
+    (``dstore``) do not, so a user's ``my_eval.py`` beside their data would not be found.
+    """
+    module_name, sep, fn_name = spec.partition(":")
+    if not sep or not module_name.strip() or not fn_name.strip():
+        raise UsageError(f"evaluate must be MODULE:FUNCTION (e.g. my_eval:score). Got {spec!r}.")
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and module_name.startswith(e.name):
+            raise UsageError(
+                f"evaluate {spec!r}: no module {e.name!r} in the working directory {cwd} "
+                "or on the Python path"
+            ) from None
+        raise UsageError(f"evaluate {spec!r}: importing {module_name!r} failed: {e}") from e
+    except Exception as e:  # the user's module failed while importing: name it in one line
+        raise UsageError(f"evaluate {spec!r}: importing {module_name!r} failed: "
+                         f"{type(e).__name__}: {e}") from e
+    finally:
+        if added:
+            sys.path.remove(cwd)
+    fn = getattr(module, fn_name, None)
+    if not callable(fn):
+        raise UsageError(
+            f"evaluate {spec!r}: module {module_name!r} ({getattr(module, '__file__', '?')}) "
+            f"has no function {fn_name!r}"
+        )
+    return fn
 
 
 def pool_features(x: np.ndarray, max_side: int = 8) -> np.ndarray:
@@ -103,12 +165,11 @@ def split_data(
 
 def run_probe(data: Mapping[str, Mapping[str, np.ndarray]], task: Task) -> ProbeResult:
     """Train the probe on the task's train part and score it on its test part."""
-    try:
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
-    except ImportError as e:
-        raise MissingDependencyError("bench", "bench", "scikit-learn") from e
+    require_sklearn()
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
     x_tr, y_tr, x_te, y_te = split_data(data, task)
     x_tr, x_te = pool_features(x_tr), pool_features(x_te)
     # Infinities (a float16 overflow that was clipped or kept) would break the scaler.

@@ -1,22 +1,27 @@
 """The benchmark loop: every format x dtype policy x codec setting on the user's data.
 
-Each cell converts the (optionally sampled) source with the library's own
-convert path, then measures: bytes on disk, write time, full read time
-(median of ``repeats``), peak memory of the write (resident set growth over
-the process's level before it, sampled every 5 ms), error against the
-original, and the probe's accuracy on the round-tripped data (or a user's
-``evaluate``).
+Inputs are checked before any work (formats, dtype policies, the probe's fields
+and scikit-learn, the user's evaluation function). Each cell then converts the
+(optionally sampled) source with the library's own convert path in a fresh
+child process (:mod:`.write_child`): one untimed warm-up write, then ``repeats``
+timed ones, so the write time is a median that no import or first-touch cost
+inflates, and the peak memory is that process's peak resident set. Back in
+this process: bytes on disk, full read time (one untimed read, then the median
+of ``repeats``), error against the original, and the probe's accuracy on the
+round-tripped data (or a user's ``evaluate``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,13 +30,12 @@ import numpy as np
 
 from .. import api
 from ..dtypes import parse_policy
-from ..errors import DstoreError
+from ..errors import DstoreError, UsageError
 from ..output import path_size, remove_path
-from ..registry import available_codecs, default_extension
-from .accuracy import Evaluate, Task, find_task, run_probe
+from ..registry import available_codecs, default_extension, get_codec_class, registry
+from .accuracy import Evaluate, Task, find_task, load_evaluate, require_sklearn, run_probe
 
 __all__ = ["Cell", "bench", "default_settings"]
-
 
 
 def default_settings(fmt: str, grid: bool) -> list[dict[str, Any]]:
@@ -60,7 +64,7 @@ class Cell:
     records: int = 0
     write_s: float = float("nan")
     read_s: float = float("nan")
-    peak_write_mb: float = float("nan")
+    peak_write_mb: float = float("nan")  # peak RSS of the process that wrote (MiB)
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0
     bit_exact: bool = False
@@ -97,41 +101,6 @@ class BenchReport:
     recommendation: Cell | None = None
     reason: str = ""
     warnings: list[str] = field(default_factory=list)
-
-
-class PeakRSS:
-    """Peak growth of this process's resident set while the block runs (sampled)."""
-
-    def __init__(self, interval: float = 0.005) -> None:
-        self.interval = interval
-        self.mb = float("nan")
-
-    @staticmethod
-    def _rss() -> int:
-        try:
-            with open("/proc/self/statm") as f:
-                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except OSError:
-            import psutil
-
-            return int(psutil.Process().memory_info().rss)
-
-    def _watch(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._peak = max(self._peak, self._rss())
-
-    def __enter__(self) -> PeakRSS:
-        self._start = self._peak = self._rss()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._peak = max(self._peak, self._rss())
-        self.mb = (self._peak - self._start) / 2**20
 
 
 def _machine() -> dict[str, Any]:
@@ -186,13 +155,39 @@ def _sample_source(src: str, sample: int | None, workdir: str) -> tuple[str, dic
     return path, data
 
 
+def _check_inputs(
+    formats: Sequence[str] | None, dtypes: Sequence[str], repeats: int, sample: int | None,
+    objective: str,
+) -> list[str]:
+    """Everything that can be wrong before any work: one DstoreError naming what and why."""
+    from .report import OBJECTIVES
+
+    if formats:
+        for fmt in formats:
+            get_codec_class(fmt)  # unknown name or missing extra: one line naming it
+        chosen = list(formats)
+    else:
+        chosen = [n for n, hint in available_codecs().items() if hint is None]
+    if not dtypes:
+        raise UsageError("dtypes: give at least one dtype policy (keep, float32, float16, ...)")
+    for dtype in dtypes:
+        parse_policy(dtype)  # DtypePolicyError listing the valid policies
+    if repeats < 1:
+        raise UsageError(f"repeats must be >= 1. Got {repeats}.")
+    if sample is not None and sample < 1:
+        raise UsageError(f"sample must be >= 1 record. Got {sample}.")
+    if objective not in OBJECTIVES:
+        raise UsageError(f"objective must be one of {', '.join(OBJECTIVES)}. Got {objective!r}.")
+    return chosen
+
+
 def bench(
     src: str | os.PathLike[str],
     *,
     formats: Sequence[str] | None = None,
     dtypes: Sequence[str] = ("keep", "float32", "float16"),
     grid: bool = False,
-    evaluate: Evaluate | None = None,
+    evaluate: Evaluate | str | None = None,
     features: str | None = None,
     labels: str | None = None,
     sample: int | None = None,
@@ -201,27 +196,40 @@ def bench(
     max_accuracy_drop: float = 0.1,
     progress: Callable[[str], None] | None = None,
 ) -> BenchReport:
-    """Measure every format x dtype policy (x codec setting) on ``src``; see the module doc."""
+    """Measure every format x dtype policy (x codec setting) on ``src``; see the module doc.
+
+    ``evaluate`` is a function ``data -> score`` or a ``"module:function"`` name
+    (imported from the working directory first); without it the accuracy probe
+    runs when the features and labels are named or recognisable.
+    """
     from .report import recommend
 
     src = os.fspath(src)
-    usable = [n for n, hint in available_codecs().items() if hint is None]
-    formats = list(formats) if formats else usable
+    dtypes = list(dtypes)
+    formats = _check_inputs(formats, dtypes, repeats, sample, objective)
+    if isinstance(evaluate, str):
+        evaluate = load_evaluate(evaluate)
+    schema = api.info(src).schema
+    task: Task | None = None
+    warnings: list[str] = []
+    if evaluate is None:
+        try:
+            task = find_task(schema, features, labels)
+        except DstoreError as e:
+            if features is not None or labels is not None:
+                raise type(e)(f"{src}: {e}") from None
+            warnings.append(f"no accuracy probe: {e}")
+        if task is not None:
+            require_sklearn()
     workdir = tempfile.mkdtemp(prefix="dstore-bench-")
     try:
         source, original = _sample_source(src, sample, workdir)
         schema = api.info(source).schema
-        task: Task | None = None
         baseline = probe_s = noise = float("nan")
-        warnings: list[str] = []
-        if evaluate is None:
-            try:
-                task = find_task(schema, features, labels)
-                base = run_probe(original, task)
-                baseline, probe_s, noise = base.accuracy, base.seconds, 2 * base.stderr_points
-            except DstoreError as e:
-                warnings.append(f"no accuracy probe: {e}")
-        else:
+        if task is not None:
+            base = run_probe(original, task)
+            baseline, probe_s, noise = base.accuracy, base.seconds, 2 * base.stderr_points
+        elif evaluate is not None:
             t = time.perf_counter()
             baseline = float(evaluate(original))
             probe_s = time.perf_counter() - t
@@ -239,7 +247,7 @@ def bench(
                         cell.error = cell.error.replace(source, src)
                     cells.append(cell)
         report = BenchReport(src, task, baseline, probe_s, noise, cells, _machine(),
-                             {"formats": formats, "dtypes": list(dtypes), "grid": grid, "sample": sample,
+                             {"formats": formats, "dtypes": dtypes, "grid": grid, "sample": sample,
                               "repeats": repeats, "objective": objective,
                               "max_accuracy_drop": max_accuracy_drop}, warnings=warnings)
         report.recommendation, report.reason = recommend(report, objective, max_accuracy_drop)
@@ -248,23 +256,56 @@ def bench(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _child_env() -> dict[str, str]:
+    """The child imports this very dstore, whatever the parent's ``sys.path`` tricks."""
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _write_in_child(cell: Cell, source: str, out: str, repeats: int) -> None:
+    """Warm-up plus ``repeats`` timed writes in a fresh process: median time, peak RSS."""
+    request_path = out + ".request.json"
+    result_path = out + ".result.json"
+    builtin = cell.format in ("npz", "zarr", "hdf5", "tfrecord")
+    request = {"source": source, "out": out, "format": cell.format, "dtype": cell.dtype,
+               "options": cell.options, "repeats": repeats, "result": result_path,
+               "codec_target": None if builtin else registry[cell.format].target}
+    with open(request_path, "w") as f:
+        json.dump(request, f)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "dstore.bench.write_child", request_path],
+                              env=_child_env(), capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not os.path.exists(result_path):
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            cell.error = f"the write process failed (exit {proc.returncode}): {last}"
+            return
+        with open(result_path) as f:
+            result = json.load(f)
+    finally:
+        for path in (request_path, result_path):
+            if os.path.exists(path):
+                os.remove(path)
+    cell.peak_write_mb = result["peak_rss"] / 2**20
+    if "error" in result:
+        cell.error = result["error"]
+    else:
+        cell.write_s = statistics.median(result["write_s"])
+
+
 def _measure(cell: Cell, source: str, out: str, original: dict, task: Task | None,
              evaluate: Evaluate | None, baseline: float, noise: float, repeats: int) -> None:
     try:
-        policy = parse_policy(cell.dtype)
-        with PeakRSS() as peak:
-            t = time.perf_counter()
-            try:
-                api.convert(source, out, to=cell.format, dtype=policy, options=cell.options)
-            finally:
-                cell.write_s = time.perf_counter() - t
-        cell.peak_write_mb = peak.mb
+        _write_in_child(cell, source, out, repeats)
+        if cell.error:
+            return
         cell.bytes = path_size(out)
+        got = _read_all(out, cell.format)  # untimed: the first read pays imports and caches
         times = []
-        got: dict = {}
-        for _ in range(max(1, repeats)):
+        for _ in range(repeats):
             t = time.perf_counter()
-            got = _read_all(out, cell.format)
+            _read_all(out, cell.format)
             times.append(time.perf_counter() - t)
         cell.read_s = statistics.median(times)
         cell.max_abs_error, cell.max_rel_error, cell.bit_exact = _errors(original, got)

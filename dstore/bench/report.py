@@ -7,21 +7,22 @@ import io
 import json
 import math
 import os
+import shlex
 from dataclasses import asdict
 from typing import Any
 
 from ..registry import default_extension
 from .harness import BenchReport, Cell
 
-__all__ = ["recommend", "save_report", "save_plot", "table_rows", "to_markdown", "to_text"]
+__all__ = ["recommend", "save_plot", "save_report", "table_rows", "to_markdown", "to_text"]
 
-_OBJECTIVES = {"size": ("bytes", "smallest"), "write": ("write_s", "fastest to write"),
+OBJECTIVES = {"size": ("bytes", "smallest"), "write": ("write_s", "fastest to write"),
                "read": ("read_s", "fastest to read")}
 
 COLUMNS = [
     ("format", "format"), ("dtype", "dtype"), ("size", "size"), ("ratio", "raw/out"),
     ("B/rec", "bytes/record"), ("write_s", "write s"), ("read_s", "read s"),
-    ("peak_mb", "write peak MB"), ("max_abs", "max abs err"), ("exact", "bit-exact"),
+    ("peak_mb", "write peak RSS MB"), ("max_abs", "max abs err"), ("exact", "bit-exact"),
     ("acc", "accuracy"), ("delta", "delta pts"), ("probe_s", "probe s"), ("note", "note"),
 ]
 
@@ -35,21 +36,32 @@ def _fmt_size(n: float) -> str:
 
 
 def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cell | None, str]:
-    """Best cell by ``objective`` among those losing at most ``max_drop`` accuracy points."""
-    if objective not in _OBJECTIVES:
-        raise ValueError(f"objective must be one of {', '.join(_OBJECTIVES)}. Got {objective!r}.")
-    key, word = _OBJECTIVES[objective]
+    """Best cell by ``objective`` among those losing at most ``max_drop`` accuracy points.
+
+    When no accuracy was measured (no labels, no evaluation function), nothing says
+    what a lossy cast costs, so only bit-exact cells are candidates.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}. Got {objective!r}.")
+    key, word = OBJECTIVES[objective]
     ok = [c for c in report.cells if c.error is None]
-    if not math.isnan(report.baseline_accuracy):
+    measured = not math.isnan(report.baseline_accuracy)
+    if measured:
         ok = [c for c in ok if not math.isnan(c.accuracy_delta) and c.accuracy_delta >= -max_drop]
+    else:
+        ok = [c for c in ok if c.bit_exact]
     if not ok:
-        return None, "no configuration met the accuracy bound"
+        return None, ("no configuration met the accuracy bound" if measured
+                      else "no lossless configuration succeeded; no accuracy measured, "
+                           "lossy casts not considered")
     best = min(ok, key=lambda c: (getattr(c, key), c.bytes))
-    reason = f"{word} of {len(ok)} configurations"
-    if not math.isnan(report.baseline_accuracy):
-        reason += f" that lose at most {max_drop} accuracy points"
+    if measured:
+        reason = f"{word} of {len(ok)} configurations that lose at most {max_drop} accuracy points"
         reason += f" (this one: {best.accuracy_delta:+.2f} pts"
         reason += ", within the probe's noise)" if best.within_noise else ")"
+    else:
+        reason = (f"{word} of {len(ok)} lossless configurations; no accuracy measured, "
+                  "lossy casts not considered")
     reason += f": {_fmt_size(best.bytes)}, {best.write_s:.2f} s to write, {best.read_s:.2f} s to read"
     if not best.bit_exact:
         reason += f", max abs error {best.max_abs_error:.3g}"
@@ -67,7 +79,8 @@ def table_rows(report: BenchReport) -> list[dict[str, str]]:
             "size": _fmt_size(c.bytes) if c.bytes else "-",
             "ratio": f"{c.ratio:.2f}" if c.bytes else "-",
             "B/rec": f"{c.bytes_per_record:,.0f}" if c.bytes else "-",
-            "write_s": f"{c.write_s:.2f}", "read_s": f"{c.read_s:.2f}" if not math.isnan(c.read_s) else "-",
+            "write_s": f"{c.write_s:.2f}" if not math.isnan(c.write_s) else "-",
+            "read_s": f"{c.read_s:.2f}" if not math.isnan(c.read_s) else "-",
             "peak_mb": f"{c.peak_write_mb:.0f}" if not math.isnan(c.peak_write_mb) else "-",
             "max_abs": f"{c.max_abs_error:.2g}" if c.bytes else "-",
             "exact": "yes" if c.bit_exact else ("no" if c.bytes else "-"),
@@ -80,8 +93,9 @@ def table_rows(report: BenchReport) -> list[dict[str, str]]:
 
 
 def _header(report: BenchReport) -> list[str]:
-    lines = [f"dstore bench {report.source}: {report.cells[0].records if report.cells else 0} records, "
-             f"{_fmt_size(report.cells[0].raw_bytes) if report.cells else 0} raw"]
+    records = report.cells[0].records if report.cells else 0
+    raw = _fmt_size(report.cells[0].raw_bytes) if report.cells else "0 B"
+    lines = [f"dstore bench {report.source}: {records} records, {raw} raw"]
     if report.task is not None:
         test = report.task.test or f"seeded 25% hold-out of {report.task.train}"
         lines.append(f"probe: logistic regression on {report.task.features!r} -> {report.task.labels!r}, "
@@ -109,9 +123,12 @@ def _recommendation_line(report: BenchReport) -> str:
     best = report.recommendation
     if best is None:
         return f"recommendation: none ({report.reason})"
-    opts = " ".join(f"-o {k}={v}" for k, v in best.options.items())
-    dtype = "" if best.dtype == "keep" else f" --dtype {best.dtype}"
-    return f"recommendation: {best.label} {best.dtype} ({report.reason}); dstore convert SRC out{default_extension(best.format)}{dtype} {opts}".rstrip()
+    command = ["dstore", "convert", report.source, f"out{default_extension(best.format)}"]
+    if best.dtype != "keep":
+        command += ["--dtype", best.dtype]
+    for k, v in best.options.items():
+        command += ["-o", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
+    return f"recommendation: {best.label} {best.dtype} ({report.reason}); {shlex.join(command)}"
 
 
 def to_markdown(report: BenchReport) -> str:
