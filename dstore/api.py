@@ -751,7 +751,7 @@ class InfoReport:
             f"{_fmt_bytes(self.schema.nbytes)} raw, {self.schema.records} records"
         ]
         width = max([8] + [len(dtype_name(f.dtype)) for s in self.schema.splits.values()
-                           for f in s.fields.values()])
+                           for f in s.fields.values() if f.dense])
         for split in self.schema.splits.values():
             out.append(f"  split {split.name}: {split.count} records, {_fmt_bytes(split.nbytes)}")
             for f in split.fields.values():
