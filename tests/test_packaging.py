@@ -69,7 +69,7 @@ def collect_hints() -> list[tuple[str, str, list[str]]]:
     """(where, extra, modules or distributions said to be missing) for every hint dstore prints."""
     hints = []
     for where, call in _calls("MissingDependencyError"):
-        assert len(call.args) == 3 and not call.keywords, where
+        assert len(call.args) == 3 and all(k.arg == "what" for k in call.keywords), where
         extra = call.args[1]
         if where.startswith("dstore/registry.py"):
             continue  # the extras of the built-in entries, below
