@@ -21,11 +21,13 @@ import numcodecs
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
+from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8
 
 from .. import names
-from ..errors import DstoreError, CodecIOError, SchemaError
+from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
-from ..schema import DEFAULT_SPLIT, Batch, Schema, check_dtype, split_key
+from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, kind_from_json
+from ..schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, check_dtype, split_key
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
 from .base import Codec, Reader, Writer
 
@@ -78,6 +80,108 @@ def _native(dtype: np.dtype) -> np.dtype:
     return dtype.newbyteorder("=") if dtype.byteorder == ">" else dtype
 
 
+#: a field whose records vary and is not text: a group of these arrays (TensorFlow's RaggedTensor names)
+_VALUES, _ROW_SPLITS, _SHAPES = "values", "row_splits", "shapes"
+_KIND_ATTR = "dstore_kind"
+#: records per chunk of a variable-length string/bytes array
+_VAR_CHUNK = 4096
+
+
+class _VarArrays:
+    """Where a field whose records vary is written.
+
+    Strings are one array of zarr's variable-length ``string`` data type:
+    ``zarr.open`` users get one ``str`` per record. Everything else -- ragged
+    values, bytes, encoded images, raw images of varying size -- is a group
+    holding ``values`` (every record's values, appended), ``row_splits``
+    (records + 1 int64 offsets into them) and for raw images ``shapes``; the
+    group's ``dstore_kind`` attribute says what they are. (zarr-python's
+    variable-length ``bytes`` type has no zarr v3 specification yet and warns
+    that other zarr libraries may not read it; plain uint8 values can.)"""
+
+    def __init__(self, text: Any = None, values: Any = None, splits: Any = None, shapes: Any = None) -> None:
+        self.text, self.values, self.splits, self.shapes = text, values, splits, shapes
+        self.pos = 0
+        self.kind: Kind | None = None
+
+    @classmethod
+    def create(cls, group: Any, count: int, spec: FieldSpec, compressor: Any) -> _VarArrays:
+        name = names.escape(spec.name)
+        chunks = (max(1, min(count, _VAR_CHUNK)),)
+        kind = spec.kind
+        if isinstance(kind, String):
+            out = cls(text=group.create_array(name, shape=(count,), dtype=VariableLengthUTF8(), chunks=chunks))
+        else:
+            sub = group.create_group(name, attributes={_KIND_ATTR: kind.to_json()})
+            inner = spec.shape if isinstance(kind, Ragged) else ()
+            rows = max(1, (1 << 20) // max(1, int(np.prod(inner, dtype=np.int64)) * spec.dtype.itemsize))
+            values = sub.create_array(
+                _VALUES, shape=(0, *inner), dtype=_native(spec.dtype),
+                chunks=(rows, *(max(1, d) for d in inner)), compressors=compressor, fill_value=0,
+            )
+            splits = sub.create_array(_ROW_SPLITS, shape=(count + 1,), dtype="<i8", chunks=(max(1, min(count + 1, 1 << 17)),))
+            splits[0:1] = np.zeros(1, np.int64)
+            shapes = None
+            if isinstance(kind, Image) and kind.encoding == "raw":
+                ndim = 2 if kind.channels == 0 else 3
+                shapes = sub.create_array(_SHAPES, shape=(count, ndim), dtype="<i8", chunks=(max(1, min(count, 1 << 16)), ndim))
+            out = cls(values=values, splits=splits, shapes=shapes)
+        out.kind = kind
+        return out
+
+    def write(self, col: VarColumn) -> None:
+        n = len(col)
+        if n == 0:
+            return
+        if self.text is not None:
+            self.text[self.pos : self.pos + n] = np.array(col.to_str_list(), dtype=object)
+        else:
+            base = self.values.shape[0]
+            if len(col.values):
+                self.values.append(col.values.astype(_native(col.values.dtype), copy=False))
+            self.splits[self.pos + 1 : self.pos + n + 1] = col.offsets[1:] + base
+            if self.shapes is not None and col.shapes is not None:
+                self.shapes[self.pos : self.pos + n] = col.shapes
+        self.pos += n
+
+
+def _zdtype(arr: Any) -> Any:
+    """zarr's data type object of an array (v3 metadata: ``data_type``; v2: ``dtype``)."""
+    meta = arr.metadata
+    return getattr(meta, "data_type", None) or getattr(meta, "dtype", None)
+
+
+class _RaggedGroup:
+    """A ragged field's group read back: sliceable like an array of records."""
+
+    def __init__(self, group: Any, where: str) -> None:
+        self.group = group
+        self.values = group[_VALUES]
+        self.splits = group[_ROW_SPLITS]
+        self.shapes = group[_SHAPES] if _SHAPES in group else None
+        self.name = group.path
+        if self.splits.ndim != 1 or self.splits.shape[0] < 1 or np.dtype(self.splits.dtype).kind not in "iu":
+            raise CodecIOError(f"{where}: {_ROW_SPLITS!r} must be a 1-d integer array of records + 1 offsets")
+        self.shape = (self.splits.shape[0] - 1,)
+        self.dtype = self.values.dtype
+        self.ndim = 1
+        self.attrs = group.attrs
+
+    def read(self, start: int, stop: int, inner: tuple[int, ...], where: str) -> VarColumn:
+        offsets = np.asarray(self.splits[start : stop + 1], dtype=np.int64)
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        if lo < 0 or hi > self.values.shape[0] or (np.diff(offsets) < 0).any():
+            bad = int(np.argmax(np.diff(offsets) < 0)) + start if (np.diff(offsets) < 0).any() else start
+            raise CodecIOError(
+                f"{where}, record {bad}: row splits do not describe the {self.values.shape[0]} values"
+            )
+        values = np.asarray(self.values[lo:hi])
+        shapes = None if self.shapes is None else np.asarray(self.shapes[start:stop], dtype=np.int64)
+        col = VarColumn(values, offsets - lo, shapes)
+        col.check(where)
+        return col
+
+
 class ZarrWriter(Writer):
     def __init__(self, path: str, schema: Schema, options: ZarrOptions) -> None:
         super().__init__(path, schema)
@@ -87,11 +191,15 @@ class ZarrWriter(Writer):
         self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="dstore-zarr")
         self._pending: list[Future[None]] = []
         self._appenders: dict[tuple[str, str], AlignedAppender] = {}
+        self._var: dict[tuple[str, str], _VarArrays] = {}
         compressor = BloscCodec(cname=options.cname, clevel=options.clevel, shuffle=options.shuffle)
         for split in schema.splits.values():
             # require: a nested split (a/b) may have created this group (a) already
             group = self.root.require_group("/".join(names.split_parts(split.name)))
             for spec in split.fields.values():
+                if not spec.dense:
+                    self._var[(split.name, spec.name)] = _VarArrays.create(group, split.count, spec, compressor)
+                    continue
                 rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
                 shards = None
                 if options.shard_chunks > 0:
@@ -155,6 +263,9 @@ class ZarrWriter(Writer):
 
     def write(self, split: str, batch: Batch) -> None:
         for name, data in batch.items():
+            if isinstance(data, VarColumn):
+                self._var[(split, name)].write(data)
+                continue
             native = _native(data.dtype)
             self._appenders[(split, name)].append(data.astype(native, copy=False))
 
@@ -202,18 +313,66 @@ class ZarrReader(ArrayTreeReader):
     def _add(self, split: str, name: str, arr: Any, key: str) -> None:
         if arr.ndim == 0:
             raise SchemaError(f"{self.path}: array {key!r} is 0-d; every field needs a record axis")
-        check_dtype(arr.dtype, f"{self.path}: array {key!r}")
+        if isinstance(_zdtype(arr), (VariableLengthUTF8, VariableLengthBytes)):
+            if arr.ndim != 1:
+                raise UnsupportedDtypeError(f"{self.path}: array {key!r}: strings need exactly one (record) axis")
+        else:
+            check_dtype(arr.dtype, f"{self.path}: array {key!r}")
         self.arrays[(split, name)] = arr
         self.by_path[key] = arr
 
     def _walk(self, group: Any, prefix: str) -> None:
         for name, member in sorted(group.members(), key=lambda kv: kv[0]):
             key = f"{prefix}{name}"
+            split, field = split_key(key) if not prefix else (prefix.rstrip("/"), name)
             if isinstance(member, zarr.Array):
-                split, field = split_key(key) if not prefix else (prefix.rstrip("/"), name)
                 self._add(split, field, member, key)
+            elif _KIND_ATTR in member.attrs or {_VALUES, _ROW_SPLITS} <= {n for n, _ in member.members()}:
+                # a ragged field stored as a group (dstore's, or the same layout by hand)
+                ragged = _RaggedGroup(member, f"{self.path}: field {key!r}")
+                self.arrays[(split, field)] = ragged
+                self.by_path[key] = ragged
             else:
                 self._walk(member, f"{key}/")
+
+    def _kind_of(self, arr: Any) -> Kind:
+        where = f"{self.path}: array {arr.name!r}"
+        if isinstance(arr, _RaggedGroup):
+            stored = arr.attrs.get(_KIND_ATTR)
+            if stored is not None:
+                return kind_from_json(stored, where)
+            inner = tuple(int(n) for n in arr.values.shape[1:])
+            return Ragged(check_dtype(np.dtype(arr.values.dtype), where), inner)
+        if isinstance(_zdtype(arr), VariableLengthUTF8):
+            return String()
+        if isinstance(_zdtype(arr), VariableLengthBytes):
+            return Bytes()
+        return super()._kind_of(arr)
+
+    def _stores(self, arr: Any, spec: FieldSpec, count: int) -> bool:
+        if spec.dense:
+            return not isinstance(arr, _RaggedGroup) and super()._stores(arr, spec, count)
+        if tuple(arr.shape) != (count,):
+            return False
+        kind = self._kind_of(arr)
+        if isinstance(arr, _RaggedGroup) and arr.attrs.get(_KIND_ATTR) is None:  # same layout by hand
+            return isinstance(kind, Ragged) and kind.dtype == spec.dtype and kind.inner_shape == spec.shape
+        return kind == spec.kind
+
+    def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
+        if spec.dense:
+            return super()._read_column(spec, arr, start, stop)
+        where = f"{self.path}: field {spec.name!r} (array {arr.name!r})"
+        if isinstance(arr, _RaggedGroup):
+            inner = spec.shape if isinstance(spec.kind, Ragged) else ()
+            col = arr.read(start, stop, inner, where)
+            return VarColumn(col.values.astype(spec.dtype, copy=False), col.offsets, col.shapes)
+        items = arr[start:stop]
+        if isinstance(spec.kind, String):
+            col = VarColumn.from_strings(str(x) for x in items.tolist())
+        else:
+            col = VarColumn.from_bytes(bytes(x) for x in items.tolist())
+        return col
 
     def _dtype_matches(self, spec: np.dtype, stored: np.dtype) -> bool:
         return _native(spec) == stored  # big-endian fields are stored native-endian
@@ -221,6 +380,9 @@ class ZarrReader(ArrayTreeReader):
     def describe(self) -> list[str]:
         lines = []
         for (split, name), arr in self.arrays.items():
+            if isinstance(arr, _RaggedGroup):
+                lines.append(f"{split}/{name}: group {arr.name!r} of values, row_splits" + (", shapes" if arr.shapes is not None else ""))
+                continue
             lines.append(
                 f"{split}/{name}: zarr v{arr.metadata.zarr_format}, chunks {arr.chunks}, "
                 f"codecs {_codecs_json(arr.metadata)}"
@@ -238,6 +400,7 @@ class ZarrCodec(Codec):
     name = "zarr"
     extensions = (".zarr", ".zarr.zip")
     supports_urls = True
+    kinds = (Tensor, String, Bytes, Ragged, Image)
     Options = ZarrOptions
 
     def supports(self, dtype: np.dtype) -> bool:
