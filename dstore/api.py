@@ -9,6 +9,7 @@ sharded formats are planned and written shard by shard (:mod:`dstore.shards`).
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,9 +60,25 @@ def _codec_for(path: str, name: str | None, options: Mapping[str, Any] | None) -
     return cls(**{**cls.path_options(path), **dict(options or {})})
 
 
+def _check_local_input(path: str) -> None:
+    """Refuse a missing path, and anything that is neither a file nor a folder: reading a
+    FIFO blocks until someone writes to it, a device never ends."""
+    if "://" in path or any(c in path for c in "*?["):
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise CodecIOError(f"{path}: no such file or directory") from None
+    except OSError as e:
+        raise CodecIOError(f"{path}: cannot stat: {e.strerror or e}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+        raise CodecIOError(f"{path}: is {kind}, not a regular file or folder; refusing to read it")
+
+
 def _open(path: str, format: str | None, options: Mapping[str, Any]) -> tuple[Codec, Reader]:
-    if not os.path.exists(path) and "://" not in path and not any(c in path for c in "*?["):
-        raise CodecIOError(f"{path}: no such file or directory")
+    _check_local_input(path)
     codec = _codec_for(path, format, options)
     return codec, codec.open_reader(path)
 
@@ -551,6 +568,8 @@ class VerifyReport:
     a: str
     b: str
     results: list[FieldResult]
+    #: what was not checked and why (printed after the results)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -568,19 +587,20 @@ class VerifyReport:
                 f"{len(self.results)} field(s) compared: "
                 + ("all equal" if not n_bad else f"{n_bad} differ")
             )
+        out.extend(f"note: {n}" for n in self.notes)
         return out
 
 
-def _bits(a: np.ndarray) -> np.ndarray:
-    """Native-order unsigned view, so NaNs and -0.0 compare by their bits."""
-    a = a.astype(a.dtype.newbyteorder("="), copy=False)
-    if a.dtype.kind in "fc":
-        return a.view(f"u{a.dtype.itemsize}" if a.dtype.kind == "f" else f"u{a.dtype.itemsize // 2}")
-    return a
+def _record_bytes(a: np.ndarray) -> np.ndarray:
+    """Each record as a row of its bytes (native order), so that values compare by bits:
+    NaN payloads, -0.0 and both halves of complex numbers all count."""
+    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+    return a.view(np.uint8).reshape(len(a), int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize)
 
 
 def _compare(a: Column, b: Column) -> np.ndarray:
-    """Per-record equality; float values in ``b`` may be ``a`` cast to another float dtype."""
+    """Per-record bit equality; float values in ``b`` may be ``a`` cast to another float dtype
+    (then ``a`` is rounded the way a dtype policy rounds it, and the bits are compared)."""
     if isinstance(a, VarColumn) or isinstance(b, VarColumn):
         if not (isinstance(a, VarColumn) and isinstance(b, VarColumn)):
             return np.zeros(len(a), bool)
@@ -595,13 +615,10 @@ def _compare(a: Column, b: Column) -> np.ndarray:
             else:
                 same[i] = bool(_compare(a.values[lo:hi], b.values[int(b.offsets[i]) : int(b.offsets[i + 1])]).all())
         return same
-    if a.dtype != b.dtype:
+    if a.dtype.newbyteorder("=") != b.dtype.newbyteorder("="):
         with np.errstate(over="ignore", invalid="ignore"):
             a = a.astype(b.dtype)
-    eq = _bits(a) == _bits(b)
-    if a.dtype.kind in "fc":
-        eq |= np.isnan(a) & np.isnan(b)
-    return eq.reshape(len(eq), -1).all(axis=1) if eq.ndim > 1 else eq
+    return (_record_bytes(a) == _record_bytes(b)).all(axis=1)
 
 
 def _same_kind_but_float_width(ka: Kind, kb: Kind) -> bool:
@@ -625,9 +642,11 @@ def verify(
 ) -> VerifyReport:
     """Compare two datasets split by split, field by field, record by record.
 
-    Equal means the same splits, fields, shapes and record values; a float
-    field may differ in dtype if ``b`` holds exactly ``a`` rounded to it (a
-    dtype policy's output). Never raises on a difference: check ``.ok``.
+    Equal means the same splits, fields, shapes and record values, compared
+    bit for bit (so NaNs with other payloads, or 0.0 against -0.0, differ); a
+    float field may differ in dtype if ``b`` holds exactly the bits of ``a``
+    rounded to it (a dtype policy's output). Never raises on a difference:
+    check ``.ok``.
     """
     a, b = os.fspath(a), os.fspath(b)
     results: list[FieldResult] = []
@@ -676,37 +695,68 @@ def verify(
                 pos += n
             for name in names:
                 fa, fb = pa.fields[name], pb.fields[name]
-                how = "bit-exact" if fa.dtype == fb.dtype else f"{fa.dtype} rounded to {fb.dtype}"
+                how = ("bit-exact" if fa.dtype == fb.dtype
+                       else f"bit-exact to {fa.dtype.name} rounded to {fb.dtype.name}")
                 if bad[name]:
                     detail = f"{bad[name]} of {pa.count} records differ, first at record {first_bad[name]}"
+                    if fa.dtype.kind in "fc":
+                        detail += " (compared bit for bit: NaN payloads and -0.0 count)"
                     results.append(FieldResult(split, name, False, detail))
                 else:
                     results.append(FieldResult(split, name, True, f"{pa.count} records {how}"))
     return VerifyReport(a, b, results)
 
 
-def check(path: str | os.PathLike[str], *, format: str | None = None) -> VerifyReport:
+def _first_bad_record(reader: Reader, split: SplitSpec, start: int, stop: int) -> tuple[int, str]:
+    """Re-read ``start:stop`` one record at a time: the first record that fails, and why.
+
+    A batch fails as a whole; the user needs the record. Only run after a failure."""
+    pos = start
+    try:
+        for batch in reader.iter_batches(split.name, start=start, stop=stop, batch_rows=1, verify=False):
+            pos += check_batch(split, batch)
+    except DstoreError as e:
+        return pos, str(e)
+    return stop, "the records decode one by one but not as a batch"
+
+
+def check(
+    path: str | os.PathLike[str], *, format: str | None = None, batch_bytes: int = DEFAULT_BATCH_BYTES
+) -> VerifyReport:
     """Check one dataset on its own: manifest checksums, then every record decoded.
 
     Decoding checks what each format carries (TFRecord CRC32C and PNG, zip
     CRC-32, chunk codecs) and that every record has its field's shape. Never
-    raises on damage: it is reported in the result.
+    raises on damage: it is reported in the result, with the first record that
+    fails to decode.
     """
     path = os.fspath(path)
     results: list[FieldResult] = []
+    notes: list[str] = []
     with open_reader(path, format=format) as reader:
-        for ok, what in reader.check_integrity():
+        integrity = reader.check_integrity()
+        for ok, what in integrity:
             results.append(FieldResult("*", "manifest", ok, what))
         expected = stored_checksums(reader.schema)
+        if expected is None and not integrity:
+            notes.append(f"{path}: no stored checksums to check (not written by dstore); "
+                         "every record was decoded, the values could not be checked")
         hasher = FieldHasher(reader.schema)
         for split in reader.schema.splits.values():
             n = 0
+            rows = batch_rows_for(split, batch_bytes)
             try:
-                for batch in reader.iter_batches(split.name, verify=False):  # hashed here, per field
-                    n += check_batch(split, batch)
-                    hasher.update(split.name, batch)
+                for batch in reader.iter_batches(split.name, batch_rows=rows, verify=False):
+                    k = check_batch(split, batch)
+                    hasher.update(split.name, batch)  # hashed here, per field
+                    n += k
             except DstoreError as e:
-                results.append(FieldResult(split.name, "*", False, f"after {n} records: {e}"))
+                bad, why = _first_bad_record(reader, split, n, min(split.count, n + rows))
+                if bad < split.count:
+                    detail = f"record {bad} fails ({bad} of {split.count} records decoded before it): {why}"
+                else:
+                    detail = f"after {n} of {split.count} records: {e}"
+                results.append(FieldResult(split.name, "*", False, detail))
                 continue
             ok = n == split.count
             results.append(FieldResult(split.name, "*", ok, f"{n} of {split.count} records decoded"))
@@ -721,7 +771,7 @@ def check(path: str | os.PathLike[str], *, format: str | None = None) -> VerifyR
                         results.append(FieldResult(split.name, name, same,
                                                    "sha256 of the values matches" if same
                                                    else "sha256 of the values differs from the stored one"))
-    return VerifyReport(path, path, results)
+    return VerifyReport(path, path, results, notes)
 
 
 # --------------------------------------------------------------------------- info

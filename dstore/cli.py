@@ -79,12 +79,18 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    print("\n".join(api.info(args.path, format=args.format).lines()))
+    print("\n".join(api.info(args.path, format=args.from_format).lines()))
     return 0
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    report = api.verify(args.a, args.b) if args.b else api.check(args.a)
+    if args.b:
+        b_format = args.b_format or args.from_format
+        report = api.verify(args.a, args.b, a_format=args.from_format, b_format=b_format)
+    else:
+        if args.b_format:
+            raise argparse.ArgumentTypeError("--from-b needs a second dataset B")
+        report = api.check(args.a, format=args.from_format)
     print("\n".join(report.lines()))
     return 0 if report.ok else EXIT_MISMATCH
 
@@ -263,7 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="splits, fields, shapes, dtypes, sizes, codec details")
     p.add_argument("path", help="dataset to describe")
-    p.add_argument("--format", help="input format (default: from PATH's extension)")
+    # --from names an input's format in every subcommand; --format is the older spelling
+    p.add_argument("--from", "--format", dest="from_format", metavar="FORMAT",
+                   help="input format (default: from PATH's extension or contents)")
     p.set_defaults(func=_cmd_info)
 
     p = sub.add_parser(
@@ -276,6 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the dataset compared with A (default: none: check A alone, checksums, "
         "then every record decoded)",
     )
+    p.add_argument("--from", "--format", dest="from_format", metavar="FORMAT",
+                   help="input format of A, and of B unless --from-b is given (default: from the paths)")
+    p.add_argument("--from-b", dest="b_format", metavar="FORMAT",
+                   help="input format of B (default: --from, else from B's path)")
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("bench", help="measure size, speed and accuracy impact of each format on SRC")

@@ -80,8 +80,24 @@ class DtypePolicy:
             return Ragged(new, spec.kind.inner_shape)
         return Tensor(new, spec.shape)
 
+    def check_fields(self, schema: Schema) -> None:
+        """Refuse a per-field rule naming a field no split has: a typo would cast nothing."""
+        known: dict[str, bool] = {}
+        for split in schema.splits.values():
+            for f in split.fields.values():
+                floating = f.dtype.kind == "f" and isinstance(f.kind, (Tensor, Ragged))
+                known[f.name] = known.get(f.name, False) or floating
+        missing = [name for name in self.per_field if name not in known]
+        if missing:
+            listing = ", ".join(f"{n} (floating)" if flt else n for n, flt in known.items())
+            raise DtypePolicyError(
+                f"dtype policy names field(s) {', '.join(map(repr, missing))}, which no split has; "
+                f"fields: {listing or 'none'}"
+            )
+
     def apply_schema(self, schema: Schema) -> Schema:
         """The schema of the output, known before any data is read."""
+        self.check_fields(schema)
         out = schema
         for split in schema.splits.values():
             out = out.with_fields(
