@@ -11,6 +11,9 @@ compressed with a filter that is not installed are refused by name.
 from __future__ import annotations
 
 import json
+import os
+import re
+import resource
 import zlib
 from dataclasses import dataclass, field
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +29,7 @@ from ..parallel import default_workers, ordered_map
 from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn
 from ..schema import Batch, FieldSpec, Schema, check_dtype, split_key
 from ._strings import fixed_to_column
+from ..output import TMP_MARK
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
 from .base import Codec, Reader, Writer
 
@@ -67,6 +71,13 @@ class HDF5Options:
         default=False, metadata={"help": "byte-shuffle filter before compressing"}
     )
     chunk_mb: float = field(default=1.0, metadata={"help": "target chunk size in MiB"})
+    # refuse up front when the destination's free space or the process's file size
+    # limit is below an upper bound of the file's size (raw data: compression is not
+    # guaranteed); false tries anyway, and a full disk is then reported when it happens
+    check_space: bool = field(
+        default=True,
+        metadata={"help": "refuse before writing when free space or ulimit -f is below the file's upper bound"},
+    )
 
     def validate(self) -> None:
         if self.compression not in ("gzip", "lzf", "none", "blosc", "zstd"):
@@ -77,6 +88,73 @@ class HDF5Options:
             raise MissingDependencyError(f"hdf5 {self.compression}", "hdf5-plugins", "hdf5plugin")
         if not 0 <= self.level <= 9:
             raise ValueError(f"hdf5: level must be 0..9. Got {self.level} instead.")
+
+
+def _output_name(path: str) -> str:
+    """The destination a temporary output stands for (``.out.h5.dstore-tmp-1-ab`` -> ``out.h5``)."""
+    folder, base = os.path.split(path)
+    if base.startswith(".") and TMP_MARK in base:
+        base = base[1 : base.index(TMP_MARK)]
+    return os.path.join(folder, base)
+
+
+def _chunked(spec: FieldSpec, count: int) -> bool:
+    return bool(count) and all(spec.shape)
+
+
+def size_bound(schema: Schema, options: HDF5Options) -> int:
+    """An upper bound of the bytes of the HDF5 file dstore writes for ``schema``.
+
+    Raw bytes of every chunk at full size (HDF5 stores edge chunks whole), plus what
+    a filter may add to incompressible data (deflate stored blocks: 5 bytes per
+    16 kB; blosc/zstd headers), plus the chunk index, object headers and schema."""
+    total = 64 * 1024 + 2 * len(json.dumps(schema.to_json()))  # superblock, root, schema attr
+    for split in schema.splits.values():
+        total += 4096
+        for spec in split.fields.values():
+            total += 4096 + 2 * len(json.dumps(spec.to_json()))  # object header, attributes
+            if not _chunked(spec, split.count):
+                continue
+            rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
+            n_chunks = -(-split.count // rows)
+            chunk = rows * spec.record_bytes
+            total += n_chunks * (chunk + chunk // 1000 + 512)  # + filter growth + index entry
+    return total
+
+
+def _check_space(path: str, need: int, raw: int) -> None:
+    """Refuse before writing a byte: HDF5 cannot recover from a failed write (a write
+    that fails while HDF5 closes the file leaves the library in a state where the
+    process later dies with SIGSEGV/SIGBUS), so a full disk must not happen mid-write."""
+    dst = _output_name(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    what = (f"the HDF5 file may need up to {need:,} bytes ({raw:,} bytes of data; "
+            "compression is not guaranteed)")
+    hint = "nothing was written (-o check_space=false tries anyway)"
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft != resource.RLIM_INFINITY and need > soft:
+        raise CodecIOError(
+            f"{dst}: file too large for this process's file size limit (ulimit -f) of "
+            f"{soft:,} bytes: {what}; {hint}"
+        )
+    st = os.statvfs(folder)
+    free = st.f_bavail * st.f_frsize
+    if need > free:
+        raise CodecIOError(f"{dst}: not enough free space in {folder}: {what}, {free:,} bytes free; {hint}")
+
+
+def _write_error(path: str, e: BaseException) -> CodecIOError:
+    """One line for a write HDF5 could not do: h5py's messages span lines and bury the cause."""
+    text = str(e)
+    code = getattr(e, "errno", None)
+    if not isinstance(code, int) or not code:
+        found = re.search(r"errno = (\d+)", text)
+        code = int(found.group(1)) if found else None
+    if code:
+        cause = f"{os.strerror(code)} (errno {code})"
+    else:
+        cause = text.splitlines()[0] if text else type(e).__name__
+    return CodecIOError(f"{_output_name(path)}: writing the HDF5 file failed: {cause}; nothing was written")
 
 
 #: suffix of the dataset holding each record's shape for raw images of varying size
@@ -117,9 +195,14 @@ class HDF5Writer(Writer):
     def __init__(self, path: str, schema: Schema, options: HDF5Options) -> None:
         super().__init__(path, schema)
         self.options = options
+        if options.check_space:
+            _check_space(path, size_bound(schema, options), schema.nbytes)
         self._workers = default_workers()
         self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="dstore-h5")
-        self.file = h5py.File(path, "w-")
+        # No chunk cache: every chunk reaches the file in write(), where a full disk is an
+        # exception dstore can report; a cached chunk would be written in close(), and HDF5
+        # does not survive a failed write there.
+        self.file = h5py.File(path, "w-", rdcc_nbytes=0)
         self._appenders: dict[tuple[str, str], AlignedAppender] = {}
         self._var: dict[tuple[str, str], _VarDataset] = {}
         comp: dict[str, Any] = {}
@@ -212,16 +295,23 @@ class HDF5Writer(Writer):
         return _VarDataset(ds, shapes)
 
     def write(self, split: str, batch: Batch) -> None:
-        for name, data in batch.items():
-            if isinstance(data, VarColumn):
-                self._var[(split, name)].write(self.schema.splits[split].fields[name], data)
-            else:
-                self._appenders[(split, name)].append(data)
+        try:
+            for name, data in batch.items():
+                if isinstance(data, VarColumn):
+                    self._var[(split, name)].write(self.schema.splits[split].fields[name], data)
+                else:
+                    self._appenders[(split, name)].append(data)
+        except (OSError, RuntimeError) as e:
+            raise _write_error(self.path, e) from None
 
     def close(self) -> None:
-        for appender in self._appenders.values():
-            appender.flush()
-        self.file.attrs[_ATTR] = json.dumps(self.schema.to_json())
+        try:
+            for appender in self._appenders.values():
+                appender.flush()
+            self.file.attrs[_ATTR] = json.dumps(self.schema.to_json())
+            self.file.flush()
+        except (OSError, RuntimeError) as e:
+            raise _write_error(self.path, e) from None
         self.file.close()
         self._pool.shutdown()
 
