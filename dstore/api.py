@@ -269,6 +269,8 @@ class ConvertReport:
     seconds: float
     cast: dict[str, CastStats] = field(default_factory=dict)
     shards: ShardRun | None = None
+    #: what the conversion could not carry as it was (attributes, fill values), one line each
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
@@ -298,6 +300,8 @@ class ConvertReport:
             line += f"; resumed: {self.shards.kept} of {self.shards.shards} shards kept, {self.shards.written} written"
         if self.shards is not None and self.shards.note:
             line += f"\nnote: {self.shards.note}"
+        for note in self.notes:
+            line += f"\nnote: {note}"
         return line
 
 
@@ -430,6 +434,7 @@ def convert(
         schema = reader.schema
         src_format = from_format or infer_codec(src)
         bytes_in = _size_or_zero(src)
+        notes = [*reader.notes, *dst_codec.attribute_notes(schema)]
     seconds = time.perf_counter() - t0
     return ConvertReport(
         src=src,
@@ -444,6 +449,7 @@ def convert(
         seconds=seconds,
         cast=stats,
         shards=run,
+        notes=notes,
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .. import names
+from ..attrs import encode_all, with_groups
 from ..errors import CodecIOError, DstoreError, SchemaError
 from ..model import Column, Kind, Tensor
 from ..schema import Batch, FieldSpec, Schema, SplitSpec
@@ -71,10 +72,25 @@ class ArrayTreeReader(Reader):
     path: str
     arrays: dict[tuple[str, str], Any]
     by_path: dict[str, Any]
+    #: groups that are splits (split name -> group), for their attributes
+    groups: dict[str, Any]
 
     def _field_key(self, arr: Any) -> str | None:
         """The array's original name, kept as the field's key."""
         return None
+
+    def _field_attrs(self, arr: Any) -> dict[str, Any]:
+        """``FieldSpec.attrs`` of an array: user attributes and fill value (dstore.attrs)."""
+        return {}
+
+    def _root_attrs(self) -> dict[str, Any]:
+        """The root's user attributes, encoded."""
+        return {}
+
+    def _attr_notes(self, attrs: Any, where: str, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+        encoded, notes = encode_all(attrs, where, skip)
+        self.notes.extend(notes)
+        return encoded
 
     def _dtype_matches(self, spec: np.dtype, stored: np.dtype) -> bool:
         return spec == stored
@@ -96,14 +112,21 @@ class ArrayTreeReader(Reader):
         counts = {f: a.shape[0] for f, a in members.items()}
         if len(set(counts.values())) > 1:
             raise SchemaError(f"{self.path}: fields of split {split!r} have different record counts {counts}")
-        fields = {f: FieldSpec(f, self._kind_of(a), self._field_key(a)) for f, a in members.items()}
+        fields = {
+            f: FieldSpec(f, self._kind_of(a), self._field_key(a), self._field_attrs(a))
+            for f, a in members.items()
+        }
         return SplitSpec(split, next(iter(counts.values()), 0), fields)
 
     def _build_schema(self, stored: Mapping[str, Any] | None) -> Schema:
         """The schema stored by dstore if it still describes the arrays, else the inferred one."""
-        inferred = Schema({s: self._split_spec(s) for s in dict.fromkeys(k[0] for k in self.arrays)})
         if stored is None:
-            return inferred
+            splits = {s: self._split_spec(s) for s in dict.fromkeys(k[0] for k in self.arrays)}
+            groups = getattr(self, "groups", {})
+            split_attrs = {
+                s: self._attr_notes(groups[s].attrs, f"{self.path}: group {s!r}") for s in splits if s in groups
+            }
+            return Schema(splits, with_groups({}, self._root_attrs(), split_attrs))
         try:
             schema = Schema.from_json(stored)
         except SchemaError as e:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from ..attrs import schema_only_notes
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..integrity import FieldHasher, stored_checksums
 from ..model import Column, Kind, Tensor, concat_columns
@@ -65,6 +66,8 @@ class Reader(ABC):
     #: True when any record range can be read without reading what precedes it
     #: (False for compressed npz members, which only stream).
     random_access: bool = True
+    #: what the reader could not carry (attributes of unsupported types), for the summary
+    notes: Sequence[str] = ()
 
     def iter_batches(
         self,
@@ -304,6 +307,11 @@ class Codec(ABC):
 
     def supports(self, dtype: np.dtype) -> bool:
         return dtype.kind in "biufc"
+
+    def attribute_notes(self, schema: Schema) -> list[str]:
+        """What this format does with the schema's attributes and fill values, for the
+        summary. The default is a format with neither (dstore's schema keeps them)."""
+        return schema_only_notes(schema, self.name)
 
     def plan_shards(self, schema: Schema, sample: Any) -> list[Shard] | None:
         """Record ranges of the output's files, or None for single-writer formats.

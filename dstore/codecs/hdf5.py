@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import fs, names
 from .._dist import install_hint
+from ..attrs import encode, fill_value, for_hdf5, group_attrs, target_notes
 from ..errors import DstoreError, CodecIOError, MissingDependencyError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
 from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn
@@ -157,6 +158,13 @@ def _write_error(path: str, e: BaseException) -> CodecIOError:
     return CodecIOError(f"{_output_name(path)}: writing the HDF5 file failed: {cause}; nothing was written")
 
 
+def _set_attrs(obj: Any, encoded: dict[str, Any]) -> None:
+    """Restore user attributes (dstore's own schema attribute is never overwritten)."""
+    for name, enc in encoded.items():
+        if name != _ATTR:
+            obj.attrs[name] = for_hdf5(enc)[0]
+
+
 #: suffix of the dataset holding each record's shape for raw images of varying size
 _SHAPES = ".shapes"
 
@@ -215,9 +223,12 @@ class HDF5Writer(Writer):
             comp = dict(_plugins().Blosc(cname="zstd", clevel=options.level, shuffle=shuffle))
         elif options.compression == "zstd":
             comp = dict(_plugins().Zstd(clevel=options.level))
+        root_attrs, split_attrs = group_attrs(schema.attrs)
+        _set_attrs(self.file, root_attrs)
         for split in schema.splits.values():
             # require: a nested split (a/b) may have created this group (a) already
             group = self.file.require_group("/".join(names.split_parts(split.name)))
+            _set_attrs(group, split_attrs.get(split.name, {}))
             for spec in split.fields.values():
                 if not spec.dense:
                     self._var[(split.name, spec.name)] = self._create_var(group, split.count, spec)
@@ -227,11 +238,13 @@ class HDF5Writer(Writer):
                     names.escape(spec.name),
                     shape=(split.count, *spec.shape),
                     dtype=spec.dtype,
+                    fillvalue=fill_value(spec.attrs, spec.dtype),
                     chunks=(rows, *(max(1, d) for d in spec.shape)) if split.count and all(spec.shape) else None,
                     shuffle=options.shuffle and options.compression in ("gzip", "lzf", "zstd")
                     and split.count > 0 and all(spec.shape),
                     **(comp if split.count and all(spec.shape) else {}),
                 )
+                _set_attrs(ds, spec.attrs.get("user", {}))
                 self._appenders[(split.name, spec.name)] = AlignedAppender(rows, self._store_fn(ds, rows))
 
     def _store_fn(self, ds: Any, rows: int) -> Any:
@@ -355,6 +368,8 @@ class HDF5Reader(ArrayTreeReader):
         try:
             self.arrays: dict[tuple[str, str], Any] = {}
             self.by_path: dict[str, Any] = {}
+            self.groups: dict[str, Any] = {}
+            self.notes: list[str] = []
             try:
                 self._walk(self.file, "")
                 stored = self.file.attrs.get(_ATTR)
@@ -399,6 +414,8 @@ class HDF5Reader(ArrayTreeReader):
                 split, field = split_key(key) if not prefix else (prefix.rstrip("/"), name)
                 self.arrays[(split, field)] = member
                 self.by_path[key] = member
+                if prefix:
+                    self.groups[split] = group
             elif isinstance(member, h5py.Group):
                 self._walk(member, f"{key}/")
 
@@ -465,6 +482,19 @@ class HDF5Reader(ArrayTreeReader):
     def _field_key(self, arr: Any) -> str | None:
         return arr.name.lstrip("/")
 
+    def _field_attrs(self, arr: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        user = self._attr_notes(arr.attrs, f"{self.path}: dataset {arr.name!r}")
+        if user:
+            out["user"] = user
+        # only a fill value someone chose: HDF5's default (zeros) is no information
+        if arr.id.get_create_plist().fill_value_defined() == h5py.h5d.FILL_VALUE_USER_DEFINED:
+            out["fill_value"] = encode(np.asarray(arr.fillvalue, arr.dtype)[()])
+        return out
+
+    def _root_attrs(self) -> dict[str, Any]:
+        return self._attr_notes(self.file.attrs, f"{self.path}: root group", skip=(_ATTR,))
+
     def describe(self) -> list[str]:
         lines = []
         for (split, name), ds in self.arrays.items():
@@ -507,3 +537,6 @@ class HDF5Codec(Codec):
         self.check_schema(schema)
         names.check_tree(schema, self.name)  # before any byte: a raw h5py/zarr error otherwise
         return HDF5Writer(path, schema, self.options)
+
+    def attribute_notes(self, schema: Schema) -> list[str]:
+        return target_notes(schema, self.name, for_hdf5)

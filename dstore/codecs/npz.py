@@ -749,3 +749,12 @@ class NpzCodec(Codec):
     def open_writer(self, path: str, schema: Schema) -> Writer:
         self.check_schema(schema)
         return NpzWriter(path, schema, self.options)
+
+    def attribute_notes(self, schema: Schema) -> list[str]:
+        notes = super().attribute_notes(schema)
+        # the zip comment holds 64 kB: a larger schema is not stored, and its attributes with it
+        if notes and len(_COMMENT_PREFIX + schema.dumps().encode()) > 0xFFFF:
+            note = ("npz: dstore's schema with its attributes is larger than a zip comment holds "
+                    "(64 kB): the attributes and fill values are not kept")
+            notes = [note]
+        return notes

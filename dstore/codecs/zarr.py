@@ -24,6 +24,7 @@ from zarr.codecs import BloscCodec
 from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8
 
 from .. import names
+from ..attrs import encode, fill_value, for_zarr, group_attrs, is_missing, target_notes
 from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
 from ..parallel import default_workers, ordered_map
 from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, kind_from_json
@@ -159,7 +160,7 @@ class _RaggedGroup:
         self.values = group[_VALUES]
         self.splits = group[_ROW_SPLITS]
         self.shapes = group[_SHAPES] if _SHAPES in group else None
-        self.name = group.path
+        self.name = self.path = group.path
         if self.splits.ndim != 1 or self.splits.shape[0] < 1 or np.dtype(self.splits.dtype).kind not in "iu":
             raise CodecIOError(f"{where}: {_ROW_SPLITS!r} must be a 1-d integer array of records + 1 offsets")
         self.shape = (self.splits.shape[0] - 1,)
@@ -182,6 +183,16 @@ class _RaggedGroup:
         return col
 
 
+def _json_attrs(encoded: dict[str, Any]) -> dict[str, Any]:
+    """User attributes as zarr holds them (JSON); the others are named by attribute_notes."""
+    out = {}
+    for name, enc in encoded.items():
+        value, _ = for_zarr(enc)
+        if not is_missing(value) and name != _ATTR:
+            out[name] = value
+    return out
+
+
 class ZarrWriter(Writer):
     def __init__(self, path: str, schema: Schema, options: ZarrOptions) -> None:
         super().__init__(path, schema)
@@ -193,13 +204,18 @@ class ZarrWriter(Writer):
         self._appenders: dict[tuple[str, str], AlignedAppender] = {}
         self._var: dict[tuple[str, str], _VarArrays] = {}
         compressor = BloscCodec(cname=options.cname, clevel=options.clevel, shuffle=options.shuffle)
+        self._root_attrs, split_attrs = group_attrs(schema.attrs)
+        self._fills: dict[tuple[str, str], Any] = {}
         for split in schema.splits.values():
             # require: a nested split (a/b) may have created this group (a) already
             group = self.root.require_group("/".join(names.split_parts(split.name)))
+            group.attrs.update(_json_attrs(split_attrs.get(split.name, {})))
             for spec in split.fields.values():
                 if not spec.dense:
                     self._var[(split.name, spec.name)] = _VarArrays.create(group, split.count, spec, compressor)
                     continue
+                fill = fill_value(spec.attrs, _native(spec.dtype))
+                self._fills[(split.name, spec.name)] = 0 if fill is None else fill
                 rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
                 shards = None
                 if options.shard_chunks > 0:
@@ -211,7 +227,8 @@ class ZarrWriter(Writer):
                     chunks=(rows, *(max(1, d) for d in spec.shape)),
                     shards=shards,
                     compressors=compressor,
-                    fill_value=0,
+                    fill_value=self._fills[(split.name, spec.name)],
+                    attributes=_json_attrs(spec.attrs.get("user", {})),
                 )
                 direct = options.shard_chunks == 0 and "://" not in path and all(spec.shape)
                 store = self._direct_fn(arr, split.name, spec.name, rows) if direct else self._store_fn(arr)
@@ -232,11 +249,12 @@ class ZarrWriter(Writer):
         )
         parts = names.field_path(split, name)
         zeros = (0,) * (arr.ndim - 1)
+        fill = self._fills[(split, name)]
 
         def encode_and_write(item: tuple[int, np.ndarray]) -> None:
             index, chunk = item
             if len(chunk) < rows:  # zarr stores edge chunks at full size, padded with the fill value
-                pad = np.zeros((rows - len(chunk), *chunk.shape[1:]), chunk.dtype)
+                pad = np.full((rows - len(chunk), *chunk.shape[1:]), fill, chunk.dtype)
                 chunk = np.concatenate([chunk, pad])
             key = arr.metadata.encode_chunk_key((index, *zeros))
             target = names.safe_join(self.path, *parts, *key.split("/"))
@@ -275,7 +293,7 @@ class ZarrWriter(Writer):
         for fut in self._pending:
             fut.result()
         self._pool.shutdown()
-        self.root.attrs[_ATTR] = self.schema.to_json()
+        self.root.attrs.update({**_json_attrs(self._root_attrs), _ATTR: self.schema.to_json()})
 
     def abort(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -297,6 +315,9 @@ class ZarrReader(ArrayTreeReader):
             raise CodecIOError(f"{path}: not a readable zarr store: {e}") from None
         self.arrays: dict[tuple[str, str], Any] = {}
         self.by_path: dict[str, Any] = {}
+        self.groups: dict[str, Any] = {}
+        self.notes: list[str] = []
+        self._node = node
         if isinstance(node, zarr.Array):
             name = os.path.basename(os.path.normpath(path)).removesuffix(".zarr") or "data"
             self._add(DEFAULT_SPLIT, name, node, name)
@@ -327,11 +348,15 @@ class ZarrReader(ArrayTreeReader):
             split, field = split_key(key) if not prefix else (prefix.rstrip("/"), name)
             if isinstance(member, zarr.Array):
                 self._add(split, field, member, key)
+                if prefix:
+                    self.groups[split] = group
             elif _KIND_ATTR in member.attrs or {_VALUES, _ROW_SPLITS} <= {n for n, _ in member.members()}:
                 # a ragged field stored as a group (dstore's, or the same layout by hand)
                 ragged = _RaggedGroup(member, f"{self.path}: field {key!r}")
                 self.arrays[(split, field)] = ragged
                 self.by_path[key] = ragged
+                if prefix:
+                    self.groups[split] = group
             else:
                 self._walk(member, f"{key}/")
 
@@ -374,6 +399,24 @@ class ZarrReader(ArrayTreeReader):
             col = VarColumn.from_bytes(bytes(x) for x in items.tolist())
         return col
 
+    def _field_attrs(self, arr: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        skip = (_KIND_ATTR,) if isinstance(arr, _RaggedGroup) else ()  # dstore's own marker
+        user = self._attr_notes(arr.attrs, f"{self.path}: array {arr.path!r}", skip=skip)
+        if user:
+            out["user"] = user
+        fill = getattr(arr, "fill_value", None)
+        if fill is not None:
+            value = np.asarray(fill, arr.dtype)
+            if value.tobytes() != bytes(value.nbytes):  # zarr's default, zero, is no information
+                out["fill_value"] = encode(value[()])
+        return out
+
+    def _root_attrs(self) -> dict[str, Any]:
+        if isinstance(self._node, zarr.Array):
+            return {}
+        return self._attr_notes(self._node.attrs, f"{self.path}: root group", skip=(_ATTR,))
+
     def _dtype_matches(self, spec: np.dtype, stored: np.dtype) -> bool:
         return _native(spec) == stored  # big-endian fields are stored native-endian
 
@@ -413,3 +456,6 @@ class ZarrCodec(Codec):
         self.check_schema(schema)
         names.check_tree(schema, self.name)  # before any byte: a raw h5py/zarr error otherwise
         return ZarrWriter(path, schema, self.options)
+
+    def attribute_notes(self, schema: Schema) -> list[str]:
+        return target_notes(schema, self.name, for_zarr)
