@@ -108,3 +108,36 @@ def test_failing_writes_are_one_error_at_any_moment(tmp_path, tiles, compression
         assert "out.h5: writing the HDF5 file failed: File too large (errno 27)" in lines[0]
         assert sorted(os.listdir(tmp_path)) == ["data.npz", "full.h5"], limit
     assert failed >= len(limits) - 3
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 1 MiB filesystem (tmpfs), where root may mount one; skipped elsewhere."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                         capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {res.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_full_disk_refused_up_front_and_failing_write_is_one_error(small_disk, tmp_path, tiles):
+    x, y = tiles
+    src = str(tmp_path / "data.npz")
+    np.savez(src, x_train=np.tile(x, (3, 1, 1, 1)), y_train=np.tile(y, (3, 1)))  # 2.2 MB, 1.5 MB gzipped
+    dst = str(small_disk / "out.h5")
+    for extra in ([], ["-o", "compression=none", "-o", "check_space=false"],
+                  ["-o", "check_space=false"]):
+        res = subprocess.run([sys.executable, "-m", "dstore.cli", "convert", src, dst, *extra],
+                             capture_output=True, text=True, timeout=120, check=False)
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(lines) == 1, res.stderr
+        if extra:
+            assert "out.h5: writing the HDF5 file failed: No space left on device (errno 28)" in lines[0]
+        else:
+            assert f"out.h5: not enough free space in {small_disk}" in lines[0] and "bytes free" in lines[0]
+        assert os.listdir(small_disk) == []
