@@ -713,17 +713,32 @@ def verify(
     return VerifyReport(a, b, results)
 
 
-def _first_bad_record(reader: Reader, split: SplitSpec, start: int, stop: int) -> tuple[int, str]:
-    """Re-read ``start:stop`` one record at a time: the first record that fails, and why.
+def _first_bad_record(
+    reader: Reader, split: SplitSpec, start: int, stop: int
+) -> tuple[int | None, int, str]:
+    """Re-read ``start:stop`` one record at a time: the first record that fails (the
+    records before it decoded), and why.
 
-    A batch fails as a whole; the user needs the record. Only run after a failure."""
+    A batch fails as a whole; the user needs the record. Only run after a failure.
+    The record is None when the failure cannot be pinned on one record: a check over
+    many records (a zip member's CRC-32, checked at its end) fails while the record,
+    read alone, is fine, or the reader streams and the failure comes at the end."""
     pos = start
     try:
         for batch in reader.iter_batches(split.name, start=start, stop=stop, batch_rows=1, verify=False):
             pos += check_batch(split, batch)
     except DstoreError as e:
-        return pos, str(e)
-    return stop, "the records decode one by one but not as a batch"
+        why = str(e)
+    else:
+        return None, pos, "the records decode one by one but not as a batch"
+    if pos == split.count - 1 and not reader.random_access:
+        return None, pos, why  # a streamed read ends with the checks over the whole stream
+    try:
+        for batch in reader.iter_batches(split.name, start=pos, stop=pos + 1, verify=False):
+            check_batch(split, batch)
+    except DstoreError:
+        return pos, pos, why
+    return None, pos, why
 
 
 def check(
@@ -744,10 +759,8 @@ def check(
         for ok, what in integrity:
             results.append(FieldResult("*", "manifest", ok, what))
         expected = stored_checksums(reader.schema)
-        if expected is None and not integrity:
-            notes.append(f"{path}: no stored checksums to check (not written by dstore); "
-                         "every record was decoded, the values could not be checked")
         hasher = FieldHasher(reader.schema)
+        failed = False
         for split in reader.schema.splits.values():
             n = 0
             rows = batch_rows_for(split, batch_bytes)
@@ -757,11 +770,13 @@ def check(
                     hasher.update(split.name, batch)  # hashed here, per field
                     n += k
             except DstoreError as e:
-                bad, why = _first_bad_record(reader, split, n, min(split.count, n + rows))
-                if bad < split.count:
+                failed = True
+                bad, decoded, why = _first_bad_record(reader, split, n, min(split.count, n + rows))
+                if bad is not None:
                     detail = f"record {bad} fails ({bad} of {split.count} records decoded before it): {why}"
                 else:
-                    detail = f"after {n} of {split.count} records: {e}"
+                    detail = (f"a check over many records fails after {decoded} of {split.count} "
+                              f"records were decoded (no single record can be named): {e}")
                 results.append(FieldResult(split.name, "*", False, detail))
                 continue
             ok = n == split.count
@@ -777,6 +792,10 @@ def check(
                         results.append(FieldResult(split.name, name, same,
                                                    "sha256 of the values matches" if same
                                                    else "sha256 of the values differs from the stored one"))
+        if expected is None and not integrity:
+            notes.append(f"{path}: no stored checksums to check (not written by dstore); "
+                         + ("every record decoded, but" if not failed else "besides decoding,")
+                         + " the values could not be checked")
     return VerifyReport(path, path, results, notes)
 
 

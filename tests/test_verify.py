@@ -164,6 +164,37 @@ def test_check_names_the_record_that_fails(tmp_path, batch_bytes):
         assert f"record {k} " in split.detail.split(": ", 1)[1]  # the codec's own message agrees
 
 
+@pytest.mark.parametrize("compressed", [False, True])
+@pytest.mark.parametrize("batch_bytes", [65536, 3 * 65536, 10**7])
+def test_check_does_not_blame_a_record_for_a_member_crc(tmp_path, compressed, batch_bytes):
+    """A zip member's CRC-32 covers all its records and fails at the member's end:
+    no record may be named, whichever record holds the damage."""
+    x = np.arange(10 * 8192, dtype=np.float64).reshape(10, 8192)  # 64 kB records
+    for k in (1, 5, 9):
+        path = str(tmp_path / f"z{k}.npz")
+        (np.savez_compressed if compressed else np.savez)(path, x=x)
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+        if compressed:
+            at = len(data) // 2 + k  # somewhere in the deflate stream
+        else:
+            at = data.find(x[k].tobytes()) + 3  # inside record k
+        data[at] ^= 0x01
+        with open(path, "wb") as f:
+            f.write(data)
+        try:
+            report = check(path, batch_bytes=batch_bytes)
+        except CodecIOError:
+            continue  # a corrupt deflate stream can also fail as soon as it is opened
+        (r,) = report.results
+        assert not r.ok
+        if r.detail.startswith("record "):  # a record named: only the one really damaged
+            assert not compressed and r.detail.startswith(f"record {k} fails"), r.detail
+        else:
+            assert "no single record can be named" in r.detail and "CRC-32 covers them all" in r.detail
+        assert "every record decoded" not in "\n".join(report.lines())
+
+
 def test_verify_plain_npz_says_no_checksums(tmp_path, capsys):
     path = str(tmp_path / "plain.npz")
     np.savez(path, x=np.arange(5.0), y=np.arange(5))

@@ -427,9 +427,12 @@ class NpzReader(Reader):
         try:
             buf = fp.read(want)
         except _ZIP_ERRORS as e:
+            # zipfile checks the CRC-32 when a read reaches the member's end: it covers
+            # every record, so the damage may be in any of them, not in the last ones read
+            where = (f"records 0..{spec.count - 1} (the member's CRC-32 covers them all)"
+                     if "CRC" in str(e) else f"records {first}..{first + n - 1}")
             raise CodecIOError(
-                f"{self.path}: split {spec.name!r}, field {name!r} (key {m.key!r}), "
-                f"records {first}..{first + n - 1}: {e}"
+                f"{self.path}: split {spec.name!r}, field {name!r} (key {m.key!r}), {where}: {e}"
             ) from None
         if len(buf) != want:
             got = len(buf) // max(1, row_bytes)
