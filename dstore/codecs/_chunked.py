@@ -88,7 +88,11 @@ class ArrayTreeReader(Reader):
         return {}
 
     def _attr_notes(self, attrs: Any, where: str, skip: tuple[str, ...] = ()) -> dict[str, Any]:
-        encoded, notes = encode_all(attrs, where, skip)
+        """Encoded attributes; the ones of types dstore cannot carry go to ``self.notes``."""
+        try:
+            encoded, notes = encode_all(attrs, where, skip)
+        except Exception as e:  # noqa: BLE001 - damaged metadata arrives as any type from the library
+            raise CodecIOError(f"{where}: unreadable attributes: {type(e).__name__}: {e}") from None
         self.notes.extend(notes)
         return encoded
 

@@ -488,8 +488,13 @@ class HDF5Reader(ArrayTreeReader):
         if user:
             out["user"] = user
         # only a fill value someone chose: HDF5's default (zeros) is no information
-        if arr.id.get_create_plist().fill_value_defined() == h5py.h5d.FILL_VALUE_USER_DEFINED:
-            out["fill_value"] = encode(np.asarray(arr.fillvalue, arr.dtype)[()])
+        try:
+            chosen = arr.id.get_create_plist().fill_value_defined() == h5py.h5d.FILL_VALUE_USER_DEFINED
+            fill = np.asarray(arr.fillvalue, arr.dtype)[()] if chosen else None
+        except Exception as e:  # noqa: BLE001 - HDF5's C errors arrive as many Python types
+            raise CodecIOError(f"{self.path}: dataset {arr.name!r}: unreadable fill value: {e}") from None
+        if fill is not None:
+            out["fill_value"] = encode(fill)
         return out
 
     def _root_attrs(self) -> dict[str, Any]:
