@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -243,7 +244,9 @@ def test_verify_path_alone(tmp_path, capsys, label_maker_npz):
     assert main(["verify", out]) == 1
     text = capsys.readouterr().out
     assert f"MISMATCH  */manifest: {shard}: size or sha256 differs" in text
-    assert "MISMATCH  train/*: after" in text and "CRC" in text
+    # byte 100 is in the shard's first record: the first record of the split it holds
+    first = int(re.search(r"MISMATCH  train/\*: record (\d+) fails \((\d+) of 40 records", text).group(1))
+    assert 0 < first < 40 and f"{first} of 40 records decoded before it" in text and "CRC" in text
 
 
 @pytest.mark.parametrize("workers", ["1", "3"])
