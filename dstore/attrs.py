@@ -113,9 +113,12 @@ def for_hdf5(enc: Mapping[str, Any]) -> tuple[Any, str | None]:
     """The value to give h5py, and a note when HDF5 holds it in another form."""
     if "json" in enc:
         value = enc["json"]
-        if isinstance(value, (str, bool, int, float)):
+        if (isinstance(value, str) and "\x00" not in value) or isinstance(value, (bool, float)) or (
+            isinstance(value, int) and -(2**63) <= value < 2**64  # HDF5 integers are 64-bit
+        ):
             return value, None
-        # HDF5 has no lists of mixed type, objects or null: a JSON string stands in
+        # HDF5 has no lists of mixed type, objects, null, text with NUL or integers past
+        # 64 bits: a JSON string stands in
         return json.dumps(value), "stored as a JSON string"
     if "bytes" in enc:
         return np.void(decode(enc)), None  # HDF5's opaque type

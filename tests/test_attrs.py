@@ -119,7 +119,7 @@ def test_zarr_sees_the_attributes_and_fill_values(tmp_path):
 def test_zarr_attributes_and_fill_values_round_trip_through_hdf5(tmp_path):
     src = str(tmp_path / "a.zarr")
     root = zarr.open_group(src, mode="w", zarr_format=3)
-    root.attrs.update({"meta": {"k": [1, "two", None]}, "n": 4})
+    root.attrs.update({"meta": {"k": [1, "two", None]}, "n": 4, "big": 2**70, "nul": "a\x00b"})
     g = root.create_group("val", attributes={"origin": "lab", "ratio": 0.25})
     arr = g.create_array("x", shape=(5, 3), chunks=(2, 3), dtype="float64", fill_value=float("nan"),
                          attributes={"long_name": "feature", "range": [0, 1], "nested": {"a": {"b": 1}}})
@@ -127,7 +127,9 @@ def test_zarr_attributes_and_fill_values_round_trip_through_hdf5(tmp_path):
     g.create_array("y", shape=(5,), chunks=(5,), dtype="uint8", fill_value=255)[:] = np.arange(5)
     h5 = str(tmp_path / "m.h5")
     report = dstore.convert(src, h5)
-    assert any("'nested' (stored as a JSON string)" in n for n in report.notes), report.notes
+    for what in ("'nested' (stored as a JSON string)", "'big' (stored as a JSON string)",
+                 "'nul' (stored as a JSON string)"):
+        assert any(what in n for n in report.notes), report.notes
     with h5py.File(h5) as f:
         assert f["val"].attrs["origin"] == "lab" and f["val/x"].attrs["long_name"] == "feature"
         assert json.loads(f["val/x"].attrs["nested"]) == {"a": {"b": 1}}
@@ -135,7 +137,8 @@ def test_zarr_attributes_and_fill_values_round_trip_through_hdf5(tmp_path):
     back = str(tmp_path / "back.zarr")
     dstore.convert(h5, back)
     zb = zarr.open_group(back, mode="r")
-    assert {k: v for k, v in zb.attrs.items() if k != "dstore_schema"} == {"meta": {"k": [1, "two", None]}, "n": 4}
+    assert {k: v for k, v in zb.attrs.items() if k != "dstore_schema"} == {
+        "meta": {"k": [1, "two", None]}, "n": 4, "big": 2**70, "nul": "a\x00b"}
     assert dict(zb["val"].attrs) == {"origin": "lab", "ratio": 0.25}
     assert dict(zb["val/x"].attrs) == {"long_name": "feature", "range": [0, 1], "nested": {"a": {"b": 1}}}
     assert np.isnan(zb["val/x"].fill_value) and zb["val/y"].fill_value == 255
@@ -177,7 +180,7 @@ _ATTR_DTYPES = st.sampled_from(["<f2", ">f4", "<f8", "<c8", ">c16", "|i1", "<u2"
         _ATTR_DTYPES.flatmap(lambda d: hnp.from_dtype(np.dtype(d))).map(lambda v: v),
         st.binary(max_size=20),
         st.lists(st.text(max_size=5), max_size=4).map(lambda v: np.array(v, dtype=object)),
-        st.recursive(st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.text(max_size=6)
+        st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6)
                      | st.floats(allow_nan=False, allow_infinity=False),
                      lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3),
                      max_leaves=8),

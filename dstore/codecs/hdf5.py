@@ -162,7 +162,11 @@ def _set_attrs(obj: Any, encoded: dict[str, Any]) -> None:
     """Restore user attributes (dstore's own schema attribute is never overwritten)."""
     for name, enc in encoded.items():
         if name != _ATTR:
-            obj.attrs[name] = for_hdf5(enc)[0]
+            try:
+                obj.attrs[name] = for_hdf5(enc)[0]
+            except (TypeError, ValueError, OSError) as e:  # e.g. text with NUL, which HDF5 cannot hold
+                where = f"{_output_name(obj.file.filename)}: {obj.name}"
+                raise CodecIOError(f"{where}: attribute {name!r} cannot be stored in HDF5: {e}") from None
 
 
 #: suffix of the dataset holding each record's shape for raw images of varying size
