@@ -488,7 +488,8 @@ class HDF5Reader(ArrayTreeReader):
 
     def _field_attrs(self, arr: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        user = self._attr_notes(arr.attrs, f"{self.path}: dataset {arr.name!r}")
+        # dstore's own marker of a ragged dataset's inner shape is not a user attribute
+        user = self._attr_notes(arr.attrs, f"{self.path}: dataset {arr.name!r}", skip=("dstore_inner_shape",))
         if user:
             out["user"] = user
         # only a fill value someone chose: HDF5's default (zeros) is no information
