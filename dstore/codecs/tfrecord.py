@@ -39,6 +39,8 @@ from .. import __version__, fs, names
 from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
 from ..fs import is_url
 from ..integrity import CHECKSUM_ATTR
+from ..model import Bytes, Image, Ragged, String, Tensor, VarColumn
+from ..model.columns import slice_column
 from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, Schema, SplitSpec
 from . import _tfrecord_io as rio
@@ -64,7 +66,11 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _CHUNK = 16  # records per task handed to a worker thread
 _PLAN_SAMPLE = 64  # records encoded to size the shards
 #: the Example feature kind each field encoding is stored as
-_WIRE_KIND = {"png": BYTES, "raw": BYTES, "int64": INT64, "float": FLOAT}
+_WIRE_KIND = {
+    "png": BYTES, "raw": BYTES, "int64": INT64, "float": FLOAT,
+    "bytes": BYTES,  # String / Bytes: the record's bytes, one value
+    "encoded": BYTES,  # an encoded Image (png/jpeg/...) passed through byte for byte
+}
 
 
 # ------------------------------------------------------------------ field encoding
@@ -92,6 +98,15 @@ class FieldEncoding:
 
 
 def choose_encoding(spec: FieldSpec, feature: str, images: set[str] | None) -> FieldEncoding:
+    kind = spec.kind
+    if isinstance(kind, (String, Bytes)):
+        return FieldEncoding(feature, "bytes")
+    if isinstance(kind, Image):
+        # raw pixels of any size become PNG; encoded images travel as they are
+        return FieldEncoding(feature, "png" if kind.encoding == "raw" else "encoded")
+    if isinstance(kind, Ragged):
+        # a variable-length list of the flattened values; the inner shape is in the manifest
+        return FieldEncoding(feature, _number_encoding(spec.dtype))
     png = (spec.name in images) if images is not None else is_image_like(spec)
     if png:
         if spec.dtype.kind != "u" or spec.dtype.itemsize not in (1, 2):
@@ -105,13 +120,17 @@ def choose_encoding(spec: FieldSpec, feature: str, images: set[str] | None) -> F
                 "PNG needs (H, W) or (H, W, 1|3|4)"
             )
         return FieldEncoding(feature, "png")
-    if spec.dtype.kind in "biu" and not (spec.dtype.kind == "u" and spec.dtype.itemsize == 8):
-        return FieldEncoding(feature, "int64")
-    if spec.dtype.kind == "u":  # uint64 travels as its int64 bit pattern
-        return FieldEncoding(feature, "int64")
-    if spec.dtype.kind == "f" and spec.dtype.itemsize == 4:
-        return FieldEncoding(feature, "float")
-    return FieldEncoding(feature, "raw")
+    return FieldEncoding(feature, _number_encoding(spec.dtype))
+
+
+def _number_encoding(dtype: np.dtype) -> str:
+    """int64_list for integers and bools (uint64 as its int64 bit pattern), float_list
+    for float32, raw little-endian bytes for any other dtype."""
+    if dtype.kind in "biu":
+        return "int64"
+    if dtype.kind == "f" and dtype.itemsize == 4:
+        return "float"
+    return "raw"
 
 
 def _png_decode(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
@@ -127,7 +146,10 @@ def _png_decode(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
     return img.reshape(spec.shape)
 
 
-def _encode_value(enc: FieldEncoding, spec: FieldSpec, value: np.ndarray, png: Any) -> bytes:
+def _encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> bytes:
+    """One serialized Feature from one record (an ndarray, or bytes for byte-string kinds)."""
+    if enc.encoding in ("bytes", "encoded"):
+        return encode_feature(BYTES, value)
     if enc.encoding == "png":
         img = value if value.ndim == 2 or value.shape[2] != 1 else value[..., 0]
         return encode_feature(BYTES, png(np.ascontiguousarray(img.astype(img.dtype.newbyteorder("="), copy=False))))
@@ -141,19 +163,47 @@ def _encode_value(enc: FieldEncoding, spec: FieldSpec, value: np.ndarray, png: A
     return encode_feature(BYTES, np.asarray(value).astype(spec.dtype).tobytes())
 
 
+def _record(spec: FieldSpec, col: Any, i: int) -> Any:
+    """Record ``i`` of a batch column as the encoder takes it: bytes for byte-string
+    kinds (no UTF-8 round trip), else an ndarray."""
+    if not isinstance(col, VarColumn):
+        return col[i]
+    if isinstance(spec.kind, (String, Bytes)) or (
+        isinstance(spec.kind, Image) and spec.kind.encoding != "raw"
+    ):
+        lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
+        return col.values[lo:hi].tobytes()
+    return col.row(i)
+
+
 def _decode_value(
     enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, where: str
-) -> np.ndarray:
+) -> Any:
+    """One record from its Feature: an ndarray, or bytes for byte-string kinds."""
     expected = _WIRE_KIND[enc.encoding]
     if kind != expected:
         raise CodecIOError(
             f"{where}: feature {enc.feature!r} is a {KIND_NAMES[kind]}, "
             f"expected {KIND_NAMES[expected]}"
         )
+    if enc.encoding in ("png", "raw", "bytes", "encoded") and len(values) != 1:
+        raise CodecIOError(f"{where}: feature {enc.feature!r} holds {len(values)} byte strings, expected 1")
+    if enc.encoding in ("bytes", "encoded"):
+        if isinstance(spec.kind, String):
+            try:
+                values[0].decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise CodecIOError(
+                    f"{where}: feature {enc.feature!r} (field {spec.name!r}) is not valid UTF-8 "
+                    f"at byte {e.start}"
+                ) from None
+        return values[0]
+    if isinstance(spec.kind, Image) and not spec.dense:
+        return _png_decode_any(values[0], spec, f"{where}, feature {enc.feature!r}")
+    if isinstance(spec.kind, Ragged):
+        return _ragged_value(enc, spec, values, where)
     size = int(np.prod(spec.shape))
     if enc.encoding in ("png", "raw"):
-        if len(values) != 1:
-            raise CodecIOError(f"{where}: feature {enc.feature!r} holds {len(values)} byte strings, expected 1")
         if enc.encoding == "png":
             return _png_decode(values[0], spec, f"{where}, feature {enc.feature!r}")
         if len(values[0]) != size * spec.dtype.itemsize:
@@ -170,6 +220,49 @@ def _decode_value(
     if spec.dtype.kind == "u" and spec.dtype.itemsize == 8:
         return values.view("<u8").astype(spec.dtype).reshape(spec.shape)
     return values.astype(spec.dtype).reshape(spec.shape)
+
+
+def _ragged_value(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> np.ndarray:
+    """A Ragged record ``(n, *inner)`` from its flat list (or raw bytes)."""
+    inner = spec.shape
+    per = int(np.prod(inner))
+    if enc.encoding == "raw":
+        if len(values[0]) % (spec.dtype.itemsize * max(per, 1)):
+            raise CodecIOError(
+                f"{where}: feature {enc.feature!r} has {len(values[0])} bytes, not a whole number "
+                f"of {spec.dtype} rows of shape {inner}"
+            )
+        flat = np.frombuffer(values[0], spec.dtype)
+    else:
+        flat = values.view("<u8") if spec.dtype.kind == "u" and spec.dtype.itemsize == 8 else values
+        flat = flat.astype(spec.dtype)
+    if per == 0 or len(flat) % per:
+        raise CodecIOError(
+            f"{where}: feature {enc.feature!r} has {len(flat)} values, not a whole number of "
+            f"rows of inner shape {inner} (field {spec.name!r})"
+        )
+    return flat.reshape(-1, *inner)
+
+
+def _png_decode_any(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
+    """A PNG of any size for a raw Image field of varying size, checked against its kind."""
+    kind = spec.kind
+    assert isinstance(kind, Image)
+    try:
+        img = png_decode(data)
+    except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
+        raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
+    if kind.channels == 1 and img.ndim == 2:  # PNG has no 1-channel axis: dstore drops it on write
+        img = img[..., None]
+    channels = 0 if img.ndim == 2 else img.shape[2]
+    if img.dtype != kind.dtype or (kind.channels is not None and channels != kind.channels):
+        raise CodecIOError(
+            f"{where}: PNG is {img.dtype} {img.shape}, field expects {kind.describe()}"
+        )
+    for axis, want in ((0, kind.height), (1, kind.width)):
+        if want is not None and img.shape[axis] != want:
+            raise CodecIOError(f"{where}: PNG is {img.shape}, field expects {kind.describe()}")
+    return img
 
 
 # ------------------------------------------------------------------------ options
@@ -309,8 +402,10 @@ class TFRecordShardWriter(ShardWriter):
         out = []
         for i in range(n):
             feats = {
-                encs[name].feature: _encode_value(encs[name], spec.fields[name], arr[i], png)
-                for name, arr in chunk.items()
+                encs[name].feature: _encode_value(
+                    encs[name], spec.fields[name], _record(spec.fields[name], col, i), png
+                )
+                for name, col in chunk.items()
             }
             out.append(rio.frame(encode_example(feats)))
         return out
@@ -326,9 +421,10 @@ class TFRecordShardWriter(ShardWriter):
         workers = self.options.workers or default_workers()
         png = png_encoder(str(self.options.png_level))
         chunks = (
-            {k: v[i : i + _CHUNK] for k, v in batch.items()}
+            {k: slice_column(v, i, min(i + _CHUNK, n)) for k, v in batch.items()}
             for batch in batches
-            for i in range(0, len(next(iter(batch.values()))), _CHUNK)
+            for n in (len(next(iter(batch.values()))),)
+            for i in range(0, n, _CHUNK)
         )
         records = 0
         with _open_for_write(root, shard.file) as raw, ThreadPoolExecutor(
@@ -715,14 +811,19 @@ class TFRecordReader(Reader):
             pos = start
             while pos < stop:
                 n = min(rows, stop - pos)
-                out = {name: np.empty((n, *spec.fields[name].shape), spec.fields[name].dtype) for name in names}
+                # dense fields fill an array in place; others collect records, joined below
+                out: dict[str, Any] = {
+                    name: np.empty((n, *f.shape), f.dtype) if f.dense else [None] * n
+                    for name in names
+                    for f in (spec.fields[name],)
+                }
                 futures = []
                 for off in range(0, n, _CHUNK):
                     recs = [next(raw) for _ in range(min(_CHUNK, n - off))]
                     futures.append(pool.submit(self._decode_chunk, spec, encs, names, recs, out, off))
                 for fut in futures:
                     fut.result()
-                yield out
+                yield {name: _to_column(spec.fields[name], col) for name, col in out.items()}
                 pos += n
         for _ in raw:  # drain: checks the tail of the last shard
             pass
@@ -833,6 +934,19 @@ _DECODE_RAW_DTYPES = {
 }
 
 
+def _to_column(spec: FieldSpec, col: Any) -> Any:
+    """A batch column from decoded records: the array itself, or values + offsets."""
+    if spec.dense:
+        return col
+    if isinstance(spec.kind, Ragged):
+        return VarColumn.from_rows(col, spec.dtype, spec.shape)
+    if isinstance(spec.kind, Image) and spec.kind.encoding == "raw":
+        flat = VarColumn.from_rows([a.reshape(-1) for a in col], spec.dtype)
+        shapes = np.array([a.shape for a in col], np.int64).reshape(len(col), -1)
+        return VarColumn(flat.values, flat.offsets, shapes)
+    return VarColumn.from_bytes(col)
+
+
 def _files_expression(paths: list[str]) -> str:
     """``paths`` as Python: a list when short, else a sorted glob that matches exactly them."""
     if len(paths) <= 4 or is_url(paths[0]):
@@ -854,6 +968,7 @@ class TFRecordCodec(Codec):
 
     name = "tfrecord"
     extensions = (".tfrecords", ".tfrecord")
+    kinds = (Tensor, String, Bytes, Ragged, Image)
     supports_urls = True
     Options = TFRecordOptions
 
