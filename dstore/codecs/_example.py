@@ -262,10 +262,11 @@ def decode_example(data: bytes, where: str = "") -> dict[str, tuple[int, list[by
         raise CodecIOError(f"{where}: not a valid tf.train.Example: {e}") from None
 
 
-#: (kind, number of values, PNG header or None): what must agree between records
-#: for a feature to be a fixed-shape field.
+#: (kind, number of values, PNG header / b"jpeg" / None): what must agree between
+#: records for a feature to be a fixed-shape field.
 FeatureSignature = tuple[int, int, bytes | None]
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_JPEG_SIGNATURE = b"\xff\xd8\xff"
 _LOW_BYTES = bytes(range(0x80))  # a packed varint ends at each byte below 0x80
 
 
@@ -278,7 +279,14 @@ def _count_values(kind: int, lst: memoryview) -> tuple[int, bytes | None]:
         if kind == BYTES:
             n += 1
             # the IHDR chunk (size, bit depth, colour type) without decoding the image
-            png = bytes(p[8:26]) if n == 1 and p[:8] == _PNG_SIGNATURE else None  # type: ignore[index]
+            if n == 1:
+                head = bytes(p[:8])  # type: ignore[index]
+                if head == _PNG_SIGNATURE:
+                    png = bytes(p[8:26])  # type: ignore[index]
+                elif head[:3] == _JPEG_SIGNATURE:
+                    png = b"jpeg"  # a JPEG: its size is not needed, its kind is
+                else:
+                    png = None
         elif wire == 2:
             size = len(p)  # type: ignore[arg-type]
             n += size // 4 if kind == FLOAT else size - len(bytes(p).translate(None, _LOW_BYTES))  # type: ignore[arg-type]

@@ -57,6 +57,7 @@ from ._example import (
 )
 from ._png import decode as png_decode
 from ._png import encoder_id, png_encoder
+from ._tensorproto import parse_tensor_proto
 from .base import Codec, Reader, Shard, ShardWriter, Writer
 
 __all__ = ["TFRecordCodec"]
@@ -70,6 +71,7 @@ _WIRE_KIND = {
     "png": BYTES, "raw": BYTES, "int64": INT64, "float": FLOAT,
     "bytes": BYTES,  # String / Bytes: the record's bytes, one value
     "encoded": BYTES,  # an encoded Image (png/jpeg/...) passed through byte for byte
+    "tensor": BYTES,  # foreign only: tf.io.serialize_tensor bytes (label-maker)
 }
 
 
@@ -198,6 +200,8 @@ def _decode_value(
                     f"at byte {e.start}"
                 ) from None
         return values[0]
+    if enc.encoding == "tensor":
+        return _tensor_value(values[0], spec, f"{where}, feature {enc.feature!r}")
     if isinstance(spec.kind, Image) and not spec.dense:
         return _png_decode_any(values[0], spec, f"{where}, feature {enc.feature!r}")
     if isinstance(spec.kind, Ragged):
@@ -220,6 +224,18 @@ def _decode_value(
     if spec.dtype.kind == "u" and spec.dtype.itemsize == 8:
         return values.view("<u8").astype(spec.dtype).reshape(spec.shape)
     return values.astype(spec.dtype).reshape(spec.shape)
+
+
+def _tensor_value(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
+    """A record from ``tf.io.serialize_tensor`` bytes, checked against the field."""
+    t = parse_tensor_proto(data, where)
+    if not isinstance(t, np.ndarray) or t.dtype != spec.dtype:
+        got = "a string tensor" if not isinstance(t, np.ndarray) else f"a {t.dtype} tensor"
+        raise CodecIOError(f"{where}: holds {got}, field expects {spec.kind.describe()}")
+    ok = t.shape[1:] == spec.shape if isinstance(spec.kind, Ragged) else t.shape == spec.shape
+    if not ok:
+        raise CodecIOError(f"{where}: tensor of shape {t.shape}, field expects {spec.kind.describe()}")
+    return t
 
 
 def _ragged_value(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> np.ndarray:
@@ -588,6 +604,143 @@ def _difference(
 
 
 @dataclass
+class _FeatureStats:
+    """What the pre-pass learns about one feature across the records of a split.
+
+    Rules (README, "Reading foreign TFRecords"): a number list whose length
+    varies, or that some records lack, is Ragged (a missing feature reads as an
+    empty list); one byte string per record is a PNG/JPEG Image (PNGs of one
+    size: a fixed-size image decoded to pixels), a serialized TensorProto
+    (a Tensor, Ragged when its first axis varies), String when every record is
+    valid UTF-8, else Bytes. A byte-string feature missing from a record is an
+    error naming that record: it has no empty value that is not also data."""
+
+    name: str
+    kind: int
+    first: tuple[str, int]
+    present: int = 0
+    min_n: int = -1
+    max_n: int = -1
+    heads: set[bytes | None] = None  # type: ignore[assignment]
+    missing_at: tuple[str, int] | None = None
+    utf8: bool = True
+    tensor: bool = True
+    tensor_dtype: np.dtype | None = None
+    tensor_shapes: set[tuple[int, ...]] = None  # type: ignore[assignment]
+    bad_at: tuple[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        self.heads = set()
+        self.tensor_shapes = set()
+
+    @property
+    def looks(self) -> bool:
+        """True while the values themselves must be read (byte strings that are not images)."""
+        return self.kind == BYTES and (None in self.heads) and (self.utf8 or self.tensor)
+
+    def absent(self, at: tuple[str, int]) -> None:
+        if self.missing_at is None:
+            self.missing_at = at
+
+    def see(self, n: int, head: bytes | None, at: tuple[str, int]) -> None:
+        self.min_n = n if self.min_n < 0 else min(self.min_n, n)
+        self.max_n = max(self.max_n, n)
+        if self.kind == BYTES and n != 1 and self.bad_at is None:
+            self.bad_at = at
+        if self.kind == BYTES and n == 1:
+            self.heads.add(head)
+
+    def look(self, values: Any, where: str) -> None:
+        for v in values:
+            if self.tensor:
+                if v[:1] != b"\x08":
+                    self.tensor = False
+                else:
+                    try:
+                        t = parse_tensor_proto(v, where)
+                    except CodecIOError:
+                        self.tensor = False
+                    else:
+                        if not isinstance(t, np.ndarray) or (
+                            self.tensor_dtype is not None and t.dtype != self.tensor_dtype
+                        ):
+                            self.tensor = False
+                        else:
+                            self.tensor_dtype = t.dtype
+                            self.tensor_shapes.add(t.shape)
+            if self.utf8:
+                try:
+                    v.decode("utf-8")
+                except UnicodeDecodeError:
+                    self.utf8 = False
+
+    def field(self, total: int) -> tuple[FieldSpec, FieldEncoding]:
+        name = self.name
+        missing = self.present < total
+        if self.kind != BYTES:
+            dtype = np.dtype(np.float32 if self.kind == FLOAT else np.int64)
+            enc = FieldEncoding(name, "float" if self.kind == FLOAT else "int64")
+            if missing or self.min_n != self.max_n:
+                return FieldSpec(name, Ragged(dtype, ())), enc
+            return FieldSpec.tensor(name, dtype, () if self.max_n == 1 else (self.max_n,)), enc
+        if missing or self.bad_at is not None:
+            path, index = self.missing_at if missing else self.bad_at  # type: ignore[misc]
+            what = "has no value" if missing or self.min_n == 0 else f"holds {self.max_n} byte strings"
+            raise SchemaError(
+                f"{path}: feature {name!r} {what} in record {index} (first seen in record "
+                f"{self.first[1]}): a byte-string feature needs exactly one value per record "
+                "(lists of several byte strings have no field kind yet)"
+            )
+        heads = self.heads
+        if heads and None not in heads:
+            if len(heads) == 1 and b"jpeg" not in heads:
+                # PNGs of one size: a fixed-size image, decoded to pixels as before
+                return self._fixed_png(next(iter(heads))), FieldEncoding(name, "png")
+            if heads == {b"jpeg"}:
+                return FieldSpec(name, Image(np.dtype(np.uint8), None, None, None, "jpeg")), FieldEncoding(
+                    name, "encoded"
+                )
+            if b"jpeg" not in heads:
+                depth = {h[16] for h in heads if h}  # type: ignore[index]
+                dtype = np.dtype(np.uint16 if depth == {16} else np.uint8)
+                colours = {h[17] for h in heads if h}  # type: ignore[index]
+                channels = _PNG_CHANNELS.get(next(iter(colours))) if len(colours) == 1 else None
+                return FieldSpec(name, Image(dtype, channels, None, None, "png")), FieldEncoding(
+                    name, "encoded"
+                )
+            return FieldSpec(name, Bytes()), FieldEncoding(name, "bytes")  # PNG and JPEG mixed
+        if None in heads and len(heads) > 1:  # some images, some not: keep every byte
+            return FieldSpec(name, Bytes()), FieldEncoding(name, "bytes")
+        if self.tensor and self.tensor_dtype is not None:
+            shapes = self.tensor_shapes
+            dtype = self.tensor_dtype
+            if len(shapes) == 1:
+                return FieldSpec.tensor(name, dtype, next(iter(shapes))), FieldEncoding(name, "tensor")
+            inner = {sh[1:] for sh in shapes}
+            if len(inner) == 1 and all(len(sh) >= 1 for sh in shapes):
+                return FieldSpec(name, Ragged(dtype, next(iter(inner)))), FieldEncoding(name, "tensor")
+            raise SchemaError(
+                f"{self.first[0]}: feature {name!r} holds serialized tensors of shapes "
+                f"{sorted(shapes)[:3]}: only the first axis may vary between records"
+            )
+        if self.utf8:
+            return FieldSpec(name, String()), FieldEncoding(name, "bytes")
+        return FieldSpec(name, Bytes()), FieldEncoding(name, "bytes")
+
+    def _fixed_png(self, ihdr: bytes) -> FieldSpec:
+        width, height = int.from_bytes(ihdr[8:12], "big"), int.from_bytes(ihdr[12:16], "big")
+        channels = _PNG_CHANNELS.get(ihdr[17])
+        dtype = np.dtype(np.uint16 if ihdr[16] == 16 else np.uint8)
+        if channels in (None, 0, 1):
+            return FieldSpec.tensor(self.name, dtype, (height, width))
+        return FieldSpec.tensor(self.name, dtype, (height, width, channels))
+
+
+#: PNG colour type -> channels after decoding (palette images decode to RGB)
+_PNG_CHANNELS = {0: 0, 2: 3, 3: 3, 4: 2, 6: 4}
+
+
+@dataclass
 class _Shard:
     path: str
     records: int
@@ -717,18 +870,16 @@ class TFRecordReader(Reader):
     def _scan_split(
         self, paths: list[str]
     ) -> tuple[dict[str, FieldSpec], dict[str, FieldEncoding], list[_Shard]]:
-        """Fields from the first record, checked against every record of the split.
+        """Fields inferred from every record of the split (see :func:`_infer_kinds`).
 
-        A field is only as good as its agreement across records: a feature
-        missing from record 0, a list whose length varies, a PNG whose size
-        changes would otherwise be dropped or misread. The pass parses each
-        Example's wire format without decoding images (PNG sizes come from
-        their headers), so it costs about a read of the files."""
-        fields: dict[str, FieldSpec] = {}
-        encs: dict[str, FieldEncoding] = {}
+        The pass parses each Example's wire format without decoding images
+        (PNG sizes come from their headers), so it costs about a read of the
+        files; only byte strings that are not images are looked at (UTF-8,
+        serialized tensors)."""
+        stats: dict[str, _FeatureStats] = {}
         shards = []
         ref: dict[str, FeatureSignature] | None = None
-        ref_at = ("", 0)
+        total = 0
         for p in paths:
             with rio.RecordFile(p) as rf:
                 while True:
@@ -736,38 +887,43 @@ class TFRecordReader(Reader):
                     rec = rf.next_record()
                     if rec is None:
                         break
+                    at = (p, index)
                     where = f"{p}: record {index} at byte {offset}"
                     sig = scan_example(rec, where)
-                    if ref is None:
-                        ref, ref_at = sig, (p, index)
-                        fields, encs = self._infer_fields(rec, f"{p}: record {index}")
-                    elif sig != ref:
-                        raise SchemaError(_difference(ref, sig, ref_at, (p, index)))
+                    if sig == ref and not any(st.looks for st in stats.values()):
+                        for st in stats.values():  # the common case: nothing new to learn
+                            st.present += 1
+                        total += 1
+                        continue
+                    ref = sig
+                    values = None
+                    for name in stats.keys() - sig.keys():
+                        stats[name].absent(at)
+                    for name, (kind, n, head) in sig.items():
+                        st = stats.get(name)
+                        if st is None:
+                            st = stats[name] = _FeatureStats(name, kind, at)
+                            if total:  # absent from the records before this one
+                                st.missing_at = st.missing_at or (paths[0], 0)
+                        elif st.kind != kind:
+                            raise SchemaError(
+                                f"{p}: feature {name!r} is a {KIND_NAMES[st.kind]} in record "
+                                f"{st.first[1]} of {st.first[0]} and a {KIND_NAMES[kind]} in record "
+                                f"{index}: a feature must keep one kind"
+                            )
+                        st.present += 1
+                        st.see(n, head, at)
+                        if kind == BYTES and st.looks and n:
+                            if values is None:
+                                values = decode_example(rec, where)
+                            st.look(values[name][1], f"{p}: record {index}")
+                    total += 1
                 shards.append(_Shard(p, rf.index, rf.compression))
-        return fields, encs, shards
-
-    def _infer_fields(self, record: bytes, where: str) -> tuple[dict[str, FieldSpec], dict[str, FieldEncoding]]:
         fields: dict[str, FieldSpec] = {}
         encs: dict[str, FieldEncoding] = {}
-        for name, (kind, values) in decode_example(record, where).items():
-            if kind == BYTES:
-                if len(values) == 1 and values[0][:8] == PNG_SIGNATURE:
-                    try:
-                        img = png_decode(values[0])
-                    except Exception as e:  # noqa: BLE001
-                        raise CodecIOError(f"{where}: feature {name!r}: PNG does not decode: {e}") from None
-                    fields[name] = FieldSpec.tensor(name, img.dtype, img.shape)
-                    encs[name] = FieldEncoding(name, "png")
-                    continue
-                raise UnsupportedDtypeError(
-                    f"{where}: feature {name!r} holds bytes that are not a PNG; without a dstore "
-                    "manifest their dtype and shape are unknown"
-                )
-            dtype = np.dtype(np.float32 if kind == FLOAT else np.int64)
-            shape = () if len(values) == 1 else (len(values),)
-            fields[name] = FieldSpec.tensor(name, dtype, shape)
-            encs[name] = FieldEncoding(name, "float" if kind == FLOAT else "int64")
-        return fields, encs
+        for name, st in stats.items():
+            fields[name], encs[name] = st.field(total)
+        return fields, encs, shards
 
     def _iter_raw(self, split: str, start: int, stop: int) -> Iterator[tuple[bytes, str]]:
         """Raw records start:stop with their location, CRCs checked."""
@@ -796,10 +952,15 @@ class TFRecordReader(Reader):
             feats = decode_example(rec, where)
             for name in names:
                 enc = encs[name]
+                spec = split.fields[name]
                 if enc.feature not in feats:
+                    if isinstance(spec.kind, Ragged) and enc.encoding in ("int64", "float"):
+                        # a list feature some records lack: an empty list (README rule)
+                        out[name][offset + i] = np.empty((0, *spec.shape), spec.dtype)
+                        continue
                     raise CodecIOError(f"{where}: Example has no feature {enc.feature!r} (field {name!r})")
                 kind, values = feats[enc.feature]
-                out[name][offset + i] = _decode_value(enc, split.fields[name], kind, values, where)
+                out[name][offset + i] = _decode_value(enc, spec, kind, values, where)
 
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
