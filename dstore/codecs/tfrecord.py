@@ -1025,14 +1025,23 @@ class TFRecordReader(Reader):
             enc = self.encodings[split][name]
             feature, native = repr(enc.feature), spec.dtype.newbyteorder("=")
             value, shape = f"ex[{feature}]", spec.shape
-            if enc.encoding in ("png", "raw"):
+            kind = spec.kind
+            if not spec.dense and not (isinstance(kind, Ragged) and enc.encoding == "raw"):
+                lines.append(_var_feature_line(feature, enc))
+                returns.append(f"        {name!r}: {_var_value(value, spec, enc)},  # {kind.describe()}")
+                continue
+            if isinstance(kind, Ragged):  # raw bytes of a ragged field of a dtype lists lack
+                shape = (-1, *shape)
+            if enc.encoding in ("png", "raw", "tensor"):
                 lines.append(f"    {feature}: tf.io.FixedLenFeature([], tf.string),")
             else:
                 kind = "tf.int64" if enc.encoding == "int64" else "tf.float32"
                 dims = [] if shape == () else [int(np.prod(shape))]
                 lines.append(f"    {feature}: tf.io.FixedLenFeature({dims}, {kind}),")
             note = ""
-            if enc.encoding == "png":
+            if enc.encoding == "tensor":
+                value = f"tf.io.parse_tensor({value}, out_type=tf.{native.name})"
+            elif enc.encoding == "png":
                 channels = shape[2] if len(shape) == 3 else 1
                 value = f"tf.io.decode_png({value}, channels={channels}, dtype=tf.{native.name})"
                 if len(shape) == 2:  # TensorFlow keeps the channel axis dstore drops
@@ -1086,6 +1095,40 @@ class TFRecordReader(Reader):
             lines.append(f"TensorFlow ({first} split):")
             lines.extend(self.feature_description(first))
         return lines
+
+
+def _var_feature_line(feature: str, enc: FieldEncoding) -> str:
+    """The parse spec of a field whose records vary: a ragged list, or one byte string."""
+    if enc.encoding in ("int64", "float"):
+        dtype = "tf.int64" if enc.encoding == "int64" else "tf.float32"
+        return f"    {feature}: tf.io.RaggedFeature({dtype}),"
+    return f"    {feature}: tf.io.FixedLenFeature([], tf.string),"
+
+
+def _var_value(value: str, spec: FieldSpec, enc: FieldEncoding) -> str:
+    """The TensorFlow expression turning a parsed feature into the record dstore reads."""
+    kind = spec.kind
+    native = spec.dtype.newbyteorder("=")
+    if isinstance(kind, Ragged):
+        if enc.encoding == "tensor":
+            return f"tf.io.parse_tensor({value}, out_type=tf.{native.name})"
+        if kind.inner_shape:
+            value = f"tf.reshape({value}, {[-1, *kind.inner_shape]})"
+        if native == np.uint64:
+            return f"tf.bitcast({value}, tf.uint64)"
+        if native.name not in ("int64", "float32"):
+            return f"tf.cast({value}, tf.{native.name})"
+        return value
+    if isinstance(kind, Image):
+        channels = kind.channels or 0
+        if kind.encoding == "raw" or kind.encoding == "png":
+            return f"tf.io.decode_png({value}, channels={channels}, dtype=tf.{kind.dtype.newbyteorder('=').name})"
+        if kind.encoding == "jpeg":
+            return f"tf.io.decode_jpeg({value}, channels={channels})"
+        return f"tf.io.decode_image({value}, channels={channels}, expand_animations=False)"
+    if isinstance(kind, String):
+        return value  # UTF-8 bytes: .numpy().decode() gives the str
+    return value
 
 
 #: dtypes ``tf.io.decode_raw`` can produce (its ``out_type``), TensorFlow 2.x
