@@ -274,7 +274,7 @@ def test_sequence_example_is_refused_not_dropped(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("compression", ["", "ZLIB", "GZIP"])
-@pytest.mark.parametrize("dest", ["npz", "h5", "tfrecords"])
+@pytest.mark.parametrize("dest", ["npz", "h5", "zarr", "tfrecords"])
 def test_late_varying_and_resized_features_read_by_inspection(tmp_path, compression, dest):
     """Written by TensorFlow: a late feature and a varying list read as Ragged (empty where
     absent), PNGs of varying size as an encoded Image; every value survives a conversion."""
@@ -372,7 +372,7 @@ def test_object_detection_records_tensorflow_wrote(tmp_path, tiles, compression)
         np.testing.assert_array_equal(ex["image/encoded"], tf.io.decode_jpeg(want["image/encoded"]).numpy())
         np.testing.assert_array_equal(ex["image/object/bbox/xmin"], want["image/object/bbox/xmin"].values.numpy())
         assert ex["image/filename"] == want["image/filename"].numpy()
-    for mid in ("m.npz", "m.h5"):
+    for mid in ("m.npz", "m.h5", "m.zarr"):
         a, b = str(tmp_path / mid), str(tmp_path / (mid + ".tfrecords"))
         dstore.convert(path, a)
         dstore.convert(a, b)
