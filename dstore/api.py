@@ -357,7 +357,7 @@ def write_dataset(
         output = url_output if codec.supports_urls else upload_output
     else:
         output = atomic_output
-    with output(dst, sources=sources, overwrite=overwrite) as tmp:
+    with output(dst, codec=codec, sources=sources, overwrite=overwrite) as tmp:
         writer = codec.open_writer(tmp, out_schema)
         try:
             for split in reader.schema.splits.values():

@@ -376,7 +376,8 @@ def _run(argv: Sequence[str] | None) -> int:
     except (DstoreError, ValueError, OSError, argparse.ArgumentTypeError) as e:
         if args.debug:
             raise
-        message = str(e).splitlines()[0] if str(e) else repr(e)
+        text = getattr(e, "cli_message", None) or str(e)  # e.g. --overwrite, not overwrite=True
+        message = text.splitlines()[0] if text else repr(e)
         print(f"{type(e).__name__}: {message}", file=sys.stderr)
         return EXIT_ERROR
 

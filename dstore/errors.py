@@ -14,6 +14,7 @@ __all__ = [
     "DstoreError",
     "DtypePolicyError",
     "MissingDependencyError",
+    "OldOutputLeftError",
     "OutputExistsError",
     "ResumableInterrupt",
     "SchemaError",
@@ -84,7 +85,25 @@ class CodecIOError(DstoreError, OSError):
 
 
 class OutputExistsError(DstoreError, FileExistsError):
-    """The destination exists (and --overwrite was not given) or is the input."""
+    """The destination exists (and ``overwrite`` was not given), is the input, or
+    is not an output of the target format (so ``overwrite`` may not replace it).
+
+    The message names the library's ``overwrite=True``; ``cli_message``, when
+    given, is the same text for the command line (``--overwrite``)."""
+
+    def __init__(self, message: str, *, cli_message: str | None = None) -> None:
+        super().__init__(message)
+        self.cli_message = cli_message or message
+
+
+class OldOutputLeftError(CodecIOError):
+    """The new output is complete and in place, but the old one (or a leftover of
+    an earlier run) could not be deleted entirely: it is left at ``left``."""
+
+    def __init__(self, message: str, *, output: str, left: str) -> None:
+        super().__init__(message)
+        self.output = output
+        self.left = left
 
 
 class ResumableInterrupt(KeyboardInterrupt):

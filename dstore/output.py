@@ -4,23 +4,42 @@ A failure or Ctrl-C anywhere before the rename removes the temporary output,
 so a destination is either absent, the previous complete output, or the new
 complete output. Temporary names start with ``.<name>.dstore-tmp-`` so that
 leftovers of a killed process are recognisable.
+
+``overwrite=True`` replaces only what the target codec recognises as its own
+output (``Codec.owns``: an npz zip of ``.npy`` members, an HDF5 signature, a
+zarr store, a TFRecord folder with dstore's manifest); anything else -- a
+folder of other files, a symlink, a FIFO, the working, home or root folder --
+is refused before a byte is written and is never touched. A regular file is
+replaced by one atomic rename. A folder is renamed aside to
+``.<name>.dstore-old-<pid>-*`` and then deleted; if that deletion fails part-way
+(an immutable file), the new output stays in place and :class:`OldOutputLeftError`
+names the leftover, and every later run to that destination retries the
+deletion and reports it again while it fails.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import shutil
+import stat
+import sys
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
-from .errors import CodecIOError, OutputExistsError, ResumableInterrupt
+from .errors import CodecIOError, OldOutputLeftError, OutputExistsError, ResumableInterrupt
 from .fs import is_url
 from .fs import url_fs as _fs
+
+if TYPE_CHECKING:
+    from .codecs.base import Codec
 
 __all__ = ["atomic_output", "path_size", "remove_path", "upload_output", "url_output"]
 
 TMP_MARK = ".dstore-tmp-"
+OLD_MARK = ".dstore-old-"
 
 
 def path_size(path: str) -> int:
@@ -39,16 +58,48 @@ def path_size(path: str) -> int:
 
 
 def remove_path(path: str) -> None:
+    """Remove a file, a symlink (never its target) or a folder tree, as far as possible."""
     if is_url(path):
         fs, p = _fs(path)
         if fs.exists(p):
             fs.rm(p, recursive=True)
         return
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
+    _remove_local(path)
+
+
+def _remove_local(path: str) -> OSError | None:
+    """Remove ``path`` (a folder with everything under it; symlinks are removed, not
+    followed); the first error if something could not be removed."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        try:
             os.remove(path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            return e
+        return None
+    errors: list[BaseException] = []
+    # A writer that has not noticed the failure yet (a Dask worker) may add a file
+    # between rmtree's listing and its rmdir: try again while that is the only
+    # error. Once the folder is gone nothing recreates it (writers never create
+    # the output root).
+    for _ in range(20):
+        errors.clear()
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=lambda _f, _p, e: errors.append(e))
+        else:
+            shutil.rmtree(path, onerror=lambda _f, _p, info: errors.append(info[1]))
+        if not os.path.lexists(path):
+            return None
+        if not all(isinstance(e, OSError) and e.errno == errno.ENOTEMPTY for e in errors):
+            break
+    first = next((e for e in errors if isinstance(e, OSError)), None)
+    return first or OSError(errno.ENOTEMPTY, "could not be removed", path)
+
+
+def _describe(e: OSError) -> str:
+    where = f" ({e.filename})" if e.filename else ""
+    return f"{type(e).__name__}: {e.strerror or e}{where}"
 
 
 def _same_or_nested(a: str, b: str) -> bool:
@@ -69,14 +120,53 @@ def _fsync_tree(path: str) -> None:
             os.close(fd)
 
 
-def check_destination(dst: str, sources: Iterable[str], overwrite: bool) -> str:
-    """Refuse to write over an input, or over an existing output without ``overwrite``."""
+def _already_exists(dst: str) -> OutputExistsError:
+    return OutputExistsError(
+        f"{dst}: already exists (pass overwrite=True to replace it)",
+        cli_message=f"{dst}: already exists (use --overwrite to replace it)",
+    )
+
+
+def _not_ours(dst: str, what: str) -> OutputExistsError:
+    return OutputExistsError(f"{dst}: {what}; refusing to replace it (nothing was touched)")
+
+
+def check_replaceable(dst: str, codec: Codec | None) -> None:
+    """Raise unless the existing ``dst`` is recognisably an output of ``codec``."""
+    name = codec.name if codec is not None else "dstore"
+    if is_url(dst):
+        if codec is None or not codec.owns(dst):
+            raise _not_ours(dst, f"exists and is not a dataset in {name} format")
+        return
+    dst_abs = os.path.abspath(dst)
+    if os.path.islink(dst_abs):  # replacing the link would leave its target as it is, but
+        # the user may think they name the target: say so rather than guess
+        raise _not_ours(dst, f"is a symbolic link (to {os.readlink(dst_abs)})")
+    real = os.path.realpath(dst_abs)
+    cwd = os.path.realpath(os.getcwd())
+    if (real in (os.path.realpath(os.sep), os.path.realpath(os.path.expanduser("~")))
+            or cwd == real or cwd.startswith(real + os.sep) or os.path.ismount(real)):
+        raise _not_ours(dst, "is the root, home or working folder (or a mount point)")
+    mode = os.lstat(dst_abs).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise _not_ours(dst, "is not a regular file or folder")
+    if codec is None or not codec.owns(dst_abs):
+        raise _not_ours(dst, f"exists and is not a dataset in {name} format")
+
+
+def check_destination(
+    dst: str, sources: Iterable[str], overwrite: bool, codec: Codec | None = None
+) -> str:
+    """Refuse to write over an input, over an existing output without ``overwrite``,
+    or over anything that is not an output of ``codec``."""
     dst_abs = os.path.abspath(dst)
     for src in sources:
         if _same_or_nested(dst_abs, src):
             raise OutputExistsError(f"{dst}: the output would overwrite the input {src}")
-    if os.path.lexists(dst_abs) and not overwrite:
-        raise OutputExistsError(f"{dst}: already exists (use --overwrite to replace it)")
+    if os.path.lexists(dst_abs):
+        if not overwrite:
+            raise _already_exists(dst)
+        check_replaceable(dst, codec)
     parent = os.path.dirname(dst_abs)
     if not os.path.isdir(parent):
         raise CodecIOError(f"{dst}: folder {parent} does not exist")
@@ -84,7 +174,9 @@ def check_destination(dst: str, sources: Iterable[str], overwrite: bool) -> str:
 
 
 @contextlib.contextmanager
-def url_output(dst: str, *, sources: Iterable[str] = (), overwrite: bool = False) -> Iterator[str]:
+def url_output(
+    dst: str, *, codec: Codec | None = None, sources: Iterable[str] = (), overwrite: bool = False
+) -> Iterator[str]:
     """Write straight to a URL: object stores have no rename, so this is not atomic;
     a failure removes what was written."""
     if any(os.path.abspath(str(s)) == dst or str(s) == dst for s in sources):
@@ -92,7 +184,8 @@ def url_output(dst: str, *, sources: Iterable[str] = (), overwrite: bool = False
     fs, p = _fs(dst)
     if fs.exists(p):
         if not overwrite:
-            raise OutputExistsError(f"{dst}: already exists (use --overwrite to replace it)")
+            raise _already_exists(dst)
+        check_replaceable(dst, codec)
         fs.rm(p, recursive=True)
     try:
         yield dst
@@ -105,13 +198,15 @@ def url_output(dst: str, *, sources: Iterable[str] = (), overwrite: bool = False
 
 
 @contextlib.contextmanager
-def upload_output(dst: str, *, sources: Iterable[str] = (), overwrite: bool = False) -> Iterator[str]:
+def upload_output(
+    dst: str, *, codec: Codec | None = None, sources: Iterable[str] = (), overwrite: bool = False
+) -> Iterator[str]:
     """For formats written only to local files (npz, HDF5): write in a local
     temporary folder, then upload. The object appears only after a complete
     upload; a failed upload raises and removes whatever part arrived."""
     import tempfile
 
-    with url_output(dst, sources=sources, overwrite=overwrite):
+    with url_output(dst, codec=codec, sources=sources, overwrite=overwrite):
         staging = tempfile.mkdtemp(prefix="dstore-upload-")
         try:
             local = os.path.join(staging, os.path.basename(dst.rstrip("/")))
@@ -167,14 +262,17 @@ def _writer_lock(parent: str, base: str, dst: str) -> Iterator[None]:
 
 
 def _stale(parent: str, base: str) -> list[str]:
-    """Temporaries of earlier dstore processes that were killed, newest first."""
+    """Temporaries and old outputs of earlier runs that are over, newest first.
+
+    Called under the writer lock: a leftover of this very process is also over
+    (the lock keeps a second writer of the same destination out)."""
     found = []
-    for mark in (TMP_MARK, ".dstore-old-"):
+    for mark in (TMP_MARK, OLD_MARK):
         prefix = f".{base}{mark}"
         for name in os.listdir(parent):
             if name.startswith(prefix):
                 pid = name[len(prefix) :].split("-", 1)[0]
-                if pid.isdigit() and not _pid_alive(int(pid)):
+                if pid.isdigit() and (int(pid) == os.getpid() or not _pid_alive(int(pid))):
                     found.append(os.path.join(parent, name))
     return sorted(found, key=lambda p: os.lstat(p).st_mtime, reverse=True)
 
@@ -183,17 +281,20 @@ def _stale(parent: str, base: str) -> list[str]:
 def atomic_output(
     dst: str,
     *,
+    codec: Codec | None = None,
     sources: Iterable[str] = (),
     overwrite: bool = False,
     resume: Callable[[str], None] | None = None,
 ) -> Iterator[str]:
     """Yield a temporary path; on success rename it to ``dst``, on any failure delete it.
 
-    Leftovers of killed runs are deleted -- except with ``resume``: the newest
+    With ``overwrite``, an existing ``dst`` is replaced only if ``codec.owns`` it.
+    Leftovers of earlier runs are deleted -- except with ``resume``: the newest
     leftover temporary folder is then checked by ``resume(folder)`` (which
     raises if it cannot be continued, leaving it in place) and handed over as
-    the temporary path, its contents kept."""
-    dst_abs = check_destination(dst, sources, overwrite)
+    the temporary path, its contents kept. A leftover or old output that cannot
+    be deleted raises :class:`OldOutputLeftError` once the new output is in place."""
+    dst_abs = check_destination(dst, sources, overwrite, codec)
     parent, base = os.path.split(dst_abs)
     with _writer_lock(parent, base, dst):
         stale = _stale(parent, base)
@@ -202,29 +303,50 @@ def atomic_output(
             adopt = next((p for p in stale if TMP_MARK in p and os.path.isdir(p)), None)
             if adopt is not None:
                 resume(adopt)
-        for path in stale:
-            if path != adopt:
-                remove_path(path)
-        check_destination(dst, sources, overwrite)  # again: another writer may have finished
-        with _atomic_rename(dst_abs, parent, base, adopt) as tmp:
+        stuck = [(path, err) for path in stale if path != adopt and (err := _remove_local(path))]
+
+        def replaceable() -> None:  # again: another writer may have finished meanwhile
+            check_destination(dst, sources, overwrite, codec)
+
+        replaceable()
+        with _atomic_rename(dst, dst_abs, parent, base, replaceable, adopt) as tmp:
             yield tmp
+        if stuck:
+            path, err = stuck[0]
+            raise OldOutputLeftError(
+                f"{dst}: written, but a leftover of an earlier run cannot be removed: "
+                f"{path} ({_describe(err)}); remove it by hand",
+                output=dst_abs, left=path,
+            )
 
 
 @contextlib.contextmanager
-def _atomic_rename(dst_abs: str, parent: str, base: str, adopt: str | None = None) -> Iterator[str]:
+def _atomic_rename(dst: str, dst_abs: str, parent: str, base: str,
+                   replaceable: Callable[[], None], adopt: str | None = None) -> Iterator[str]:
     tmp = os.path.join(parent, f".{base}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
     if adopt is not None:
         os.replace(adopt, tmp)
+    old, failure = None, None
     try:
         yield tmp
         if not os.path.lexists(tmp):
             raise CodecIOError(f"{dst_abs}: the writer produced no output")
         _fsync_tree(tmp)
         if os.path.lexists(dst_abs):
-            old = os.path.join(parent, f".{base}.dstore-old-{os.getpid()}-{secrets.token_hex(4)}")
-            os.replace(dst_abs, old)
-            os.replace(tmp, dst_abs)
-            remove_path(old)
+            # Checked at the moment of replacing, not only at the start: the
+            # destination may have appeared or changed during a long write.
+            replaceable()
+            try:
+                if os.path.isfile(tmp) and stat.S_ISREG(os.lstat(dst_abs).st_mode):
+                    os.replace(tmp, dst_abs)  # one atomic step: no moment without an output
+                else:  # a folder cannot be renamed over: move the old one aside first
+                    old = os.path.join(parent, f".{base}{OLD_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+                    os.replace(dst_abs, old)
+                    os.replace(tmp, dst_abs)
+            except OSError as e:
+                raise CodecIOError(f"{dst}: cannot replace the old output: {_describe(e)}") from None
+            if old is not None:
+                failure = _remove_local(old)
         else:
             os.replace(tmp, dst_abs)
         fd = os.open(parent, os.O_RDONLY)
@@ -235,5 +357,14 @@ def _atomic_rename(dst_abs: str, parent: str, base: str, adopt: str | None = Non
     except ResumableInterrupt:
         raise  # the writer kept finished work in ``tmp`` for a resume
     except BaseException:
+        if old is not None and not os.path.lexists(dst_abs):
+            with contextlib.suppress(OSError):
+                os.replace(old, dst_abs)  # the old output moved aside, the new one not in: put it back
         remove_path(tmp)
         raise
+    if failure is not None:
+        raise OldOutputLeftError(
+            f"{dst}: written, but the old output could not be removed entirely: it is left at "
+            f"{old} ({_describe(failure)}); remove it by hand (the next run to {base} retries)",
+            output=dst_abs, left=old,
+        )

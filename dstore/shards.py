@@ -351,9 +351,9 @@ def write_sharded(
     if is_url(dst):
         if resume:
             raise CodecIOError(f"{dst}: --resume needs a local destination")
-        context = url_output(dst, sources=sources, overwrite=overwrite)
+        context = url_output(dst, codec=codec, sources=sources, overwrite=overwrite)
     else:
-        context = atomic_output(dst, sources=sources, overwrite=overwrite,
+        context = atomic_output(dst, codec=codec, sources=sources, overwrite=overwrite,
                                 resume=compatible if resume else None)
     with context as root:
         kept: dict[str, dict[str, Any]] = {}

@@ -154,8 +154,13 @@ def test_unknown_extension(tmp_path, capsys, label_maker_npz):
 def test_output_exists_needs_overwrite(tmp_path, capsys, label_maker_npz):
     out = tmp_path / "out.npz"
     out.write_bytes(b"precious")
-    _fails(capsys, ["convert", label_maker_npz, str(out)], contains="already exists")
+    line = _fails(capsys, ["convert", label_maker_npz, str(out)], contains="already exists")
+    assert "--overwrite" in line and "overwrite=True" not in line
     assert out.read_bytes() == b"precious"
+    # not an npz: --overwrite refuses it too (tests/test_overwrite.py has the rest)
+    _fails(capsys, ["convert", label_maker_npz, str(out), "--overwrite"], contains="not a dataset in npz format")
+    assert out.read_bytes() == b"precious"
+    np.savez(out, old=np.arange(3))
     assert main(["convert", label_maker_npz, str(out), "--overwrite"]) == 0
     assert sorted(_npz(str(out)).keys()) == ["x_test", "x_train", "x_val", "y_test", "y_train", "y_val"]
     _only(tmp_path, "data.npz", "out.npz")

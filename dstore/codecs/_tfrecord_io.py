@@ -157,6 +157,13 @@ class RecordFile:
             raise CodecIOError(f"{where}: record length {length} is implausible")
         return length
 
+    def header_ok(self) -> bool:
+        """Whether the next record's length and its CRC check out (nothing else is read)."""
+        try:
+            return self._header() is not None
+        except CodecIOError:
+            return False
+
     def next_record(self) -> bytes | None:
         """The next record's data, or None at a clean end of file."""
         length = self._header()

@@ -14,6 +14,11 @@ Contract:
   ``close()`` finalises. The writer writes exactly at ``path``, which the
   caller (``dstore.api``) makes a temporary name and renames on success, so a
   codec never has to handle atomicity itself; ``abort()`` only releases handles.
+* ``owns(path)`` answers whether an existing ``path`` is recognisably an
+  output of this format (checked by structure, never by name alone): only
+  then does ``overwrite=True`` replace it (``dstore.output``). The default
+  answers False, so a codec that does not declare it never has anything
+  deleted on its behalf.
 * A codec whose output is a set of independent files (TFRecord shards) also
   implements ``plan_shards`` and ``shard_writer``: the conversion is then
   planned as :class:`Shard` record ranges that any process can write on its
@@ -24,12 +29,15 @@ Contract:
 from __future__ import annotations
 
 import dataclasses
+import os
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from .. import fs
 from ..attrs import schema_only_notes
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..integrity import FieldHasher, stored_checksums
@@ -39,7 +47,7 @@ from ..schema import Batch, FieldSpec, Schema, SplitSpec, batch_rows_for
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["Codec", "Reader", "Shard", "ShardWriter", "Writer", "parse_bool"]
+__all__ = ["Codec", "Reader", "Shard", "ShardWriter", "Writer", "is_regular_file", "parse_bool", "read_at"]
 
 
 def parse_bool(value: Any) -> bool:
@@ -51,6 +59,29 @@ def parse_bool(value: Any) -> bool:
     if text in ("0", "false", "no", "off"):
         return False
     raise ValueError(f"expected true/false, got {value!r}")
+
+
+def is_regular_file(path: str) -> bool:
+    """A regular file (after symlinks) or an object: never a FIFO or device, whose
+    opening could block or have effects."""
+    if fs.is_url(path):
+        return fs.exists(path) and not fs.isdir(path)
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def read_at(path: str, offset: int, n: int) -> bytes:
+    """Up to ``n`` bytes of a regular file from ``offset``; b"" when it cannot be read."""
+    if not is_regular_file(path):
+        return b""
+    try:
+        with fs.open_binary(path) as f:
+            f.seek(offset)
+            return f.read(n)
+    except OSError:
+        return b""
 
 
 def _concat(parts: list[Column], spec: FieldSpec) -> Column:
@@ -291,6 +322,14 @@ class Codec(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.get_config()})"
+
+    @classmethod
+    def owns(cls, path: str) -> bool:
+        """True when ``path`` (which exists) is recognisably a dataset of this
+        format, so that ``overwrite=True`` may replace it. Decided from the
+        content (magic bytes, metadata files), never from the name; must not
+        follow the path into anything it would not read as this format."""
+        return False
 
     def check_schema(self, schema: Schema) -> None:
         """Raise UnsupportedDtypeError before any byte is written."""

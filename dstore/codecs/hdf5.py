@@ -32,7 +32,7 @@ from ..schema import Batch, FieldSpec, Schema, check_dtype, split_key
 from ._strings import fixed_to_column
 from ..output import TMP_MARK
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
-from .base import Codec, Reader, Writer
+from .base import Codec, Reader, Writer, is_regular_file, read_at
 
 __all__ = ["HDF5Codec"]
 
@@ -532,6 +532,9 @@ class HDF5Reader(ArrayTreeReader):
             self._remote.close()
 
 
+_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
 class HDF5Codec(Codec):
     """HDF5 files via h5py (gzip/lzf compression, chunked along records)."""
 
@@ -539,6 +542,19 @@ class HDF5Codec(Codec):
     extensions = (".h5", ".hdf5", ".he5", ".hdf")
     kinds = (Tensor, String, Bytes, Ragged, Image)
     Options = HDF5Options
+
+    @classmethod
+    def owns(cls, path: str) -> bool:
+        """A file with the HDF5 signature at 0, or after a user block (512, 1024, 2048, ... bytes)."""
+        if not is_regular_file(path):
+            return False
+        size = fs.getsize(path)
+        offset = 0
+        while offset + len(_SIGNATURE) <= size:
+            if read_at(path, offset, len(_SIGNATURE)) == _SIGNATURE:
+                return True
+            offset = 512 if offset == 0 else offset * 2
+        return False
 
     def open_reader(self, path: str) -> Reader:
         return HDF5Reader(path)

@@ -53,7 +53,7 @@ from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColum
 from ..schema import Batch, FieldSpec, Schema, SplitSpec, check_dtype, key_for, schema_from_fields, split_key
 from ._safe_pickle import load_object_array
 from ._strings import bytes_to_fixed, char_counts, ends_with_nul, fixed_to_column, utf8_to_fixed_unicode
-from .base import Codec, Reader, Writer
+from .base import Codec, Reader, Writer, read_at
 
 __all__ = ["NpzCodec"]
 
@@ -745,6 +745,18 @@ class NpzCodec(Codec):
     extensions = (".npz",)
     kinds = (Tensor, String, Bytes, Ragged, Image)
     Options = NpzOptions
+
+    @classmethod
+    def owns(cls, path: str) -> bool:
+        """A zip file whose members are all ``.npy`` arrays (what numpy and dstore write)."""
+        if read_at(path, 0, 4) not in (b"PK\x03\x04", b"PK\x05\x06"):  # a member, or an empty zip
+            return False
+        try:
+            with fs.open_binary(path) as f, zipfile.ZipFile(f) as z:
+                names = z.namelist()
+        except _ZIP_ERRORS:
+            return False
+        return all(name.endswith(".npy") for name in names)
 
     def open_reader(self, path: str) -> Reader:
         return NpzReader(path)

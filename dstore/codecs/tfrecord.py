@@ -58,7 +58,7 @@ from ._example import (
 from ._png import decode as png_decode
 from ._png import encoder_id, png_encoder
 from ._tensorproto import parse_tensor_proto
-from .base import Codec, Reader, Shard, ShardWriter, Writer
+from .base import Codec, Reader, Shard, ShardWriter, Writer, is_regular_file
 
 __all__ = ["TFRecordCodec"]
 
@@ -1180,6 +1180,31 @@ class TFRecordCodec(Codec):
     def path_options(cls, path: str) -> dict[str, Any]:
         """``x.tfrecords.gz``: gzip-compressed shards, as TensorFlow users name such files."""
         return {"compression": "gzip"} if path.rstrip("/").lower().endswith(".gz") else {}
+
+    @classmethod
+    def owns(cls, path: str) -> bool:
+        """A folder with dstore's manifest, or one TFRecord file whose first
+        record's framing (length and its CRC) checks out, plain or GZIP."""
+        if fs.isdir(path):
+            manifest = fs.join(path, MANIFEST)
+            if not is_regular_file(manifest):
+                return False
+            try:
+                with fs.open_binary(manifest) as f:
+                    m = json.loads(f.read())
+            except (OSError, ValueError):
+                return False
+            return isinstance(m, dict) and m.get("format") == "dstore-tfrecord"
+        if not is_regular_file(path):
+            return False
+        try:
+            records = rio.RecordFile(path)
+            try:  # the header only: a 2**-32 chance for other bytes, and no large read
+                return records.header_ok()
+            finally:
+                records.close()
+        except (CodecIOError, OSError):
+            return False
 
     def open_reader(self, path: str) -> Reader:
         return TFRecordReader(path, self.options.workers)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ import zarr
 from zarr.codecs import BloscCodec
 from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8
 
+from .. import fs
 from .. import names
 from ..attrs import encode, fill_value, for_zarr, group_attrs, is_missing, target_notes
 from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
@@ -30,7 +32,7 @@ from ..parallel import default_workers, ordered_map
 from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, kind_from_json
 from ..schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, check_dtype, split_key
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
-from .base import Codec, Reader, Writer
+from .base import Codec, Reader, Writer, is_regular_file
 
 __all__ = ["ZarrCodec"]
 
@@ -437,6 +439,18 @@ class ZarrReader(ArrayTreeReader):
             self._store.close()
 
 
+_METADATA = ("zarr.json", ".zgroup", ".zarray")
+_META_MAX = 64 << 20  # more is not metadata zarr wrote
+
+
+def _is_zarr_metadata(text: bytes) -> bool:
+    try:
+        meta = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(meta, dict) and meta.get("zarr_format") in (2, 3)
+
+
 class ZarrCodec(Codec):
     """zarr v3 groups with blosc compression; reads zarr v2 and v3."""
 
@@ -448,6 +462,32 @@ class ZarrCodec(Codec):
 
     def supports(self, dtype: np.dtype) -> bool:
         return dtype.kind in "biufc"
+
+    @classmethod
+    def owns(cls, path: str) -> bool:
+        """A zarr group or array: a folder (or zip store) with zarr v3 ``zarr.json``
+        or v2 ``.zgroup``/``.zarray`` metadata at its root."""
+        if fs.isdir(path):
+            for name in _METADATA:
+                meta = fs.join(path, name)
+                if is_regular_file(meta):
+                    try:
+                        with fs.open_binary(meta) as f:
+                            return _is_zarr_metadata(f.read(_META_MAX))
+                    except OSError:
+                        return False
+            return False
+        if not is_regular_file(path):
+            return False
+        try:
+            with fs.open_binary(path) as f, zipfile.ZipFile(f) as z:
+                name = next((n for n in _METADATA if n in z.namelist()), None)
+                if name is None:
+                    return False
+                with z.open(name) as member:
+                    return _is_zarr_metadata(member.read(_META_MAX))
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
+            return False
 
     def open_reader(self, path: str) -> Reader:
         return ZarrReader(path)
