@@ -29,7 +29,7 @@ from dstore.testing import file_digests
 
 CLUSTER = """
 import distributed
-cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
 client = distributed.Client(cluster)
 client.run(lambda: __import__("dstore.codecs.tfrecord"))  # warm the workers' imports
 """

@@ -295,9 +295,32 @@ def _distributed(client: Any, reader: Reader, source: SourceRef | None,
             if item is not None:
                 results.add(submit(*item))
     finally:
-        for fut in futures:
-            fut.cancel()
+        if futures:  # a shard failed or Ctrl-C: stop the rest before the output is removed
+            _cancel_and_drain(client, list(futures), f"dstore-{token}-")
     return note
+
+
+def _running_here(prefix: str, dask_worker: Any = None) -> int:
+    """Runs on a worker: how many of its threads still run a task of this conversion
+    (a cancelled task keeps running; Dask only forgets its result)."""
+    return sum(1 for ts in dask_worker.state.all_running_tasks if str(ts.key).startswith(prefix))
+
+
+def _cancel_and_drain(client: Any, futures: list[Any], prefix: str, patience: float = 600.0) -> None:
+    """Cancel the tasks and wait until no worker still runs one, so that none
+    writes a shard into the temporary output after the caller removed it."""
+    import time
+
+    client.cancel(futures)
+    deadline = time.monotonic() + patience  # a safety net for a hung task, not a timing
+    while time.monotonic() < deadline:
+        try:
+            running = client.run(_running_here, prefix)
+        except Exception:  # noqa: BLE001 - a lost worker writes nothing more
+            return
+        if not any(running.values()):
+            return
+        time.sleep(0.05)
 
 
 def write_sharded(

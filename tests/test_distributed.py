@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from dstore.testing import file_digests
 pytest.importorskip("imagecodecs")
 distributed = pytest.importorskip("distributed")
 
-from dstore.codecs.tfrecord import TFRecordCodec, TFRecordShardWriter  # noqa: E402
+from dstore.codecs.tfrecord import TFRecordCodec, TFRecordShardWriter
 
 OPTIONS = {"shard_mb": "0.25"}
 
@@ -22,9 +23,10 @@ OPTIONS = {"shard_mb": "0.25"}
 
 @pytest.fixture(scope="module")
 def client():
-    """Two worker processes, as a real cluster has (separate interpreters, pickled tasks)."""
+    """Two worker processes, as a real cluster has (separate interpreters, pickled tasks).
+    The dashboard takes a free port (``None`` would still bind :8787, busy on a shared machine)."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
         yield c
 
 
@@ -107,7 +109,7 @@ class _FlakyWriter(TFRecordShardWriter):
     def write_shard(self, root, shard, batches):
         marker = os.path.join(self.marker_dir, shard.file)
         if not os.path.exists(marker):
-            open(marker, "w").close()  # noqa: SIM115
+            open(marker, "w").close()
             raise OSError(f"transient failure writing {shard.file}")
         return super().write_shard(root, shard, batches)
 
@@ -140,3 +142,75 @@ def test_transient_failures_are_retried_by_dask(tmp_path, client, sources):
     dstore.convert(sources[0], tmp_path / "plain.tfrecords", options=OPTIONS)
     assert len(os.listdir(markers)) >= 4  # every shard failed once ...
     assert file_digests(tmp_path / "flaky.tfrecords") == file_digests(tmp_path / "plain.tfrecords")  # ... and was redone
+
+
+class _CancelledLateWriter(TFRecordShardWriter):
+    """Shard 0 fails on every attempt. Every other shard, once started, leaves its
+    thread slot to the retries (``secede``), waits until Dask has cancelled it
+    (the client gave up), then writes its shard anyway, as a worker busy with a
+    long shard does: Dask cannot stop a running task, only forget its result."""
+
+    marker_dir = ""
+
+    def write_shard(self, root, shard, batches):
+        import uuid
+
+        from distributed import secede
+        from distributed.worker import get_worker, thread_state
+
+        def mark(what):
+            open(os.path.join(self.marker_dir, f"{what}-{shard.file}"), "w").close()
+
+        if shard.index == 0 and shard.split == "train":
+            mark(f"failed{uuid.uuid4().hex}")
+            raise OSError(f"disk gone writing {shard.file}")
+        mark("started")
+        worker, key = get_worker(), thread_state.key
+        secede()
+        for _ in range(6000):  # until cancelled; a cap so that a regression cannot hang
+            ts = worker.state.tasks.get(key)
+            if ts is None or ts.state == "cancelled":
+                mark("waited")
+                break
+            time.sleep(0.02)
+        info = super().write_shard(root, shard, batches)
+        mark("done")
+        return info
+
+
+class _CancelledLateCodec(TFRecordCodec):
+    name = "late-tfrecord"
+    marker_dir = ""
+
+    def shard_writer(self, schema, plan):
+        writer = _CancelledLateWriter(schema, self.options, plan)
+        writer.marker_dir = self.marker_dir
+        return writer
+
+
+def test_no_task_writes_after_a_failed_run_returns(tmp_path, client, sources):
+    """The cause of a .dstore-tmp-* left under load: tasks still running on workers
+    wrote shards into the temporary output while it was being removed. The run
+    now waits until no task of it still runs, then removes it."""
+    import sys
+
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    _CancelledLateCodec.marker_dir = str(markers)
+    dstore.register_codec(_CancelledLateCodec, clobber=True)
+    dst = tmp_path / "out.tfrecords"
+    try:
+        with pytest.raises(dstore.errors.CodecIOError, match="disk gone"):
+            dstore.convert(sources[0], dst, to="late-tfrecord", options=OPTIONS, client=client)
+        seen = os.listdir(markers)  # at the moment convert returned
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    started = {f.split("-", 1)[1] for f in seen if f.startswith("started-")}
+    done = {f.split("-", 1)[1] for f in seen if f.startswith("done-")}
+    assert any(f.startswith("waited-") for f in seen), seen  # a task outlived the client's give-up ...
+    assert started == done, seen  # ... and every started task had ended before convert returned
+    assert not dst.exists()
+    assert sorted(os.listdir(tmp_path)) == ["deflated.npz", "markers", "stored.npz"]

@@ -157,7 +157,7 @@ def test_dask_workers_write_shards_to_s3(s3, tmp_path, label_maker_npz):
     options = {"shard_mb": "0.1"}
     # workers started now inherit the S3 endpoint and credentials from the environment
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
         report = dstore.convert(label_maker_npz, url, options=options, client=client)
     assert report.shards.shards >= 4
     local = tmp_path / "local.tfrecords"
