@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -27,3 +30,112 @@ def label_maker_npz(tmp_path, tiles) -> str:
     path = os.path.join(tmp_path, "data.npz")
     np.savez(path, x_train=x[:40], y_train=y[:40], x_test=x[40:50], y_test=y[40:50], x_val=x[50:], y_val=y[50:])
     return path
+
+
+# A child process running the real `dstore` command that stops at each point of
+# progress -- every batch reported, and the start of every TFRecord shard -- until
+# the test lets it go on. Tests that kill or interrupt a conversion pick their
+# moment from this progress, never from wall time, so a busy machine cannot make
+# the conversion finish before the signal (or a second writer start too late).
+_STEPPED_DRIVER = r"""
+import sys
+
+from dstore import api, cli
+
+batch_bytes, argv = int(sys.argv[1]), sys.argv[2:]
+
+
+def pause(*_):
+    sys.stdout.write("dstore-step\n")
+    sys.stdout.flush()
+    sys.stdin.readline()  # returns "" at once when the test closed stdin: run free
+
+
+convert = api.convert
+
+
+def stepped_convert(*args, **kwargs):
+    kwargs["progress"] = pause
+    if batch_bytes:
+        kwargs["batch_bytes"] = batch_bytes
+    return convert(*args, **kwargs)
+
+
+api.convert = stepped_convert
+if any(a.endswith((".tfrecords", ".tfrecord")) for a in argv):
+    from dstore.codecs.tfrecord import TFRecordShardWriter
+
+    write_shard = TFRecordShardWriter.write_shard
+
+    def stepped_write_shard(self, *args, **kwargs):
+        pause()
+        return write_shard(self, *args, **kwargs)
+
+    TFRecordShardWriter.write_shard = stepped_write_shard
+sys.exit(cli.main(argv))
+"""
+
+
+class Stepped:
+    """``dstore ARGV`` in a child process, stopped at each step of its progress."""
+
+    def __init__(self, argv: list[str], batch_bytes: int = 0) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _STEPPED_DRIVER, str(batch_bytes), *argv],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        self.steps = 0
+
+    def next_step(self) -> bool:
+        """Wait, however long it takes, until the child stops at its next step
+        (True), or until it ends without one (False)."""
+        assert self.proc.stdout is not None
+        while line := self.proc.stdout.readline():
+            if line.startswith("dstore-step"):
+                self.steps += 1
+                return True
+        return False
+
+    def go(self) -> None:
+        """Let the child go on from the step it stopped at."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def finish(self) -> tuple[int, str]:
+        """Let the child run free to its end: its exit code and stderr."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.proc.stdin.close()
+        self.proc.stdout.read()
+        err = self.proc.stderr.read() if self.proc.stderr is not None else ""
+        return self.proc.wait(), err
+
+    def run_to_end(self) -> tuple[int, str]:
+        """Go on at every step; count them (``self.steps``)."""
+        while self.next_step():
+            self.go()
+        return self.finish()
+
+
+@pytest.fixture
+def stepped():
+    """Factory of :class:`Stepped` runs; any still alive at teardown is killed."""
+    runs: list[Stepped] = []
+
+    def start(argv: list[str], batch_bytes: int = 0) -> Stepped:
+        runs.append(Stepped(argv, batch_bytes))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        if run.proc.poll() is None:
+            run.proc.kill()
+        run.proc.wait()
+        for f in (run.proc.stdin, run.proc.stdout, run.proc.stderr):
+            if f is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    f.close()

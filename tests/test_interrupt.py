@@ -7,33 +7,29 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 
 @pytest.mark.parametrize("dst_name", ["out.npz", "out.tfrecords"])
-def test_sigint_leaves_nothing(tmp_path, tiles, dst_name):
+def test_sigint_leaves_nothing(tmp_path, tiles, stepped, dst_name):
     if dst_name.endswith(".tfrecords"):
         pytest.importorskip("imagecodecs")
     x, y = tiles
-    reps = 60  # ~45 MB of real tiles: a few seconds of work
     src = str(tmp_path / "data.npz")
-    np.savez(src, x_train=np.tile(x, (reps, 1, 1, 1)), y_train=np.tile(y, (reps, 1)))
+    np.savez(src, x_train=np.tile(x, (10, 1, 1, 1)), y_train=np.tile(y, (10, 1)))
     with open(src, "rb") as f:
         before = hashlib.sha256(f.read()).hexdigest()
-    cmd = [sys.executable, "-m", "dstore.cli", "convert", src, str(tmp_path / dst_name),
-           "-o", "level=9" if dst_name.endswith(".npz") else "png_level=9"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    # wait until the temporary output exists, so the signal lands mid-write
-    while time.monotonic() < deadline and not any(".dstore-tmp-" in f for f in os.listdir(tmp_path)):
-        time.sleep(0.02)
-    assert proc.poll() is None, "conversion finished before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    run = stepped(["convert", src, str(tmp_path / dst_name),
+                   "-o", "level=9" if dst_name.endswith(".npz") else "png_level=9"], 1 << 20)
+    # stopped at its first step: mid-write (the first batch written, or the first
+    # TFRecord shard begun), whatever the machine's load
+    assert run.next_step(), "the conversion ended without a step"
+    assert any(".dstore-tmp-" in f for f in os.listdir(tmp_path))
+    run.signal(signal.SIGINT)
+    code, err = run.finish()
+    assert code == 130, err
     assert [ln for ln in err.splitlines() if ln.strip()] == ["interrupted: no output was left behind"]
     assert sorted(os.listdir(tmp_path)) == ["data.npz"]
     with open(src, "rb") as f:
@@ -51,39 +47,34 @@ def test_killed_run_leftovers_are_cleaned_by_the_next_run(tmp_path, label_maker_
     assert sorted(os.listdir(tmp_path)) == ["data.npz", "out.npz"]
 
 
-def test_concurrent_writers_one_wins(tmp_path, tiles):
+def test_concurrent_writers_one_wins(tmp_path, tiles, stepped):
     x, y = tiles
     src = str(tmp_path / "data.npz")
-    np.savez(src, x_train=np.tile(x, (60, 1, 1, 1)), y_train=np.tile(y, (60, 1)))
+    np.savez(src, x_train=np.tile(x, (10, 1, 1, 1)), y_train=np.tile(y, (10, 1)))
     dst = str(tmp_path / "out.npz")
-    first = subprocess.Popen([sys.executable, "-m", "dstore.cli", "convert", src, dst, "-o", "level=9"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not os.path.exists(tmp_path / ".out.npz.dstore-lock"):
-        time.sleep(0.02)
+    first = stepped(["convert", src, dst, "-o", "level=9"], 1 << 20)
+    assert first.next_step()  # stopped mid-write, holding the writer lock
+    assert os.path.exists(tmp_path / ".out.npz.dstore-lock")
     second = subprocess.run([sys.executable, "-m", "dstore.cli", "convert", src, dst],
-                            capture_output=True, text=True, timeout=60)
-    _, err = first.communicate(timeout=120)
-    assert first.returncode == 0, err
+                            check=False, capture_output=True, text=True, timeout=300)
+    code, err = first.finish()
+    assert code == 0, err
     assert second.returncode == 2
     assert "another dstore process" in second.stderr and len(second.stderr.strip().splitlines()) == 1
     with np.load(dst) as z:
-        np.testing.assert_array_equal(z["y_train"], np.tile(y, (60, 1)))
+        np.testing.assert_array_equal(z["y_train"], np.tile(y, (10, 1)))
     assert sorted(os.listdir(tmp_path)) == ["data.npz", "out.npz"]
 
 
-def test_sigkill_leaves_no_destination(tmp_path, tiles):
+def test_sigkill_leaves_no_destination(tmp_path, tiles, stepped):
     x, y = tiles
     src = str(tmp_path / "data.npz")
-    np.savez(src, x_train=np.tile(x, (60, 1, 1, 1)), y_train=np.tile(y, (60, 1)))
+    np.savez(src, x_train=np.tile(x, (10, 1, 1, 1)), y_train=np.tile(y, (10, 1)))
     dst = tmp_path / "out.npz"
-    proc = subprocess.Popen([sys.executable, "-m", "dstore.cli", "convert", src, str(dst), "-o", "level=9"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not any(".dstore-tmp-" in f for f in os.listdir(tmp_path)):
-        time.sleep(0.02)
-    proc.kill()
-    proc.wait(timeout=30)
+    run = stepped(["convert", src, str(dst), "-o", "level=9"], 1 << 20)
+    assert run.next_step()
+    run.signal(signal.SIGKILL)
+    run.finish()
     assert not dst.exists()
     leftovers = [f for f in os.listdir(tmp_path) if f != "data.npz"]
     assert leftovers and all(f.startswith(".out.npz.dstore-") for f in leftovers)
