@@ -78,7 +78,7 @@ def _remove_local(path: str) -> OSError | None:
         except OSError as e:
             return e
         return None
-    errors: list[BaseException] = []
+    errors: list[tuple[str, BaseException]] = []
     # A writer that has not noticed the failure yet (a Dask worker) may add a file
     # between rmtree's listing and its rmdir: try again while that is the only
     # error. Once the folder is gone nothing recreates it (writers never create
@@ -86,15 +86,18 @@ def _remove_local(path: str) -> OSError | None:
     for _ in range(20):
         errors.clear()
         if sys.version_info >= (3, 12):
-            shutil.rmtree(path, onexc=lambda _f, _p, e: errors.append(e))
+            shutil.rmtree(path, onexc=lambda _f, p, e: errors.append((p, e)))
         else:
-            shutil.rmtree(path, onerror=lambda _f, _p, info: errors.append(info[1]))
+            shutil.rmtree(path, onerror=lambda _f, p, info: errors.append((p, info[1])))
         if not os.path.lexists(path):
             return None
-        if not all(isinstance(e, OSError) and e.errno == errno.ENOTEMPTY for e in errors):
+        if not all(isinstance(e, OSError) and e.errno == errno.ENOTEMPTY for _, e in errors):
             break
-    first = next((e for e in errors if isinstance(e, OSError)), None)
-    return first or OSError(errno.ENOTEMPTY, "could not be removed", path)
+    for where, e in errors:
+        if isinstance(e, OSError):
+            e.filename = where  # rmtree names files relative to an open folder
+            return e
+    return OSError(errno.ENOTEMPTY, "could not be removed", path)
 
 
 def _describe(e: OSError) -> str:
