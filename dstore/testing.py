@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ __all__ = [
     "CodecSuite",
     "assert_columns_equal",
     "assert_datasets_equal",
+    "cli_command",
     "dtype_cases",
     "file_digests",
     "kind_cases",
@@ -80,6 +82,15 @@ def file_digests(path: str | os.PathLike[str]) -> dict[str, str]:
         os.path.relpath(name, path) if name != path else os.path.basename(path): sha256_file(name)[1]
         for name in files
     }
+
+
+def cli_command(*argv: str) -> list[str]:
+    """``python -m dstore.cli ARGV`` in which Ctrl-C (SIGINT) raises KeyboardInterrupt
+    even when the tests run in a background job, whose children start with SIGINT
+    ignored: a test that interrupts a run then tests dstore, not the shell."""
+    code = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from dstore.cli import main; sys.exit(main(sys.argv[1:]))")
+    return [sys.executable, "-c", code, *argv]
 
 
 def read_all(path: str) -> dict[str, dict[str, np.ndarray]]:

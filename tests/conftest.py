@@ -38,9 +38,14 @@ def label_maker_npz(tmp_path, tiles) -> str:
 # moment from this progress, never from wall time, so a busy machine cannot make
 # the conversion finish before the signal (or a second writer start too late).
 _STEPPED_DRIVER = r"""
+import signal
 import sys
 
 from dstore import api, cli
+
+# Ctrl-C must reach dstore even when the tests run in a background job (whose
+# children start with SIGINT ignored), as it does from a terminal.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 batch_bytes, argv = int(sys.argv[1]), sys.argv[2:]
 

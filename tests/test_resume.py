@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from dstore.testing import file_digests
+from dstore.testing import cli_command, file_digests
 
 pytest.importorskip("imagecodecs")
 
@@ -39,7 +39,7 @@ def reference(tmp_path_factory, source) -> dict[str, str]:
 
 def start_and_stop_after(src: str, dst: str, shards: int, sig: int, *extra: str) -> tuple[int, str]:
     """Start a conversion and signal it once ``shards`` shards are in its journal."""
-    proc = subprocess.Popen([sys.executable, "-m", "dstore.cli", "convert", src, dst, *OPTIONS, *extra],
+    proc = subprocess.Popen(cli_command("convert", src, dst, *OPTIONS, *extra),  # SIGINT even in a background job
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     parent, base = os.path.split(dst)
     while proc.poll() is None:  # measured from the run's own journal, however long it takes
