@@ -221,7 +221,7 @@ def test_missing_scikit_learn(feats_npz, tmp_path):
         assert proc.returncode == 2 and proc.stdout == "", proc
         assert proc.stderr.strip() == (
             "MissingDependencyError: the accuracy probe of dstore bench needs 'scikit-learn', "
-            "which is not installed: pip install 'dstore[bench]'")
+            "which is not installed: pip install 'dstore-ml[bench]'")
     # no probe wanted (nothing to tell labels by): scikit-learn is not needed
     plain = str(tmp_path / "plain.npz")
     np.savez(plain, emb=feats[:50])
