@@ -15,7 +15,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import OUT, dir_size, label_maker_npz, machine, run_way, table, write_report  # noqa: E402
+from _harness import OUT, dir_size, label_maker_npz, machine, run_way, table, write_report
 
 _LOAD = """
 import json, os, time, numpy as np

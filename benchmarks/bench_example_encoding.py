@@ -12,7 +12,14 @@ import time
 
 import numpy as np
 
-from dstore.codecs._example import BYTES, FLOAT, INT64, decode_example, encode_example, encode_feature
+from dstore.codecs._example import (
+    BYTES,
+    FLOAT,
+    INT64,
+    decode_example,
+    encode_example,
+    encode_feature,
+)
 
 
 def main(n: int = 20000) -> None:

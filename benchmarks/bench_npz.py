@@ -13,7 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import OUT, label_maker_npz, machine, run_way, table, write_report  # noqa: E402
+from _harness import OUT, label_maker_npz, machine, run_way, table, write_report
 
 
 def _dstore_way(src: str, out: str) -> str:

@@ -19,7 +19,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import OUT, label_maker_npz, machine, run_way, table, write_report  # noqa: E402
+from _harness import OUT, label_maker_npz, machine, run_way, table, write_report
 
 _TF_WRITE_EXAMPLE = (
     "example = lambda png, label: tf.train.Example(features=tf.train.Features(feature={"

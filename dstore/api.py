@@ -18,14 +18,24 @@ from typing import Any
 import numpy as np
 
 from .codecs.base import Codec, Reader, _concat
-from .model import Column, Kind, Ragged, Tensor, VarColumn, empty_column, infer_column, record, slice_column, to_column
 from .dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
 from .errors import CodecIOError, DstoreError, MissingDependencyError, SchemaError
 from .integrity import CHECKSUM_ATTR, FieldHasher, stored_checksums
+from .model import (
+    Column,
+    Kind,
+    Ragged,
+    Tensor,
+    VarColumn,
+    empty_column,
+    infer_column,
+    record,
+    slice_column,
+    to_column,
+)
 from .output import atomic_output, is_url, path_size, upload_output, url_output
 from .parallel import prefetch
 from .registry import get_codec_class, infer_codec
-from .shards import ShardRun, SourceRef, write_sharded
 from .schema import (
     DEFAULT_BATCH_BYTES,
     Batch,
@@ -36,6 +46,7 @@ from .schema import (
     check_batch,
     split_key,
 )
+from .shards import ShardRun, SourceRef, write_sharded
 
 __all__ = [
     "ConvertReport",
@@ -239,7 +250,7 @@ class Dataset(Mapping[str, Split]):
         return f"<dstore.Dataset {self.format} {self.reader.path} ({parts})>"
 
 
-def open(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Dataset:  # noqa: A001
+def open(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Dataset:
     """Open a dataset lazily.
 
     >>> ds = dstore.open("data.npz")        # doctest: +SKIP

@@ -117,8 +117,8 @@ def run_demo(directory: str = "dstore-demo", records: int = 300) -> Iterator[str
     feats = make_features_npz(os.path.join(directory, "features.npz"), n=1200)
     yield f"sample: {feats} (1200 HOG feature vectors of photo tiles, CoralNet-style)"
     try:
-        from .bench import save_plot, save_report, to_text
         from .bench import bench as run_bench
+        from .bench import save_plot, save_report, to_text
     except ImportError as e:  # pragma: no cover - bench extra missing
         yield f"bench: skipped ({e})"
     else:

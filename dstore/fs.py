@@ -44,7 +44,7 @@ def url_fs(url: str) -> tuple[Any, str]:
 
 def open_binary(path: str, mode: str = "rb") -> IO[bytes]:
     if not is_url(path):
-        return open(path, mode)  # noqa: SIM115 - the caller closes it
+        return open(path, mode)
     fs, p = url_fs(path)
     if "r" in mode:
         return fs.open(p, mode, block_size=READ_BLOCK, cache_type="readahead")

@@ -22,15 +22,15 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from .codecs.base import Codec, Reader, Shard, ShardWriter
 from .dtypes import CastStats, DtypePolicy
 from .errors import CodecIOError, DstoreError, OutputExistsError, ResumableInterrupt, SchemaError
 from .fs import is_url, sha256_file, url_fs
 from .output import atomic_output, url_output
 from .parallel import prefetch
 from .schema import DEFAULT_BATCH_BYTES, Batch, Schema, batch_rows_for, check_batch
-from .codecs.base import Codec, Reader, Shard, ShardWriter
 
-__all__ = ["SourceRef", "ShardRun", "write_sharded"]
+__all__ = ["ShardRun", "SourceRef", "write_sharded"]
 
 JOURNAL = "dstore.journal"
 Progress = Callable[[int, int], None]

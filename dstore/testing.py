@@ -26,8 +26,8 @@ from . import api
 from .codecs.base import Codec
 from .dtypes import DtypePolicy
 from .errors import UnsupportedDtypeError
-from .model import Bytes, Image, Kind, Ragged, String, VarColumn
 from .fs import sha256_file
+from .model import Bytes, Image, Kind, Ragged, String, VarColumn
 from .schema import DEFAULT_SPLIT
 
 __all__ = [
@@ -118,9 +118,9 @@ def assert_columns_equal(exp: Any, act: Any, where: Any = "") -> None:
 def assert_datasets_equal(expected: dict[str, dict[str, Any]], actual: dict[str, dict[str, Any]]) -> None:
     """Same splits, fields, dtypes, shapes and bytes (NaNs compared by bit pattern)."""
     assert sorted(expected) == sorted(actual)
-    for split in expected:
-        assert sorted(expected[split]) == sorted(actual[split]), split
-        for name, exp in expected[split].items():
+    for split, fields in expected.items():
+        assert sorted(fields) == sorted(actual[split]), split
+        for name, exp in fields.items():
             assert_columns_equal(exp, actual[split][name], (split, name))
 
 

@@ -12,7 +12,7 @@ from dstore.testing import assert_datasets_equal, read_all
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 sys.path.insert(0, HERE)
-from generate import golden_data  # noqa: E402
+from generate import golden_data
 
 GOLDEN = sorted(
     os.path.join(version, name)

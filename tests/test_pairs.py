@@ -8,10 +8,8 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore.registry import default_extension
-from dstore.registry import codec_names
+from dstore.registry import codec_names, default_extension
 from dstore.testing import assert_datasets_equal, read_all
-
 
 
 def _usable() -> list[str]:

@@ -16,14 +16,13 @@ from dstore.cli import main
 from dstore.testing import assert_datasets_equal, read_all
 
 pytest.importorskip("imagecodecs")
-from dstore.codecs import _tfrecord_io as rio  # noqa: E402
-from dstore.codecs._example import BYTES, INT64, encode_example, encode_feature  # noqa: E402
+from dstore.codecs import _tfrecord_io as rio
+from dstore.codecs._example import BYTES, INT64, encode_example, encode_feature
 
 
 def _write_records(path: str, records: list[bytes]) -> None:
     with open(path, "wb") as f:
-        for r in records:
-            f.write(rio.frame(r))
+        f.writelines(rio.frame(r) for r in records)
 
 
 def _example(**features: tuple[int, object]) -> bytes:

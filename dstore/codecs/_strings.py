@@ -14,11 +14,11 @@ from ..errors import CodecIOError
 from ..model import VarColumn
 
 __all__ = [
+    "bytes_to_fixed",
     "char_counts",
     "ends_with_nul",
     "fixed_to_column",
     "utf8_to_fixed_unicode",
-    "bytes_to_fixed",
 ]
 
 

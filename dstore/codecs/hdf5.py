@@ -15,8 +15,8 @@ import os
 import re
 import resource
 import zlib
-from dataclasses import dataclass, field
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import h5py
@@ -25,13 +25,13 @@ import numpy as np
 from .. import fs, names
 from .._dist import install_hint
 from ..attrs import encode, fill_value, for_hdf5, group_attrs, target_notes
-from ..errors import DstoreError, CodecIOError, MissingDependencyError, UnsupportedDtypeError
-from ..parallel import default_workers, ordered_map
+from ..errors import CodecIOError, DstoreError, MissingDependencyError, UnsupportedDtypeError
 from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn
-from ..schema import Batch, FieldSpec, Schema, check_dtype, split_key
-from ._strings import fixed_to_column
 from ..output import TMP_MARK
+from ..parallel import default_workers, ordered_map
+from ..schema import Batch, FieldSpec, Schema, check_dtype, split_key
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
+from ._strings import fixed_to_column
 from .base import Codec, Reader, Writer, is_regular_file, read_at
 
 __all__ = ["HDF5Codec"]

@@ -48,11 +48,37 @@ import numpy as np
 
 from .. import fs, names
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ..model import (
+    Bytes,
+    Column,
+    Image,
+    Kind,
+    Ragged,
+    String,
+    Tensor,
+    VarColumn,
+    infer_column,
+    slice_column,
+)
 from ..parallel import ParallelDeflate
-from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, infer_column, slice_column
-from ..schema import Batch, FieldSpec, Schema, SplitSpec, check_dtype, key_for, schema_from_fields, split_key
+from ..schema import (
+    Batch,
+    FieldSpec,
+    Schema,
+    SplitSpec,
+    check_dtype,
+    key_for,
+    schema_from_fields,
+    split_key,
+)
 from ._safe_pickle import load_object_array
-from ._strings import bytes_to_fixed, char_counts, ends_with_nul, fixed_to_column, utf8_to_fixed_unicode
+from ._strings import (
+    bytes_to_fixed,
+    char_counts,
+    ends_with_nul,
+    fixed_to_column,
+    utf8_to_fixed_unicode,
+)
 from .base import Codec, Reader, Writer, read_at
 
 __all__ = ["NpzCodec"]

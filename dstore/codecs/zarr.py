@@ -24,12 +24,11 @@ import zarr
 from zarr.codecs import BloscCodec
 from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8
 
-from .. import fs
-from .. import names
+from .. import fs, names
 from ..attrs import encode, fill_value, for_zarr, group_attrs, is_missing, target_notes
 from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
-from ..parallel import default_workers, ordered_map
 from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, kind_from_json
+from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, check_dtype, split_key
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
 from .base import Codec, Reader, Writer, is_regular_file
