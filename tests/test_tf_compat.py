@@ -65,8 +65,8 @@ def test_to_tf_dataset_restores_dtypes_and_shapes(tmp_path, tiles):
     ds = dstore.to_tf_dataset(out, split="train")
     got = {k: [] for k in data}
     for ex in ds:
-        for k in got:
-            got[k].append(ex[k].numpy())
+        for k, values in got.items():
+            values.append(ex[k].numpy())
     for k, ref in data.items():
         arr = np.stack(got[k])
         assert arr.dtype == ref.dtype, k
