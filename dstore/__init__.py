@@ -60,6 +60,7 @@ __all__ = [
     "register_codec",
     "save",
     "to_tf_dataset",
+    "to_torch",
     "verify",
 ]
 
@@ -67,5 +68,18 @@ __all__ = [
 def to_tf_dataset(path: str, split: str = "train", **kwargs: Any) -> Any:
     """A ``tf.data.Dataset`` over a dstore TFRecord directory (needs the ``tf`` extra)."""
     from .tf import to_tf_dataset as _impl
+
+    return _impl(path, split=split, **kwargs)
+
+
+def to_torch(path: str, split: str = "train", **kwargs: Any) -> Any:
+    """A PyTorch ``IterableDataset`` (or with ``map_style=True`` a ``Dataset``) of
+    ``{field: tensor}`` records of any format (needs the ``torch`` extra)."""
+    try:
+        from .readers.torch import to_torch as _impl
+    except ImportError as e:
+        if e.name != "torch":
+            raise
+        raise MissingDependencyError("to_torch", "torch", "torch") from e
 
     return _impl(path, split=split, **kwargs)

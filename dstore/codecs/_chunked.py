@@ -12,7 +12,7 @@ from ..attrs import encode_all, with_groups
 from ..errors import CodecIOError, DstoreError, SchemaError
 from ..model import Column, Kind, Tensor
 from ..schema import Batch, FieldSpec, Schema, SplitSpec
-from .base import Reader
+from .base import RANGE_BYTES, Reader, even_ranges
 
 __all__ = ["AlignedAppender", "ArrayTreeReader", "chunk_rows"]
 
@@ -163,6 +163,16 @@ class ArrayTreeReader(Reader):
     def _companions(self, paths: Any) -> set[str]:
         """Arrays that belong to a field stored at one of ``paths`` (e.g. its shapes)."""
         return set()
+    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
+        """Whole chunks of the split's largest field (the one whose reads cost most)."""
+        spec = self.split(split)
+        if not spec.fields:
+            return even_ranges(0, spec.count, spec.count or 1)
+        big = max(spec.fields.values(), key=lambda f: f.record_bytes)
+        chunks = getattr(self.arrays.get((split, big.name)), "chunks", None)
+        chunk = int(chunks[0]) if chunks else 1  # HDF5 contiguous datasets have no chunks
+        per = max(1, target_bytes // max(1, chunk * spec.record_bytes))
+        return even_ranges(0, spec.count, chunk * per)
 
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int

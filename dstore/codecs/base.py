@@ -47,7 +47,28 @@ from ..schema import Batch, FieldSpec, Schema, SplitSpec, batch_rows_for
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["Codec", "Reader", "Shard", "ShardWriter", "Writer", "is_regular_file", "parse_bool", "read_at"]
+__all__ = [
+    "RANGE_BYTES",
+    "Codec",
+    "Reader",
+    "Shard",
+    "ShardWriter",
+    "Writer",
+    "even_ranges",
+    "is_regular_file",
+    "parse_bool",
+    "read_at",
+]
+
+#: Decoded bytes a record range of :meth:`Reader.record_ranges` aims at: big
+#: enough to amortise opening a shard or chunk, small enough to shuffle and
+#: to balance between training workers.
+RANGE_BYTES = 8 * 1024 * 1024
+
+
+def even_ranges(start: int, stop: int, rows: int) -> list[tuple[int, int]]:
+    """``start:stop`` cut into consecutive ranges of ``rows`` records (the last may be shorter)."""
+    return [(a, min(a + rows, stop)) for a in range(start, stop, max(1, rows))]
 
 
 def parse_bool(value: Any) -> bool:
@@ -143,6 +164,16 @@ class Reader(ABC):
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
         """Batches of at most ``rows`` records of fields ``names``, records ``start:stop``."""
+
+    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
+        """Contiguous record ranges covering ``split`` in order, each cheap to read alone.
+
+        Training readers (``dstore.readers``) hand whole ranges to workers, so
+        a range follows the storage's own units (a TFRecord shard, whole
+        zarr/HDF5 chunks) and holds about ``target_bytes`` of decoded records.
+        The default cuts equal blocks (npz members are plain row ranges)."""
+        spec = self.split(split)
+        return even_ranges(0, spec.count, max(1, target_bytes // max(1, spec.record_bytes)))
 
     def read(self, split: str, fields: Sequence[str] | None = None) -> dict[str, Column]:
         """Whole split in memory (convenience for small data and tests): an ndarray per

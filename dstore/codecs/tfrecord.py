@@ -58,7 +58,7 @@ from ._example import (
 from ._png import decode as png_decode
 from ._png import encoder_id, png_encoder
 from ._tensorproto import parse_tensor_proto
-from .base import Codec, Reader, Shard, ShardWriter, Writer, is_regular_file
+from .base import RANGE_BYTES, Codec, Reader, Shard, ShardWriter, Writer, even_ranges, is_regular_file
 
 __all__ = ["TFRecordCodec"]
 
@@ -945,6 +945,22 @@ class TFRecordReader(Reader):
                     if hi == shard.records and rf.next_record() is not None:
                         raise CodecIOError(f"{shard.path}: more records than the {shard.records} expected")
             first = last
+
+    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
+        """Shards, a plain shard cut into pieces of about ``target_bytes`` of stored records.
+
+        Entering a plain shard mid-way seeks over record headers (cheap); a
+        GZIP shard would have to be decompressed up to there, so it stays whole."""
+        self.split(split)
+        ranges: list[tuple[int, int]] = []
+        first = 0
+        for shard in self.shards[split]:
+            pieces = 1
+            if not rio.is_gzip(shard.path):
+                pieces = max(1, min(shard.records, -(-fs.getsize(shard.path) // max(1, target_bytes))))
+            ranges.extend(even_ranges(first, first + shard.records, -(-shard.records // pieces)))
+            first += shard.records
+        return ranges
 
     def _decode_chunk(self, split: SplitSpec, encs: dict[str, FieldEncoding], names: Sequence[str],
                       recs: list[tuple[bytes, str]], out: Batch, offset: int) -> None:

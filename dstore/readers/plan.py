@@ -1,0 +1,72 @@
+"""Who reads which records: ranges per consumer, epoch order and the shuffle buffer.
+
+A *consumer* is one reading process: a DataLoader worker of one distributed
+rank. Every consumer computes the same plan from (seed, epoch), so together
+they read each record exactly once without talking to each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
+
+import numpy as np
+
+__all__ = ["consumer_ranges", "epoch_rng", "shuffle_buffer"]
+
+T = TypeVar("T")
+
+
+def epoch_rng(seed: int, epoch: int, *stream: int) -> np.random.Generator:
+    """A generator that depends only on its arguments (the same in every process)."""
+    return np.random.default_rng([seed, epoch, *stream])
+
+
+def consumer_ranges(
+    ranges: Sequence[tuple[int, int]],
+    consumer: int,
+    consumers: int,
+    *,
+    shuffle: bool,
+    seed: int,
+    epoch: int,
+    streaming: bool,
+) -> list[tuple[int, int]]:
+    """The record ranges consumer ``consumer`` of ``consumers`` reads, in reading order.
+
+    Random-access storage: the ranges (in an order shuffled per epoch when
+    ``shuffle``) are dealt round-robin, so every consumer gets a spread of
+    the split. Streaming storage (a deflated npz) can only be entered by
+    decompressing everything before the entry point, so each consumer gets
+    one contiguous block of ranges, read forwards; the cost is that consumer
+    ``k`` decompresses and discards the blocks before its own.
+    """
+    if not 0 <= consumer < consumers:
+        raise ValueError(f"consumer {consumer} of {consumers}")
+    if streaming:
+        lo = len(ranges) * consumer // consumers
+        hi = len(ranges) * (consumer + 1) // consumers
+        return list(ranges[lo:hi])
+    order = list(ranges)
+    if shuffle:
+        perm = epoch_rng(seed, epoch).permutation(len(order))
+        order = [order[i] for i in perm]
+    return order[consumer::consumers]
+
+
+def shuffle_buffer(items: Iterable[T], size: int, rng: np.random.Generator) -> Iterator[T]:
+    """Items in a random order drawn from a buffer of at most ``size`` (memory stays bounded)."""
+    if size <= 1:
+        yield from items
+        return
+    buf: list[T] = []
+    for item in items:
+        if len(buf) < size:
+            buf.append(item)
+            continue
+        i = int(rng.integers(size))
+        buf[i], item = item, buf[i]
+        yield item
+    order = rng.permutation(len(buf))
+    for i in order:
+        yield buf[i]

@@ -1,0 +1,127 @@
+"""One split of one dataset, read range by range in any process (no framework imported).
+
+A :class:`SplitSource` is what a training reader pickles to its workers: the
+path and the choices, never an open file. Each process opens its own reader on
+first use (an HDF5 or zip handle must not cross a fork), and reads whole
+record ranges (:meth:`dstore.codecs.base.Reader.record_ranges`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ..errors import CodecIOError, SchemaError
+from ..schema import Batch, SplitSpec
+
+__all__ = ["ON_ERROR", "SplitSource"]
+
+ON_ERROR = ("raise", "skip")
+_log = logging.getLogger("dstore")
+#: skipped-record messages kept for inspection (the count has no bound)
+_KEEP_ERRORS = 100
+
+
+class SplitSource:
+    """Records of ``split`` of the dataset at ``path``, fields ``fields`` (all if None)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        split: str,
+        fields: Sequence[str] | None = None,
+        *,
+        format: str | None = None,  # noqa: A002 - the name dstore.open uses
+        on_error: str = "raise",
+        range_bytes: int | None = None,
+    ) -> None:
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}; got {on_error!r}")
+        self.path = os.fspath(path)
+        self.format = format
+        self.on_error = on_error
+        self._reader: Any = None
+        self._pid = -1
+        reader = self.reader()
+        self.spec: SplitSpec = reader.split(split)  # one line naming the splits there are
+        self.split = split
+        if fields is not None:
+            if isinstance(fields, str):
+                fields = [fields]
+            unknown = [f for f in fields if f not in self.spec.fields]
+            if unknown:
+                raise SchemaError(
+                    f"{self.path}: split {split!r} has no field(s) {', '.join(map(repr, unknown))}; "
+                    f"fields: {', '.join(self.spec.fields)}"
+                )
+        self.fields = list(fields) if fields is not None else list(self.spec.fields)
+        self.ranges: list[tuple[int, int]] = (
+            reader.record_ranges(split) if range_bytes is None else reader.record_ranges(split, range_bytes)
+        )
+        #: False for storage that only streams (deflated npz members)
+        self.random_access: bool = bool(reader.random_access)
+        self.skipped = 0
+        self.errors: list[str] = []
+
+    @property
+    def count(self) -> int:
+        return self.spec.count
+
+    def reader(self) -> Any:
+        """This process's reader, opened on first use."""
+        if self._reader is None or self._pid != os.getpid():
+            from ..api import open_reader
+
+            self._reader = open_reader(self.path, format=self.format)
+            self._pid = os.getpid()
+        return self._reader
+
+    def close(self) -> None:
+        if self._reader is not None and self._pid == os.getpid():
+            self._reader.close()
+        self._reader = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_reader"], state["_pid"] = None, -1
+        return state
+
+    def batches(self, start: int, stop: int, rows: int | None = None) -> Iterator[Batch]:
+        """Records ``start:stop`` as batches; with ``on_error="skip"`` a record that
+        does not read is counted in ``skipped``, logged, and left out."""
+        rows = rows or max(1, stop - start)
+        pos = start
+        while pos < stop:
+            try:
+                for batch in self._read(pos, stop, rows):
+                    pos += len(next(iter(batch.values())))
+                    yield batch
+                return
+            except CodecIOError:
+                if self.on_error == "raise":
+                    raise
+            # Somewhere in the batch that failed: isolate the bad record one
+            # record at a time, then go back to whole batches after it.
+            while pos < stop:
+                try:
+                    single = list(self._read(pos, pos + 1, 1))
+                except CodecIOError as e:
+                    self._skip(pos, e)
+                    pos += 1
+                    break
+                pos += 1
+                yield from single
+
+    def _read(self, start: int, stop: int, rows: int) -> Iterator[Batch]:
+        return self.reader().iter_batches(
+            self.split, fields=self.fields, start=start, stop=stop, batch_rows=rows
+        )
+
+    def _skip(self, record: int, error: Exception) -> None:
+        self.skipped += 1
+        message = f"skipped record {record} of split {self.split!r}: {error}"
+        if len(self.errors) < _KEEP_ERRORS:
+            self.errors.append(message)
+        _log.warning("%s", message)
