@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import CodecIOError, SchemaError
+from ..registry import infer_codec
 from ..schema import Batch, SplitSpec
 
 __all__ = ["ON_ERROR", "SplitSource"]
@@ -33,14 +34,14 @@ class SplitSource:
         split: str,
         fields: Sequence[str] | None = None,
         *,
-        format: str | None = None,  # noqa: A002 - the name dstore.open uses
+        format: str | None = None,
         on_error: str = "raise",
         range_bytes: int | None = None,
     ) -> None:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}; got {on_error!r}")
         self.path = os.fspath(path)
-        self.format = format
+        self.format = format or infer_codec(self.path)
         self.on_error = on_error
         self._reader: Any = None
         self._pid = -1

@@ -72,6 +72,31 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
+_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+_malloc_fixed = False
+
+
+def _fix_malloc_threshold() -> None:
+    """In a DataLoader worker (a process that exists for this dataset), pin glibc's
+    mmap threshold at its default 128 KiB.
+
+    glibc raises the threshold each time a large block is freed (up to 32
+    MiB), after which record ranges and per-record tensors come from the
+    heap, fragment it, and a worker's RSS creeps up by a hundred MB or more;
+    fixed, every such buffer is returned to the system when freed (measured:
+    growth 116 -> 34 MB reading 118 MB of tiles with a 64-record buffer)."""
+    global _malloc_fixed
+    if _malloc_fixed:
+        return
+    _malloc_fixed = True
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
+    except (OSError, AttributeError):  # not glibc: nothing to fix
+        pass
+
+
 def _dist() -> tuple[int, int] | None:
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
@@ -128,6 +153,8 @@ class DstoreIterableDataset(tud.IterableDataset):
         return rank * workers + worker, world * workers
 
     def __iter__(self) -> Iterator[Record]:
+        if tud.get_worker_info() is not None:
+            _fix_malloc_threshold()
         me, consumers = self.consumer()
         src = self.source
         streaming = not src.random_access
@@ -150,10 +177,12 @@ class DstoreMapDataset(tud.Dataset):
     """``len`` and ``ds[i]`` over a random-access split; reads whole ranges, keeps the last."""
 
     def __init__(self, source: SplitSource) -> None:
-        if not source.random_access:
+        if not source.random_access or source.format == "tfrecord":
+            what = "TFRecord shards are read in order" if source.format == "tfrecord" else (
+                "a deflated npz only streams")
             raise SchemaError(
-                f"{source.path}: map_style=True needs random access, and this storage only "
-                "streams (a deflated npz); use the iterable dataset or convert to zarr/HDF5"
+                f"{source.path}: map_style=True needs random access and {what}; use the "
+                "iterable dataset, or convert to zarr, HDF5 or an uncompressed npz"
             )
         self.source = source
         self._starts = [a for a, _ in source.ranges]
@@ -242,7 +271,7 @@ def to_torch(
     world_size: int | None = None,
     on_error: str = "raise",
     range_mb: float | None = None,
-    format: str | None = None,  # noqa: A002 - the name dstore.open uses
+    format: str | None = None,
 ) -> DstoreIterableDataset | DstoreMapDataset:
     """A PyTorch dataset of ``{field: tensor}`` records of ``split``; see the module doc.
 

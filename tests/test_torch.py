@@ -1,0 +1,282 @@
+"""dstore.to_torch: every record exactly once per epoch, over every format, through real DataLoaders."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import dstore
+from dstore.codecs import _tfrecord_io as rio
+from dstore.errors import CodecIOError, SchemaError
+
+torch = pytest.importorskip("torch")
+import itertools
+
+from torch.utils.data import DataLoader
+
+from dstore.readers.torch import collate, pad_collate
+
+N = 60
+RANGE_MB = 0.05  # ~4 tiles of 64x64x3 per range: many ranges from small files
+#: format -> (file name, codec options making several chunks / shards)
+FORMATS = {
+    "npz": ("d.npz", {"compress": "false"}),
+    "npz-deflated": ("z.npz", {"compress": "true"}),
+    "zarr": ("d.zarr", {"chunk_mb": "0.03"}),
+    "hdf5": ("d.h5", {"chunk_mb": "0.03"}),
+    "tfrecord": ("d.tfrecords", {"shard_mb": "0.15"}),
+}
+
+
+@pytest.fixture(scope="module")
+def data(tiles):
+    x, y = tiles
+    # ``k`` makes every record distinct even if two crops happened to coincide
+    return {"x": x, "y": y, "k": np.arange(N, dtype=np.int64) * 7 - 3}
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory, data):
+    root = tmp_path_factory.mktemp("torch")
+    out = {}
+    for fmt, (name, opts) in FORMATS.items():
+        path = str(root / name)
+        dstore.save({"train": data, "test": {k: v[:5] for k, v in data.items()}}, path, **opts)
+        out[fmt] = path
+    return out
+
+
+def _key(x, y, k) -> bytes:
+    return np.asarray(x).tobytes() + np.asarray(y).tobytes() + np.asarray(k).tobytes()
+
+
+def _expected(data) -> Counter:
+    return Counter(_key(data["x"][i], data["y"][i], data["k"][i]) for i in range(N))
+
+
+def _from_loader(loader) -> list[bytes]:
+    keys = []
+    for batch in loader:
+        for i in range(len(batch["k"])):
+            keys.append(_key(batch["x"][i].numpy(), batch["y"][i].numpy(), batch["k"][i].numpy()))
+    return keys
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_ranges_cover_the_split_in_storage_units(stores, fmt):
+    reader = dstore.api.open_reader(stores[fmt])
+    with reader:
+        ranges = reader.record_ranges("train", int(RANGE_MB * 2**20))
+        assert ranges[0][0] == 0 and ranges[-1][1] == N and len(ranges) > 3
+        assert all(a < b for a, b in ranges)
+        assert all(p[1] == q[0] for p, q in itertools.pairwise(ranges))
+        if fmt in ("zarr", "hdf5"):
+            chunk = reader.arrays[("train", "x")].chunks[0]
+            assert all(a % chunk == 0 for a, _ in ranges)
+        if fmt == "tfrecord":  # no range crosses a shard boundary
+            bounds = np.cumsum([s.records for s in reader.shards["train"]])
+            assert len(bounds) > 1
+            assert all(not (a < e < b) for a, b in ranges for e in bounds)
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("shuffle", [0, 16])
+def test_two_workers_read_every_record_once(stores, data, fmt, shuffle):
+    ds = dstore.to_torch(stores[fmt], "train", shuffle=shuffle, seed=3, range_mb=RANGE_MB)
+    got = _from_loader(DataLoader(ds, batch_size=8, num_workers=2))
+    assert Counter(got) == _expected(data)
+    first = next(iter(DataLoader(ds, batch_size=N, num_workers=0)))
+    assert first["x"].dtype == torch.uint8 and tuple(first["x"].shape[1:]) == data["x"].shape[1:]
+    assert first["k"].dtype == torch.int64
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_two_ranks_of_two_workers_read_every_record_once_per_epoch(stores, data, fmt):
+    orders = []
+    for epoch in (0, 1):
+        keys: list[bytes] = []
+        for rank in (0, 1):
+            ds = dstore.to_torch(stores[fmt], "train", shuffle=8, seed=11, rank=rank,
+                                 world_size=2, range_mb=RANGE_MB)
+            ds.set_epoch(epoch)
+            keys += _from_loader(DataLoader(ds, batch_size=5, num_workers=2))
+        assert Counter(keys) == _expected(data), (fmt, epoch)
+        orders.append(keys)
+    assert orders[0] != orders[1]
+
+
+@pytest.mark.parametrize("fmt", ["npz", "zarr", "hdf5", "tfrecord"])
+def test_set_epoch_reshuffles_deterministically(stores, data, fmt):
+    def order(seed: int, epoch: int) -> list[int]:
+        ds = dstore.to_torch(stores[fmt], "train", shuffle=10, seed=seed, range_mb=RANGE_MB)
+        ds.set_epoch(epoch)
+        return [int(r["k"]) for r in ds]
+
+    plain = [int(r["k"]) for r in dstore.to_torch(stores[fmt], "train", range_mb=RANGE_MB)]
+    assert plain == list(data["k"])  # no shuffle: storage order
+    a = order(5, 0)
+    assert sorted(a) == sorted(plain)
+    assert a == order(5, 0)  # same seed and epoch: same order
+    assert a != order(5, 1) and a != plain
+    assert order(6, 0) != a
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("workers", [4, 5])
+def test_more_workers_than_ranges(stores, data, fmt, workers):
+    ds = dstore.to_torch(stores[fmt], "train", range_mb=100)  # one range per shard / file
+    assert len(ds.source.ranges) < workers
+    got = _from_loader(DataLoader(ds, batch_size=7, num_workers=workers))
+    assert Counter(got) == _expected(data)
+
+
+def test_streaming_npz_gives_each_worker_one_block():
+    from dstore.readers.plan import consumer_ranges
+
+    ranges = [(i * 10, i * 10 + 10) for i in range(7)]
+    for consumers in range(1, 10):
+        seen = []
+        for c in range(consumers):
+            mine = consumer_ranges(ranges, c, consumers, shuffle=True, seed=0, epoch=0, streaming=True)
+            assert all(p[1] == q[0] for p, q in itertools.pairwise(mine))  # contiguous, forwards
+            seen += mine
+        assert sorted(seen) == ranges
+
+
+@pytest.mark.parametrize("fmt", ["npz", "zarr", "hdf5"])
+def test_map_style(stores, data, fmt):
+    ds = dstore.to_torch(stores[fmt], "train", map_style=True, range_mb=RANGE_MB)
+    assert len(ds) == N
+    for i in list(range(N)) + [-1, -N]:
+        rec = ds[i]
+        np.testing.assert_array_equal(rec["x"].numpy(), data["x"][i])
+        np.testing.assert_array_equal(rec["y"].numpy(), data["y"][i])
+        assert int(rec["k"]) == data["k"][i]
+    with pytest.raises(IndexError):
+        ds[N]
+    got = _from_loader(DataLoader(ds, batch_size=8, shuffle=True, num_workers=2))
+    assert Counter(got) == _expected(data)
+
+
+@pytest.mark.parametrize("fmt", ["npz-deflated", "tfrecord"])
+def test_map_style_refuses_sequential_storage(stores, fmt):
+    with pytest.raises(SchemaError, match="map_style=True needs random access"):
+        dstore.to_torch(stores[fmt], "train", map_style=True)
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_bad_split_and_fields_name_what_exists(stores, fmt):
+    with pytest.raises(SchemaError) as e:
+        dstore.to_torch(stores[fmt], "nope")
+    msg = str(e.value)
+    assert "\n" not in msg and "'nope'" in msg and "train" in msg and "test" in msg
+    with pytest.raises(SchemaError) as e:
+        dstore.to_torch(stores[fmt], "train", fields=["x", "z"])
+    msg = str(e.value)
+    assert "\n" not in msg and "'z'" in msg and "fields: x, y, k" in msg
+
+
+def test_fields_subset(stores, data):
+    recs = list(dstore.to_torch(stores["zarr"], "train", fields=["k"]))
+    assert [set(r) for r in recs[:1]] == [{"k"}]
+    assert [int(r["k"]) for r in recs] == list(data["k"])
+
+
+def _corrupt_record(path: str, shard_index: int, record: int) -> str:
+    shard = sorted(f for f in os.listdir(path) if f.startswith("train-"))[shard_index]
+    full = os.path.join(path, shard)
+    with rio.RecordFile(full) as rf:
+        rf.skip(record)
+        offset = rf.offset
+    with open(full, "r+b") as f:
+        f.seek(offset + 12 + 40)  # inside the record's data: its data CRC fails
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    return shard
+
+
+def test_corrupt_shard_mid_epoch_names_shard_and_record(tmp_path, data, caplog):
+    path = str(tmp_path / "c.tfrecords")
+    dstore.save({"train": data}, path, shard_mb="0.15")
+    shard = _corrupt_record(path, 1, 2)
+    with pytest.raises(CodecIOError) as e:
+        for _ in DataLoader(dstore.to_torch(path, "train", range_mb=RANGE_MB), batch_size=4):
+            pass
+    assert shard in str(e.value) and "record 2" in str(e.value)
+
+    for shuffle in (0, 9):
+        ds = dstore.to_torch(path, "train", shuffle=shuffle, on_error="skip", range_mb=RANGE_MB)
+        with caplog.at_level(logging.WARNING, logger="dstore"):
+            recs = list(ds)
+        assert ds.skipped == 1 and len(recs) == N - 1
+        assert any(shard in m and "record 2" in m for m in caplog.messages)
+        keys = Counter(_key(r["x"].numpy(), r["y"].numpy(), r["k"].numpy()) for r in recs)
+        expected = _expected(data)
+        missing = expected - keys
+        assert sum(missing.values()) == 1 and not keys - expected
+    with pytest.raises(ValueError, match="on_error"):
+        dstore.to_torch(path, "train", on_error="ignore")
+
+
+def test_collate_keeps_ragged_and_strings_and_pads_with_a_mask():
+    rng = np.random.default_rng(0)
+    recs = [
+        {"boxes": torch.from_numpy(rng.random((n, 4), dtype=np.float32)), "name": f"img{n}",
+         "x": torch.full((2, 2), n)}
+        for n in (3, 0, 5, 1)
+    ]
+    batch = collate(recs)
+    assert batch["name"] == ["img3", "img0", "img5", "img1"]
+    assert isinstance(batch["boxes"], list) and [len(b) for b in batch["boxes"]] == [3, 0, 5, 1]
+    assert batch["x"].shape == (4, 2, 2)
+    padded = pad_collate(recs)
+    assert padded["boxes"].shape == (4, 5, 4)
+    assert padded["boxes_mask"].tolist() == [[j < n for j in range(5)] for n in (3, 0, 5, 1)]
+    for i, r in enumerate(recs):
+        n = len(r["boxes"])
+        torch.testing.assert_close(padded["boxes"][i, :n], r["boxes"])
+        assert not padded["boxes"][i, n:].any()
+    loader = DataLoader(recs, batch_size=2, num_workers=2, collate_fn=pad_collate)
+    assert [b["boxes"].shape[1] for b in loader] == [3, 5]
+
+
+def test_worker_rss_stays_under_300_mb(tmp_path, tiles):
+    """Peak RSS of each DataLoader worker (shuffle buffer included) while reading 197 MB of tiles."""
+    pytest.importorskip("psutil")
+    from dstore.demo import photo_tiles
+
+    x, y = photo_tiles(200, 256, seed=1)
+    path = str(tmp_path / "big.zarr")
+    dstore.save({"train": {"x": np.concatenate([x] * 5), "y": np.concatenate([y] * 5)}}, path)
+    del x
+    code = f"""
+import psutil, torch, dstore
+ds = dstore.to_torch({path!r}, "train", shuffle=64)
+loader = torch.utils.data.DataLoader(ds, batch_size=64, num_workers=2)
+me = psutil.Process()
+peak = {{}}
+n = 0
+for batch in loader:
+    n += len(batch["x"])
+    for child in me.children():
+        try:
+            peak[child.pid] = max(peak.get(child.pid, 0), child.memory_info().rss)
+        except psutil.NoSuchProcess:
+            pass
+print(n, len(peak), max(peak.values()) // 2**20)
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(dstore.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    n, workers, peak_mb = map(int, out.stdout.split())
+    assert (n, workers) == (1000, 2)
+    assert peak_mb < 300, peak_mb
