@@ -1,12 +1,21 @@
-"""``tf.data`` pipelines over TFRecords (extra ``tf``): the only module importing TensorFlow."""
+"""``tf.data`` pipelines over any dstore format (extra ``tf``): the only module importing TensorFlow.
+
+TFRecord directories are read natively: one ``TFRecordDataset`` over all the
+split's shards, Example parsing and image decoding in the same parallel map,
+then batching and prefetch -- the pipeline a TensorFlow user writes by hand.
+zarr, HDF5 and npz go through ``Dataset.from_generator`` over dstore's own
+batched reader, with an ``output_signature`` from the schema.
+"""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from .errors import MissingDependencyError, SchemaError
+from .errors import MissingDependencyError
 
 __all__ = ["to_tf_dataset"]
 
@@ -19,31 +28,61 @@ def _tf() -> Any:
     return tf
 
 
-def to_tf_dataset(path: str, split: str = "train", *, deterministic: bool = True) -> Any:
+def _native(dtype: np.dtype) -> np.dtype:
+    return dtype.newbyteorder("=") if dtype.byteorder == ">" else dtype
+
+
+def to_tf_dataset(
+    path: str,
+    split: str = "train",
+    *,
+    fields: Sequence[str] | None = None,
+    batch_size: int | None = None,
+    drop_remainder: bool = False,
+    shuffle: int = 0,
+    seed: int = 0,
+    deterministic: bool = True,
+    format: str | None = None,
+) -> Any:
     """A ``tf.data.Dataset`` of ``{field: tensor}`` with the original dtypes and shapes.
 
-    Parsing and PNG decoding run in parallel (``AUTOTUNE``) and the result is
-    prefetched. Works on dstore directories and on TFRecords written by others.
+    ``batch_size`` batches inside the pipeline (before the prefetch, so tf.data
+    fuses decoding and batching); without it the dataset yields records.
+    ``shuffle`` is a shuffle buffer in records (the shard or range order is
+    shuffled too), reshuffled each epoch from ``seed``. Works on dstore
+    directories and on TFRecords written by others.
     """
     tf = _tf()
-    from .codecs.tfrecord import _DECODE_RAW_DTYPES, TFRecordReader
+    from .readers.source import SplitSource
 
-    reader = TFRecordReader(path)
-    if split not in reader.schema.splits:
-        raise SchemaError(f"{path}: no split {split!r}; splits: {', '.join(reader.schema.splits)}")
-    spec = reader.schema.splits[split]
-    encs = reader.encodings[split]
-    files = [s.path for s in reader.shards[split]]
-    compression = reader.tf_compression_types(split)
+    if shuffle < 0:
+        raise ValueError(f"shuffle is a buffer size in records (>= 0); got {shuffle}")
+    source = SplitSource(path, split, fields, format=format)
+    if source.format == "tfrecord":
+        ds = _tfrecord_dataset(tf, source, shuffle, seed, deterministic)
+    else:
+        ds = _generator_dataset(tf, source, shuffle, seed)
+    if shuffle > 1:
+        ds = ds.shuffle(shuffle, seed=seed, reshuffle_each_iteration=True)
+    if batch_size:
+        ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _tfrecord_dataset(tf: Any, source: Any, shuffle: int, seed: int, deterministic: bool) -> Any:
+    from .codecs import _tfrecord_io as rio
+
+    reader = source.reader()
+    spec = source.spec
+    encs = reader.encodings[source.split]
+    shards = reader.shards[source.split]
+    files = [s.path for s in shards]
+    compression = "GZIP" if files and rio.is_gzip(files[0]) else ""
+    names = source.fields
 
     description = {}
-    for name, field in spec.fields.items():
-        enc = encs[name]
-        if enc.encoding == "raw" and field.dtype.newbyteorder("=").name not in _DECODE_RAW_DTYPES:
-            raise SchemaError(
-                f"{path}: split {split!r}, field {name!r} is {field.dtype}, which TensorFlow "
-                "has no dtype for; read it with dstore.open"
-            )
+    for name in names:
+        field, enc = spec.fields[name], encs[name]
         if enc.encoding in ("png", "raw"):
             description[enc.feature] = tf.io.FixedLenFeature([], tf.string)
         else:
@@ -52,12 +91,13 @@ def to_tf_dataset(path: str, split: str = "train", *, deterministic: bool = True
             description[enc.feature] = tf.io.FixedLenFeature(dims, kind)
 
     def decode(record: Any) -> dict[str, Any]:
+        # parse and decode in one map: tf.data runs it on all cores and fuses it with batch
         ex = tf.io.parse_single_example(record, description)
         out = {}
-        for name, field in spec.fields.items():
-            enc = encs[name]
+        for name in names:
+            field, enc = spec.fields[name], encs[name]
             value = ex[enc.feature]
-            native = field.dtype.newbyteorder("=")
+            native = _native(field.dtype)
             if enc.encoding == "png":
                 channels = field.shape[2] if len(field.shape) == 3 else 1
                 value = tf.io.decode_png(value, channels=channels, dtype=tf.as_dtype(native))
@@ -72,11 +112,44 @@ def to_tf_dataset(path: str, split: str = "train", *, deterministic: bool = True
             out[name] = tf.reshape(value, field.shape)
         return out
 
-    if len(set(compression)) <= 1:
-        ds = tf.data.TFRecordDataset(files, compression_type=compression[0] if files else "")
-    else:  # one TFRecordDataset reads one compression: chain them, file order kept
-        ds = tf.data.TFRecordDataset(files[0], compression_type=compression[0])
-        for f, c in zip(files[1:], compression[1:], strict=True):
-            ds = ds.concatenate(tf.data.TFRecordDataset(f, compression_type=c))
-    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    if shuffle > 1:
+        files_ds = tf.data.Dataset.from_tensor_slices(files).shuffle(
+            len(files), seed=seed, reshuffle_each_iteration=True
+        )
+        ds = files_ds.interleave(
+            lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
+            cycle_length=min(len(files), 4), num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=deterministic,
+        )
+    else:
+        # one dataset over all shards in order: the storage order, as numpy readers give it
+        ds = tf.data.TFRecordDataset(files, compression_type=compression)
+    return ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+
+
+def _generator_dataset(tf: Any, source: Any, shuffle: int, seed: int) -> Any:
+    """zarr, HDF5, npz: dstore's batched reader, range by range, unbatched into records.
+
+    A field of another kind (issue #12's strings and ragged values) would add
+    its ``tf.TensorSpec(dtype=tf.string)`` / ``tf.RaggedTensorSpec`` here."""
+    spec = source.spec
+    signature = {
+        name: tf.TensorSpec((None, *spec.fields[name].shape), tf.as_dtype(_native(spec.fields[name].dtype)))
+        for name in source.fields
+    }
+    epochs = itertools.count()
+
+    def batches() -> Iterator[dict[str, np.ndarray]]:
+        ranges = list(source.ranges)
+        rows = None
+        if not source.random_access:  # a deflated npz: one forward pass, never re-entered
+            rows = max((b - a for a, b in ranges), default=1)
+            ranges = [(0, source.count)]
+        elif shuffle > 1:
+            rng = np.random.default_rng([seed, next(epochs)])
+            ranges = [ranges[i] for i in rng.permutation(len(ranges))]
+        for a, b in ranges:
+            for batch in source.batches(a, b, rows):
+                yield {n: batch[n].astype(_native(batch[n].dtype), copy=False) for n in source.fields}
+
+    return tf.data.Dataset.from_generator(batches, output_signature=signature).unbatch()

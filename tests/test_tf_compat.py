@@ -417,3 +417,51 @@ def test_label_maker_serialize_tensor_records(tmp_path, tiles, varying):
     out = str(tmp_path / "o.npz")
     dstore.convert(path, out)
     assert dstore.verify(path, out).ok
+
+
+@pytest.fixture(scope="module")
+def mixed(tiles):
+    x, y = tiles
+    n = len(x)
+    return {
+        "x": x,
+        "y": y,
+        "k": np.arange(n, dtype=">i4") * 3 - 7,  # big-endian comes back native
+        "h": np.linspace(-2, 2, n * 6).astype(np.float16).reshape(n, 2, 3),
+        "d": (x[:, :4, :4, 0].astype(np.uint16) * 257),
+        "b": (np.arange(n) % 3 == 0),
+    }
+
+
+@pytest.mark.parametrize("name,opts", [
+    ("d.tfrecords", {"shard_mb": "0.1"}), ("d.zarr", {"chunk_mb": "0.03"}),
+    ("d.h5", {"chunk_mb": "0.03"}), ("d.npz", {"compress": "false"}), ("z.npz", {}),
+])
+def test_to_tf_dataset_reads_every_format(tmp_path, mixed, name, opts):
+    out = str(tmp_path / name)
+    dstore.save({"train": mixed, "test": {k: v[:3] for k, v in mixed.items()}}, out, **opts)
+    ds = dstore.to_tf_dataset(out, split="train", batch_size=16)
+    got = {k: [] for k in mixed}
+    for batch in ds:
+        assert batch["x"].shape[0] <= 16
+        for k, parts in got.items():
+            parts.append(batch[k].numpy())
+    for k, ref in mixed.items():
+        arr = np.concatenate(got[k])
+        assert arr.dtype == ref.dtype.newbyteorder("="), k
+        np.testing.assert_array_equal(arr, ref)  # storage order without shuffle
+    # shuffled: every record once per epoch, another order each epoch, reproducible from the seed
+    def epochs(seed: int) -> list[list[int]]:
+        sds = dstore.to_tf_dataset(out, split="train", fields=["k"], shuffle=20, seed=seed)
+        return [[int(r["k"]) for r in sds] for _ in range(2)]
+
+    first = epochs(1)
+    assert all(sorted(e) == sorted(mixed["k"].tolist()) for e in first)
+    assert first[0] != first[1] and first[0] != mixed["k"].tolist()
+    assert epochs(1) == first
+    with pytest.raises(dstore.SchemaError) as e:
+        dstore.to_tf_dataset(out, split="nope")
+    assert "\n" not in str(e.value) and "splits: train, test" in str(e.value)
+    with pytest.raises(dstore.SchemaError) as e:
+        dstore.to_tf_dataset(out, split="train", fields=["x", "q"])
+    assert "'q'" in str(e.value) and "fields: x, y, k, h, d, b" in str(e.value)
