@@ -1,0 +1,264 @@
+"""Reading for training: dstore.to_torch / to_tf_dataset against the readers people use.
+
+On the train split of the label-maker tiles (real photos, 256x256x3), each way
+runs in its own process and reads every record once in batches of 64:
+
+* ``dstore.to_torch`` + ``DataLoader(num_workers=2, batch_size=64)`` from
+  TFRecord (PNG), zarr (blosc), HDF5 (gzip) and npz (stored, and deflated);
+* webdataset: a tar of the same PNG bytes, decoded with PIL;
+* Hugging Face ``datasets``: Arrow (uncompressed) ``with_format("torch")``;
+* a plain ``Dataset`` over ``np.load(mmap_mode="r")`` of uncompressed .npy;
+* ``dstore.to_tf_dataset(batch_size=64)`` against the hand-written tf.data
+  pipeline over the same shards.
+
+Ratios are against the peer reading an equally compressed format (PNG:
+webdataset; uncompressed: the best of mmap npy and Hugging Face) and, for
+TensorFlow, the hand-written pipeline, all measured in the same run. Peak RSS
+of each DataLoader worker is sampled from the parent after every batch.
+
+    python benchmarks/bench_read.py [--tiles 7000] [--repeats 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import tarfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import OUT, dir_size, label_maker_npz, machine, run_way, table, write_report
+
+BATCH = 64
+WORKERS = 2
+
+#: Runs a DataLoader over ``ds`` (defined by the way's setup) and prints the result line.
+_LOADER = """
+import json, time, psutil, torch
+from torch.utils.data import DataLoader
+{imports}
+me = psutil.Process()
+t = time.perf_counter()  # imports excluded: opening the data and reading it are timed
+{setup}
+loader = DataLoader(ds, batch_size={batch}, num_workers={workers}{extra})
+n = 0
+peak = {{}}
+for batch in loader:
+    n += len(batch[{key!r}])
+    for child in me.children():
+        try:
+            peak[child.pid] = max(peak.get(child.pid, 0), child.memory_info().rss)
+        except psutil.NoSuchProcess:
+            pass
+s = time.perf_counter() - t
+print("RESULT", json.dumps({{"seconds": s, "records": n,
+                            "worker_mb": max(peak.values(), default=0) / 2**20}}))
+"""
+
+
+def loader_way(setup: str, key: str, imports: str = "import dstore", extra: str = "") -> str:
+    return _LOADER.format(imports=imports, setup=setup, batch=BATCH, workers=WORKERS, key=key,
+                          extra=extra)
+
+
+def prepare(tiles: int) -> dict[str, str]:
+    """Every stored form of the same tiles (cached in benchmarks/out/)."""
+    import dstore
+
+    src = label_maker_npz(tiles)
+    paths = {"npz-stored": src}
+    base = os.path.join(OUT, f"read-{tiles}")
+    os.makedirs(base, exist_ok=True)
+    for key, name, opts in [
+        ("tfrecord", "d.tfrecords", {}),
+        ("zarr", "d.zarr", {}),
+        ("hdf5", "d.h5", {}),
+        ("npz-deflated", "z.npz", {"compress": "true"}),
+    ]:
+        path = os.path.join(base, name)
+        if not os.path.exists(path):
+            print(f"writing {path}", file=sys.stderr)
+            dstore.convert(src, path, options=opts)
+        paths[key] = path
+    with dstore.open(src) as ds:
+        x, y = ds["train"]["x"][:], ds["train"]["y"][:]
+    npy = os.path.join(base, "x_train.npy")
+    if not os.path.exists(npy):
+        np.save(npy + ".tmp.npy", x)
+        os.replace(npy + ".tmp.npy", npy)
+        np.save(os.path.join(base, "y_train.npy"), y)
+    paths["npy"] = npy
+    paths["wds"] = _webdataset_tar(base, paths["tfrecord"])
+    paths["hf"] = _hf_dataset(base, x, y)
+    return paths
+
+
+def _webdataset_tar(base: str, tfrecords: str, shards: int = 8) -> str:
+    """The TFRecord's own PNG bytes in webdataset tar shards (equally compressed);
+    several shards, since webdataset splits work between DataLoader workers by shard."""
+    pattern = os.path.join(base, "wds", "train-{i:05d}.tar")
+    done = os.path.join(base, "wds", "done")
+    urls = os.path.join(base, "wds", f"train-{{00000..{shards - 1:05d}}}.tar")
+    if os.path.exists(done):
+        return urls
+    from dstore.codecs._example import decode_example
+    from dstore.codecs.tfrecord import TFRecordReader
+
+    os.makedirs(os.path.dirname(pattern), exist_ok=True)
+    reader = TFRecordReader(tfrecords)
+    count = reader.schema.splits["train"].count
+    raw = reader._iter_raw("train", 0, count)
+    for k in range(shards):
+        lo, hi = count * k // shards, count * (k + 1) // shards
+        with tarfile.open(pattern.format(i=k), "w") as tar:
+            for i in range(lo, hi):
+                rec, where = next(raw)
+                feats = decode_example(rec, where)
+                members = {"png": feats["x"][1][0],
+                           "cls": np.asarray(feats["y"][1]).astype(np.uint8).tobytes()}
+                for ext, data in members.items():
+                    info = tarfile.TarInfo(f"{i:08d}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    open(done, "w").close()
+    return urls
+
+
+def _hf_dataset(base: str, x: np.ndarray, y: np.ndarray) -> str:
+    path = os.path.join(base, "hf")
+    if os.path.exists(path):
+        return path
+    try:
+        import datasets
+    except ImportError:
+        return ""
+    features = datasets.Features({
+        "x": datasets.Array3D(shape=x.shape[1:], dtype="uint8"),
+        "y": datasets.Sequence(datasets.Value("uint8"), length=y.shape[1]),
+    })
+
+    def gen():
+        for i in range(len(x)):
+            yield {"x": x[i], "y": y[i]}
+
+    ds = datasets.Dataset.from_generator(gen, features=features, cache_dir=os.path.join(base, "hf-cache"))
+    ds.save_to_disk(path + ".tmp")
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def ways(p: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(name, storage group, code) for every way."""
+    out = []
+    for fmt, group in [("tfrecord", "PNG"), ("zarr", "blosc"), ("hdf5", "gzip"),
+                       ("npz-stored", "none"), ("npz-deflated", "deflate")]:
+        out.append((f"dstore.to_torch {fmt}", group, loader_way(
+            f"ds = dstore.to_torch({p[fmt]!r}, 'train')", "x")))
+    out.append(("webdataset tar + PIL", "PNG", loader_way(
+        f"""
+def dec(sample):
+    img = np.asarray(Image.open(io.BytesIO(sample["png"])).convert("RGB"))
+    return {{"x": torch.from_numpy(img), "y": torch.from_numpy(np.frombuffer(sample["cls"], np.uint8).copy())}}
+ds = wds.WebDataset({p['wds']!r}, shardshuffle=False).map(dec)
+""", "x", "import io, numpy as np, webdataset as wds\nfrom PIL import Image")))
+    if p.get("hf"):
+        out.append(("HF datasets with_format('torch')", "none", loader_way(
+            f"ds = datasets.load_from_disk({p['hf']!r}).with_format('torch')", "x", "import datasets")))
+    out.append(("Dataset over np.load(mmap_mode='r')", "none", loader_way(
+        f"""
+class Mm(torch.utils.data.Dataset):
+    def __init__(self):
+        self.x = np.load({p['npy']!r}, mmap_mode="r")
+        self.y = np.load({os.path.join(os.path.dirname(p['npy']), 'y_train.npy')!r}, mmap_mode="r")
+    def __len__(self):
+        return len(self.x)
+    def __getitem__(self, i):
+        return {{"x": torch.from_numpy(np.array(self.x[i])), "y": torch.from_numpy(np.array(self.y[i]))}}
+ds = Mm()
+""", "x", "import numpy as np")))
+    tf_common = """
+import json, os, time, glob
+import tensorflow as tf
+import dstore
+t = time.perf_counter(); n = 0
+"""
+    out.append(("hand-written tf.data (parse_single_example + decode_png)", "tf", tf_common + f"""
+desc = {{"x": tf.io.FixedLenFeature([], tf.string), "y": tf.io.FixedLenFeature([7], tf.int64)}}
+def parse(r):
+    ex = tf.io.parse_single_example(r, desc)
+    return {{"x": tf.io.decode_png(ex["x"], channels=3), "y": ex["y"]}}
+files = sorted(glob.glob(os.path.join({p['tfrecord']!r}, "train-*.tfrecord")))
+ds = (tf.data.TFRecordDataset(files, num_parallel_reads=tf.data.AUTOTUNE)
+      .map(parse, num_parallel_calls=tf.data.AUTOTUNE).batch({BATCH}).prefetch(tf.data.AUTOTUNE))
+for b in ds:
+    n += len(b["x"])
+s = time.perf_counter() - t
+print("RESULT", json.dumps({{"seconds": s, "records": n}}))
+"""))
+    out.append(("dstore.to_tf_dataset(batch_size=64)", "tf", tf_common + f"""
+for b in dstore.to_tf_dataset({p['tfrecord']!r}, split="train", batch_size={BATCH}):
+    n += len(b["x"])
+s = time.perf_counter() - t
+print("RESULT", json.dumps({{"seconds": s, "records": n}}))
+"""))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tiles", type=int, default=7000)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--only", default="", help="run ways whose name contains this")
+    args = ap.parse_args()
+    paths = prepare(args.tiles)
+    rows = []
+    for name, group, code in ways(paths):
+        if args.only and args.only not in name:
+            continue
+        r = run_way(code, args.repeats)
+        row = {"way": name, "storage": group, "tiles/s": r["records"] / r["seconds"],
+               "s": r["seconds"], "records": r["records"], "worker MB": r.get("worker_mb", ""),
+               "main MB": r["rss_mb"], "runs": r["runs"]}
+        if name.startswith("dstore.to_torch"):
+            fmt = name.split()[-1]
+            path = paths[fmt]
+            row["stored MB"] = (dir_size(path) if os.path.isdir(path) else os.path.getsize(path)) / 1e6
+        rows.append(row)
+        print(f"{name}: {row['tiles/s']:.0f} tiles/s, worker {row['worker MB']} MB", file=sys.stderr)
+    by_name = {r["way"]: r for r in rows}
+
+    def speed(needle: str) -> float | None:
+        hits = [r["tiles/s"] for r in rows if needle in r["way"]]
+        return max(hits) if hits else None
+
+    peers = {
+        "PNG": speed("webdataset"),
+        "none": max(filter(None, [speed("HF datasets"), speed("np.load")]), default=None),
+        "tf": speed("hand-written tf.data"),
+    }
+    for r in rows:
+        group = r["storage"]
+        ref = peers.get(group) or peers["none"]
+        if ref and not r["way"].startswith(("webdataset", "HF", "Dataset over", "hand-written")):
+            r["vs peer"] = r["tiles/s"] / ref
+    del by_name
+    cols = [("way", "way"), ("storage", "compression"), ("tiles/s", "tiles/s"), ("vs peer", "vs peer"),
+            ("worker MB", "peak RSS / worker MB"), ("main MB", "peak RSS main MB"),
+            ("stored MB", "stored MB"), ("runs", "runs (s)")]
+    text = (
+        f"Reading the train split ({rows[0]['records'] if rows else 0} of {args.tiles} real-photo tiles "
+        f"256x256x3) in batches of {BATCH}, DataLoader num_workers={WORKERS}; "
+        f"median of {args.repeats}.\nvs peer: PNG ways against webdataset (same PNG bytes in a tar, "
+        "PIL), uncompressed and other ways against the best of mmap npy and HF datasets, "
+        "to_tf_dataset against the hand-written tf.data pipeline.\n"
+        f"Machine: {machine()}\n\n" + table(rows, cols)
+    )
+    print(text)
+    write_report("bench_read", text)
+
+
+if __name__ == "__main__":
+    main()
