@@ -280,3 +280,35 @@ print(n, len(peak), max(peak.values()) // 2**20)
     n, workers, peak_mb = map(int, out.stdout.split())
     assert (n, workers) == (1000, 2)
     assert peak_mb < 300, peak_mb
+
+
+def test_string_bytes_and_ragged_columns_become_lists_then_pad():
+    """Batches of the variable-size kinds (values + row offsets) as records, then collated.
+
+    No codec stores these kinds yet, so the columns are built as a reader will yield them."""
+    from dstore.model import Bytes, Ragged, String, Tensor, VarColumn
+    from dstore.readers.torch import _records
+
+    rng = np.random.default_rng(1)
+    lengths = [2, 0, 3, 1]
+    boxes = [rng.random((n, 4)).astype(">f4") for n in lengths]
+    names = ["a.png", "", "ünï.png", "d"]
+    blobs = [b"\x00\x01", b"", b"xyz", b"\xff"]
+    batch = {
+        "boxes": VarColumn(np.concatenate(boxes), np.cumsum([0, *lengths])),
+        "name": VarColumn.from_strings(names),
+        "raw": VarColumn.from_bytes(blobs),
+        "k": np.arange(4, dtype=np.int16),
+    }
+    kinds = {"boxes": Ragged(np.dtype(">f4"), (4,)), "name": String(), "raw": Bytes(),
+             "k": Tensor(np.dtype(np.int16), ())}
+    for copy in (False, True):
+        recs = list(_records(iter([batch]), kinds, copy))
+        assert [r["name"] for r in recs] == names and [r["raw"] for r in recs] == blobs
+        for r, ref in zip(recs, boxes):
+            assert r["boxes"].dtype == torch.float32 and tuple(r["boxes"].shape) == ref.shape
+            np.testing.assert_array_equal(r["boxes"].numpy(), ref)
+        out = pad_collate(recs)
+        assert out["name"] == names and out["k"].tolist() == [0, 1, 2, 3]
+        assert out["boxes"].shape == (4, 3, 4)
+        assert out["boxes_mask"].sum(1).tolist() == lengths

@@ -950,13 +950,13 @@ class TFRecordReader(Reader):
         """Shards, a plain shard cut into pieces of about ``target_bytes`` of stored records.
 
         Entering a plain shard mid-way seeks over record headers (cheap); a
-        GZIP shard would have to be decompressed up to there, so it stays whole."""
+        GZIP or ZLIB shard would have to be decompressed up to there, so it stays whole."""
         self.split(split)
         ranges: list[tuple[int, int]] = []
         first = 0
         for shard in self.shards[split]:
             pieces = 1
-            if not rio.is_gzip(shard.path):
+            if (shard.compression or rio.detect_compression(shard.path)) is None:
                 pieces = max(1, min(shard.records, -(-fs.getsize(shard.path) // max(1, target_bytes))))
             ranges.extend(even_ranges(first, first + shard.records, -(-shard.records // pieces)))
             first += shard.records

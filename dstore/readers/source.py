@@ -66,6 +66,10 @@ class SplitSource:
         self.skipped = 0
         self.errors: list[str] = []
 
+    def kinds(self) -> dict[str, Any]:
+        """The kind of each field read, by name (what a record of it is)."""
+        return {name: self.spec.fields[name].kind for name in self.fields}
+
     @property
     def count(self) -> int:
         return self.spec.count

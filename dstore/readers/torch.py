@@ -23,6 +23,7 @@ import torch
 import torch.utils.data as tud
 
 from ..errors import SchemaError
+from ..model import Bytes, Image, Kind, String, VarColumn
 from .plan import consumer_ranges, epoch_rng, shuffle_buffer
 from .source import SplitSource
 
@@ -31,29 +32,35 @@ __all__ = ["DstoreIterableDataset", "DstoreMapDataset", "collate", "pad_collate"
 Record = dict[str, Any]
 
 
-def _column(values: Any, copy: bool) -> Sequence[Any]:
+def _column(values: Any, kind: Kind, copy: bool) -> Sequence[Any]:
     """One field of a batch as something indexable per record.
 
-    Fixed-shape numbers (today every field) become one tensor whose rows are
-    the records. This is the place the field kinds of issue #12 plug in: a
-    string column becomes a ``list[str]``, a ragged one (values + row
-    offsets) a list of tensors of varying length, which :func:`collate` keeps
-    as a list or pads with a mask.
+    A fixed-shape field (an ndarray column) becomes one tensor whose rows are
+    the records. A column of values + row offsets (:class:`~dstore.model.VarColumn`)
+    becomes a ``list[str]`` (String), ``list[bytes]`` (Bytes, encoded images),
+    or a list of tensors whose first axis varies (Ragged, raw images of
+    varying size), which :func:`collate` keeps as a list or pads with a mask.
     """
-    if isinstance(values, np.ndarray) and values.dtype.kind in "biufc":
-        arr = values.astype(values.dtype.newbyteorder("="), copy=False)
-        if copy or not arr.flags.writeable or not arr.flags.c_contiguous:
-            # torch shares memory with the array: it must be ours and writeable
-            arr = np.array(arr, order="C")
-        return torch.from_numpy(arr)
-    if isinstance(values, np.ndarray) and values.dtype.kind in "US":
-        return [v.decode() if isinstance(v, bytes) else str(v) for v in values.tolist()]
-    return list(values)
+    if isinstance(values, VarColumn):
+        if isinstance(kind, String):
+            return values.to_str_list()
+        if isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw"):
+            return values.to_bytes_list()
+        return [_tensor(values.row(i), True) for i in range(len(values))]
+    return _tensor(values, copy)
 
 
-def _records(batches: Iterator[dict[str, Any]], names: list[str], copy: bool) -> Iterator[Record]:
+def _tensor(values: np.ndarray, copy: bool) -> torch.Tensor:
+    arr = values.astype(values.dtype.newbyteorder("="), copy=False)
+    if copy or not arr.flags.writeable or not arr.flags.c_contiguous:
+        # torch shares memory with the array: it must be ours and writeable
+        arr = np.array(arr, order="C")
+    return torch.from_numpy(arr)
+
+
+def _records(batches: Iterator[dict[str, Any]], kinds: dict[str, Kind], copy: bool) -> Iterator[Record]:
     for batch in batches:
-        cols = {n: _column(batch[n], copy) for n in names}
+        cols = {n: _column(batch[n], kind, copy) for n, kind in kinds.items()}
         rows = len(next(iter(cols.values()))) if cols else 0
         for i in range(rows):
             # clone: a shuffle buffer must not keep whole batches alive through views
@@ -167,7 +174,7 @@ class DstoreIterableDataset(tud.IterableDataset):
             batches = (bt for a, b in _merge(mine) for bt in src.batches(a, b, rows))
         else:
             batches = (bt for a, b in mine for bt in src.batches(a, b))
-        records = _records(batches, src.fields, copy=self.shuffle > 1)
+        records = _records(batches, src.kinds(), copy=self.shuffle > 1)
         if self.shuffle > 1:
             records = shuffle_buffer(records, self.shuffle, epoch_rng(self.seed, self.epoch, 1, me))
         yield from records
@@ -200,7 +207,8 @@ class DstoreMapDataset(tud.Dataset):
         a, b = self.source.ranges[k]
         if self._cached is None or self._cached[0] != k:
             (batch,) = list(self.source.batches(a, b)) or [{}]
-            self._cached = (k, {n_: _column(batch[n_], False) for n_ in self.source.fields})
+            self._cached = (k, {n_: _column(batch[n_], kind, False)
+                                for n_, kind in self.source.kinds().items()})
         cols = self._cached[1]
         return {name: (c[i - a].clone() if isinstance(c, torch.Tensor) else c[i - a])
                 for name, c in cols.items()}
