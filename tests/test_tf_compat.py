@@ -172,7 +172,7 @@ def test_snippet_and_reader_on_files_tensorflow_wrote(tmp_path, tiles, capsys, c
         np.testing.assert_array_equal(ex["bbox"], boxes[i])
         np.testing.assert_array_equal(ex["ids"], ids[i])
 
-    piped = list(dstore.to_tf_dataset(path, split="train"))  # with the files' compression too
+    piped = list(dstore.to_tf_dataset(path, split="train", ordered=True))  # the files' compression too
     assert len(piped) == len(x)
     for i, ex in enumerate(piped):
         np.testing.assert_array_equal(ex["image/encoded"].numpy(), gray[i, ..., 0])
