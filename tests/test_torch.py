@@ -312,3 +312,30 @@ def test_string_bytes_and_ragged_columns_become_lists_then_pad():
         assert out["name"] == names and out["k"].tolist() == [0, 1, 2, 3]
         assert out["boxes"].shape == (4, 3, 4)
         assert out["boxes_mask"].sum(1).tolist() == lengths
+
+
+@pytest.mark.parametrize("compress", ["false", "true"])
+def test_ragged_and_string_fields_from_npz(tmp_path, compress):
+    """npz stores ragged and string fields: they arrive as tensors of varying length and str,
+    each record once through 2 workers, and pad_collate masks the ragged one."""
+    rng = np.random.default_rng(2)
+    n = 40
+    boxes = [rng.random((int(k), 4)).astype(np.float32) for k in rng.integers(0, 5, n)]
+    names = [f"tile-{i:03d}-é" for i in range(n)]
+    path = str(tmp_path / f"kinds-{compress}.npz")
+    dstore.save({"train": {"boxes": boxes, "name": names, "k": np.arange(n)}}, path, compress=compress)
+    ds = dstore.to_torch(path, "train", range_mb=0.0005)
+    assert len(ds.source.ranges) > 2
+    seen = {}
+    for batch in DataLoader(ds, batch_size=6, num_workers=2, collate_fn=ds.collate_fn(pad=True)):
+        for j, k in enumerate(batch["k"].tolist()):
+            assert k not in seen
+            m = int(batch["boxes_mask"][j].sum())
+            seen[k] = (batch["name"][j], batch["boxes"][j, :m].numpy())
+            assert not batch["boxes"][j, m:].any()
+    assert sorted(seen) == list(range(n))
+    plain = next(iter(DataLoader(ds, batch_size=4, collate_fn=ds.collate_fn())))
+    assert isinstance(plain["boxes"], list) and plain["name"] == names[:4]
+    for k, (name, box) in seen.items():
+        assert name == names[k]
+        np.testing.assert_array_equal(box, boxes[k])

@@ -152,6 +152,11 @@ class DstoreIterableDataset(tud.IterableDataset):
         copy of the dataset each epoch unless ``persistent_workers=True``."""
         self.epoch = int(epoch)
 
+    def collate_fn(self, pad: bool = False) -> Any:
+        """:func:`collate` for this dataset: its ragged fields always come as lists
+        (or, with ``pad=True``, padded with a ``<field>_mask``)."""
+        return functools.partial(collate, pad=pad, ragged=_ragged_names(self.source))
+
     def consumer(self) -> tuple[int, int]:
         """(index, count) of this reading process among all ranks' workers."""
         rank, world = self._place or _dist() or (0, 1)
@@ -178,6 +183,15 @@ class DstoreIterableDataset(tud.IterableDataset):
         if self.shuffle > 1:
             records = shuffle_buffer(records, self.shuffle, epoch_rng(self.seed, self.epoch, 1, me))
         yield from records
+
+
+def _ragged_names(source: SplitSource) -> tuple[str, ...]:
+    """Fields whose records are tensors of varying shape (Ragged, raw images of varying size)."""
+    return tuple(
+        name for name, kind in source.kinds().items()
+        if not source.spec.fields[name].dense and not isinstance(kind, (String, Bytes))
+        and not (isinstance(kind, Image) and kind.encoding != "raw")
+    )
 
 
 class DstoreMapDataset(tud.Dataset):
@@ -219,13 +233,17 @@ class DstoreMapDataset(tud.Dataset):
         return state
 
 
-def collate(records: Sequence[Record], *, pad: bool = False) -> dict[str, Any]:
+def collate(
+    records: Sequence[Record], *, pad: bool = False, ragged: Sequence[str] = ()
+) -> dict[str, Any]:
     """A batch from records, for ``DataLoader(collate_fn=...)``.
 
     Tensors of one shape are stacked (in shared memory, as torch's default
     collate does in a worker); tensors whose first axis varies (ragged fields)
     stay a list, or with ``pad=True`` become one zero-padded tensor plus
     ``<field>_mask`` (True where a value is real); strings and bytes stay lists.
+    Fields named in ``ragged`` are treated so even when a batch's records
+    happen to share a length (``dataset.collate_fn()`` names them from the schema).
     """
     if not records:
         return {}
@@ -234,7 +252,7 @@ def collate(records: Sequence[Record], *, pad: bool = False) -> dict[str, Any]:
         values = [r[name] for r in records]
         first = values[0]
         if isinstance(first, torch.Tensor):
-            if all(v.shape == first.shape for v in values):
+            if name not in ragged and all(v.shape == first.shape for v in values):
                 out[name] = tud.default_collate(values)
             elif pad:
                 if f"{name}_mask" in records[0]:
