@@ -68,7 +68,10 @@ def to_tf_dataset(
     if shuffle > 1:
         ds = ds.shuffle(shuffle, seed=seed, reshuffle_each_iteration=True)
     if batch_size:
-        ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+        varying = [n for n in source.fields if not source.spec.fields[n].dense]
+        # records of varying size batch into tf.RaggedTensor (strings stay a tf.string vector)
+        ds = (ds.ragged_batch(batch_size, drop_remainder=drop_remainder) if varying
+              else ds.batch(batch_size, drop_remainder=drop_remainder))
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
@@ -152,16 +155,40 @@ def _tfrecord_dataset(
 def _generator_dataset(tf: Any, source: Any, shuffle: int, seed: int) -> Any:
     """zarr, HDF5, npz: dstore's batched reader, range by range, unbatched into records.
 
-    A field of another kind (issue #12's strings and ragged values) would add
-    its ``tf.TensorSpec(dtype=tf.string)`` / ``tf.RaggedTensorSpec`` here."""
+    Fixed-shape fields are ``tf.TensorSpec``; strings, bytes and encoded
+    images ``tf.string``; ragged fields ``tf.RaggedTensorSpec`` from their
+    values + row offsets (a record is then a tensor of varying first axis)."""
+    from .model import Bytes, Image, Ragged, String
+
     spec = source.spec
-    signature = {
-        name: tf.TensorSpec((None, *spec.fields[name].shape), tf.as_dtype(_native(spec.fields[name].dtype)))
-        for name in source.fields
-    }
+    signature: dict[str, Any] = {}
+    convert: dict[str, Any] = {}
+    for name in source.fields:
+        field = spec.fields[name]
+        kind = field.kind
+        if field.dense:
+            signature[name] = tf.TensorSpec((None, *field.shape), tf.as_dtype(_native(field.dtype)))
+            convert[name] = lambda col: col.astype(_native(col.dtype), copy=False)
+        elif isinstance(kind, (String, Bytes)) or (isinstance(kind, Image) and kind.encoding != "raw"):
+            signature[name] = tf.TensorSpec((None,), tf.string)
+            convert[name] = lambda col: np.array(col.to_bytes_list(), dtype=object)
+        elif isinstance(kind, Ragged):
+            dtype = tf.as_dtype(_native(kind.dtype))
+            signature[name] = tf.RaggedTensorSpec(
+                (None, None, *kind.inner_shape), dtype, ragged_rank=1, row_splits_dtype=tf.int64
+            )
+            convert[name] = lambda col, dtype=dtype: tf.RaggedTensor.from_row_splits(
+                tf.constant(col.values.astype(_native(col.values.dtype), copy=False), dtype),
+                tf.constant(col.offsets, tf.int64),
+            )
+        else:
+            raise SchemaError(
+                f"{source.path}: split {source.split!r}, field {name!r} is {kind.describe()}, "
+                "which to_tf_dataset does not read yet; use dstore.to_torch or dstore.open"
+            )
     epochs = itertools.count()
 
-    def batches() -> Iterator[dict[str, np.ndarray]]:
+    def batches() -> Iterator[dict[str, Any]]:
         ranges = list(source.ranges)
         rows = None
         if not source.random_access:  # a deflated npz: one forward pass, never re-entered
@@ -172,6 +199,6 @@ def _generator_dataset(tf: Any, source: Any, shuffle: int, seed: int) -> Any:
             ranges = [ranges[i] for i in rng.permutation(len(ranges))]
         for a, b in ranges:
             for batch in source.batches(a, b, rows):
-                yield {n: batch[n].astype(_native(batch[n].dtype), copy=False) for n in source.fields}
+                yield {n: convert[n](batch[n]) for n in source.fields}
 
     return tf.data.Dataset.from_generator(batches, output_signature=signature).unbatch()

@@ -467,3 +467,20 @@ def test_to_tf_dataset_reads_every_format(tmp_path, mixed, name, opts):
     with pytest.raises(dstore.SchemaError) as e:
         dstore.to_tf_dataset(out, split="train", fields=["x", "q"])
     assert "'q'" in str(e.value) and "fields: x, y, k, h, d, b" in str(e.value)
+
+
+def test_to_tf_dataset_reads_ragged_and_string_fields(tmp_path):
+    rng = np.random.default_rng(3)
+    n = 30
+    boxes = [rng.random((int(k), 4)).astype(np.float32) for k in rng.integers(0, 5, n)]
+    names = [f"tile-{i:03d}-é" for i in range(n)]
+    path = str(tmp_path / "kinds.npz")
+    dstore.save({"train": {"boxes": boxes, "name": names, "k": np.arange(n)}}, path)
+    got = 0
+    for batch in dstore.to_tf_dataset(path, split="train", batch_size=8):
+        assert isinstance(batch["boxes"], tf.RaggedTensor) and batch["name"].dtype == tf.string
+        for j, k in enumerate(batch["k"].numpy().tolist()):
+            np.testing.assert_array_equal(batch["boxes"][j].numpy(), boxes[k])
+            assert batch["name"][j].numpy().decode() == names[k]
+            got += 1
+    assert got == n
