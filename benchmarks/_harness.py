@@ -67,14 +67,17 @@ def run_way(code: str, repeats: int = 1, timeout: int = 3600) -> dict:
     """
     results = []
     for _ in range(repeats):
-        cmd = [TIME, "-v", sys.executable, "-c", textwrap.dedent(code)] if os.path.exists(TIME) else [
-            sys.executable, "-c", textwrap.dedent(code)]
+        cmd = (
+            [TIME, "-v", sys.executable, "-c", textwrap.dedent(code)]
+            if os.path.exists(TIME)
+            else [sys.executable, "-c", textwrap.dedent(code)]
+        )
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         if proc.returncode != 0:
             raise RuntimeError(f"way failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
         line = next(ln for ln in proc.stdout.splitlines()[::-1] if ln.startswith("RESULT "))
-        res = json.loads(line[len("RESULT "):])
+        res = json.loads(line[len("RESULT ") :])
         m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
         res["rss_mb"] = int(m.group(1)) / 1024 if m else float("nan")
         results.append(res)

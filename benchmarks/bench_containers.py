@@ -28,7 +28,9 @@ TILE_MB = 256 * 256 * 3 / 2**20  # one tile per chunk, as the direct calls use
 def ways(src: str, out_zarr: str, out_h5: str) -> list[tuple[str, str, str, str]]:
     """(group, name, code, output path)."""
     load = _LOAD.format(src=src).replace("{", "{{").replace("}", "}}")
-    zarr_direct = load + """
+    zarr_direct = (
+        load
+        + """
 import zarr
 from zarr.codecs import BloscCodec
 t = time.perf_counter()
@@ -38,7 +40,10 @@ for k, a in arrays.items():
 s = time.perf_counter() - t
 print("RESULT", json.dumps({{"seconds": s}}))
 """
-    h5_direct = load + """
+    )
+    h5_direct = (
+        load
+        + """
 import h5py
 t = time.perf_counter()
 with h5py.File({out!r}, "w") as f:
@@ -47,6 +52,7 @@ with h5py.File({out!r}, "w") as f:
 s = time.perf_counter() - t
 print("RESULT", json.dumps({{"seconds": s}}))
 """
+    )
     dstore_way = """
 import json, time, dstore
 t = time.perf_counter()
@@ -55,22 +61,62 @@ s = time.perf_counter() - t
 print("RESULT", json.dumps({{"seconds": s}}))
 """
     return [
-        ("zarr zstd", "zarr direct (blosc zstd 3 + shuffle, chunk per tile)",
-         zarr_direct.format(out=out_zarr, cname="zstd"), out_zarr),
-        ("zarr zstd", "dstore convert out.zarr (same settings)",
-         dstore_way.format(src=src, out=out_zarr, opts={"chunk_mb": TILE_MB}), out_zarr),
-        ("zarr zstd", "dstore convert out.zarr (default 1 MiB chunks)",
-         dstore_way.format(src=src, out=out_zarr, opts={}), out_zarr),
-        ("zarr lz4", "zarr direct (blosc lz4)", zarr_direct.format(out=out_zarr, cname="lz4"), out_zarr),
-        ("zarr lz4", "dstore convert out.zarr -o cname=lz4",
-         dstore_way.format(src=src, out=out_zarr, opts={"chunk_mb": TILE_MB, "cname": "lz4"}), out_zarr),
-        ("hdf5 gzip", "h5py direct (gzip 4, chunk per tile)",
-         h5_direct.format(out=out_h5, comp='compression="gzip", compression_opts=4'), out_h5),
-        ("hdf5 gzip", "dstore convert out.h5 (same settings, chunks deflated on all cores)",
-         dstore_way.format(src=src, out=out_h5, opts={"chunk_mb": TILE_MB, "level": 4}), out_h5),
-        ("hdf5 lzf", "h5py direct (lzf)", h5_direct.format(out=out_h5, comp='compression="lzf"'), out_h5),
-        ("hdf5 lzf", "dstore convert out.h5 -o compression=lzf",
-         dstore_way.format(src=src, out=out_h5, opts={"chunk_mb": TILE_MB, "compression": "lzf"}), out_h5),
+        (
+            "zarr zstd",
+            "zarr direct (blosc zstd 3 + shuffle, chunk per tile)",
+            zarr_direct.format(out=out_zarr, cname="zstd"),
+            out_zarr,
+        ),
+        (
+            "zarr zstd",
+            "dstore convert out.zarr (same settings)",
+            dstore_way.format(src=src, out=out_zarr, opts={"chunk_mb": TILE_MB}),
+            out_zarr,
+        ),
+        (
+            "zarr zstd",
+            "dstore convert out.zarr (default 1 MiB chunks)",
+            dstore_way.format(src=src, out=out_zarr, opts={}),
+            out_zarr,
+        ),
+        (
+            "zarr lz4",
+            "zarr direct (blosc lz4)",
+            zarr_direct.format(out=out_zarr, cname="lz4"),
+            out_zarr,
+        ),
+        (
+            "zarr lz4",
+            "dstore convert out.zarr -o cname=lz4",
+            dstore_way.format(src=src, out=out_zarr, opts={"chunk_mb": TILE_MB, "cname": "lz4"}),
+            out_zarr,
+        ),
+        (
+            "hdf5 gzip",
+            "h5py direct (gzip 4, chunk per tile)",
+            h5_direct.format(out=out_h5, comp='compression="gzip", compression_opts=4'),
+            out_h5,
+        ),
+        (
+            "hdf5 gzip",
+            "dstore convert out.h5 (same settings, chunks deflated on all cores)",
+            dstore_way.format(src=src, out=out_h5, opts={"chunk_mb": TILE_MB, "level": 4}),
+            out_h5,
+        ),
+        (
+            "hdf5 lzf",
+            "h5py direct (lzf)",
+            h5_direct.format(out=out_h5, comp='compression="lzf"'),
+            out_h5,
+        ),
+        (
+            "hdf5 lzf",
+            "dstore convert out.h5 -o compression=lzf",
+            dstore_way.format(
+                src=src, out=out_h5, opts={"chunk_mb": TILE_MB, "compression": "lzf"}
+            ),
+            out_h5,
+        ),
     ]
 
 
@@ -87,22 +133,44 @@ def main() -> None:
     for group, name, code, out in ways(src, os.path.join(OUT, "c.zarr"), os.path.join(OUT, "c.h5")):
         if args.only and args.only not in group:
             continue
-        shutil.rmtree(out, ignore_errors=True) if os.path.isdir(out) else (os.path.exists(out) and os.remove(out))
+        shutil.rmtree(out, ignore_errors=True) if os.path.isdir(out) else (
+            os.path.exists(out) and os.remove(out)
+        )
         r = run_way(code, args.repeats)
         size = dir_size(out)
         b = base.setdefault(group, {"seconds": r["seconds"], "bytes": size})
-        rows.append({"group": group, "way": name, "MB/s": raw / 1e6 / r["seconds"],
-                     "speed x": b["seconds"] / r["seconds"], "output MB": size / 1e6,
-                     "size x": size / b["bytes"], "peak RSS MB": r["rss_mb"], "runs": r["runs"]})
-        print(f"{name}: {raw / 1e6 / r['seconds']:.0f} MB/s, {size / 1e6:.0f} MB, {r['rss_mb']:.0f} MB RSS",
-              file=sys.stderr)
+        rows.append(
+            {
+                "group": group,
+                "way": name,
+                "MB/s": raw / 1e6 / r["seconds"],
+                "speed x": b["seconds"] / r["seconds"],
+                "output MB": size / 1e6,
+                "size x": size / b["bytes"],
+                "peak RSS MB": r["rss_mb"],
+                "runs": r["runs"],
+            }
+        )
+        print(
+            f"{name}: {raw / 1e6 / r['seconds']:.0f} MB/s, {size / 1e6:.0f} MB, {r['rss_mb']:.0f} MB RSS",
+            file=sys.stderr,
+        )
     text = (
         f"npz -> zarr / HDF5, {args.tiles} real-photo tiles 256x256x3 ({raw / 1e9:.2f} GB), "
         f"median of {args.repeats}; ratios against the direct call of the same group\n"
         f"Machine: {machine()}\n\n"
-        + table(rows, [("way", "way"), ("MB/s", "MB/s"), ("speed x", "speed vs direct"),
-                       ("output MB", "output MB"), ("size x", "size vs direct"),
-                       ("peak RSS MB", "peak RSS MB"), ("runs", "runs (s)")])
+        + table(
+            rows,
+            [
+                ("way", "way"),
+                ("MB/s", "MB/s"),
+                ("speed x", "speed vs direct"),
+                ("output MB", "output MB"),
+                ("size x", "size vs direct"),
+                ("peak RSS MB", "peak RSS MB"),
+                ("runs", "runs (s)"),
+            ],
+        )
     )
     print(text)
     write_report("bench_containers", text)

@@ -64,17 +64,24 @@ def main() -> None:
     print(machine())
     src = label_maker_npz(args.tiles)
     raw_mb = os.path.getsize(src) / 1e6
-    local_dst, dask_dst = os.path.join(OUT, "dist-local.tfrecords"), os.path.join(OUT, "dist-dask.tfrecords")
+    local_dst, dask_dst = (
+        os.path.join(OUT, "dist-local.tfrecords"),
+        os.path.join(OUT, "dist-dask.tfrecords"),
+    )
     local = run_way(convert_way(src, local_dst, args.shard_mb, False), args.repeats)
     dask = run_way(convert_way(src, dask_dst, args.shard_mb, True), args.repeats)
     same = file_digests(local_dst) == file_digests(dask_dst)
-    print(f"\n{args.tiles} tiles 256x256x3 ({raw_mb:.0f} MB npz, stored) -> TFRecord, "
-          f"shard_mb={args.shard_mb:g}: {local['shards']} shards")
+    print(
+        f"\n{args.tiles} tiles 256x256x3 ({raw_mb:.0f} MB npz, stored) -> TFRecord, "
+        f"shard_mb={args.shard_mb:g}: {local['shards']} shards"
+    )
     print("| way | seconds | tiles/s | vs local | peak RSS (client) |")
     print("|---|---|---|---|---|")
     for name, r in (("local default", local), ("Dask LocalCluster, 2 workers", dask)):
-        print(f"| {name} | {r['seconds']:.1f} | {r['records'] / r['seconds']:,.0f} | "
-              f"{local['seconds'] / r['seconds']:.2f}x | {r['rss_mb']:,.0f} MB |")
+        print(
+            f"| {name} | {r['seconds']:.1f} | {r['records'] / r['seconds']:,.0f} | "
+            f"{local['seconds'] / r['seconds']:.2f}x | {r['rss_mb']:,.0f} MB |"
+        )
     print(f"outputs byte-identical: {'yes' if same else 'NO'}")
 
     # Per-task overhead: tiny tiles, one record per shard vs one shard for all.
@@ -91,13 +98,17 @@ def main() -> None:
             dst = os.path.join(OUT, f"overhead-{int(dask_on)}{int(one)}.tfrecords")
             results[(dask_on, one)] = run_way(overhead_way(small, dst, dask_on, one), args.repeats)
             shutil.rmtree(dst, ignore_errors=True)
-    print(f"\nPer-shard overhead ({args.overhead_shards} one-record shards of a 32x32x3 tile, "
-          "minus the same records in one shard, per shard):")
+    print(
+        f"\nPer-shard overhead ({args.overhead_shards} one-record shards of a 32x32x3 tile, "
+        "minus the same records in one shard, per shard):"
+    )
     for dask_on, label in ((False, "local"), (True, "Dask task")):
         many, one = results[(dask_on, True)], results[(dask_on, False)]
         per = (many["seconds"] - one["seconds"]) / (many["shards"] - one["shards"])
-        print(f"  {label}: {per * 1000:.1f} ms per shard "
-              f"({many['shards']} shards {many['seconds']:.2f} s, 1 shard {one['seconds']:.2f} s)")
+        print(
+            f"  {label}: {per * 1000:.1f} ms per shard "
+            f"({many['shards']} shards {many['seconds']:.2f} s, 1 shard {one['seconds']:.2f} s)"
+        )
     print(json.dumps({"local_s": local["seconds"], "dask_s": dask["seconds"], "same": same}))
     shutil.rmtree(local_dst, ignore_errors=True)
     shutil.rmtree(dask_dst, ignore_errors=True)

@@ -31,18 +31,31 @@ def main(n: int = 20000) -> None:
     vec = rng.standard_normal(384).astype(np.float32)
 
     def ours() -> bytes:
-        return encode_example({"x": encode_feature(BYTES, image), "y": encode_feature(INT64, label),
-                               "f": encode_feature(FLOAT, vec)})
+        return encode_example(
+            {
+                "x": encode_feature(BYTES, image),
+                "y": encode_feature(INT64, label),
+                "f": encode_feature(FLOAT, vec),
+            }
+        )
 
     def protobuf() -> bytes:
-        return example_pb2.Example(features=feature_pb2.Features(feature={
-            "x": feature_pb2.Feature(bytes_list=feature_pb2.BytesList(value=[image])),
-            "y": feature_pb2.Feature(int64_list=feature_pb2.Int64List(value=label.tolist())),
-            "f": feature_pb2.Feature(float_list=feature_pb2.FloatList(value=vec.tolist())),
-        })).SerializeToString()
+        return example_pb2.Example(
+            features=feature_pb2.Features(
+                feature={
+                    "x": feature_pb2.Feature(bytes_list=feature_pb2.BytesList(value=[image])),
+                    "y": feature_pb2.Feature(
+                        int64_list=feature_pb2.Int64List(value=label.tolist())
+                    ),
+                    "f": feature_pb2.Feature(float_list=feature_pb2.FloatList(value=vec.tolist())),
+                }
+            )
+        ).SerializeToString()
 
     a, b = decode_example(ours()), decode_example(protobuf())
-    assert a.keys() == b.keys() and all(np.array_equal(np.asarray(a[k][1]), np.asarray(b[k][1])) for k in a)
+    assert a.keys() == b.keys() and all(
+        np.array_equal(np.asarray(a[k][1]), np.asarray(b[k][1])) for k in a
+    )
     results = {}
     for name, fn in (("protobuf runtime", protobuf), ("dstore hand-written", ours)):
         fn()

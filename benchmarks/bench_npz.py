@@ -75,8 +75,16 @@ def main() -> None:
         f"Machine: {machine()}\n\n"
         + table(
             rows,
-            [("way", "way"), ("s", "seconds"), ("MB/s", "MB/s"), ("speed vs savez_compressed", "speed x"),
-             ("output MB", "output MB"), ("raw/out", "raw/out"), ("peak RSS MB", "peak RSS MB"), ("runs", "runs (s)")],
+            [
+                ("way", "way"),
+                ("s", "seconds"),
+                ("MB/s", "MB/s"),
+                ("speed vs savez_compressed", "speed x"),
+                ("output MB", "output MB"),
+                ("raw/out", "raw/out"),
+                ("peak RSS MB", "peak RSS MB"),
+                ("runs", "runs (s)"),
+            ],
         )
     )
     print(text)

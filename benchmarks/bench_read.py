@@ -60,13 +60,16 @@ print("RESULT", json.dumps({{"seconds": s, "records": n,
 
 
 #: dstore's imports (codec modules, entry points) happen before the clock, as the peers' do
-_DSTORE_IMPORTS = ("import dstore, dstore.readers.torch, dstore.codecs.npz, dstore.codecs.zarr, "
-                   "dstore.codecs.hdf5, dstore.codecs.tfrecord\ndstore.available_codecs()")
+_DSTORE_IMPORTS = (
+    "import dstore, dstore.readers.torch, dstore.codecs.npz, dstore.codecs.zarr, "
+    "dstore.codecs.hdf5, dstore.codecs.tfrecord\ndstore.available_codecs()"
+)
 
 
 def loader_way(setup: str, key: str, imports: str = _DSTORE_IMPORTS, extra: str = "") -> str:
-    return _LOADER.format(imports=imports, setup=setup, batch=BATCH, workers=WORKERS, key=key,
-                          extra=extra)
+    return _LOADER.format(
+        imports=imports, setup=setup, batch=BATCH, workers=WORKERS, key=key, extra=extra
+    )
 
 
 def prepare(tiles: int) -> dict[str, str]:
@@ -122,8 +125,10 @@ def _webdataset_tar(base: str, tfrecords: str, shards: int = 8) -> str:
             for i in range(lo, hi):
                 rec, where = next(raw)
                 feats = decode_example(rec, where)
-                members = {"png": feats["x"][1][0],
-                           "cls": np.asarray(feats["y"][1]).astype(np.uint8).tobytes()}
+                members = {
+                    "png": feats["x"][1][0],
+                    "cls": np.asarray(feats["y"][1]).astype(np.uint8).tobytes(),
+                }
                 for ext, data in members.items():
                     info = tarfile.TarInfo(f"{i:08d}.{ext}")
                     info.size = len(data)
@@ -140,16 +145,20 @@ def _hf_dataset(base: str, x: np.ndarray, y: np.ndarray) -> str:
         import datasets
     except ImportError:
         return ""
-    features = datasets.Features({
-        "x": datasets.Array3D(shape=x.shape[1:], dtype="uint8"),
-        "y": datasets.Sequence(datasets.Value("uint8"), length=y.shape[1]),
-    })
+    features = datasets.Features(
+        {
+            "x": datasets.Array3D(shape=x.shape[1:], dtype="uint8"),
+            "y": datasets.Sequence(datasets.Value("uint8"), length=y.shape[1]),
+        }
+    )
 
     def gen():
         for i in range(len(x)):
             yield {"x": x[i], "y": y[i]}
 
-    ds = datasets.Dataset.from_generator(gen, features=features, cache_dir=os.path.join(base, "hf-cache"))
+    ds = datasets.Dataset.from_generator(
+        gen, features=features, cache_dir=os.path.join(base, "hf-cache")
+    )
     ds.save_to_disk(path + ".tmp")
     os.replace(path + ".tmp", path)
     return path
@@ -158,32 +167,69 @@ def _hf_dataset(base: str, x: np.ndarray, y: np.ndarray) -> str:
 def ways(p: dict[str, str]) -> list[tuple[str, str, str]]:
     """(name, storage group, code) for every way."""
     out = []
-    for fmt, group in [("tfrecord", "PNG"), ("zarr", "blosc"), ("hdf5", "gzip"),
-                       ("npz-stored", "none"), ("npz-deflated", "deflate")]:
-        out.append((f"dstore.to_torch {fmt}", group, loader_way(
-            f"ds = dstore.to_torch({p[fmt]!r}, 'train')", "x")))
-    out.append(("webdataset tar + PIL", "PNG", loader_way(
-        f"""
+    for fmt, group in [
+        ("tfrecord", "PNG"),
+        ("zarr", "blosc"),
+        ("hdf5", "gzip"),
+        ("npz-stored", "none"),
+        ("npz-deflated", "deflate"),
+    ]:
+        out.append(
+            (
+                f"dstore.to_torch {fmt}",
+                group,
+                loader_way(f"ds = dstore.to_torch({p[fmt]!r}, 'train')", "x"),
+            )
+        )
+    out.append(
+        (
+            "webdataset tar + PIL",
+            "PNG",
+            loader_way(
+                f"""
 def dec(sample):
     img = np.asarray(Image.open(io.BytesIO(sample["png"])).convert("RGB"))
     return {{"x": torch.from_numpy(img), "y": torch.from_numpy(np.frombuffer(sample["cls"], np.uint8).copy())}}
-ds = wds.WebDataset({p['wds']!r}, shardshuffle=False).map(dec)
-""", "x", "import io, numpy as np, webdataset as wds\nfrom PIL import Image")))
+ds = wds.WebDataset({p["wds"]!r}, shardshuffle=False).map(dec)
+""",
+                "x",
+                "import io, numpy as np, webdataset as wds\nfrom PIL import Image",
+            ),
+        )
+    )
     if p.get("hf"):
-        out.append(("HF datasets with_format('torch')", "none", loader_way(
-            f"ds = datasets.load_from_disk({p['hf']!r}).with_format('torch')", "x", "import datasets")))
-    out.append(("Dataset over np.load(mmap_mode='r')", "none", loader_way(
-        f"""
+        out.append(
+            (
+                "HF datasets with_format('torch')",
+                "none",
+                loader_way(
+                    f"ds = datasets.load_from_disk({p['hf']!r}).with_format('torch')",
+                    "x",
+                    "import datasets",
+                ),
+            )
+        )
+    out.append(
+        (
+            "Dataset over np.load(mmap_mode='r')",
+            "none",
+            loader_way(
+                f"""
 class Mm(torch.utils.data.Dataset):
     def __init__(self):
-        self.x = np.load({p['npy']!r}, mmap_mode="r")
-        self.y = np.load({os.path.join(os.path.dirname(p['npy']), 'y_train.npy')!r}, mmap_mode="r")
+        self.x = np.load({p["npy"]!r}, mmap_mode="r")
+        self.y = np.load({os.path.join(os.path.dirname(p["npy"]), "y_train.npy")!r}, mmap_mode="r")
     def __len__(self):
         return len(self.x)
     def __getitem__(self, i):
         return {{"x": torch.from_numpy(np.array(self.x[i])), "y": torch.from_numpy(np.array(self.y[i]))}}
 ds = Mm()
-""", "x", "import numpy as np")))
+""",
+                "x",
+                "import numpy as np",
+            ),
+        )
+    )
     tf_common = """
 import json, os, time, glob
 import tensorflow as tf
@@ -191,25 +237,39 @@ import dstore, dstore.tf, dstore.codecs.tfrecord
 dstore.available_codecs()
 t = time.perf_counter(); n = 0
 """
-    out.append(("hand-written tf.data (parse_single_example + decode_png)", "tf", tf_common + f"""
+    out.append(
+        (
+            "hand-written tf.data (parse_single_example + decode_png)",
+            "tf",
+            tf_common
+            + f"""
 desc = {{"x": tf.io.FixedLenFeature([], tf.string), "y": tf.io.FixedLenFeature([7], tf.int64)}}
 def parse(r):
     ex = tf.io.parse_single_example(r, desc)
     return {{"x": tf.io.decode_png(ex["x"], channels=3), "y": ex["y"]}}
-files = sorted(glob.glob(os.path.join({p['tfrecord']!r}, "train-*.tfrecord")))
+files = sorted(glob.glob(os.path.join({p["tfrecord"]!r}, "train-*.tfrecord")))
 ds = (tf.data.TFRecordDataset(files, num_parallel_reads=tf.data.AUTOTUNE)
       .map(parse, num_parallel_calls=tf.data.AUTOTUNE).batch({BATCH}).prefetch(tf.data.AUTOTUNE))
 for b in ds:
     n += len(b["x"])
 s = time.perf_counter() - t
 print("RESULT", json.dumps({{"seconds": s, "records": n}}))
-"""))
-    out.append(("dstore.to_tf_dataset(batch_size=64)", "tf", tf_common + f"""
-for b in dstore.to_tf_dataset({p['tfrecord']!r}, split="train", batch_size={BATCH}):
+""",
+        )
+    )
+    out.append(
+        (
+            "dstore.to_tf_dataset(batch_size=64)",
+            "tf",
+            tf_common
+            + f"""
+for b in dstore.to_tf_dataset({p["tfrecord"]!r}, split="train", batch_size={BATCH}):
     n += len(b["x"])
 s = time.perf_counter() - t
 print("RESULT", json.dumps({{"seconds": s, "records": n}}))
-"""))
+""",
+        )
+    )
     return out
 
 
@@ -225,15 +285,26 @@ def main() -> None:
         if args.only and not any(part in name for part in args.only.split(",")):
             continue
         r = run_way(code, args.repeats)
-        row = {"way": name, "storage": group, "tiles/s": r["records"] / r["seconds"],
-               "s": r["seconds"], "records": r["records"], "worker MB": r.get("worker_mb", ""),
-               "main MB": r["rss_mb"], "runs": r["runs"]}
+        row = {
+            "way": name,
+            "storage": group,
+            "tiles/s": r["records"] / r["seconds"],
+            "s": r["seconds"],
+            "records": r["records"],
+            "worker MB": r.get("worker_mb", ""),
+            "main MB": r["rss_mb"],
+            "runs": r["runs"],
+        }
         if name.startswith("dstore.to_torch"):
             fmt = name.split()[-1]
             path = paths[fmt]
-            row["stored MB"] = (dir_size(path) if os.path.isdir(path) else os.path.getsize(path)) / 1e6
+            row["stored MB"] = (
+                dir_size(path) if os.path.isdir(path) else os.path.getsize(path)
+            ) / 1e6
         rows.append(row)
-        print(f"{name}: {row['tiles/s']:.0f} tiles/s, worker {row['worker MB']} MB", file=sys.stderr)
+        print(
+            f"{name}: {row['tiles/s']:.0f} tiles/s, worker {row['worker MB']} MB", file=sys.stderr
+        )
     by_name = {r["way"]: r for r in rows}
 
     def speed(needle: str) -> float | None:
@@ -251,9 +322,16 @@ def main() -> None:
         if ref and not r["way"].startswith(("webdataset", "HF", "Dataset over", "hand-written")):
             r["vs peer"] = r["tiles/s"] / ref
     del by_name
-    cols = [("way", "way"), ("storage", "compression"), ("tiles/s", "tiles/s"), ("vs peer", "vs peer"),
-            ("worker MB", "peak RSS / worker MB"), ("main MB", "peak RSS main MB"),
-            ("stored MB", "stored MB"), ("runs", "runs (s)")]
+    cols = [
+        ("way", "way"),
+        ("storage", "compression"),
+        ("tiles/s", "tiles/s"),
+        ("vs peer", "vs peer"),
+        ("worker MB", "peak RSS / worker MB"),
+        ("main MB", "peak RSS main MB"),
+        ("stored MB", "stored MB"),
+        ("runs", "runs (s)"),
+    ]
     text = (
         f"Reading the train split ({rows[0]['records'] if rows else 0} of {args.tiles} real-photo tiles "
         f"256x256x3) in batches of {BATCH}, DataLoader num_workers={WORKERS}; "

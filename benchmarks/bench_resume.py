@@ -91,9 +91,14 @@ def encoders(n: int) -> str:
         f[:, 0] = 2
         f[0, 1:] = rows[0]
         np.subtract(rows[1:], rows[:-1], out=f[1:, 1:])
-        return b"".join((_png._SIGNATURE, ihdr, _png._chunk(b"IDAT", isal_zlib.compress(f, 1)), _png._IEND))
+        return b"".join(
+            (_png._SIGNATURE, ihdr, _png._chunk(b"IDAT", isal_zlib.compress(f, 1)), _png._IEND)
+        )
 
-    pngs = {"whole PNG, ISA-L (until #17)": isal_png, "whole PNG, libdeflate (now: encode_fast)": _png.encode_fast}
+    pngs = {
+        "whole PNG, ISA-L (until #17)": isal_png,
+        "whole PNG, libdeflate (now: encode_fast)": _png.encode_fast,
+    }
     for _ in range(3):
         for name, fn in pngs.items():
             t = time.process_time()
@@ -103,11 +108,25 @@ def encoders(n: int) -> str:
     rows = []
     for name in ways:
         base = next(iter(pngs if name in pngs else ways))  # ratios within each group
-        rows.append({"way": name, "tiles_s": n / best[name], "speed": best[base] / best[name],
-                     "bytes": size[name] / n, "size": size[name] / size[base]})
-    return table(rows, [("way", f"{n} photo tiles 256x256x3, one thread (deflate alone, then whole PNG)"),
-                        ("tiles_s", "tiles/s per core"),
-                        ("speed", "speed vs ISA-L"), ("bytes", "bytes/tile"), ("size", "size vs ISA-L")])
+        rows.append(
+            {
+                "way": name,
+                "tiles_s": n / best[name],
+                "speed": best[base] / best[name],
+                "bytes": size[name] / n,
+                "size": size[name] / size[base],
+            }
+        )
+    return table(
+        rows,
+        [
+            ("way", f"{n} photo tiles 256x256x3, one thread (deflate alone, then whole PNG)"),
+            ("tiles_s", "tiles/s per core"),
+            ("speed", "speed vs ISA-L"),
+            ("bytes", "bytes/tile"),
+            ("size", "size vs ISA-L"),
+        ],
+    )
 
 
 def digests(folder: str) -> dict[str, str]:
@@ -119,8 +138,12 @@ def digests(folder: str) -> dict[str, str]:
 
 
 def child(src: str, dst: str, workers: int, resume: bool) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", CHILD, src, dst, str(workers), "1" if resume else "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, src, dst, str(workers), "1" if resume else "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def cycles(n: int, tiles: int, seed: int = 17) -> tuple[str, int]:
@@ -157,14 +180,22 @@ def cycles(n: int, tiles: int, seed: int = 17) -> tuple[str, int]:
             bad = sorted(f for f in reference if got.get(f) != reference[f])
             differ += bool(bad)
             if bad:
-                lines.append(f"- cycle {i}: kill after {at} records, workers {workers} -> {again}: {bad}")
+                lines.append(
+                    f"- cycle {i}: kill after {at} records, workers {workers} -> {again}: {bad}"
+                )
             shutil.rmtree(dst, ignore_errors=True)
-            print(f"cycle {i + 1}/{n}: kill at {at} records, workers {workers}->{again}: "
-                  f"{'DIFFERS ' + str(bad) if bad else 'identical'}", file=sys.stderr, flush=True)
-        text = (f"{n} kill-and-resume cycles on {tiles} tiles ({len(reference) - 1} shards): "
-                f"{killed} killed mid-run, {n - killed} finished before the kill "
-                f"({complete} resumes found the output complete); **{differ} outputs differ** "
-                "from the uninterrupted run.")
+            print(
+                f"cycle {i + 1}/{n}: kill at {at} records, workers {workers}->{again}: "
+                f"{'DIFFERS ' + str(bad) if bad else 'identical'}",
+                file=sys.stderr,
+                flush=True,
+            )
+        text = (
+            f"{n} kill-and-resume cycles on {tiles} tiles ({len(reference) - 1} shards): "
+            f"{killed} killed mid-run, {n - killed} finished before the kill "
+            f"({complete} resumes found the output complete); **{differ} outputs differ** "
+            "from the uninterrupted run."
+        )
         return "\n".join([text, *lines]), differ
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -180,7 +211,9 @@ def main() -> None:
     print(enc, flush=True)
     summary, differ = cycles(args.cycles, args.tiles)
     print(summary)
-    path = write_report("bench_resume", f"# Resume determinism (issue #17)\n\n{machine()}\n\n{enc}\n\n{summary}")
+    path = write_report(
+        "bench_resume", f"# Resume determinism (issue #17)\n\n{machine()}\n\n{enc}\n\n{summary}"
+    )
     print(f"report: {path}")
     sys.exit(1 if differ else 0)
 

@@ -155,14 +155,18 @@ def main() -> None:
     ap.add_argument("--tiles", type=int, default=7000)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--labelmaker-records", type=int, default=3)
-    ap.add_argument("--skip-slow", action="store_true", help="skip tf.data and the tfrecord package")
+    ap.add_argument(
+        "--skip-slow", action="store_true", help="skip tf.data and the tfrecord package"
+    )
     ap.add_argument("--read-only", action="store_true", help="only the reading comparison")
     args = ap.parse_args()
     src = label_maker_npz(args.tiles)
     raw = os.path.getsize(src)
     rows = []
     base = None
-    for name, code in ways(src, os.path.join(OUT, "tfr-out.tfrecords"), args.labelmaker_records).items():
+    for name, code in ways(
+        src, os.path.join(OUT, "tfr-out.tfrecords"), args.labelmaker_records
+    ).items():
         if args.read_only:
             break
         if args.skip_slow and name.startswith(("tf.data", "tfrecord package")):
@@ -171,8 +175,13 @@ def main() -> None:
         r = run_way(code, 1 if name.startswith("label-maker") else args.repeats)
         records = r.get("records", args.tiles)
         tps = records / r["seconds"]
-        row = {"way": name, "tiles/s": tps, "s": r["seconds"] * args.tiles / records,
-               "peak RSS MB": r["rss_mb"], "runs": r["runs"]}
+        row = {
+            "way": name,
+            "tiles/s": tps,
+            "s": r["seconds"] * args.tiles / records,
+            "peak RSS MB": r["rss_mb"],
+            "runs": r["runs"],
+        }
         if name.startswith("TF eager"):
             base = r
         if base is not None and "bytes" in r:
@@ -185,27 +194,53 @@ def main() -> None:
         print(f"{name}: {tps:.1f} tiles/s, {r['rss_mb']:.0f} MB", file=sys.stderr)
     # reading back what dstore wrote (default settings)
     dst = os.path.join(OUT, "tfr-read.tfrecords")
-    run_way(f"import dstore, json; dstore.convert({src!r}, {dst!r}, overwrite=True); print('RESULT', json.dumps({{'seconds': 0}}))")
+    run_way(
+        f"import dstore, json; dstore.convert({src!r}, {dst!r}, overwrite=True); print('RESULT', json.dumps({{'seconds': 0}}))"
+    )
     read_rows = []
     for name, code in read_ways(dst).items():
         r = run_way(code, args.repeats)
-        read_rows.append({"way": name, "tiles/s": r["records"] / r["seconds"], "s": r["seconds"],
-                          "peak RSS MB": r["rss_mb"], "runs": r["runs"]})
+        read_rows.append(
+            {
+                "way": name,
+                "tiles/s": r["records"] / r["seconds"],
+                "s": r["seconds"],
+                "peak RSS MB": r["rss_mb"],
+                "runs": r["runs"],
+            }
+        )
         print(f"read {name}: {r['records'] / r['seconds']:.0f} tiles/s", file=sys.stderr)
     tf_read = read_rows[0]["tiles/s"]
     for row in read_rows:
         row["speed x"] = row["tiles/s"] / tf_read
     if args.read_only:
         rows = []
-    cols = [("way", "way"), ("tiles/s", "tiles/s"), ("speed x", "speed vs TF eager"), ("s", "seconds"),
-            ("output MB", "output MB"), ("size vs TF", "size vs TF"), ("peak RSS MB", "peak RSS MB"),
-            ("runs", "runs (s)")]
+    cols = [
+        ("way", "way"),
+        ("tiles/s", "tiles/s"),
+        ("speed x", "speed vs TF eager"),
+        ("s", "seconds"),
+        ("output MB", "output MB"),
+        ("size vs TF", "size vs TF"),
+        ("peak RSS MB", "peak RSS MB"),
+        ("runs", "runs (s)"),
+    ]
     text = (
         f"npz -> TFRecord (PNG), {args.tiles} real-photo tiles 256x256x3 ({raw / 1e9:.2f} GB npz), "
-        f"median of {args.repeats}\nMachine: {machine()}\n\n" + table(rows, cols)
+        f"median of {args.repeats}\nMachine: {machine()}\n\n"
+        + table(rows, cols)
         + "\n\nReading back dstore's output (all splits, to numpy):\n\n"
-        + table(read_rows, [("way", "way"), ("tiles/s", "tiles/s"), ("speed x", "speed vs tf.data"),
-                            ("s", "seconds"), ("peak RSS MB", "peak RSS MB"), ("runs", "runs (s)")])
+        + table(
+            read_rows,
+            [
+                ("way", "way"),
+                ("tiles/s", "tiles/s"),
+                ("speed x", "speed vs tf.data"),
+                ("s", "seconds"),
+                ("peak RSS MB", "peak RSS MB"),
+                ("runs", "runs (s)"),
+            ],
+        )
     )
     print(text)
     write_report("bench_tfrecord", text)

@@ -44,7 +44,9 @@ def write(path: str, n: int, size: int) -> int:
             feats = {
                 "image/encoded": encode_feature(BYTES, images[j]),
                 "image/class/label": encode_feature(INT64, y[j].astype(np.int64)),
-                "image/object/bbox/xmin": encode_feature(FLOAT, np.linspace(0, 1, 4, dtype=np.float32)),
+                "image/object/bbox/xmin": encode_feature(
+                    FLOAT, np.linspace(0, 1, 4, dtype=np.float32)
+                ),
             }
             f.write(rio.frame(encode_example(feats)))
     return os.path.getsize(path)
@@ -73,7 +75,9 @@ def median_seconds(fn, path: str) -> float:
 
 
 def main(n: int = 4000) -> None:
-    print("| layout | records | file | pre-pass (open) | per record | old open | full read | pre-pass / read |")
+    print(
+        "| layout | records | file | pre-pass (open) | per record | old open | full read | pre-pass / read |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for size, count in ((64, n), (256, max(1, n // 8))):

@@ -85,8 +85,12 @@ def child() -> None:
 class Child:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, bufsize=1,
+            [sys.executable, __file__, "--child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
         )
 
     def ask(self, job: dict, timeout: float) -> str:
@@ -123,7 +127,9 @@ class Child:
         self.proc.wait(timeout=30)
 
 
-def run(kinds: list[str], n: int, timeout: float, seed: int = 0) -> dict[str, collections.Counter[str]]:
+def run(
+    kinds: list[str], n: int, timeout: float, seed: int = 0
+) -> dict[str, collections.Counter[str]]:
     rng = np.random.default_rng(seed)
     results: dict[str, collections.Counter[str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -173,7 +179,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--kinds", default=",".join(KINDS))
-    ap.add_argument("--timeout", type=float, default=20.0, help="seconds before a read counts as a hang")
+    ap.add_argument(
+        "--timeout", type=float, default=20.0, help="seconds before a read counts as a hang"
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -182,7 +190,10 @@ def main() -> None:
     t0 = time.perf_counter()
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     for kind, counts in run(kinds, args.n, args.timeout).items():
-        print(f"{kind}: {args.n} mutated inputs: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        print(
+            f"{kind}: {args.n} mutated inputs: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        )
     print(f"wall time {time.perf_counter() - t0:.0f} s")
 
 

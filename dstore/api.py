@@ -83,8 +83,15 @@ def _check_local_input(path: str) -> None:
     except OSError as e:
         raise CodecIOError(f"{path}: cannot stat: {e.strerror or e}") from None
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+        kind = (
+            "a FIFO (named pipe)"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a regular file"
+        )
         raise CodecIOError(f"{path}: is {kind}, not a regular file or folder; refusing to read it")
 
 
@@ -167,7 +174,9 @@ class FieldView:
                 return self._records(empty_column(self.spec.kind))
             lo = int(picks.min())
             col = self._read(lo, int(picks.max()) + 1)
-            return self._records(col.take(picks - lo) if isinstance(col, VarColumn) else col[picks - lo])
+            return self._records(
+                col.take(picks - lo) if isinstance(col, VarColumn) else col[picks - lo]
+            )
         col = self._read(0, n)
         if isinstance(col, VarColumn):
             picks = np.arange(n)[index]
@@ -184,7 +193,9 @@ class FieldView:
         return arr if dtype is None else arr.astype(dtype)
 
     def __repr__(self) -> str:
-        return f"<field {self.spec.name!r} {self.spec.kind.describe()}, {self._split.count} records>"
+        return (
+            f"<field {self.spec.name!r} {self.spec.kind.describe()}, {self._split.count} records>"
+        )
 
 
 class Split(Mapping[str, FieldView]):
@@ -200,7 +211,9 @@ class Split(Mapping[str, FieldView]):
 
     def __getitem__(self, name: str) -> FieldView:
         if name not in self.spec.fields:
-            raise KeyError(f"split {self.spec.name!r} has no field {name!r}; fields: {list(self.spec.fields)}")
+            raise KeyError(
+                f"split {self.spec.name!r} has no field {name!r}; fields: {list(self.spec.fields)}"
+            )
         return FieldView(self._reader, self.spec, self.spec.fields[name])
 
     def __iter__(self) -> Iterator[str]:
@@ -293,8 +306,10 @@ class ConvertReport:
 
     def summary(self) -> str:
         if self.shards is not None and self.shards.complete:
-            return (f"{self.dst}: already complete ({self.shards.shards} shards match its manifest, "
-                    "written from this source with these options): nothing to do")
+            return (
+                f"{self.dst}: already complete ({self.shards.shards} shards match its manifest, "
+                "written from this source with these options): nothing to do"
+            )
         line = (
             f"{self.records} records in {self.splits} split(s), {self.src_format} -> "
             f"{self.dst_format}: {_fmt_bytes(self.bytes_in)} in, {_fmt_bytes(self.bytes_out)} out "
@@ -344,7 +359,9 @@ def write_dataset(
     the others are written by one writer, split after split."""
     out_schema = policy.apply_schema(reader.schema)
     # the source's checksums describe the source's values, not these
-    out_schema = Schema(out_schema.splits, {k: v for k, v in out_schema.attrs.items() if k != CHECKSUM_ATTR})
+    out_schema = Schema(
+        out_schema.splits, {k: v for k, v in out_schema.attrs.items() if k != CHECKSUM_ATTR}
+    )
     codec.check_schema(out_schema)
 
     def sample(split: str, n: int) -> Batch:
@@ -355,13 +372,26 @@ def write_dataset(
     plan = codec.plan_shards(out_schema, sample)
     if plan is not None:
         run = write_sharded(
-            reader, dst, codec, out_schema, plan, policy=policy, overwrite=overwrite, sources=sources,
-            batch_bytes=batch_bytes, progress=progress, resume=resume, client=client, source=source,
+            reader,
+            dst,
+            codec,
+            out_schema,
+            plan,
+            policy=policy,
+            overwrite=overwrite,
+            sources=sources,
+            batch_bytes=batch_bytes,
+            progress=progress,
+            resume=resume,
+            client=client,
+            source=source,
         )
         return run.stats, run
     if resume or client is not None:
         what = "--resume" if resume else "a Dask client"
-        raise CodecIOError(f"{dst}: {what} needs a sharded output format (tfrecord); {codec.name} is written by one process")
+        raise CodecIOError(
+            f"{dst}: {what} needs a sharded output format (tfrecord); {codec.name} is written by one process"
+        )
     stats: dict[str, CastStats] = {}
     hasher = FieldHasher(out_schema)
     if is_url(dst):  # straight to the store when the codec can, else staged and uploaded
@@ -387,7 +417,9 @@ def write_dataset(
                         f"{reader.path}: split {split.name!r} yielded {pos} records, "
                         f"its schema says {split.count}"
                     )
-            out_schema.attrs[CHECKSUM_ATTR] = hasher.hexdigests()  # stored by close() with the schema
+            out_schema.attrs[CHECKSUM_ATTR] = (
+                hasher.hexdigests()
+            )  # stored by close() with the schema
             writer.close()
         except BaseException:
             writer.abort()
@@ -424,9 +456,20 @@ def convert(
     dst_codec = _codec_for(dst, to, options)
     if isinstance(client, str):  # a scheduler address: connect for this conversion only
         with _dask_client(client) as connected:
-            return convert(src, dst, to=to, from_format=from_format, dtype=policy, overwrite=overwrite,
-                           options=options, src_options=src_options, batch_bytes=batch_bytes,
-                           progress=progress, resume=resume, client=connected)
+            return convert(
+                src,
+                dst,
+                to=to,
+                from_format=from_format,
+                dtype=policy,
+                overwrite=overwrite,
+                options=options,
+                src_options=src_options,
+                batch_bytes=batch_bytes,
+                progress=progress,
+                resume=resume,
+                client=connected,
+            )
     t0 = time.perf_counter()
     with open_reader(src, format=from_format, **dict(src_options or {})) as reader:
         stats, run = write_dataset(
@@ -495,7 +538,9 @@ class ArrayReader(Reader):
     through ``kinds={(split, field): kind}``."""
 
     def __init__(
-        self, data: Mapping[str, Any], path: str = "<memory>",
+        self,
+        data: Mapping[str, Any],
+        path: str = "<memory>",
         kinds: Mapping[tuple[str, str], Kind] | None = None,
     ) -> None:
         self.path = path
@@ -520,7 +565,9 @@ class ArrayReader(Reader):
                 given = (kinds or {}).get((split, name))
                 if isinstance(value, VarColumn) or given is not None:
                     if given is None:
-                        raise SchemaError(f"{where}: a VarColumn needs its kind (kinds={{(split, field): kind}})")
+                        raise SchemaError(
+                            f"{where}: a VarColumn needs its kind (kinds={{(split, field): kind}})"
+                        )
                     kind, col = given, to_column(given, value, where)
                 else:
                     kind, col = infer_column(value, where)
@@ -530,7 +577,9 @@ class ArrayReader(Reader):
                 specs[name] = FieldSpec(name, kind, key)
             if len(set(counts.values())) > 1:
                 detail = ", ".join(f"{n} has {c}" for n, c in counts.items())
-                raise SchemaError(f"fields of split {split!r} have different record counts ({detail})")
+                raise SchemaError(
+                    f"fields of split {split!r} have different record counts ({detail})"
+                )
             self._data[split] = columns
             splits[split] = SplitSpec(split, next(iter(counts.values()), 0), specs)
         self.schema = Schema(splits)
@@ -564,7 +613,10 @@ def save(
     path = os.fspath(path)
     policy = dtype if isinstance(dtype, DtypePolicy) else parse_policy(dtype, on_overflow)
     write_dataset(
-        ArrayReader(data, kinds=kinds), path, _codec_for(path, format, options), policy=policy,
+        ArrayReader(data, kinds=kinds),
+        path,
+        _codec_for(path, format, options),
+        policy=policy,
         overwrite=overwrite,
     )
 
@@ -598,7 +650,10 @@ class VerifyReport:
         ]
         n_bad = sum(not r.ok for r in self.results)
         if self.a == self.b:  # one dataset checked on its own
-            out.append(f"{len(self.results)} check(s): " + ("all passed" if not n_bad else f"{n_bad} failed"))
+            out.append(
+                f"{len(self.results)} check(s): "
+                + ("all passed" if not n_bad else f"{n_bad} failed")
+            )
         else:
             out.append(
                 f"{len(self.results)} field(s) compared: "
@@ -612,7 +667,9 @@ def _record_bytes(a: np.ndarray) -> np.ndarray:
     """Each record as a row of its bytes (native order), so that values compare by bits:
     NaN payloads, -0.0 and both halves of complex numbers all count."""
     a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
-    return a.view(np.uint8).reshape(len(a), int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize)
+    return a.view(np.uint8).reshape(
+        len(a), int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize
+    )
 
 
 def _compare(a: Column, b: Column) -> np.ndarray:
@@ -623,14 +680,20 @@ def _compare(a: Column, b: Column) -> np.ndarray:
             return np.zeros(len(a), bool)
         same = a.lengths == b.lengths
         if a.shapes is not None or b.shapes is not None:
-            same &= a.shapes is not None and b.shapes is not None and np.array_equal(a.shapes, b.shapes)
+            same &= (
+                a.shapes is not None and b.shapes is not None and np.array_equal(a.shapes, b.shapes)
+            )
         eq_values = _compare(a.values, b.values) if np.array_equal(a.offsets, b.offsets) else None
         for i in np.flatnonzero(same):
             lo, hi = int(a.offsets[i]), int(a.offsets[i + 1])
             if eq_values is not None:
                 same[i] = bool(eq_values[lo:hi].all())
             else:
-                same[i] = bool(_compare(a.values[lo:hi], b.values[int(b.offsets[i]) : int(b.offsets[i + 1])]).all())
+                same[i] = bool(
+                    _compare(
+                        a.values[lo:hi], b.values[int(b.offsets[i]) : int(b.offsets[i + 1])]
+                    ).all()
+                )
         return same
     if a.dtype.newbyteorder("=") != b.dtype.newbyteorder("="):
         with np.errstate(over="ignore", invalid="ignore"):
@@ -682,10 +745,14 @@ def verify(
                     where = b if fb is None else a
                     results.append(FieldResult(split, name, False, f"field missing in {where}"))
                 elif pa.count != pb.count:
-                    results.append(FieldResult(split, name, False, f"{pa.count} records vs {pb.count}"))
+                    results.append(
+                        FieldResult(split, name, False, f"{pa.count} records vs {pb.count}")
+                    )
                 elif not _same_kind_but_float_width(fa.kind, fb.kind):
                     results.append(
-                        FieldResult(split, name, False, f"{fa.kind.describe()} vs {fb.kind.describe()}")
+                        FieldResult(
+                            split, name, False, f"{fa.kind.describe()} vs {fb.kind.describe()}"
+                        )
                     )
                 else:
                     names.append(name)
@@ -712,8 +779,11 @@ def verify(
                 pos += n
             for name in names:
                 fa, fb = pa.fields[name], pb.fields[name]
-                how = ("bit-exact" if fa.dtype == fb.dtype
-                       else f"bit-exact to {fa.dtype.name} rounded to {fb.dtype.name}")
+                how = (
+                    "bit-exact"
+                    if fa.dtype == fb.dtype
+                    else f"bit-exact to {fa.dtype.name} rounded to {fb.dtype.name}"
+                )
                 if bad[name]:
                     detail = f"{bad[name]} of {pa.count} records differ, first at record {first_bad[name]}"
                     if fa.dtype.kind in "fc":
@@ -736,7 +806,9 @@ def _first_bad_record(
     read alone, is fine, or the reader streams and the failure comes at the end."""
     pos = start
     try:
-        for batch in reader.iter_batches(split.name, start=start, stop=stop, batch_rows=1, verify=False):
+        for batch in reader.iter_batches(
+            split.name, start=start, stop=stop, batch_rows=1, verify=False
+        ):
             pos += check_batch(split, batch)
     except DstoreError as e:
         why = str(e)
@@ -753,7 +825,10 @@ def _first_bad_record(
 
 
 def check(
-    path: str | os.PathLike[str], *, format: str | None = None, batch_bytes: int = DEFAULT_BATCH_BYTES
+    path: str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
 ) -> VerifyReport:
     """Check one dataset on its own: manifest checksums, then every record decoded.
 
@@ -786,27 +861,42 @@ def check(
                 if bad is not None:
                     detail = f"record {bad} fails ({bad} of {split.count} records decoded before it): {why}"
                 else:
-                    detail = (f"a check over many records fails after {decoded} of {split.count} "
-                              f"records were decoded (no single record can be named): {e}")
+                    detail = (
+                        f"a check over many records fails after {decoded} of {split.count} "
+                        f"records were decoded (no single record can be named): {e}"
+                    )
                 results.append(FieldResult(split.name, "*", False, detail))
                 continue
             ok = n == split.count
-            results.append(FieldResult(split.name, "*", ok, f"{n} of {split.count} records decoded"))
+            results.append(
+                FieldResult(split.name, "*", ok, f"{n} of {split.count} records decoded")
+            )
             if expected is not None:
                 got = hasher.hexdigests()[split.name]
                 for name in split.fields:
                     want = expected.get(split.name, {}).get(name)
                     if want is None:
-                        results.append(FieldResult(split.name, name, False, "no stored sha256 for this field"))
+                        results.append(
+                            FieldResult(split.name, name, False, "no stored sha256 for this field")
+                        )
                     else:
                         same = want == got[name]
-                        results.append(FieldResult(split.name, name, same,
-                                                   "sha256 of the values matches" if same
-                                                   else "sha256 of the values differs from the stored one"))
+                        results.append(
+                            FieldResult(
+                                split.name,
+                                name,
+                                same,
+                                "sha256 of the values matches"
+                                if same
+                                else "sha256 of the values differs from the stored one",
+                            )
+                        )
         if expected is None and not integrity:
-            notes.append(f"{path}: no stored checksums to check (not written by dstore); "
-                         + ("every record decoded, but" if not failed else "besides decoding,")
-                         + " the values could not be checked")
+            notes.append(
+                f"{path}: no stored checksums to check (not written by dstore); "
+                + ("every record decoded, but" if not failed else "besides decoding,")
+                + " the values could not be checked"
+            )
     return VerifyReport(path, path, results, notes)
 
 
@@ -836,14 +926,23 @@ class InfoReport:
             f"{self.path}: {self.format}, {_fmt_bytes(self.bytes_on_disk)} on disk, "
             f"{_fmt_bytes(self.schema.nbytes)} raw, {self.schema.records} records"
         ]
-        width = max([8] + [len(dtype_name(f.dtype)) for s in self.schema.splits.values()
-                           for f in s.fields.values() if f.dense])
+        width = max(
+            [8]
+            + [
+                len(dtype_name(f.dtype))
+                for s in self.schema.splits.values()
+                for f in s.fields.values()
+                if f.dense
+            ]
+        )
         for split in self.schema.splits.values():
             out.append(f"  split {split.name}: {split.count} records, {_fmt_bytes(split.nbytes)}")
             for f in split.fields.values():
                 key = f"  (key {f.key})" if f.key and f.key != f.name else ""
                 if not f.dense:  # records vary: the kind says what each one is
-                    out.append(f"    {f.name:<16} {f.kind.describe():<31} {split.count} records{key}")
+                    out.append(
+                        f"    {f.name:<16} {f.kind.describe():<31} {split.count} records{key}"
+                    )
                     continue
                 out.append(
                     f"    {f.name:<16} {dtype_name(f.dtype):<{width}} {(split.count, *f.shape)!s:<24}"

@@ -80,8 +80,13 @@ def encode(value: Any) -> dict[str, Any]:
         arr = np.asarray(value)
         if arr.dtype.kind in "biufcS" and arr.dtype.fields is None:
             native = arr.astype(arr.dtype.newbyteorder("=") if arr.dtype.kind != "S" else arr.dtype)
-            return {"array": {"dtype": arr.dtype.str, "shape": list(arr.shape),
-                              "b64": base64.b64encode(np.ascontiguousarray(native).tobytes()).decode()}}
+            return {
+                "array": {
+                    "dtype": arr.dtype.str,
+                    "shape": list(arr.shape),
+                    "b64": base64.b64encode(np.ascontiguousarray(native).tobytes()).decode(),
+                }
+            }
         if arr.dtype.kind in "OU" and all(isinstance(v, str) for v in arr.reshape(-1)):
             return {"strings": [str(v) for v in arr.reshape(-1)], "shape": list(arr.shape)}
         raise Unrepresentable(f"{arr.dtype} values")
@@ -104,7 +109,11 @@ def decode(enc: Mapping[str, Any]) -> Any:
         spec = enc["array"]
         dtype = np.dtype(spec["dtype"])
         native = dtype.newbyteorder("=") if dtype.kind != "S" else dtype
-        arr = np.frombuffer(base64.b64decode(spec["b64"]), native).reshape(spec["shape"]).astype(dtype)
+        arr = (
+            np.frombuffer(base64.b64decode(spec["b64"]), native)
+            .reshape(spec["shape"])
+            .astype(dtype)
+        )
         return arr[()] if arr.ndim == 0 else arr
     raise ValueError(f"unknown attribute encoding {sorted(enc)}")
 
@@ -113,8 +122,12 @@ def for_hdf5(enc: Mapping[str, Any]) -> tuple[Any, str | None]:
     """The value to give h5py, and a note when HDF5 holds it in another form."""
     if "json" in enc:
         value = enc["json"]
-        if (isinstance(value, str) and "\x00" not in value) or isinstance(value, (bool, float)) or (
-            isinstance(value, int) and -(2**63) <= value < 2**64  # HDF5 integers are 64-bit
+        if (
+            (isinstance(value, str) and "\x00" not in value)
+            or isinstance(value, (bool, float))
+            or (
+                isinstance(value, int) and -(2**63) <= value < 2**64  # HDF5 integers are 64-bit
+            )
         ):
             return value, None
         # HDF5 has no lists of mixed type, objects, null, text with NUL or integers past
@@ -152,7 +165,9 @@ def is_missing(value: Any) -> bool:
     return value is _MISSING
 
 
-def encode_all(attrs: Mapping[str, Any], where: str, skip: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[str]]:
+def encode_all(
+    attrs: Mapping[str, Any], where: str, skip: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], list[str]]:
     """Encode a mapping of attributes: (encoded, notes naming the ones that cannot be carried)."""
     out: dict[str, Any] = {}
     notes = []
@@ -166,14 +181,19 @@ def encode_all(attrs: Mapping[str, Any], where: str, skip: tuple[str, ...] = ())
     return out, notes
 
 
-def group_attrs(schema_attrs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def group_attrs(
+    schema_attrs: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """(root attributes, split -> attributes) from ``Schema.attrs``."""
     held = schema_attrs.get(ATTRS_KEY) or {}
     return dict(held.get("root", {})), {k: dict(v) for k, v in held.get("splits", {}).items()}
 
 
-def with_groups(schema_attrs: Mapping[str, Any], root: Mapping[str, Any],
-                splits: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def with_groups(
+    schema_attrs: Mapping[str, Any],
+    root: Mapping[str, Any],
+    splits: Mapping[str, Mapping[str, Any]],
+) -> dict[str, Any]:
     """``schema_attrs`` plus root and split attributes (left out when there are none)."""
     out = dict(schema_attrs)
     splits = {k: dict(v) for k, v in splits.items() if v}
@@ -217,20 +237,34 @@ def target_notes(schema: Any, fmt: str, convert: Any) -> list[str]:
             changed.append(f"{where} {name!r} ({note}{'' if state == 'stored' else ', ' + state})")
     if not changed:
         return []
-    shown = "; ".join(changed[:20]) + (f"; and {len(changed) - 20} more" if len(changed) > 20 else "")
-    note = (f"{fmt} holds {len(changed)} attribute(s) in another form or not at all, "
-            f"their exact values are kept in dstore's schema: {shown}")
+    shown = "; ".join(changed[:20]) + (
+        f"; and {len(changed) - 20} more" if len(changed) > 20 else ""
+    )
+    note = (
+        f"{fmt} holds {len(changed)} attribute(s) in another form or not at all, "
+        f"their exact values are kept in dstore's schema: {shown}"
+    )
     return [note]
 
 
 def schema_only_notes(schema: Any, fmt: str) -> list[str]:
     """Summary note for a format without attributes or fill values (npz, TFRecord)."""
     n_attrs = sum(1 for _ in iter_user_attrs(schema))
-    n_fill = sum(1 for s in schema.splits.values() for f in s.fields.values() if "fill_value" in f.attrs)
+    n_fill = sum(
+        1 for s in schema.splits.values() for f in s.fields.values() if "fill_value" in f.attrs
+    )
     if not n_attrs and not n_fill:
         return []
-    what = " and ".join(x for x in (f"{n_attrs} attribute(s)" if n_attrs else "",
-                                      f"{n_fill} fill value(s)" if n_fill else "") if x)
-    note = (f"{fmt} has no attributes or fill values: {what} are kept only in dstore's schema "
-            "(restored by a conversion to HDF5 or zarr; other tools reading this file do not see them)")
+    what = " and ".join(
+        x
+        for x in (
+            f"{n_attrs} attribute(s)" if n_attrs else "",
+            f"{n_fill} fill value(s)" if n_fill else "",
+        )
+        if x
+    )
+    note = (
+        f"{fmt} has no attributes or fill values: {what} are kept only in dstore's schema "
+        "(restored by a conversion to HDF5 or zarr; other tools reading this file do not see them)"
+    )
     return [note]

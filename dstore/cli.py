@@ -103,7 +103,10 @@ def _option_lines(name: str) -> list[str]:
 
     try:
         options = get_codec_class(name).Options
-    except (DstoreError, ImportError) as e:  # a codec whose extra is missing: say so instead of its keys
+    except (
+        DstoreError,
+        ImportError,
+    ) as e:  # a codec whose extra is missing: say so instead of its keys
         return [f"    (options unknown: {str(e).splitlines()[0]})"]
     if not dataclasses.is_dataclass(options):
         return ["    (no -o options)"]
@@ -137,7 +140,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from .errors import UsageError
 
     # Checked before the measuring starts, not after it (the library checks the rest).
-    if args.report and os.path.splitext(args.report)[1].lower() not in (".json", ".csv", ".md", ".markdown"):
+    if args.report and os.path.splitext(args.report)[1].lower() not in (
+        ".json",
+        ".csv",
+        ".md",
+        ".markdown",
+    ):
         raise UsageError(f"--report must end in .json, .csv or .md. Got {args.report!r}.")
     if args.plot:
         import importlib.util
@@ -212,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show the traceback of an error (default: one line)"
     )
     parser.add_argument(
-        "--version", action=_VersionAction,
+        "--version",
+        action=_VersionAction,
         help="print dstore's distribution and version, Python's, and the backends found",
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -226,11 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("src", help="input dataset: a path or an fsspec URL")
     p.add_argument("dst", help="output path; its extension picks the format unless --to is given")
     p.add_argument(
-        "--to", metavar="FORMAT",
+        "--to",
+        metavar="FORMAT",
         help="output format: npz, zarr, hdf5, tfrecord (default: from DST's extension)",
     )
     p.add_argument(
-        "--from", dest="from_format", metavar="FORMAT",
+        "--from",
+        dest="from_format",
+        metavar="FORMAT",
         help="input format (default: from SRC's extension)",
     )
     p.add_argument(
@@ -241,37 +253,52 @@ def build_parser() -> argparse.ArgumentParser:
         "repeatable (default: keep)",
     )
     p.add_argument(
-        "--on-overflow", choices=["error", "clip"], default="error",
+        "--on-overflow",
+        choices=["error", "clip"],
+        default="error",
         help="a downcast that overflows (|x| > 65504 for float16) is an error or is clipped "
         "(default: %(default)s)",
     )
     p.add_argument(
-        "--overwrite", action="store_true",
+        "--overwrite",
+        action="store_true",
         help="replace an existing DST (default: refuse)",
     )
     p.add_argument(
-        "--resume", action="store_true",
+        "--resume",
+        action="store_true",
         help="finish an interrupted sharded (tfrecord) conversion started with the same options, "
         "keeping its finished shards (default: start afresh)",
     )
     p.add_argument(
-        "--scheduler", metavar="ADDRESS",
+        "--scheduler",
+        metavar="ADDRESS",
         help="write each shard as a task on this Dask distributed scheduler, e.g. "
         "tcp://host:8786 (default: this machine)",
     )
     p.add_argument(
-        "-o", "--option", action="append", metavar="KEY=VALUE",
+        "-o",
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
         help="output codec option, repeatable; the keys of each format are listed below "
         "and by 'dstore formats' (default: the format's defaults)",
     )
     p.set_defaults(func=_cmd_convert)
-    _with_lazy_epilog(p, lambda: "-o options of each format (KEY=DEFAULT  meaning):\n" + _formats_text())
+    _with_lazy_epilog(
+        p, lambda: "-o options of each format (KEY=DEFAULT  meaning):\n" + _formats_text()
+    )
 
     p = sub.add_parser("info", help="splits, fields, shapes, dtypes, sizes, codec details")
     p.add_argument("path", help="dataset to describe")
     # --from names an input's format in every subcommand; --format is the older spelling
-    p.add_argument("--from", "--format", dest="from_format", metavar="FORMAT",
-                   help="input format (default: from PATH's extension or contents)")
+    p.add_argument(
+        "--from",
+        "--format",
+        dest="from_format",
+        metavar="FORMAT",
+        help="input format (default: from PATH's extension or contents)",
+    )
     p.set_defaults(func=_cmd_info)
 
     p = sub.add_parser(
@@ -280,28 +307,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("a", help="the reference dataset")
     p.add_argument(
-        "b", nargs="?",
+        "b",
+        nargs="?",
         help="the dataset compared with A (default: none: check A alone, checksums, "
         "then every record decoded)",
     )
-    p.add_argument("--from", "--format", dest="from_format", metavar="FORMAT",
-                   help="input format of A, and of B unless --from-b is given (default: from the paths)")
-    p.add_argument("--from-b", dest="b_format", metavar="FORMAT",
-                   help="input format of B (default: --from, else from B's path)")
+    p.add_argument(
+        "--from",
+        "--format",
+        dest="from_format",
+        metavar="FORMAT",
+        help="input format of A, and of B unless --from-b is given (default: from the paths)",
+    )
+    p.add_argument(
+        "--from-b",
+        dest="b_format",
+        metavar="FORMAT",
+        help="input format of B (default: --from, else from B's path)",
+    )
     p.set_defaults(func=_cmd_verify)
 
-    p = sub.add_parser("bench", help="measure size, speed and accuracy impact of each format on SRC")
+    p = sub.add_parser(
+        "bench", help="measure size, speed and accuracy impact of each format on SRC"
+    )
     p.add_argument("src", help="your dataset")
     p.add_argument(
         "--formats", help="comma-separated formats to measure (default: every usable format)"
     )
     p.add_argument(
-        "--dtypes", default="keep,float32,float16",
+        "--dtypes",
+        default="keep,float32,float16",
         help="comma-separated dtype policies: keep, float32, float16, float64 "
         "(default: %(default)s)",
     )
     p.add_argument(
-        "--grid", action="store_true",
+        "--grid",
+        action="store_true",
         help="also measure compressor/level variants of each format (default: defaults only)",
     )
     p.add_argument(
@@ -314,33 +355,45 @@ def build_parser() -> argparse.ArgumentParser:
         "none found: no accuracy is measured)",
     )
     p.add_argument(
-        "--evaluate", metavar="MODULE:FUNCTION",
+        "--evaluate",
+        metavar="MODULE:FUNCTION",
         help="your function(data) -> score replaces the probe; MODULE is imported from the "
         "working directory or sys.path (default: the logistic-regression probe)",
     )
     p.add_argument(
-        "--sample", type=int, metavar="N",
+        "--sample",
+        type=int,
+        metavar="N",
         help="measure the first N records of each split only (default: all records)",
     )
     p.add_argument(
-        "--repeats", type=int, default=3,
+        "--repeats",
+        type=int,
+        default=3,
         help="timed writes and reads per cell, after one untimed warm-up; "
         "times are medians (default: %(default)s)",
     )
     p.add_argument(
-        "--objective", choices=["size", "write", "read"], default="size",
+        "--objective",
+        choices=["size", "write", "read"],
+        default="size",
         help="what the recommendation minimises (default: %(default)s)",
     )
     p.add_argument(
-        "--max-accuracy-drop", type=float, default=0.1, metavar="POINTS",
+        "--max-accuracy-drop",
+        type=float,
+        default=0.1,
+        metavar="POINTS",
         help="accuracy points a recommended cell may lose (default: %(default)s)",
     )
     p.add_argument(
-        "--report", metavar="FILE",
+        "--report",
+        metavar="FILE",
         help="also write the results as .json, .csv or .md (default: terminal only)",
     )
     p.add_argument(
-        "--plot", metavar="FILE.png",
+        "--plot",
+        metavar="FILE.png",
         help="also write a size vs write-time plot (default: none)",
     )
     p.set_defaults(func=_cmd_bench)
@@ -352,7 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="build sample data from real photos and convert it")
     p.add_argument(
-        "dir", nargs="?", default="dstore-demo",
+        "dir",
+        nargs="?",
+        default="dstore-demo",
         help="folder for the sample data and outputs (default: %(default)s)",
     )
     p.add_argument(
@@ -365,7 +420,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s"
+    )
     try:
         return int(args.func(args))
     except KeyboardInterrupt as e:

@@ -18,7 +18,15 @@ from .errors import MissingDependencyError
 __all__ = ["PHOTOS", "make_label_maker_npz", "photo_tiles", "run_demo"]
 
 #: RGB photographs bundled in scikit-image's package data (no network).
-PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "retina", "immunohistochemistry", "hubble_deep_field")
+PHOTOS = (
+    "astronaut",
+    "coffee",
+    "chelsea",
+    "rocket",
+    "retina",
+    "immunohistochemistry",
+    "hubble_deep_field",
+)
 
 
 def _photos() -> list[np.ndarray]:
@@ -64,7 +72,9 @@ def hog_features(n: int, seed: int = 0, size: int = 64) -> tuple[np.ndarray, np.
 
     x, y = photo_tiles(n, size, seed=seed)
     gray = x.astype(np.float32).mean(axis=3)
-    feats = np.stack([hog(g, orientations=9, pixels_per_cell=(16, 16), cells_per_block=(2, 2)) for g in gray])
+    feats = np.stack(
+        [hog(g, orientations=9, pixels_per_cell=(16, 16), cells_per_block=(2, 2)) for g in gray]
+    )
     return feats.astype(np.float32), y.argmax(1).astype(np.int64)
 
 
@@ -72,8 +82,13 @@ def make_features_npz(path: str, n: int = 2000, seed: int = 0) -> str:
     """A CoralNet-style features file: train/test splits of HOG vectors and labels."""
     feats, labels = hog_features(n, seed)
     cut = int(n * 0.75)
-    np.savez(path, features_train=feats[:cut], labels_train=labels[:cut],
-             features_test=feats[cut:], labels_test=labels[cut:])
+    np.savez(
+        path,
+        features_train=feats[:cut],
+        labels_train=labels[:cut],
+        features_test=feats[cut:],
+        labels_test=labels[cut:],
+    )
     return path
 
 
@@ -82,7 +97,9 @@ def make_label_maker_npz(path: str, n: int = 300, size: int = 256, seed: int = 0
     uncompressed as label-maker writes it."""
     x, y = photo_tiles(n, size, seed)
     a, b = int(n * 0.7), int(n * 0.9)
-    np.savez(path, x_train=x[:a], y_train=y[:a], x_test=x[a:b], y_test=y[a:b], x_val=x[b:], y_val=y[b:])
+    np.savez(
+        path, x_train=x[:a], y_train=y[:a], x_test=x[a:b], y_test=y[a:b], x_val=x[b:], y_val=y[b:]
+    )
     return path
 
 

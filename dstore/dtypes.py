@@ -128,7 +128,9 @@ class DtypePolicy:
                 def record_of(i: int, offsets: np.ndarray = col.offsets) -> int:
                     return int(np.searchsorted(offsets, i, side="right")) - 1
 
-                values = self._cast(col.values, new, split.name, name, first_record, stats, source, record_of)
+                values = self._cast(
+                    col.values, new, split.name, name, first_record, stats, source, record_of
+                )
                 out[name] = VarColumn(values, col.offsets, col.shapes)
                 continue
             if new == col.dtype:

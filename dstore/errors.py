@@ -47,7 +47,9 @@ class MissingDependencyError(DstoreError, ImportError):
     ``what`` names the feature that needs it when that is not a format.
     """
 
-    def __init__(self, codec: str, extra: str | None, missing: str, *, what: str | None = None) -> None:
+    def __init__(
+        self, codec: str, extra: str | None, missing: str, *, what: str | None = None
+    ) -> None:
         self.codec = codec
         self.extra = extra
         self.missing = missing

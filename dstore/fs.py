@@ -14,7 +14,16 @@ from typing import IO, Any
 from .errors import MissingDependencyError
 
 __all__ = [
-    "exists", "getsize", "glob", "is_url", "isdir", "join", "listdir", "open_binary", "sha256_file", "url_fs",
+    "exists",
+    "getsize",
+    "glob",
+    "is_url",
+    "isdir",
+    "join",
+    "listdir",
+    "open_binary",
+    "sha256_file",
+    "url_fs",
 ]
 
 #: reads from object storage fetch this much per request (sequential scans)

@@ -37,7 +37,9 @@ class FieldHasher:
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
         self._hashes: dict[tuple[str, str], list[Any]] = {
-            (split.name, name): [hashlib.sha256()] if spec.dense else [hashlib.sha256() for _ in range(3)]
+            (split.name, name): [hashlib.sha256()]
+            if spec.dense
+            else [hashlib.sha256() for _ in range(3)]
             for split in schema.splits.values()
             for name, spec in split.fields.items()
         }

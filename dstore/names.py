@@ -157,7 +157,9 @@ def check_tree(schema: Schema, where: str) -> None:
 
 def _check_component(part: str, root: str) -> None:
     if part in ("", ".", "..") or "/" in part or "\\" in part or "\x00" in part:
-        raise UnsafePathError(f"{root}: refusing to write {part!r}: not a plain name inside the output")
+        raise UnsafePathError(
+            f"{root}: refusing to write {part!r}: not a plain name inside the output"
+        )
 
 
 def safe_join(root: str, *parts: str) -> str:
@@ -173,7 +175,9 @@ def safe_join(root: str, *parts: str) -> str:
     real_root = os.path.realpath(root)
     real = os.path.realpath(path)
     if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
-        raise UnsafePathError(f"{root}: refusing to write {'/'.join(parts)!r}: it resolves to {real}, outside")
+        raise UnsafePathError(
+            f"{root}: refusing to write {'/'.join(parts)!r}: it resolves to {real}, outside"
+        )
     return path
 
 

@@ -147,8 +147,12 @@ def check_replaceable(dst: str, codec: Codec | None) -> None:
         raise _not_ours(dst, f"is a symbolic link (to {os.readlink(dst_abs)})")
     real = os.path.realpath(dst_abs)
     cwd = os.path.realpath(os.getcwd())
-    if (real in (os.path.realpath(os.sep), os.path.realpath(os.path.expanduser("~")))
-            or cwd == real or cwd.startswith(real + os.sep) or os.path.ismount(real)):
+    if (
+        real in (os.path.realpath(os.sep), os.path.realpath(os.path.expanduser("~")))
+        or cwd == real
+        or cwd.startswith(real + os.sep)
+        or os.path.ismount(real)
+    ):
         raise _not_ours(dst, "is the root, home or working folder (or a mount point)")
     mode = os.lstat(dst_abs).st_mode
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
@@ -319,13 +323,20 @@ def atomic_output(
             raise OldOutputLeftError(
                 f"{dst}: written, but a leftover of an earlier run cannot be removed: "
                 f"{path} ({_describe(err)}); remove it by hand",
-                output=dst_abs, left=path,
+                output=dst_abs,
+                left=path,
             )
 
 
 @contextlib.contextmanager
-def _atomic_rename(dst: str, dst_abs: str, parent: str, base: str,
-                   replaceable: Callable[[], None], adopt: str | None = None) -> Iterator[str]:
+def _atomic_rename(
+    dst: str,
+    dst_abs: str,
+    parent: str,
+    base: str,
+    replaceable: Callable[[], None],
+    adopt: str | None = None,
+) -> Iterator[str]:
     tmp = os.path.join(parent, f".{base}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
     if adopt is not None:
         os.replace(adopt, tmp)
@@ -343,11 +354,15 @@ def _atomic_rename(dst: str, dst_abs: str, parent: str, base: str,
                 if os.path.isfile(tmp) and stat.S_ISREG(os.lstat(dst_abs).st_mode):
                     os.replace(tmp, dst_abs)  # one atomic step: no moment without an output
                 else:  # a folder cannot be renamed over: move the old one aside first
-                    old = os.path.join(parent, f".{base}{OLD_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+                    old = os.path.join(
+                        parent, f".{base}{OLD_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+                    )
                     os.replace(dst_abs, old)
                     os.replace(tmp, dst_abs)
             except OSError as e:
-                raise CodecIOError(f"{dst}: cannot replace the old output: {_describe(e)}") from None
+                raise CodecIOError(
+                    f"{dst}: cannot replace the old output: {_describe(e)}"
+                ) from None
             if old is not None:
                 failure = _remove_local(old)
         else:
@@ -362,12 +377,15 @@ def _atomic_rename(dst: str, dst_abs: str, parent: str, base: str,
     except BaseException:
         if old is not None and not os.path.lexists(dst_abs):
             with contextlib.suppress(OSError):
-                os.replace(old, dst_abs)  # the old output moved aside, the new one not in: put it back
+                os.replace(
+                    old, dst_abs
+                )  # the old output moved aside, the new one not in: put it back
         remove_path(tmp)
         raise
     if failure is not None:
         raise OldOutputLeftError(
             f"{dst}: written, but the old output could not be removed entirely: it is left at "
             f"{old} ({_describe(failure)}); remove it by hand (the next run to {base} retries)",
-            output=dst_abs, left=old,
+            output=dst_abs,
+            left=old,
         )

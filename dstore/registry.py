@@ -57,7 +57,9 @@ _BUILTIN: dict[str, _Entry] = {
     "zarr": _Entry(
         "dstore.codecs.zarr:ZarrCodec", (".zarr", ".zarr.zip"), "zarr", ("zarr", "numcodecs")
     ),
-    "hdf5": _Entry("dstore.codecs.hdf5:HDF5Codec", (".h5", ".hdf5", ".he5", ".hdf"), "hdf5", ("h5py",)),
+    "hdf5": _Entry(
+        "dstore.codecs.hdf5:HDF5Codec", (".h5", ".hdf5", ".he5", ".hdf"), "hdf5", ("h5py",)
+    ),
     "tfrecord": _Entry(
         "dstore.codecs.tfrecord:TFRecordCodec",
         (".tfrecords", ".tfrecord", ".tfrecords.gz", ".tfrecord.gz"),

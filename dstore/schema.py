@@ -77,7 +77,11 @@ class FieldSpec:
 
     @classmethod
     def tensor(
-        cls, name: str, dtype: Any, shape: Sequence[int] = (), key: str | None = None,
+        cls,
+        name: str,
+        dtype: Any,
+        shape: Sequence[int] = (),
+        key: str | None = None,
         attrs: Mapping[str, Any] | None = None,
     ) -> FieldSpec:
         """A fixed-shape numeric field (the kind every field had before kinds existed)."""
@@ -102,7 +106,9 @@ class FieldSpec:
     @property
     def dense(self) -> bool:
         """True when a batch column of this field is one ndarray (Tensor, raw fixed-size Image)."""
-        return isinstance(self.kind, Tensor) or (isinstance(self.kind, Image) and self.kind.is_dense)
+        return isinstance(self.kind, Tensor) or (
+            isinstance(self.kind, Image) and self.kind.is_dense
+        )
 
     @property
     def record_bytes(self) -> int:
@@ -273,7 +279,9 @@ def schema_from_arrays(
     for key, (dtype, shape) in arrays.items():
         check_dtype(dtype, f"{source}: key {key!r}")
         if len(shape) == 0:
-            raise SchemaError(f"{source}: key {key!r} is a 0-d array; every field needs a record axis")
+            raise SchemaError(
+                f"{source}: key {key!r} is a 0-d array; every field needs a record axis"
+            )
         fields[key] = (Tensor(np.dtype(dtype), tuple(shape[1:])), int(shape[0]))
     return schema_from_fields(fields, source)
 
@@ -289,7 +297,9 @@ def check_batch(split: SplitSpec, batch: Mapping[str, Column]) -> int:
             f"split {split.name!r}: batch has fields {sorted(batch)}, "
             f"expected {sorted(split.fields)}"
         )
-    rows = {name: len(a) if isinstance(a, VarColumn) or np.ndim(a) else -1 for name, a in batch.items()}
+    rows = {
+        name: len(a) if isinstance(a, VarColumn) or np.ndim(a) else -1 for name, a in batch.items()
+    }
     if len(set(rows.values())) != 1:
         raise SchemaError(f"split {split.name!r}: batch fields differ in length: {rows}")
     for name, col in batch.items():
@@ -297,20 +307,26 @@ def check_batch(split: SplitSpec, batch: Mapping[str, Column]) -> int:
         where = f"split {split.name!r}, field {name!r}"
         if spec.dense:
             if isinstance(col, VarColumn):
-                raise SchemaError(f"{where}: records vary in size, the field is {spec.kind.describe()}")
+                raise SchemaError(
+                    f"{where}: records vary in size, the field is {spec.kind.describe()}"
+                )
             if col.shape[1:] != spec.shape:
                 raise SchemaError(f"{where}: record shape {col.shape[1:]}, expected {spec.shape}")
             if col.dtype != spec.dtype:
                 raise SchemaError(f"{where}: dtype {col.dtype}, expected {spec.dtype}")
             continue
         if not isinstance(col, VarColumn):
-            raise SchemaError(f"{where}: expected values + offsets for a {spec.kind.describe()} field")
+            raise SchemaError(
+                f"{where}: expected values + offsets for a {spec.kind.describe()} field"
+            )
         col.check(where)
         if col.values.dtype != spec.dtype:
             raise SchemaError(f"{where}: values are {col.values.dtype}, expected {spec.dtype}")
         inner = spec.shape if isinstance(spec.kind, Ragged) else ()
         if col.values.shape[1:] != inner:
-            raise SchemaError(f"{where}: values have inner shape {col.values.shape[1:]}, expected {inner}")
+            raise SchemaError(
+                f"{where}: values have inner shape {col.values.shape[1:]}, expected {inner}"
+            )
         if isinstance(spec.kind, String):
             col.check_utf8(where)
     return next(iter(rows.values()), 0)

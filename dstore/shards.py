@@ -61,8 +61,14 @@ class ShardRun:
 # --------------------------------------------------------------------- journal
 
 
-def _header(codec: Codec, writer: ShardWriter, schema: Schema, plan: Sequence[Shard],
-            policy: DtypePolicy, sources: Sequence[str]) -> dict[str, Any]:
+def _header(
+    codec: Codec,
+    writer: ShardWriter,
+    schema: Schema,
+    plan: Sequence[Shard],
+    policy: DtypePolicy,
+    sources: Sequence[str],
+) -> dict[str, Any]:
     """Everything that fixes the output's bytes; a resume needs all of it equal."""
     config = {k: v for k, v in codec.get_config().items() if k != "workers"}
     fingerprint = []
@@ -77,8 +83,11 @@ def _header(codec: Codec, writer: ShardWriter, schema: Schema, plan: Sequence[Sh
         "codec": config,
         "libraries": writer.fingerprint(),
         "schema": schema.to_json(),
-        "policy": {"default": policy.default, "per_field": dict(policy.per_field),
-                   "on_overflow": policy.on_overflow},
+        "policy": {
+            "default": policy.default,
+            "per_field": dict(policy.per_field),
+            "on_overflow": policy.on_overflow,
+        },
         "sources": fingerprint,
         "plan": [dataclasses.asdict(s) for s in plan],
     }
@@ -155,12 +164,21 @@ def _merge_stats(into: dict[str, CastStats], more: Mapping[str, CastStats]) -> N
         mine.clipped += s.clipped
 
 
-def _cast_batches(reader: Reader, split: str, start: int, stop: int, policy: DtypePolicy,
-                  stats: dict[str, CastStats], batch_bytes: int) -> Iterator[Batch]:
+def _cast_batches(
+    reader: Reader,
+    split: str,
+    start: int,
+    stop: int,
+    policy: DtypePolicy,
+    stats: dict[str, CastStats],
+    batch_bytes: int,
+) -> Iterator[Batch]:
     """Records ``start:stop`` of ``split``, checked and cast as they will be written."""
     spec = reader.schema.splits[split]
     pos = start
-    for batch in reader.iter_batches(split, start=start, stop=stop, batch_rows=batch_rows_for(spec, batch_bytes)):
+    for batch in reader.iter_batches(
+        split, start=start, stop=stop, batch_rows=batch_rows_for(spec, batch_bytes)
+    ):
         n = check_batch(spec, batch)
         yield policy.apply(spec, batch, pos, stats, reader.path)
         pos += n
@@ -204,27 +222,50 @@ def _cut(batches: Iterator[Batch], sizes: Sequence[int]) -> Iterator[Iterator[Ba
             pass
 
 
-def _shard_streams(reader: Reader, pending: Sequence[Shard], policy: DtypePolicy,
-                   stats: dict[str, CastStats], batch_bytes: int,
-                   ahead: bool) -> Iterator[tuple[Shard, Iterator[Batch]]]:
+def _shard_streams(
+    reader: Reader,
+    pending: Sequence[Shard],
+    policy: DtypePolicy,
+    stats: dict[str, CastStats],
+    batch_bytes: int,
+    ahead: bool,
+) -> Iterator[tuple[Shard, Iterator[Batch]]]:
     """Each pending shard with its records, one continuous read per run of
     touching shards (a compressed member cannot seek); ``ahead`` reads the
     next batch in a background thread."""
     for run in _runs(pending):
-        stream = _cast_batches(reader, run[0].split, run[0].start, run[-1].stop, policy, stats, batch_bytes)
-        yield from zip(run, _cut(prefetch(stream) if ahead else stream, [s.records for s in run]), strict=True)
+        stream = _cast_batches(
+            reader, run[0].split, run[0].start, run[-1].stop, policy, stats, batch_bytes
+        )
+        yield from zip(
+            run, _cut(prefetch(stream) if ahead else stream, [s.records for s in run]), strict=True
+        )
 
 
-def _local(reader: Reader, writer: ShardWriter, root: str, pending: Sequence[Shard],
-           policy: DtypePolicy, stats: dict[str, CastStats], batch_bytes: int,
-           done: Callable[[Shard, dict[str, Any]], None],
-           advance: Callable[[int], None] | None) -> None:
+def _local(
+    reader: Reader,
+    writer: ShardWriter,
+    root: str,
+    pending: Sequence[Shard],
+    policy: DtypePolicy,
+    stats: dict[str, CastStats],
+    batch_bytes: int,
+    done: Callable[[Shard, dict[str, Any]], None],
+    advance: Callable[[int], None] | None,
+) -> None:
     for shard, batches in _shard_streams(reader, pending, policy, stats, batch_bytes, ahead=True):
         done(shard, writer.write_shard(root, shard, batches, advance))
 
 
-def _dask_task(source: SourceRef, writer: ShardWriter, root: str, shard: Shard, policy: DtypePolicy,
-               batch_bytes: int, batches: list[Batch] | None) -> tuple[dict[str, Any], dict[str, CastStats]]:
+def _dask_task(
+    source: SourceRef,
+    writer: ShardWriter,
+    root: str,
+    shard: Shard,
+    policy: DtypePolicy,
+    batch_bytes: int,
+    batches: list[Batch] | None,
+) -> tuple[dict[str, Any], dict[str, CastStats]]:
     """Runs on a worker: read the shard's records (or take them), write the shard."""
     from .api import open_reader
 
@@ -232,23 +273,36 @@ def _dask_task(source: SourceRef, writer: ShardWriter, root: str, shard: Shard, 
     if batches is not None:
         return writer.write_shard(root, shard, iter(batches)), stats
     with open_reader(source.path, format=source.format, **dict(source.options)) as reader:
-        records = _cast_batches(reader, shard.split, shard.start, shard.stop, policy, stats, batch_bytes)
+        records = _cast_batches(
+            reader, shard.split, shard.start, shard.stop, policy, stats, batch_bytes
+        )
         info = writer.write_shard(root, shard, records)
     return info, stats
 
 
-def _distributed(client: Any, reader: Reader, source: SourceRef | None,
-                 writer: ShardWriter, root: str, pending: Sequence[Shard], policy: DtypePolicy,
-                 stats: dict[str, CastStats], batch_bytes: int, retries: int,
-                 done: Callable[[Shard, dict[str, Any]], None]) -> str:
+def _distributed(
+    client: Any,
+    reader: Reader,
+    source: SourceRef | None,
+    writer: ShardWriter,
+    root: str,
+    pending: Sequence[Shard],
+    policy: DtypePolicy,
+    stats: dict[str, CastStats],
+    batch_bytes: int,
+    retries: int,
+    done: Callable[[Shard, dict[str, Any]], None],
+) -> str:
     """One Dask task per shard; workers read the source themselves when it allows it."""
     from dask.distributed import as_completed
 
     streamed = source is None or not reader.random_access
     note = ""
     if streamed:
-        note = (f"{reader.path}: the source only streams (compressed npz members or in-memory data): "
-                "this process reads it and sends each shard's records to the workers")
+        note = (
+            f"{reader.path}: the source only streams (compressed npz members or in-memory data): "
+            "this process reads it and sends each shard's records to the workers"
+        )
     token = hashlib.sha256(f"{root}{os.getpid()}".encode()).hexdigest()[:8]
     futures = {}
 
@@ -256,7 +310,9 @@ def _distributed(client: Any, reader: Reader, source: SourceRef | None,
         if not streamed:
             yield from ((s, None) for s in pending)
             return
-        for shard, batches in _shard_streams(reader, pending, policy, stats, batch_bytes, ahead=False):
+        for shard, batches in _shard_streams(
+            reader, pending, policy, stats, batch_bytes, ahead=False
+        ):
             yield shard, list(batches)
 
     def submit(shard: Shard, batches: list[Batch] | None) -> Any:
@@ -264,13 +320,27 @@ def _distributed(client: Any, reader: Reader, source: SourceRef | None,
         if batches is not None:  # sent as data, not inside the task graph
             data = client.scatter([batches], hash=False)[0]
         fut = client.submit(
-            _dask_task, source or SourceRef(reader.path), writer, root, shard, policy, batch_bytes, data, key=f"dstore-{token}-{shard.file}", retries=retries, pure=False,
+            _dask_task,
+            source or SourceRef(reader.path),
+            writer,
+            root,
+            shard,
+            policy,
+            batch_bytes,
+            data,
+            key=f"dstore-{token}-{shard.file}",
+            retries=retries,
+            pure=False,
         )
         futures[fut] = shard
         return fut
 
     # Bound what is in flight when this process streams records to the workers.
-    window = len(pending) if not streamed else 2 * max(1, len(client.scheduler_info().get("workers", {})))
+    window = (
+        len(pending)
+        if not streamed
+        else 2 * max(1, len(client.scheduler_info().get("workers", {})))
+    )
     queue = streamed_shards()
     for _ in range(window):
         item = next(queue, None)
@@ -306,7 +376,9 @@ def _running_here(prefix: str, dask_worker: Any = None) -> int:
     return sum(1 for ts in dask_worker.state.all_running_tasks if str(ts.key).startswith(prefix))
 
 
-def _cancel_and_drain(client: Any, futures: list[Any], prefix: str, patience: float = 600.0) -> None:
+def _cancel_and_drain(
+    client: Any, futures: list[Any], prefix: str, patience: float = 600.0
+) -> None:
     """Cancel the tasks and wait until no worker still runs one, so that none
     writes a shard into the temporary output after the caller removed it."""
     import time
@@ -376,8 +448,13 @@ def write_sharded(
             raise CodecIOError(f"{dst}: --resume needs a local destination")
         context = url_output(dst, codec=codec, sources=sources, overwrite=overwrite)
     else:
-        context = atomic_output(dst, codec=codec, sources=sources, overwrite=overwrite,
-                                resume=compatible if resume else None)
+        context = atomic_output(
+            dst,
+            codec=codec,
+            sources=sources,
+            overwrite=overwrite,
+            resume=compatible if resume else None,
+        )
     with context as root:
         kept: dict[str, dict[str, Any]] = {}
         journal = None
@@ -411,11 +488,31 @@ def write_sharded(
         note = ""
         try:
             if client is None:
-                _local(reader, writer, root, pending, policy, stats, batch_bytes, done,
-                       None if progress is None else (lambda n: progress(n, total)))
+                _local(
+                    reader,
+                    writer,
+                    root,
+                    pending,
+                    policy,
+                    stats,
+                    batch_bytes,
+                    done,
+                    None if progress is None else (lambda n: progress(n, total)),
+                )
             else:
-                note = _distributed(client, reader, source, writer, root, pending, policy,
-                                    stats, batch_bytes, retries, done)
+                note = _distributed(
+                    client,
+                    reader,
+                    source,
+                    writer,
+                    root,
+                    pending,
+                    policy,
+                    stats,
+                    batch_bytes,
+                    retries,
+                    done,
+                )
         except KeyboardInterrupt:
             finished = len(infos)
             if journal is not None and finished:

@@ -43,8 +43,23 @@ __all__ = [
 
 #: Every dtype the data model carries (byte orders included).
 dtype_cases = [
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64", "complex64", "complex128", ">i4", ">f8", ">u2",
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    ">i4",
+    ">f8",
+    ">u2",
 ]
 
 
@@ -56,7 +71,9 @@ def sample_values(dtype: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarr
         return rng.random(shape) < 0.5
     if dt.kind in "iu":
         info = np.iinfo(dt)
-        arr = rng.integers(info.min, info.max, size=shape, dtype=dt.newbyteorder("="), endpoint=True)
+        arr = rng.integers(
+            info.min, info.max, size=shape, dtype=dt.newbyteorder("="), endpoint=True
+        )
         flat = arr.reshape(-1)
         if flat.size >= 2:
             flat[0], flat[1] = info.min, info.max
@@ -75,11 +92,15 @@ def file_digests(path: str | os.PathLike[str]) -> dict[str, str]:
     """sha256 of every file under ``path`` (or of ``path`` itself), by relative name:
     equal dicts mean byte-identical outputs."""
     path = os.fspath(path)
-    files = [path] if os.path.isfile(path) else sorted(
-        os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs
+    files = (
+        [path]
+        if os.path.isfile(path)
+        else sorted(os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs)
     )
     return {
-        os.path.relpath(name, path) if name != path else os.path.basename(path): sha256_file(name)[1]
+        os.path.relpath(name, path) if name != path else os.path.basename(path): sha256_file(name)[
+            1
+        ]
         for name in files
     }
 
@@ -88,8 +109,10 @@ def cli_command(*argv: str) -> list[str]:
     """``python -m dstore.cli ARGV`` in which Ctrl-C (SIGINT) raises KeyboardInterrupt
     even when the tests run in a background job, whose children start with SIGINT
     ignored: a test that interrupts a run then tests dstore, not the shell."""
-    code = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-            "from dstore.cli import main; sys.exit(main(sys.argv[1:]))")
+    code = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from dstore.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
     return [sys.executable, "-c", code, *argv]
 
 
@@ -101,11 +124,21 @@ def read_all(path: str) -> dict[str, dict[str, np.ndarray]]:
 def assert_columns_equal(exp: Any, act: Any, where: Any = "") -> None:
     """Same kind of column, dtype, shape and bytes (NaNs compared by bit pattern)."""
     if isinstance(exp, VarColumn) or isinstance(act, VarColumn):
-        assert isinstance(exp, VarColumn) and isinstance(act, VarColumn), (where, type(exp), type(act))
+        assert isinstance(exp, VarColumn) and isinstance(act, VarColumn), (
+            where,
+            type(exp),
+            type(act),
+        )
         assert act.values.dtype == exp.values.dtype, (where, act.values.dtype, exp.values.dtype)
-        assert act.values.shape[1:] == exp.values.shape[1:], (where, act.values.shape, exp.values.shape)
+        assert act.values.shape[1:] == exp.values.shape[1:], (
+            where,
+            act.values.shape,
+            exp.values.shape,
+        )
         assert act.lengths.tolist() == exp.lengths.tolist(), (where, "record lengths")
-        assert np.ascontiguousarray(act.values).tobytes() == np.ascontiguousarray(exp.values).tobytes(), where
+        assert (
+            np.ascontiguousarray(act.values).tobytes() == np.ascontiguousarray(exp.values).tobytes()
+        ), where
         assert (act.shapes is None) == (exp.shapes is None), (where, "shapes")
         if exp.shapes is not None:
             assert act.shapes.tolist() == exp.shapes.tolist(), (where, "record shapes")
@@ -115,7 +148,9 @@ def assert_columns_equal(exp: Any, act: Any, where: Any = "") -> None:
     assert np.ascontiguousarray(act).tobytes() == np.ascontiguousarray(exp).tobytes(), where
 
 
-def assert_datasets_equal(expected: dict[str, dict[str, Any]], actual: dict[str, dict[str, Any]]) -> None:
+def assert_datasets_equal(
+    expected: dict[str, dict[str, Any]], actual: dict[str, dict[str, Any]]
+) -> None:
     """Same splits, fields, dtypes, shapes and bytes (NaNs compared by bit pattern)."""
     assert sorted(expected) == sorted(actual)
     for split, fields in expected.items():
@@ -145,7 +180,10 @@ def kind_cases() -> dict[str, tuple[Kind, list[Any]]]:
             Ragged(np.dtype("float32"), (4,)),
             [rng.random((n, 4)).astype(np.float32) for n in (2, 0, 5, 1, 0, 20)],
         ),
-        "ragged-tokens": (Ragged(np.dtype("int64"), ()), [np.arange(n) * 7 - 3 for n in (3, 0, 1, 9)]),
+        "ragged-tokens": (
+            Ragged(np.dtype("int64"), ()),
+            [np.arange(n) * 7 - 3 for n in (3, 0, 1, 9)],
+        ),
         "image-raw-varying": (
             Image(np.dtype("uint8"), 3),
             [np.ascontiguousarray(tiles[i, :h, :w]) for i, (h, w) in enumerate(sizes)],
@@ -241,14 +279,19 @@ class CodecSuite:
 
     def test_empty_split_and_zero_size_records(self, codec: Codec, tmp_path: Any) -> None:
         data = {
-            "train": {"a": np.arange(6, dtype=np.int32).reshape(3, 2), "b": np.zeros((3, 0), np.float32)},
+            "train": {
+                "a": np.arange(6, dtype=np.int32).reshape(3, 2),
+                "b": np.zeros((3, 0), np.float32),
+            },
             "test": {"a": np.zeros((0, 2), np.int32), "b": np.zeros((0, 0), np.float32)},
         }
         path = self._path(tmp_path, codec)
         api.save(data, path, format=codec.name, **_opts(codec))
         assert_datasets_equal(data, read_all(path))
 
-    def test_random_access_reads_only_the_slice(self, codec: Codec, tmp_path: Any, features: Any) -> None:
+    def test_random_access_reads_only_the_slice(
+        self, codec: Codec, tmp_path: Any, features: Any
+    ) -> None:
         feats, labels = features
         path = self._path(tmp_path, codec)
         api.save({"train": {"f": feats, "y": labels}}, path, format=codec.name, **_opts(codec))
@@ -285,7 +328,9 @@ class CodecSuite:
             sliced = field[1:3]  # a slice of a field whose records vary is a list of records
             assert isinstance(sliced, list) and len(sliced) == 2
             for a, b in zip(sliced, got[1:3], strict=True):
-                assert type(a) is type(b) and (a.tobytes() == b.tobytes() if isinstance(a, np.ndarray) else a == b)
+                assert type(a) is type(b) and (
+                    a.tobytes() == b.tobytes() if isinstance(a, np.ndarray) else a == b
+                )
             np.testing.assert_array_equal(ds["train"]["label"][:], labels)
         for i, (want, have) in enumerate(zip(records, got, strict=True)):
             if isinstance(want, np.ndarray):

@@ -70,8 +70,11 @@ def to_tf_dataset(
     if batch_size:
         varying = [n for n in source.fields if not source.spec.fields[n].dense]
         # records of varying size batch into tf.RaggedTensor (strings stay a tf.string vector)
-        ds = (ds.ragged_batch(batch_size, drop_remainder=drop_remainder) if varying
-              else ds.batch(batch_size, drop_remainder=drop_remainder))
+        ds = (
+            ds.ragged_batch(batch_size, drop_remainder=drop_remainder)
+            if varying
+            else ds.batch(batch_size, drop_remainder=drop_remainder)
+        )
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
@@ -137,7 +140,8 @@ def _tfrecord_dataset(
     elif uniform and not shuffle > 1:
         # shards read side by side keep the decoding map fed (measured: 0.55x without)
         ds = tf.data.TFRecordDataset(
-            files, compression_type=compression[0] if files else "",
+            files,
+            compression_type=compression[0] if files else "",
             num_parallel_reads=tf.data.AUTOTUNE,
         )
     else:
@@ -146,7 +150,8 @@ def _tfrecord_dataset(
             pairs = pairs.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
         ds = pairs.interleave(
             lambda f, c: tf.data.TFRecordDataset(f, compression_type=c),
-            cycle_length=min(len(files), 4), num_parallel_calls=tf.data.AUTOTUNE,
+            cycle_length=min(len(files), 4),
+            num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=deterministic,
         )
     return ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
@@ -169,7 +174,9 @@ def _generator_dataset(tf: Any, source: Any, shuffle: int, seed: int) -> Any:
         if field.dense:
             signature[name] = tf.TensorSpec((None, *field.shape), tf.as_dtype(_native(field.dtype)))
             convert[name] = lambda col: col.astype(_native(col.dtype), copy=False)
-        elif isinstance(kind, (String, Bytes)) or (isinstance(kind, Image) and kind.encoding != "raw"):
+        elif isinstance(kind, (String, Bytes)) or (
+            isinstance(kind, Image) and kind.encoding != "raw"
+        ):
             signature[name] = tf.TensorSpec((None,), tf.string)
             convert[name] = lambda col: np.array(col.to_bytes_list(), dtype=object)
         elif isinstance(kind, Ragged):

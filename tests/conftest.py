@@ -28,7 +28,15 @@ def label_maker_npz(tmp_path, tiles) -> str:
     """A small label-maker style data.npz, uncompressed as label-maker writes it."""
     x, y = tiles
     path = os.path.join(tmp_path, "data.npz")
-    np.savez(path, x_train=x[:40], y_train=y[:40], x_test=x[40:50], y_test=y[40:50], x_val=x[50:], y_val=y[50:])
+    np.savez(
+        path,
+        x_train=x[:40],
+        y_train=y[:40],
+        x_test=x[40:50],
+        y_test=y[40:50],
+        x_val=x[50:],
+        y_val=y[50:],
+    )
     return path
 
 
@@ -87,7 +95,10 @@ class Stepped:
     def __init__(self, argv: list[str], batch_bytes: int = 0) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _STEPPED_DRIVER, str(batch_bytes), *argv],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.steps = 0
 

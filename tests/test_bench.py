@@ -31,14 +31,21 @@ pytest.importorskip("sklearn")
 def feats_npz(tmp_path_factory):
     feats, labels = hog_features(400, seed=3)
     path = str(tmp_path_factory.mktemp("bench") / "features.npz")
-    np.savez(path, features_train=feats[:300], labels_train=labels[:300],
-             features_test=feats[300:], labels_test=labels[300:])
+    np.savez(
+        path,
+        features_train=feats[:300],
+        labels_train=labels[:300],
+        features_test=feats[300:],
+        labels_test=labels[300:],
+    )
     return path, feats, labels
 
 
 def test_bench_rows_and_honesty(feats_npz, tmp_path):
     path, _, _ = feats_npz
-    report = dstore.bench(path, formats=["npz", "zarr", "hdf5", "tfrecord"], dtypes=["keep", "float16"], repeats=1)
+    report = dstore.bench(
+        path, formats=["npz", "zarr", "hdf5", "tfrecord"], dtypes=["keep", "float16"], repeats=1
+    )
     assert report.task.features == "features" and report.task.labels == "labels"
     assert 0.3 < report.baseline_accuracy <= 1.0
     assert len(report.cells) == 8
@@ -48,7 +55,11 @@ def test_bench_rows_and_honesty(feats_npz, tmp_path):
         # the writing process's own peak: at least the interpreter and numpy, never 0
         assert 15 < cell.peak_write_mb < 2000, cell.peak_write_mb
         if cell.dtype == "keep":
-            assert cell.bit_exact and cell.accuracy == report.baseline_accuracy and cell.accuracy_delta == 0
+            assert (
+                cell.bit_exact
+                and cell.accuracy == report.baseline_accuracy
+                and cell.accuracy_delta == 0
+            )
         else:
             assert not cell.bit_exact and 0 < cell.max_abs_error < 0.01
     keep = {c.format: c.bytes for c in report.cells if c.dtype == "keep"}
@@ -62,7 +73,11 @@ def test_bench_rows_and_honesty(feats_npz, tmp_path):
         assert os.path.getsize(out) > 0
     with open(tmp_path / "r.json") as f:
         data = json.load(f)
-    assert len(data["cells"]) == 8 and data["machine"]["cores"] and data["settings"]["dtypes"] == ["keep", "float16"]
+    assert (
+        len(data["cells"]) == 8
+        and data["machine"]["cores"]
+        and data["settings"]["dtypes"] == ["keep", "float16"]
+    )
     with open(tmp_path / "r.csv") as f:
         assert len(list(csv.DictReader(f))) == 8
     save_plot(report, str(tmp_path / "p.png"))
@@ -75,8 +90,13 @@ def test_bench_shows_a_float16_loss(feats_npz, tmp_path):
     _, feats, labels = feats_npz
     path = str(tmp_path / "fine.npz")
     fine = 1000.0 + feats.astype(np.float64) * 0.05
-    np.savez(path, features_train=fine[:300], labels_train=labels[:300],
-             features_test=fine[300:], labels_test=labels[300:])
+    np.savez(
+        path,
+        features_train=fine[:300],
+        labels_train=labels[:300],
+        features_test=fine[300:],
+        labels_test=labels[300:],
+    )
     report = dstore.bench(path, formats=["npz"], dtypes=["keep", "float32", "float16"], repeats=1)
     by = {c.dtype: c for c in report.cells}
     assert by["float32"].accuracy_delta > -5
@@ -103,7 +123,9 @@ def test_user_evaluate_replaces_probe(feats_npz):
         calls.append(sorted(data))
         return float(np.mean(data["test"]["features"]))
 
-    report = dstore.bench(path, formats=["npz"], dtypes=["keep", "float16"], evaluate=evaluate, repeats=1)
+    report = dstore.bench(
+        path, formats=["npz"], dtypes=["keep", "float16"], evaluate=evaluate, repeats=1
+    )
     assert calls[0] == ["test", "train"] and len(calls) == 3
     assert report.task is None
     assert report.cells[0].accuracy == report.baseline_accuracy
@@ -111,8 +133,20 @@ def test_user_evaluate_replaces_probe(feats_npz):
 
 def test_cli_bench(feats_npz, tmp_path, capsys):
     path, _, _ = feats_npz
-    rc = main(["bench", path, "--formats", "npz,zarr", "--dtypes", "keep,float16", "--repeats", "1",
-               "--report", str(tmp_path / "b.md")])
+    rc = main(
+        [
+            "bench",
+            path,
+            "--formats",
+            "npz,zarr",
+            "--dtypes",
+            "keep,float16",
+            "--repeats",
+            "1",
+            "--report",
+            str(tmp_path / "b.md"),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert "recommendation:" in out and "float16" in out and "zarr" in out
@@ -136,37 +170,56 @@ def _one_error_line(capsys, argv: list[str], contains: str) -> None:
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "dstore-bench-*"))) == before
 
 
-@pytest.mark.parametrize("dtypes", ["foo", "keep,float8", "float16,bfloat17", "keep,FLOAT16",
-                                    "round", "int8x", "keep,,float33"])
+@pytest.mark.parametrize(
+    "dtypes",
+    ["foo", "keep,float8", "float16,bfloat17", "keep,FLOAT16", "round", "int8x", "keep,,float33"],
+)
 def test_unknown_dtype_is_one_line(feats_npz, capsys, dtypes):
     path, _, _ = feats_npz
-    _one_error_line(capsys, ["bench", path, "--dtypes", dtypes],
-                    "DtypePolicyError: dtype policy for '*'")
+    _one_error_line(
+        capsys, ["bench", path, "--dtypes", dtypes], "DtypePolicyError: dtype policy for '*'"
+    )
     # the valid policies are named in the same line
     _one_error_line(capsys, ["bench", path, "--dtypes", dtypes], "keep, float16, float32")
 
 
-@pytest.mark.parametrize("option,name", [("--labels", "label"), ("--labels", "Labels"),
-                                         ("--features", "feature"), ("--features", "x"),
-                                         ("--labels", "features/extra")])
+@pytest.mark.parametrize(
+    "option,name",
+    [
+        ("--labels", "label"),
+        ("--labels", "Labels"),
+        ("--features", "feature"),
+        ("--features", "x"),
+        ("--labels", "features/extra"),
+    ],
+)
 def test_missing_probe_field_lists_the_fields(feats_npz, capsys, option, name):
     path, _, _ = feats_npz
     role = option.lstrip("-")
-    _one_error_line(capsys, ["bench", path, option, name],
-                    f"SchemaError: {path}: {role} field {name!r} is not in split 'train'; "
-                    "its fields: features, labels")
+    _one_error_line(
+        capsys,
+        ["bench", path, option, name],
+        f"SchemaError: {path}: {role} field {name!r} is not in split 'train'; "
+        "its fields: features, labels",
+    )
 
 
-@pytest.mark.parametrize("argv,contains", [
-    (["--evaluate", "no_such_module_xyz:score"], "no module 'no_such_module_xyz' in the working directory"),
-    (["--evaluate", "json:no_such_function"], "module 'json'"),
-    (["--evaluate", "json"], "evaluate must be MODULE:FUNCTION"),
-    (["--evaluate", ":score"], "evaluate must be MODULE:FUNCTION"),
-    (["--formats", "npz,parquet"], "UnknownCodecError: unknown format 'parquet'"),
-    (["--repeats", "0"], "repeats must be >= 1"),
-    (["--sample", "0"], "sample must be >= 1"),
-    (["--report", "bench.txt"], "--report must end in .json, .csv or .md"),
-])
+@pytest.mark.parametrize(
+    "argv,contains",
+    [
+        (
+            ["--evaluate", "no_such_module_xyz:score"],
+            "no module 'no_such_module_xyz' in the working directory",
+        ),
+        (["--evaluate", "json:no_such_function"], "module 'json'"),
+        (["--evaluate", "json"], "evaluate must be MODULE:FUNCTION"),
+        (["--evaluate", ":score"], "evaluate must be MODULE:FUNCTION"),
+        (["--formats", "npz,parquet"], "UnknownCodecError: unknown format 'parquet'"),
+        (["--repeats", "0"], "repeats must be >= 1"),
+        (["--sample", "0"], "sample must be >= 1"),
+        (["--report", "bench.txt"], "--report must end in .json, .csv or .md"),
+    ],
+)
 def test_other_bad_inputs_are_one_line(feats_npz, capsys, argv, contains):
     path, _, _ = feats_npz
     _one_error_line(capsys, ["bench", path, *argv], contains)
@@ -190,18 +243,44 @@ def test_evaluate_is_imported_from_the_working_directory(feats_npz, tmp_path):
         "def score(data):\n    return float(np.mean(data['test']['features'] > 0))\n"
     )
     env = dict(os.environ)
-    run = [sys.executable, _console_script(tmp_path), "bench", path, "--formats", "npz",
-           "--dtypes", "keep", "--repeats", "1"]
-    proc = subprocess.run([*run, "--evaluate", "my_eval_mod:score"], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    run = [
+        sys.executable,
+        _console_script(tmp_path),
+        "bench",
+        path,
+        "--formats",
+        "npz",
+        "--dtypes",
+        "keep",
+        "--repeats",
+        "1",
+    ]
+    proc = subprocess.run(
+        [*run, "--evaluate", "my_eval_mod:score"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "user evaluation on the original data" in proc.stdout
     # from any other folder the module is not found: one line, exit 2
-    proc = subprocess.run([*run, "--evaluate", "my_eval_mod:score"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [*run, "--evaluate", "my_eval_mod:score"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == (f"UsageError: evaluate 'my_eval_mod:score': no module 'my_eval_mod' "
-                                   f"in the working directory {tmp_path} or on the Python path")
+    assert proc.stderr.strip() == (
+        f"UsageError: evaluate 'my_eval_mod:score': no module 'my_eval_mod' "
+        f"in the working directory {tmp_path} or on the Python path"
+    )
 
 
 _WITHOUT_SKLEARN = (
@@ -216,17 +295,24 @@ def test_missing_scikit_learn(feats_npz, tmp_path):
     path, feats, _ = feats_npz
     base = [sys.executable, "-c", _WITHOUT_SKLEARN, "bench"]
     for extra in ([], ["--labels", "labels"], ["--features", "features", "--labels", "labels"]):
-        proc = subprocess.run([*base, path, *extra], capture_output=True, text=True, timeout=600,
-                              check=False)
+        proc = subprocess.run(
+            [*base, path, *extra], capture_output=True, text=True, timeout=600, check=False
+        )
         assert proc.returncode == 2 and proc.stdout == "", proc
         assert proc.stderr.strip() == (
             "MissingDependencyError: the accuracy probe of dstore bench needs 'scikit-learn', "
-            "which is not installed: pip install 'dstore-ml[bench]'")
+            "which is not installed: pip install 'dstore-ml[bench]'"
+        )
     # no probe wanted (nothing to tell labels by): scikit-learn is not needed
     plain = str(tmp_path / "plain.npz")
     np.savez(plain, emb=feats[:50])
-    proc = subprocess.run([*base, plain, "--formats", "npz", "--dtypes", "keep", "--repeats", "1"],
-                          capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [*base, plain, "--formats", "npz", "--dtypes", "keep", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "no accuracy probe" in proc.stdout
 
@@ -238,7 +324,9 @@ def test_no_accuracy_never_recommends_a_lossy_cast(feats_npz, tmp_path, capsys):
     _, feats, _ = feats_npz
     path = str(tmp_path / "my data.npz")  # a name that needs quoting in a shell
     np.savez(path, emb=feats)  # no labels: no accuracy can be measured
-    rc = main(["bench", path, "--formats", "npz,zarr", "--dtypes", "keep,float16", "--repeats", "1"])
+    rc = main(
+        ["bench", path, "--formats", "npz,zarr", "--dtypes", "keep,float16", "--repeats", "1"]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     (line,) = [ln for ln in out.splitlines() if ln.startswith("recommendation:")]
@@ -257,9 +345,17 @@ def test_recommend_without_accuracy_picks_among_lossless_cells():
         cells = []
         for i in range(rng.randint(1, 12)):
             exact = rng.random() < 0.5
-            cell = Cell(rng.choice(["npz", "zarr", "hdf5"]), "keep" if exact else "float16", {},
-                        bytes=rng.randint(1, 10**6), raw_bytes=10**6, records=10,
-                        write_s=rng.random(), read_s=rng.random(), bit_exact=exact)
+            cell = Cell(
+                rng.choice(["npz", "zarr", "hdf5"]),
+                "keep" if exact else "float16",
+                {},
+                bytes=rng.randint(1, 10**6),
+                raw_bytes=10**6,
+                records=10,
+                write_s=rng.random(),
+                read_s=rng.random(),
+                bit_exact=exact,
+            )
             if rng.random() < 0.1:
                 cell.error = "DtypePolicyError: overflow"
             cells.append(cell)

@@ -88,7 +88,11 @@ def test_float16_convert_and_verify(tmp_path, capsys, features):
 
 
 def test_missing_file(tmp_path, capsys):
-    _fails(capsys, ["convert", str(tmp_path / "nope.npz"), str(tmp_path / "o.npz")], contains="nope.npz")
+    _fails(
+        capsys,
+        ["convert", str(tmp_path / "nope.npz"), str(tmp_path / "o.npz")],
+        contains="nope.npz",
+    )
     _only(tmp_path)
 
 
@@ -147,7 +151,9 @@ def test_ragged_record_counts(tmp_path, capsys):
 
 
 def test_unknown_extension(tmp_path, capsys, label_maker_npz):
-    _fails(capsys, ["convert", label_maker_npz, str(tmp_path / "out.xyz")], contains="no format claims")
+    _fails(
+        capsys, ["convert", label_maker_npz, str(tmp_path / "out.xyz")], contains="no format claims"
+    )
     _only(tmp_path, "data.npz")
 
 
@@ -158,17 +164,32 @@ def test_output_exists_needs_overwrite(tmp_path, capsys, label_maker_npz):
     assert "--overwrite" in line and "overwrite=True" not in line
     assert out.read_bytes() == b"precious"
     # not an npz: --overwrite refuses it too (tests/test_overwrite.py has the rest)
-    _fails(capsys, ["convert", label_maker_npz, str(out), "--overwrite"], contains="not a dataset in npz format")
+    _fails(
+        capsys,
+        ["convert", label_maker_npz, str(out), "--overwrite"],
+        contains="not a dataset in npz format",
+    )
     assert out.read_bytes() == b"precious"
     np.savez(out, old=np.arange(3))
     assert main(["convert", label_maker_npz, str(out), "--overwrite"]) == 0
-    assert sorted(_npz(str(out)).keys()) == ["x_test", "x_train", "x_val", "y_test", "y_train", "y_val"]
+    assert sorted(_npz(str(out)).keys()) == [
+        "x_test",
+        "x_train",
+        "x_val",
+        "y_test",
+        "y_train",
+        "y_val",
+    ]
     _only(tmp_path, "data.npz", "out.npz")
 
 
 def test_output_is_input(tmp_path, capsys, label_maker_npz):
     before = _digest(label_maker_npz)
-    _fails(capsys, ["convert", label_maker_npz, label_maker_npz, "--overwrite"], contains="overwrite the input")
+    _fails(
+        capsys,
+        ["convert", label_maker_npz, label_maker_npz, "--overwrite"],
+        contains="overwrite the input",
+    )
     assert _digest(label_maker_npz) == before
 
 
@@ -178,10 +199,17 @@ def test_float16_overflow(tmp_path, capsys):
     x[7, 2] = 1e6
     x[9, 0] = -7e4
     np.savez(src, x=x)
-    line = _fails(capsys, ["convert", src, str(tmp_path / "o.npz"), "--dtype", "float16"], contains="overflow")
+    line = _fails(
+        capsys, ["convert", src, str(tmp_path / "o.npz"), "--dtype", "float16"], contains="overflow"
+    )
     assert "'x'" in line and "2 value(s)" in line and "first at record 7" in line
     _only(tmp_path, "big.npz")
-    assert main(["convert", src, str(tmp_path / "o.npz"), "--dtype", "float16", "--on-overflow", "clip"]) == 0
+    assert (
+        main(
+            ["convert", src, str(tmp_path / "o.npz"), "--dtype", "float16", "--on-overflow", "clip"]
+        )
+        == 0
+    )
     assert "2 value(s) clipped" in capsys.readouterr().out
     assert np.load(str(tmp_path / "o.npz"))["x"][7, 2] == np.finfo(np.float16).max
 
@@ -215,7 +243,9 @@ def test_demo_runs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("verify: all fields bit-exact") == 4
     assert "recommendation:" in out and "outputs are in" in out
-    assert {"data.npz", "data.tfrecords", "data.zarr", "data.h5", "bench.md"} <= set(os.listdir(tmp_path / "demo"))
+    assert {"data.npz", "data.tfrecords", "data.zarr", "data.h5", "bench.md"} <= set(
+        os.listdir(tmp_path / "demo")
+    )
 
 
 # ----------------------------------------------------------------- help and printing
@@ -262,12 +292,30 @@ def test_formats_and_convert_help_list_each_format_option():
             help_text = f.metadata.get("help")
             assert help_text, f"{name}: -o {f.name} has no help"
             for text in (formats, convert_help):
-                assert re.search(rf"-o {f.name}={re.escape(default)}\s+{re.escape(help_text)}", text), (
-                    name, f.name)
+                assert re.search(
+                    rf"-o {f.name}={re.escape(default)}\s+{re.escape(help_text)}", text
+                ), (name, f.name)
 
 
-DTYPES = ["|u1", "|i1", "<u2", ">u2", "<i4", ">i4", "<i8", ">i8", "<f2", ">f2", "<f4", ">f4",
-          "<f8", ">f8", "<c8", ">c16", "|b1"]
+DTYPES = [
+    "|u1",
+    "|i1",
+    "<u2",
+    ">u2",
+    "<i4",
+    ">i4",
+    "<i8",
+    ">i8",
+    "<f2",
+    ">f2",
+    "<f4",
+    ">f4",
+    "<f8",
+    ">f8",
+    "<c8",
+    ">c16",
+    "|b1",
+]
 
 
 @pytest.mark.parametrize("fmt", ["npz", "zarr", "hdf5"])
@@ -317,14 +365,28 @@ def _closed_pipe_run(argv: list[str]) -> subprocess.CompletedProcess:
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        return subprocess.run([sys.executable, "-m", "dstore.cli", *argv], stdout=write_end,
-                              stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "dstore.cli", *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     finally:
         os.close(write_end)
 
 
-@pytest.mark.parametrize("argv", [["formats"], ["info", "{npz}"], ["info", "{zarr}"],
-                                  ["convert", "--help"], ["verify", "{npz}", "{npz}"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["formats"],
+        ["info", "{npz}"],
+        ["info", "{zarr}"],
+        ["convert", "--help"],
+        ["verify", "{npz}", "{npz}"],
+    ],
+)
 def test_reader_going_away_ends_quietly(tmp_path, label_maker_npz, argv):
     zarr_path = str(tmp_path / "d.zarr")
     assert main(["convert", label_maker_npz, zarr_path]) == 0
@@ -336,10 +398,18 @@ def test_reader_going_away_ends_quietly(tmp_path, label_maker_npz, argv):
 
 
 def test_pipe_into_head(label_maker_npz):
-    for command in (f"dstore info {shlex.quote(label_maker_npz)} | head -1",
-                    "dstore formats | head -1", "dstore convert --help | head -1"):
-        proc = subprocess.run(["bash", "-c", command + "; echo rc=${PIPESTATUS[0]}"],
-                              capture_output=True, text=True, timeout=120, check=False)
+    for command in (
+        f"dstore info {shlex.quote(label_maker_npz)} | head -1",
+        "dstore formats | head -1",
+        "dstore convert --help | head -1",
+    ):
+        proc = subprocess.run(
+            ["bash", "-c", command + "; echo rc=${PIPESTATUS[0]}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         first, rc = proc.stdout.splitlines()
         assert proc.stderr == "", proc.stderr
         assert rc in ("rc=0", "rc=141")

@@ -19,21 +19,28 @@ from dstore.codecs.tfrecord import TFRecordCodec, TFRecordShardWriter
 OPTIONS = {"shard_mb": "0.25"}
 
 
-
-
 @pytest.fixture(scope="module")
 def client():
     """Two worker processes, as a real cluster has (separate interpreters, pickled tasks).
     The dashboard takes a free port (``None`` would still bind :8787, busy on a shared machine)."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
         yield c
 
 
 @pytest.fixture
 def sources(tmp_path, tiles):
     x, y = tiles
-    data = {"x_train": np.tile(x, (4, 1, 1, 1)), "y_train": np.tile(y, (4, 1)), "x_test": x, "y_test": y}
+    data = {
+        "x_train": np.tile(x, (4, 1, 1, 1)),
+        "y_train": np.tile(y, (4, 1)),
+        "x_test": x,
+        "y_test": y,
+    }
     stored, deflated = str(tmp_path / "stored.npz"), str(tmp_path / "deflated.npz")
     np.savez(stored, **data)
     np.savez_compressed(deflated, **data)
@@ -45,8 +52,13 @@ def test_distributed_output_is_byte_identical(tmp_path, client, sources, which):
     src = sources[0] if which == "stored" else sources[1]
     local = dstore.convert(src, tmp_path / "local.tfrecords", options=OPTIONS, dtype="keep")
     seen = []
-    remote = dstore.convert(src, tmp_path / "dask.tfrecords", options=OPTIONS, client=client,
-                            progress=lambda n, total: seen.append((n, total)))
+    remote = dstore.convert(
+        src,
+        tmp_path / "dask.tfrecords",
+        options=OPTIONS,
+        client=client,
+        progress=lambda n, total: seen.append((n, total)),
+    )
     assert local.shards is not None and local.shards.shards >= 4
     assert file_digests(tmp_path / "local.tfrecords") == file_digests(tmp_path / "dask.tfrecords")
     assert sum(n for n, _ in seen) == remote.records and {t for _, t in seen} == {remote.records}
@@ -60,9 +72,12 @@ def test_distributed_cast_matches_local(tmp_path, client, features):
     feats = feats * np.float32(1.001)  # off the float16 grid, so the cast has an error to report
     src = str(tmp_path / "f.npz")
     np.savez(src, x_train=feats, y_train=labels)
-    local = dstore.convert(src, tmp_path / "a.tfrecords", dtype="float16", options={"shard_mb": "0.05"})
-    remote = dstore.convert(src, tmp_path / "b.tfrecords", dtype="float16", options={"shard_mb": "0.05"},
-                            client=client)
+    local = dstore.convert(
+        src, tmp_path / "a.tfrecords", dtype="float16", options={"shard_mb": "0.05"}
+    )
+    remote = dstore.convert(
+        src, tmp_path / "b.tfrecords", dtype="float16", options={"shard_mb": "0.05"}, client=client
+    )
     assert file_digests(tmp_path / "a.tfrecords") == file_digests(tmp_path / "b.tfrecords")
     assert remote.cast["x"].max_abs_error == local.cast["x"].max_abs_error > 0
 
@@ -90,8 +105,20 @@ def test_scheduler_address_from_the_cli(tmp_path, client, sources, capsys):
     from dstore.cli import main
 
     dst = tmp_path / "cli.tfrecords"
-    assert main(["convert", sources[0], str(dst), "--scheduler", client.scheduler.address,
-                 "-o", "shard_mb=0.25"]) == 0
+    assert (
+        main(
+            [
+                "convert",
+                sources[0],
+                str(dst),
+                "--scheduler",
+                client.scheduler.address,
+                "-o",
+                "shard_mb=0.25",
+            ]
+        )
+        == 0
+    )
     dstore.convert(sources[0], tmp_path / "local.tfrecords", options=OPTIONS)
     assert file_digests(dst) == file_digests(tmp_path / "local.tfrecords")
 
@@ -135,13 +162,20 @@ def test_transient_failures_are_retried_by_dask(tmp_path, client, sources):
     _FlakyCodec.marker_dir = str(markers)
     dstore.register_codec(_FlakyCodec, clobber=True)
     try:
-        dstore.convert(sources[0], tmp_path / "flaky.tfrecords", to="flaky-tfrecord", options=OPTIONS,
-                       client=client)
+        dstore.convert(
+            sources[0],
+            tmp_path / "flaky.tfrecords",
+            to="flaky-tfrecord",
+            options=OPTIONS,
+            client=client,
+        )
     finally:
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     dstore.convert(sources[0], tmp_path / "plain.tfrecords", options=OPTIONS)
     assert len(os.listdir(markers)) >= 4  # every shard failed once ...
-    assert file_digests(tmp_path / "flaky.tfrecords") == file_digests(tmp_path / "plain.tfrecords")  # ... and was redone
+    assert file_digests(tmp_path / "flaky.tfrecords") == file_digests(
+        tmp_path / "plain.tfrecords"
+    )  # ... and was redone
 
 
 class _CancelledLateWriter(TFRecordShardWriter):
@@ -210,7 +244,9 @@ def test_no_task_writes_after_a_failed_run_returns(tmp_path, client, sources):
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     started = {f.split("-", 1)[1] for f in seen if f.startswith("started-")}
     done = {f.split("-", 1)[1] for f in seen if f.startswith("done-")}
-    assert any(f.startswith("waited-") for f in seen), seen  # a task outlived the client's give-up ...
+    assert any(f.startswith("waited-") for f in seen), (
+        seen
+    )  # a task outlived the client's give-up ...
     assert started == done, seen  # ... and every started task had ended before convert returned
     assert not dst.exists()
     assert sorted(os.listdir(tmp_path)) == ["deflated.npz", "markers", "stored.npz"]

@@ -11,7 +11,9 @@ from dstore.schema import FieldSpec, SplitSpec
 
 
 def _split(**arrays):
-    return SplitSpec("train", 5, {k: FieldSpec.tensor(k, v.dtype, v.shape[1:]) for k, v in arrays.items()})
+    return SplitSpec(
+        "train", 5, {k: FieldSpec.tensor(k, v.dtype, v.shape[1:]) for k, v in arrays.items()}
+    )
 
 
 def test_keep_is_identity():
@@ -20,7 +22,12 @@ def test_keep_is_identity():
 
 
 def test_only_floats_change_and_per_field():
-    batch = {"f": np.linspace(0, 1, 5), "g": np.array([0.1, 1 / 3, 0.7, 2.2, 9.9]), "i": np.arange(5), "c": np.ones(5, np.complex128)}
+    batch = {
+        "f": np.linspace(0, 1, 5),
+        "g": np.array([0.1, 1 / 3, 0.7, 2.2, 9.9]),
+        "i": np.arange(5),
+        "c": np.ones(5, np.complex128),
+    }
     policy = parse_policy(["float32", "g=float16"])
     out = policy.apply(_split(**batch), batch, 0, stats := {})
     assert out["f"].dtype == np.float32 and out["g"].dtype == np.float16
@@ -34,14 +41,18 @@ def test_overflow_raises_with_field_count_and_record():
     with pytest.raises(DtypePolicyError) as e:
         parse_policy("float16").apply(_split(x=x), {"x": x}, 100, {}, "src.npz")
     msg = str(e.value)
-    assert "src.npz" in msg and "'x'" in msg and "2 value(s)" in msg and "first at record 101" in msg
+    assert (
+        "src.npz" in msg and "'x'" in msg and "2 value(s)" in msg and "first at record 101" in msg
+    )
 
 
 def test_overflow_clip():
     x = np.array([1.0, 7e4, -np.inf, np.nan, -1e9])
     out = parse_policy("float16", on_overflow="clip").apply(_split(x=x), {"x": x}, 0, stats := {})
     fmax = np.finfo(np.float16).max
-    np.testing.assert_array_equal(out["x"], np.array([1.0, fmax, -np.inf, np.nan, -fmax], np.float16))
+    np.testing.assert_array_equal(
+        out["x"], np.array([1.0, fmax, -np.inf, np.nan, -fmax], np.float16)
+    )
     assert stats["x"].clipped == 2
 
 

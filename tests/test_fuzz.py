@@ -51,7 +51,9 @@ mutations = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(mutation=mutations)
 def test_mutated_file_gives_data_or_dstore_error(valid, tmp_path, mutation):
     ext, valid_path, blob, data = valid
@@ -71,7 +73,9 @@ def test_mutated_file_gives_data_or_dstore_error(valid, tmp_path, mutation):
         path = tmp_path / "train.tfrecord"
         path.write_bytes(bytes(buf))
     else:  # the shard inside a copy of the dstore directory: the manifest knows the counts
-        shutil.rmtree(tmp_path / "d.tfrecords", ignore_errors=True)  # tmp_path is shared by examples
+        shutil.rmtree(
+            tmp_path / "d.tfrecords", ignore_errors=True
+        )  # tmp_path is shared by examples
         shutil.copytree(os.path.dirname(valid_path), tmp_path / "d.tfrecords")
         path = tmp_path / "d.tfrecords"
         (path / "train-00000-of-00001.tfrecord").write_bytes(bytes(buf))

@@ -36,6 +36,8 @@ def test_golden_file_reads_back(rel: str) -> None:
         got = read_all(path)
     except dstore.MissingDependencyError as e:
         pytest.skip(str(e))
-    expected = dstore.api.ArrayReader(golden_data()[case])  # lists of records -> columns of their kind
+    expected = dstore.api.ArrayReader(
+        golden_data()[case]
+    )  # lists of records -> columns of their kind
     assert_datasets_equal({split: expected.read(split) for split in expected.schema.splits}, got)
     assert dstore.api.check(path).ok, dstore.api.check(path).lines()

@@ -40,8 +40,14 @@ def test_h5py_reads_what_dstore_writes(tmp_path: Any) -> None:
 def test_foreign_hdf5_strings_and_vlen(tmp_path: Any) -> None:
     path = tmp_path / "f.h5"
     with h5py.File(path, "w") as f:
-        f.create_dataset("text", data=np.array(["x", "yé", ""], dtype=object), dtype=h5py.string_dtype())
-        f.create_dataset("ascii", data=np.array([b"a", b"bc", b""], dtype=object), dtype=h5py.string_dtype("ascii"))
+        f.create_dataset(
+            "text", data=np.array(["x", "yé", ""], dtype=object), dtype=h5py.string_dtype()
+        )
+        f.create_dataset(
+            "ascii",
+            data=np.array([b"a", b"bc", b""], dtype=object),
+            dtype=h5py.string_dtype("ascii"),
+        )
         f.create_dataset("fixed", data=np.array([b"ab", b"c", b""], dtype="S2"))
         v = f.create_dataset("ints", shape=(3,), dtype=h5py.vlen_dtype(np.int32))
         v[0], v[1], v[2] = np.arange(3), np.arange(0), np.arange(5)

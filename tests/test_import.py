@@ -5,7 +5,18 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ["h5py", "zarr", "numcodecs", "tensorflow", "torch", "sklearn", "matplotlib", "imagecodecs", "skimage", "tqdm"]
+HEAVY = [
+    "h5py",
+    "zarr",
+    "numcodecs",
+    "tensorflow",
+    "torch",
+    "sklearn",
+    "matplotlib",
+    "imagecodecs",
+    "skimage",
+    "tqdm",
+]
 
 
 def test_import_dstore_imports_no_backend():

@@ -41,7 +41,9 @@ def test_dstore_is_imported_from_the_installed_wheel():
     # a subprocess started from the tests' working directory imports the same one
     out = subprocess.run(
         [sys.executable, "-c", "import dstore; print(dstore.__file__)"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert Path(out.stdout.strip()).resolve().parent == PACKAGE
 
@@ -71,8 +73,10 @@ def test_wheel_holds_every_module_and_nothing_else():
     assert installed - source == set(), "in the wheel but not in the checkout"
     info = f"{_dist.DIST_NAME.replace('-', '_')}-{dstore.__version__}.dist-info/"
     others = [
-        f for f in files
-        if not f.startswith(("dstore/", info)) and not f.endswith(("/bin/dstore", "/bin/dstore.exe"))
+        f
+        for f in files
+        if not f.startswith(("dstore/", info))
+        and not f.endswith(("/bin/dstore", "/bin/dstore.exe"))
     ]
     assert others == [], "benchmarks, notebooks, tests stay out of the wheel"
 

@@ -21,8 +21,16 @@ def test_sigint_leaves_nothing(tmp_path, tiles, stepped, dst_name):
     np.savez(src, x_train=np.tile(x, (10, 1, 1, 1)), y_train=np.tile(y, (10, 1)))
     with open(src, "rb") as f:
         before = hashlib.sha256(f.read()).hexdigest()
-    run = stepped(["convert", src, str(tmp_path / dst_name),
-                   "-o", "level=9" if dst_name.endswith(".npz") else "png_level=9"], 1 << 20)
+    run = stepped(
+        [
+            "convert",
+            src,
+            str(tmp_path / dst_name),
+            "-o",
+            "level=9" if dst_name.endswith(".npz") else "png_level=9",
+        ],
+        1 << 20,
+    )
     # stopped at its first step: mid-write (the first batch written, or the first
     # TFRecord shard begun), whatever the machine's load
     assert run.next_step(), "the conversion ended without a step"
@@ -30,7 +38,9 @@ def test_sigint_leaves_nothing(tmp_path, tiles, stepped, dst_name):
     run.signal(signal.SIGINT)
     code, err = run.finish()
     assert code == 130, err
-    assert [ln for ln in err.splitlines() if ln.strip()] == ["interrupted: no output was left behind"]
+    assert [ln for ln in err.splitlines() if ln.strip()] == [
+        "interrupted: no output was left behind"
+    ]
     assert sorted(os.listdir(tmp_path)) == ["data.npz"]
     with open(src, "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() == before
@@ -55,12 +65,19 @@ def test_concurrent_writers_one_wins(tmp_path, tiles, stepped):
     first = stepped(["convert", src, dst, "-o", "level=9"], 1 << 20)
     assert first.next_step()  # stopped mid-write, holding the writer lock
     assert os.path.exists(tmp_path / ".out.npz.dstore-lock")
-    second = subprocess.run([sys.executable, "-m", "dstore.cli", "convert", src, dst],
-                            check=False, capture_output=True, text=True, timeout=300)
+    second = subprocess.run(
+        [sys.executable, "-m", "dstore.cli", "convert", src, dst],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     code, err = first.finish()
     assert code == 0, err
     assert second.returncode == 2
-    assert "another dstore process" in second.stderr and len(second.stderr.strip().splitlines()) == 1
+    assert (
+        "another dstore process" in second.stderr and len(second.stderr.strip().splitlines()) == 1
+    )
     with np.load(dst) as z:
         np.testing.assert_array_equal(z["y_train"], np.tile(y, (10, 1)))
     assert sorted(os.listdir(tmp_path)) == ["data.npz", "out.npz"]
@@ -108,7 +125,10 @@ def test_disk_full_is_one_clear_error(tmp_path, tiles, dst, option):
 
     res = subprocess.run(
         [sys.executable, "-m", "dstore.cli", "convert", src, str(tmp_path / dst), "-o", option],
-        capture_output=True, text=True, preexec_fn=limit, timeout=120,
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        timeout=120,
     )
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()

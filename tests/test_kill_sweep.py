@@ -53,7 +53,9 @@ def test_sigkill_at_random_moments(tmp_path, tiles, stepped, ext, over_old):
     assert code == 0, err
     steps = full.steps
     assert steps >= 3, f"only {steps} steps to kill at"
-    dstore.convert(old_src, dst, overwrite=True, options=dict(o.split("=") for o in OPTIONS[ext][1::2]))
+    dstore.convert(
+        old_src, dst, overwrite=True, options=dict(o.split("=") for o in OPTIONS[ext][1::2])
+    )
     old_sha = file_digests(dst)
     listed = sorted(["data.npz", "old.npz", f"out{ext}"])
     rng = random.Random(f"{ext}{over_old}")
@@ -85,8 +87,10 @@ def test_sigkill_at_random_moments(tmp_path, tiles, stepped, ext, over_old):
             assert not os.path.exists(dst), "a killed run left a destination"
         others = [f for f in os.listdir(tmp_path) if f not in listed]
         assert all(f.startswith(f".out{ext}.dstore-") for f in others), others
-    print(f"\nkill sweep {ext} {'overwrite' if over_old else 'fresh'}: {kills} runs killed mid-run "
-          f"at steps of {steps}, then one after the last step")
+    print(
+        f"\nkill sweep {ext} {'overwrite' if over_old else 'fresh'}: {kills} runs killed mid-run "
+        f"at steps of {steps}, then one after the last step"
+    )
     assert kills == KILLS_PER_CASE
     # the next run cleans every leftover and succeeds
     full = stepped(argv)

@@ -35,10 +35,49 @@ FORMATS = list(EXT)
 
 #: names that broke something once, or could: paths, separators, escapes, length, Unicode
 HOSTILE = [
-    "..", ".", "../x", "../../evil", "/abs", "/", "//", "a/b", "a/b/c", "/a/b", "a/", "a\\b", "\\",
-    "..\\x", "x\x00y", "\x00", "", " ", "%", "%2F", "a%2Fb", "~", "a~0123456789abcdef", "zarr.json",
-    "dstore.json", ".hidden", ".zarray", "x" * 300, "é" * 150, "e\u0301", "\u0301", "🙂" * 60, "🙂",
-    "X", "x", "train", "x_train", "image/object/bbox/xmin", "c", "\n", "a\tb", "CON", "nul",
+    "..",
+    ".",
+    "../x",
+    "../../evil",
+    "/abs",
+    "/",
+    "//",
+    "a/b",
+    "a/b/c",
+    "/a/b",
+    "a/",
+    "a\\b",
+    "\\",
+    "..\\x",
+    "x\x00y",
+    "\x00",
+    "",
+    " ",
+    "%",
+    "%2F",
+    "a%2Fb",
+    "~",
+    "a~0123456789abcdef",
+    "zarr.json",
+    "dstore.json",
+    ".hidden",
+    ".zarray",
+    "x" * 300,
+    "é" * 150,
+    "e\u0301",
+    "\u0301",
+    "🙂" * 60,
+    "🙂",
+    "X",
+    "x",
+    "train",
+    "x_train",
+    "image/object/bbox/xmin",
+    "c",
+    "\n",
+    "a\tb",
+    "CON",
+    "nul",
 ]
 NAMES = st.one_of(
     st.sampled_from(HOSTILE),
@@ -69,7 +108,9 @@ class Outside:
         self.top, self.dsts = top, dsts
 
     def _state(self) -> tuple[object, ...]:
-        here = sorted(n for n in os.listdir(os.getcwd()) if n != ".hypothesis")  # its example database
+        here = sorted(
+            n for n in os.listdir(os.getcwd()) if n != ".hypothesis"
+        )  # its example database
         return (_tree(self.top, set(self.dsts)), here, sorted(os.listdir("/")))
 
     def __enter__(self) -> Self:
@@ -88,7 +129,8 @@ def _dataset(draw: st.DrawFn) -> dict[str, dict[str, np.ndarray]]:
         fields = draw(st.lists(NAMES, min_size=1, max_size=3, unique=True))
         n = draw(st.integers(0, 4))
         data[split] = {
-            f: (np.arange(n * 2, dtype=np.int16).reshape(n, 2) * (j + 1) + i) for j, f in enumerate(fields)
+            f: (np.arange(n * 2, dtype=np.int16).reshape(n, 2) * (j + 1) + i)
+            for j, f in enumerate(fields)
         }
     return data
 
@@ -107,7 +149,9 @@ def _read_back(path: str) -> dict[str, dict[str, np.ndarray]]:
         return {s: {f: ds[s][f][:] for f in ds[s]} for s in ds}
 
 
-def _assert_same(want: dict[str, dict[str, np.ndarray]], got: dict[str, dict[str, np.ndarray]]) -> None:
+def _assert_same(
+    want: dict[str, dict[str, np.ndarray]], got: dict[str, dict[str, np.ndarray]]
+) -> None:
     assert list(got) == list(want)
     for split, fields in want.items():
         assert list(got[split]) == list(fields), split
@@ -131,7 +175,9 @@ def test_escape_is_one_safe_component_and_reverses(name):
     assert escape(e) == e or not is_plain(name)  # plain names are fixed points
 
 
-@given(st.text(max_size=30) | st.sampled_from(HOSTILE), st.text(max_size=30) | st.sampled_from(HOSTILE))
+@given(
+    st.text(max_size=30) | st.sampled_from(HOSTILE), st.text(max_size=30) | st.sampled_from(HOSTILE)
+)
 @settings(max_examples=300, deadline=None)
 def test_escape_never_maps_two_names_to_one(a, b):
     if a != b:
@@ -147,7 +193,19 @@ def test_cut_names_do_not_collide_with_their_own_shape():
 
 
 def test_ordinary_names_are_stored_as_they_are():
-    for name in ("train", "test", "x", "y", "x_train", "image", "label", "a b", "é", "v1.2", "data-1"):
+    for name in (
+        "train",
+        "test",
+        "x",
+        "y",
+        "x_train",
+        "image",
+        "label",
+        "a b",
+        "é",
+        "v1.2",
+        "data-1",
+    ):
         assert escape(name) == name
     assert split_parts("a/b/c") == ["a", "b", "c"]
     assert split_parts("../evil") == ["%2E.%2Fevil"] and split_parts("/abs") == ["%2Fabs"]
@@ -191,14 +249,19 @@ def test_hostile_names_convert_through_every_format(data):
                 dstore.convert(src, dst)
                 _assert_same(data, _read_back(dst))
                 src = dst
-        assert sorted(os.listdir(work)) == sorted(os.path.basename(p) for p in [os.path.join(work, "src.npz"), *dsts])
+        assert sorted(os.listdir(work)) == sorted(
+            os.path.basename(p) for p in [os.path.join(work, "src.npz"), *dsts]
+        )
 
 
 # --------------------------------------------------------------- the reproductions
 
 
 #: the CLI in a subprocess runs this checkout's dstore
-_ENV = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(dstore.__file__)))}
+_ENV = {
+    **os.environ,
+    "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(dstore.__file__))),
+}
 
 
 def _npz(path: str, **arrays: np.ndarray) -> str:
@@ -235,11 +298,18 @@ def test_cli_convert_of_the_evil_key(tmp_path):
     with Outside(str(tmp_path), [str(work / "o.tfrecords")]):
         done = subprocess.run(
             [sys.executable, "-m", "dstore.cli", "convert", src, "o.tfrecords"],
-            cwd=work, capture_output=True, text=True, env=_ENV, check=False,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            env=_ENV,
+            check=False,
         )
     assert done.returncode == 0, done.stderr
     assert os.listdir(work) == ["o.tfrecords"]
-    assert sorted(os.listdir(work / "o.tfrecords")) == ["%2E.%2Fevil-00000-of-00001.tfrecord", "dstore.json"]
+    assert sorted(os.listdir(work / "o.tfrecords")) == [
+        "%2E.%2Fevil-00000-of-00001.tfrecord",
+        "dstore.json",
+    ]
     _assert_same({"../evil": {"x": np.arange(3)}}, _read_back(str(work / "o.tfrecords")))
 
 
@@ -263,7 +333,10 @@ def _nested_h5(path: str) -> str:
 def test_foreign_nested_hdf5_converts_everywhere(tmp_path, fmt):
     """``/a/b/z`` beside ``/a/b/c/x`` (h5py): read as before, written by every format."""
     src = _nested_h5(str(tmp_path / "n.h5"))
-    want = {"a/b/c": {"x": np.arange(6).reshape(3, 2)}, "a/b": {"z": np.arange(5)}}  # h5py's name order
+    want = {
+        "a/b/c": {"x": np.arange(6).reshape(3, 2)},
+        "a/b": {"z": np.arange(5)},
+    }  # h5py's name order
     _assert_same(want, _read_back(src))
     dst = str(tmp_path / ("o" + EXT[fmt]))
     dstore.convert(src, dst)
@@ -282,7 +355,10 @@ def test_foreign_nested_zarr_reads_as_before(tmp_path):
     g.create_array("a/b/z", data=np.arange(5))
     g.create_array("a/b/c/x", data=np.arange(6).reshape(3, 2))
     g.create_array("a/b/c/p%2Fq", data=np.arange(3))
-    want = {"a/b/c": {"p%2Fq": np.arange(3), "x": np.arange(6).reshape(3, 2)}, "a/b": {"z": np.arange(5)}}
+    want = {
+        "a/b/c": {"p%2Fq": np.arange(3), "x": np.arange(6).reshape(3, 2)},
+        "a/b": {"z": np.arange(5)},
+    }
     _assert_same(want, _read_back(str(tmp_path / "f.zarr")))
     dstore.convert(str(tmp_path / "f.zarr"), str(tmp_path / "o.zarr"))
     _assert_same(want, _read_back(str(tmp_path / "o.zarr")))
@@ -296,15 +372,23 @@ def test_field_that_is_another_splits_group_is_one_clear_error(tmp_path, fmt):
         dstore.convert(src, str(dst))
     assert "'x' of split 'train'" in str(err.value) and "split 'train/x'" in str(err.value)
     assert sorted(os.listdir(tmp_path)) == ["c.npz"]
-    done = subprocess.run([sys.executable, "-m", "dstore.cli", "convert", src, str(dst)],
-                          capture_output=True, text=True, env=_ENV, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "dstore.cli", "convert", src, str(dst)],
+        capture_output=True,
+        text=True,
+        env=_ENV,
+        check=False,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "would both be stored" in done.stderr
 
 
 @pytest.mark.parametrize("fmt", ["zarr", "hdf5", "npz"])
 def test_field_names_with_slashes_read_back(tmp_path, fmt):
-    data = {"data": {"image/object/bbox/xmin": np.arange(4.0), "a/b": np.arange(4)}, "s/t": {"/": np.ones(2)}}
+    data = {
+        "data": {"image/object/bbox/xmin": np.arange(4.0), "a/b": np.arange(4)},
+        "s/t": {"/": np.ones(2)},
+    }
     dst = str(tmp_path / ("o" + EXT[fmt]))
     dstore.save(data, dst)
     _assert_same(data, _read_back(dst))
@@ -315,16 +399,31 @@ def test_object_detection_tfrecord_to_hdf5_and_back(tmp_path, tiles):
     tf = pytest.importorskip("tensorflow")
     x = tiles[0][:6]
     src = str(tmp_path / "od.tfrecord")
-    keys = ["image/encoded", "image/height", "image/object/bbox/xmin", "image/object/bbox/ymax",
-            "image/object/class/label"]
+    keys = [
+        "image/encoded",
+        "image/height",
+        "image/object/bbox/xmin",
+        "image/object/bbox/ymax",
+        "image/object/class/label",
+    ]
     with tf.io.TFRecordWriter(src) as w:
         for i, img in enumerate(x):
             feats = {
-                "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[tf.io.encode_png(img).numpy()])),
-                "image/height": tf.train.Feature(int64_list=tf.train.Int64List(value=[img.shape[0]])),
-                "image/object/bbox/xmin": tf.train.Feature(float_list=tf.train.FloatList(value=[0.1 * i, 0.5])),
-                "image/object/bbox/ymax": tf.train.Feature(float_list=tf.train.FloatList(value=[0.9, 0.25 * i])),
-                "image/object/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i, i + 1])),
+                "image/encoded": tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=[tf.io.encode_png(img).numpy()])
+                ),
+                "image/height": tf.train.Feature(
+                    int64_list=tf.train.Int64List(value=[img.shape[0]])
+                ),
+                "image/object/bbox/xmin": tf.train.Feature(
+                    float_list=tf.train.FloatList(value=[0.1 * i, 0.5])
+                ),
+                "image/object/bbox/ymax": tf.train.Feature(
+                    float_list=tf.train.FloatList(value=[0.9, 0.25 * i])
+                ),
+                "image/object/class/label": tf.train.Feature(
+                    int64_list=tf.train.Int64List(value=[i, i + 1])
+                ),
             }
             w.write(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
     h5 = str(tmp_path / "o.h5")
@@ -340,23 +439,37 @@ def test_object_detection_tfrecord_to_hdf5_and_back(tmp_path, tiles):
     for i, rec in enumerate(tf.data.TFRecordDataset(shards)):
         ex = tf.train.Example.FromString(rec.numpy())
         assert sorted(ex.features.feature) == sorted(keys)
-        np.testing.assert_allclose(ex.features.feature["image/object/bbox/xmin"].float_list.value, [0.1 * i, 0.5], rtol=1e-6)
+        np.testing.assert_allclose(
+            ex.features.feature["image/object/bbox/xmin"].float_list.value,
+            [0.1 * i, 0.5],
+            rtol=1e-6,
+        )
         assert list(ex.features.feature["image/object/class/label"].int64_list.value) == [i, i + 1]
-        np.testing.assert_array_equal(tf.io.decode_png(ex.features.feature["image/encoded"].bytes_list.value[0]), x[i])
+        np.testing.assert_array_equal(
+            tf.io.decode_png(ex.features.feature["image/encoded"].bytes_list.value[0]), x[i]
+        )
 
 
 def test_ordinary_names_keep_todays_layout(tmp_path):
-    data = {"train": {"x": np.zeros((3, 2), np.uint8), "y": np.arange(3)}, "test": {"x": np.ones((2, 2), np.uint8),
-                                                                               "y": np.arange(2)}}
+    data = {
+        "train": {"x": np.zeros((3, 2), np.uint8), "y": np.arange(3)},
+        "test": {"x": np.ones((2, 2), np.uint8), "y": np.arange(2)},
+    }
     for fmt in FORMATS:
         dstore.save(data, str(tmp_path / ("o" + EXT[fmt])))
     assert sorted(np.load(tmp_path / "o.npz").files) == ["x_test", "x_train", "y_test", "y_train"]
     assert sorted(os.listdir(tmp_path / "o.tfrecords")) == [
-        "dstore.json", "test-00000-of-00001.tfrecord", "train-00000-of-00001.tfrecord"]
+        "dstore.json",
+        "test-00000-of-00001.tfrecord",
+        "train-00000-of-00001.tfrecord",
+    ]
     with h5py.File(tmp_path / "o.h5") as f:
         assert sorted(f) == ["test", "train"] and sorted(f["train"]) == ["x", "y"]
     g = zarr.open_group(str(tmp_path / "o.zarr"), mode="r")
-    assert sorted(g.group_keys()) == ["test", "train"] and sorted(g["train"].array_keys()) == ["x", "y"]
+    assert sorted(g.group_keys()) == ["test", "train"] and sorted(g["train"].array_keys()) == [
+        "x",
+        "y",
+    ]
 
 
 # ------------------------------------------------------------------ defence in depth
@@ -392,7 +505,9 @@ def test_lone_surrogates_in_names(tmp_path, fmt):
     data = {"s\ud800": {"x": np.arange(3)}, "t": {"f\udcff": np.arange(2)}}
     dst = str(tmp_path / ("o" + EXT[fmt]))
     if fmt == "tfrecord":
-        with pytest.raises(SchemaError, match="field '.*': feature name .* is not valid Unicode text"):
+        with pytest.raises(
+            SchemaError, match="field '.*': feature name .* is not valid Unicode text"
+        ):
             dstore.save(data, dst)
         assert os.listdir(tmp_path) == []
         return
@@ -416,9 +531,33 @@ def test_npz_refuses_escaped_names_it_could_not_restore(tmp_path):
 def test_names_that_look_alike_after_escaping_stay_apart(tmp_path, fmt):
     """A name, its escape, the escape of its escape, a cut name and the name that looks like it, case twins."""
     long = "é" * 150
-    names = ["a/b", "a%2Fb", "a%252Fb", long, long + "x", escape(long), "X", "x", ".x", "%2Ex", "", "%"]
-    splits = [*names[:3], long, long + "x", escape(long), "x", "X", ""]  # and every name as a field of each
-    data = {s: {f: np.full((2, 1), i * 100 + j, np.int32) for j, f in enumerate(names)} for i, s in enumerate(splits)}
+    names = [
+        "a/b",
+        "a%2Fb",
+        "a%252Fb",
+        long,
+        long + "x",
+        escape(long),
+        "X",
+        "x",
+        ".x",
+        "%2Ex",
+        "",
+        "%",
+    ]
+    splits = [
+        *names[:3],
+        long,
+        long + "x",
+        escape(long),
+        "x",
+        "X",
+        "",
+    ]  # and every name as a field of each
+    data = {
+        s: {f: np.full((2, 1), i * 100 + j, np.int32) for j, f in enumerate(names)}
+        for i, s in enumerate(splits)
+    }
     dst = str(tmp_path / ("o" + EXT[fmt]))
     with Outside(str(tmp_path), [dst]):
         dstore.save(data, dst)

@@ -54,7 +54,15 @@ def test_parallel_deflate_output_equals_input_at_every_level(tmp_path, tiles):
 
 def test_key_layouts(tmp_path):
     src = str(tmp_path / "k.npz")
-    np.savez(src, **{"train/a": np.arange(3), "train/b": np.ones(3), "test/a": np.arange(2), "test/b": np.ones(2)})
+    np.savez(
+        src,
+        **{
+            "train/a": np.arange(3),
+            "train/b": np.ones(3),
+            "test/a": np.arange(2),
+            "test/b": np.ones(2),
+        },
+    )
     with dstore.open(src) as ds:
         assert set(ds) == {"train", "test"} and set(ds["train"]) == {"a", "b"}
     out = str(tmp_path / "k2.npz")

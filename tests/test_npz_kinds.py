@@ -28,7 +28,9 @@ def test_np_load_reads_what_dstore_writes(tmp_path: Any) -> None:
     blobs = [b"\x01", b"", b"\xff\xfe", b"zz"]
     boxes = _boxes(4)
     path = tmp_path / "k.npz"
-    dstore.save({"train": {"names": names, "blobs": blobs, "boxes": boxes, "y": np.arange(4)}}, path)
+    dstore.save(
+        {"train": {"names": names, "blobs": blobs, "boxes": boxes, "y": np.arange(4)}}, path
+    )
     with np.load(path, allow_pickle=False) as z:
         assert z["names_train"].dtype.kind == "U" and z["names_train"].tolist() == names
         assert z["blobs_train"].dtype.kind == "S" and z["blobs_train"].tolist() == blobs
@@ -57,8 +59,12 @@ def test_trailing_nuls_survive(tmp_path: Any) -> None:
 
 def test_foreign_string_members(tmp_path: Any) -> None:
     path = tmp_path / "f.npz"
-    np.savez(path, names_train=np.array(["x", "yé", ""]), ids_train=np.array([b"a", b"\x00b", b""]),
-             x_train=np.arange(3))
+    np.savez(
+        path,
+        names_train=np.array(["x", "yé", ""]),
+        ids_train=np.array([b"a", b"\x00b", b""]),
+        x_train=np.arange(3),
+    )
     with dstore.open(path) as ds:
         assert ds["train"]["names"].kind == String() and ds["train"]["names"][:] == ["x", "yé", ""]
         assert ds["train"]["ids"].kind == Bytes() and ds["train"]["ids"][1] == b"\x00b"
@@ -73,8 +79,12 @@ def test_object_arrays_of_arrays_read_as_ragged(tmp_path: Any) -> None:
     labels = np.empty(5, dtype=object)
     labels[:] = [np.arange(len(b)) for b in boxes]
     path = tmp_path / "obj.npz"
-    np.savez(path, boxes=np.array(boxes, dtype=object), labels=labels,
-             words=np.array(["a", "bb", "c", "", "é"], dtype=object))
+    np.savez(
+        path,
+        boxes=np.array(boxes, dtype=object),
+        labels=labels,
+        words=np.array(["a", "bb", "c", "", "é"], dtype=object),
+    )
     with dstore.open(path) as ds:
         data = ds["data"]
         assert data["boxes"].kind == Ragged(np.dtype("float32"), (4,))
@@ -107,7 +117,9 @@ def test_hostile_object_member_never_runs(tmp_path: Any) -> None:
     before = path.read_bytes()
     out = tmp_path / "out.npz"
     proc = subprocess.run(
-        [sys.executable, "-m", "dstore.cli", "convert", str(path), str(out)], capture_output=True, text=True
+        [sys.executable, "-m", "dstore.cli", "convert", str(path), str(out)],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2, proc.stderr
     assert "refused to unpickle" in proc.stderr and "system" in proc.stderr, proc.stderr
@@ -176,7 +188,9 @@ def test_batch_cut_does_not_change_the_file(tmp_path: Any) -> None:
     assert len(digests) == 1
 
 
-def test_plain_files_never_reach_the_unpickler(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plain_files_never_reach_the_unpickler(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Only object members go through the (restricted) unpickler; strings and ragged fields never do."""
     from dstore.codecs import npz
 

@@ -170,8 +170,10 @@ def _written_by_the_library(target: str, path: str, tiles) -> None:
 @pytest.mark.parametrize("target", list(FORMATS))
 def test_real_old_outputs_are_replaced(tmp_path, capsys, outputs, tiles, target):
     ext = FORMATS[target]
-    olds = {"dstore": lambda p: _copy(outputs[target], p),
-            "its library": lambda p: _written_by_the_library(target, p, tiles)}
+    olds = {
+        "dstore": lambda p: _copy(outputs[target], p),
+        "its library": lambda p: _written_by_the_library(target, p, tiles),
+    }
     for who, make in olds.items():
         folder = tmp_path / who.replace(" ", "_")
         folder.mkdir()
@@ -272,14 +274,18 @@ def test_url_destinations_are_recognised_too(outputs):
         dstore.convert(outputs["src"], "memory://ow-test/notes.zarr", overwrite=True)
     assert fs.cat("/ow-test/notes.zarr/readme.txt") == b"not a store"
     dstore.convert(outputs["src"], "memory://ow-test/data.zarr")
-    dstore.convert(outputs["src"], "memory://ow-test/data.zarr", overwrite=True, options={"clevel": "9"})
+    dstore.convert(
+        outputs["src"], "memory://ow-test/data.zarr", overwrite=True, options={"clevel": "9"}
+    )
     assert dstore.verify(outputs["src"], "memory://ow-test/data.zarr").ok
     fs.rm("/ow-test", recursive=True)
 
 
 def _chattr(flag: str, path: str) -> bool:
     try:
-        return subprocess.run(["chattr", flag, path], check=False, capture_output=True).returncode == 0
+        return (
+            subprocess.run(["chattr", flag, path], check=False, capture_output=True).returncode == 0
+        )
     except OSError:
         return False
 
@@ -294,8 +300,21 @@ def test_old_output_that_cannot_be_removed_is_reported_then_cleaned(tmp_path, ou
     if not _chattr("+i", str(stuck)):
         pytest.skip("chattr +i is not available here (needs root and ext4/xfs/btrfs)")
     try:
-        res = subprocess.run([sys.executable, "-m", "dstore.cli", "convert", outputs["src"], str(dst),
-                              "--overwrite"], check=False, capture_output=True, text=True, timeout=300)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dstore.cli",
+                "convert",
+                outputs["src"],
+                str(dst),
+                "--overwrite",
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         lines = res.stderr.strip().splitlines()
         assert res.returncode == 2 and len(lines) == 1, res.stderr
         left = [f for f in os.listdir(tmp_path) if f.startswith(f".out{ext}.dstore-old-")]

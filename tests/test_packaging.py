@@ -205,7 +205,9 @@ def test_every_extra_names_only_packages_dstore_uses(project, hints):
                 assert req.extras <= set(project["optional-dependencies"]), spec
                 continue
             modules = provides.get(norm(req.name))
-            assert modules is not None, f"[{extra}] {req.name} is not installed: pip install -e .[test]"
+            assert modules is not None, (
+                f"[{extra}] {req.name} is not installed: pip install -e .[test]"
+            )
             assert modules & used, f"[{extra}] {req.name} provides {sorted(modules)}, none used"
 
 
@@ -273,7 +275,8 @@ def _wheel_dir(tmp_path: Path) -> Path:
     out = tmp_path / "wheel"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
     return out
 
@@ -298,9 +301,23 @@ def test_every_hint_resolves_with_pip(tmp_path, project, hints):
         args.append(command[2])
     report = tmp_path / "report.json"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
-         "--report", str(report), "--find-links", str(wheels), *args],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "-q",
+            "--report",
+            str(report),
+            "--find-links",
+            str(wheels),
+            *args,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     install = json.loads(report.read_text())["install"]
     ours = [item for item in install if norm(item["metadata"]["name"]) == "dstore-ml"]

@@ -21,8 +21,18 @@ def test_pair_and_back(tmp_path, tiles, features, a, b):
     x, y = tiles
     feats, labels = features
     data = {
-        "train": {"x": x[:30], "y": y[:30], "f": feats[:30].astype(np.float64), "h": feats[:30].astype(np.float16)},
-        "test": {"x": x[30:], "y": y[30:], "f": feats[30:60].astype(np.float64), "h": feats[30:60].astype(np.float16)},
+        "train": {
+            "x": x[:30],
+            "y": y[:30],
+            "f": feats[:30].astype(np.float64),
+            "h": feats[:30].astype(np.float16),
+        },
+        "test": {
+            "x": x[30:],
+            "y": y[30:],
+            "f": feats[30:60].astype(np.float64),
+            "h": feats[30:60].astype(np.float16),
+        },
     }
     src = str(tmp_path / f"src{default_extension(a)}")
     mid = str(tmp_path / f"mid{default_extension(b)}")

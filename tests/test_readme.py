@@ -34,13 +34,26 @@ def test_readme_python_snippet_runs(tmp_path, tiles):
     inputs = {"data.npz"}
     assert inputs <= names, names
     x, y = tiles
-    np.savez(tmp_path / "data.npz", x_train=x[:40], y_train=y[:40], x_test=x[40:50],
-             y_test=y[40:50], x_val=x[50:], y_val=y[50:])
+    np.savez(
+        tmp_path / "data.npz",
+        x_train=x[:40],
+        y_train=y[:40],
+        x_test=x[40:50],
+        y_test=y[40:50],
+        x_val=x[50:],
+        y_val=y[50:],
+    )
     before = file_digests(str(tmp_path / "data.npz"))
     script = tmp_path / "readme_snippet.py"
     script.write_text(code)
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=900, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert file_digests(str(tmp_path / "data.npz")) == before  # the input is untouched
     outputs = names - inputs

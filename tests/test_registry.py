@@ -95,7 +95,9 @@ def test_entry_point_plugin_is_loaded_lazily(tmp_path, monkeypatch):
     )
     dist = tmp_path / "dstore_fake_plugin-0.1.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: dstore-fake-plugin\nVersion: 0.1\n")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: dstore-fake-plugin\nVersion: 0.1\n"
+    )
     (dist / "entry_points.txt").write_text("[dstore.codecs]\nfake = dstore_fake_plugin:FakeCodec\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "_entry_points_loaded", False)
@@ -114,8 +116,11 @@ def test_every_codec_class_is_registered():
             continue
         module = importlib.import_module(f"dstore.codecs.{mod.name}")
         classes |= {
-            obj for obj in vars(module).values()
-            if isinstance(obj, type) and issubclass(obj, Codec) and obj is not Codec
+            obj
+            for obj in vars(module).values()
+            if isinstance(obj, type)
+            and issubclass(obj, Codec)
+            and obj is not Codec
             and obj.__module__ == module.__name__
         }
     registered = {registry.get_codec_class(n) for n in registry._BUILTIN}

@@ -24,23 +24,31 @@ OPTIONS = ["-o", "shard_mb=1", "-o", "png_level=9"]  # ~20 slow shards: time to 
 def source(tmp_path, tiles) -> str:
     x, y = tiles
     src = str(tmp_path / "data.npz")
-    np.savez(src, x_train=np.tile(x, (30, 1, 1, 1)), y_train=np.tile(y, (30, 1)),
-             x_test=x, y_test=y)
+    np.savez(
+        src, x_train=np.tile(x, (30, 1, 1, 1)), y_train=np.tile(y, (30, 1)), x_test=x, y_test=y
+    )
     return src
 
 
 @pytest.fixture
 def reference(tmp_path_factory, source) -> dict[str, str]:
     ref = str(tmp_path_factory.mktemp("ref") / "ref.tfrecords")
-    subprocess.run([sys.executable, "-m", "dstore.cli", "convert", source, ref, *OPTIONS],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "dstore.cli", "convert", source, ref, *OPTIONS],
+        check=True,
+        capture_output=True,
+    )
     return file_digests(ref)
 
 
 def start_and_stop_after(src: str, dst: str, shards: int, sig: int, *extra: str) -> tuple[int, str]:
     """Start a conversion and signal it once ``shards`` shards are in its journal."""
-    proc = subprocess.Popen(cli_command("convert", src, dst, *OPTIONS, *extra),  # SIGINT even in a background job
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cli_command("convert", src, dst, *OPTIONS, *extra),  # SIGINT even in a background job
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     parent, base = os.path.split(dst)
     while proc.poll() is None:  # measured from the run's own journal, however long it takes
         journals = glob.glob(os.path.join(parent, f".{base}.dstore-tmp-*", "dstore.journal"))
@@ -56,8 +64,12 @@ def start_and_stop_after(src: str, dst: str, shards: int, sig: int, *extra: str)
 
 
 def resume(src: str, dst: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dstore.cli", "convert", src, dst, *OPTIONS, "--resume", *extra],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "dstore.cli", "convert", src, dst, *OPTIONS, "--resume", *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_resume_after_sigkill_is_byte_identical(tmp_path, source, reference):
@@ -75,7 +87,9 @@ def test_resume_after_sigkill_is_byte_identical(tmp_path, source, reference):
 def test_resume_survives_a_second_interruption(tmp_path, source, reference):
     dst = str(tmp_path / "out.tfrecords")
     start_and_stop_after(source, dst, 2, signal.SIGKILL)
-    start_and_stop_after(source, dst, 5, signal.SIGKILL, "--resume")  # the resumed run is killed too
+    start_and_stop_after(
+        source, dst, 5, signal.SIGKILL, "--resume"
+    )  # the resumed run is killed too
     res = resume(source, dst)
     assert res.returncode == 0, res.stderr
     kept = int(res.stdout.split("resumed: ")[1].split(" of ")[0])
@@ -112,13 +126,30 @@ def test_resume_rewrites_a_damaged_kept_shard(tmp_path, source, reference):
 def test_resume_refuses_changed_options_and_keeps_the_work(tmp_path, source):
     dst = str(tmp_path / "out.tfrecords")
     start_and_stop_after(source, dst, 1, signal.SIGKILL)
-    res = subprocess.run([sys.executable, "-m", "dstore.cli", "convert", source, dst,
-                          "-o", "shard_mb=2", "-o", "png_level=9", "--resume"],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dstore.cli",
+            "convert",
+            source,
+            dst,
+            "-o",
+            "shard_mb=2",
+            "-o",
+            "png_level=9",
+            "--resume",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot resume" in lines[0] and "codec" in lines[0], lines
-    assert glob.glob(str(tmp_path / ".out.tfrecords.dstore-tmp-*")), "the interrupted work must be kept"
+    assert glob.glob(str(tmp_path / ".out.tfrecords.dstore-tmp-*")), (
+        "the interrupted work must be kept"
+    )
     assert not os.path.exists(dst)
 
 
@@ -161,8 +192,12 @@ print("SUMMARY", report.summary(), flush=True)
 
 
 def child(src: str, dst: str, workers: int, resume: bool = False) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", CHILD, src, dst, str(workers), "1" if resume else "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, src, dst, str(workers), "1" if resume else "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def kill_after(proc: subprocess.Popen, records: int) -> bool:
@@ -203,8 +238,14 @@ def test_kill_and_resume_at_random_progress_is_byte_identical(tmp_path, photo_np
     reference = file_digests(ref)
     assert len(reference) > 8  # many shards, so kills land between and inside them
     rng = random.Random(17)
-    cases = [(rng.randrange(1, total), rng.choice([1, 2, 3]), rng.choice([1, 2, 4]), False) for _ in range(5)]
-    cases += [(rng.randrange(1, total), 2, 1, True), (total, 3, 2, False)]  # under load; after the end
+    cases = [
+        (rng.randrange(1, total), rng.choice([1, 2, 3]), rng.choice([1, 2, 4]), False)
+        for _ in range(5)
+    ]
+    cases += [
+        (rng.randrange(1, total), 2, 1, True),
+        (total, 3, 2, False),
+    ]  # under load; after the end
     killed = 0
     for i, (at, workers, resume_workers, load) in enumerate(cases):
         dst = str(tmp_path / f"out{i}.tfrecords")
@@ -219,7 +260,9 @@ def test_kill_and_resume_at_random_progress_is_byte_identical(tmp_path, photo_np
                 h.kill()
                 h.wait()
         assert res.returncode == 0, (i, err)
-        assert file_digests(dst) == reference, f"case {i}: kill after {at} records, workers {workers}->{resume_workers}"
+        assert file_digests(dst) == reference, (
+            f"case {i}: kill after {at} records, workers {workers}->{resume_workers}"
+        )
         assert ("already complete" in out) == (not was_killed), (i, out)
     assert killed >= 4, f"only {killed} of {len(cases)} runs were still going when killed"
 
@@ -230,10 +273,18 @@ def test_dask_run_is_byte_identical_to_local(tmp_path, photo_npz):
 
     ref = str(tmp_path / "ref.tfrecords")
     dstore.convert(photo_npz, ref, options={"shard_mb": "0.25"})
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        dstore.convert(photo_npz, tmp_path / "dask.tfrecords", options={"shard_mb": "0.25", "workers": "1"},
-                       client=client)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        dstore.convert(
+            photo_npz,
+            tmp_path / "dask.tfrecords",
+            options={"shard_mb": "0.25", "workers": "1"},
+            client=client,
+        )
     assert file_digests(tmp_path / "dask.tfrecords") == file_digests(ref)
 
 
@@ -246,8 +297,12 @@ def test_resume_of_a_finished_output(tmp_path, label_maker_npz):
     cmd = ["convert", label_maker_npz, dst, "-o", "shard_mb=0.05"]
     assert main(cmd) == 0
     before = file_digests(dst)
-    res = subprocess.run([sys.executable, "-m", "dstore.cli", *cmd, "--resume"],
-                         check=False, capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "dstore.cli", *cmd, "--resume"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr
     assert "already complete" in res.stdout and "nothing to do" in res.stdout
     assert file_digests(dst) == before
@@ -263,9 +318,16 @@ def test_resume_of_a_finished_output(tmp_path, label_maker_npz):
             dstore_json = os.path.join(dst, "dstore.json")
             os.remove(dstore_json)
         kept = file_digests(dst)
-        res = subprocess.run([sys.executable, "-m", "dstore.cli", *other, "--resume"],
-                             check=False, capture_output=True, text=True)
+        res = subprocess.run(
+            [sys.executable, "-m", "dstore.cli", *other, "--resume"],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
         assert res.returncode == 2, (change, res.stdout)
         lines = res.stderr.strip().splitlines()
-        assert len(lines) == 1 and "already exists" in lines[0] and "--overwrite" in lines[0], (change, lines)
+        assert len(lines) == 1 and "already exists" in lines[0] and "--overwrite" in lines[0], (
+            change,
+            lines,
+        )
         assert file_digests(dst) == kept, "a refused resume must not touch the output"

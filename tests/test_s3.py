@@ -133,10 +133,16 @@ def test_failed_upload_is_an_error_and_commits_nothing(s3, label_maker_npz):
 
     try:
         with pytest.raises(dstore.CodecIOError, match="upload failed") as err:
-            dstore.convert(label_maker_npz, url, options={"shard_mb": "0.1"},
-                           progress=stop_server_at_first_progress)
+            dstore.convert(
+                label_maker_npz,
+                url,
+                options={"shard_mb": "0.1"},
+                progress=stop_server_at_first_progress,
+            )
     finally:
-        s3["server"] = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=s3["port"], verbose=False)
+        s3["server"] = moto_server.ThreadedMotoServer(
+            ip_address="127.0.0.1", port=s3["port"], verbose=False
+        )
         s3["server"].start()
     assert len(calls) == 1
     assert "train-00000-of-" in str(err.value).splitlines()[0]  # the shard that failed is named
@@ -156,8 +162,12 @@ def test_dask_workers_write_shards_to_s3(s3, tmp_path, label_maker_npz):
     url = f"s3://{BUCKET}/dask/data.tfrecords"
     options = {"shard_mb": "0.1"}
     # workers started now inherit the S3 endpoint and credentials from the environment
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         report = dstore.convert(label_maker_npz, url, options=options, client=client)
     assert report.shards.shards >= 4
     local = tmp_path / "local.tfrecords"
@@ -171,11 +181,16 @@ def test_dask_workers_write_shards_to_s3(s3, tmp_path, label_maker_npz):
 @pytest.mark.parametrize("ext", [".tfrecords", ".zarr", ".npz", ".h5"])
 def test_hostile_names_stay_under_the_url_and_come_back(s3, ext):
     """Escaped names (``%2E.%2Fevil``, ``?#`` left as they are) are plain object keys under the output."""
-    data = {"../evil": {"a/b": np.arange(3), "%": np.arange(3)}, "/abs": {"é\u0301 x?#": np.arange(2)},
-            "a/b": {"..": np.arange(1)}}
+    data = {
+        "../evil": {"a/b": np.arange(3), "%": np.arange(3)},
+        "/abs": {"é\u0301 x?#": np.arange(2)},
+        "a/b": {"..": np.arange(1)},
+    }
     url = f"s3://{BUCKET}/names/o{ext}"
     dstore.save(data, url)
-    assert all(k.startswith(f"{BUCKET}/names/o{ext}") for k in s3["fs"].find(BUCKET) if "/names" in k)
+    assert all(
+        k.startswith(f"{BUCKET}/names/o{ext}") for k in s3["fs"].find(BUCKET) if "/names" in k
+    )
     assert not [k for k in s3["fs"].find(BUCKET) if "evil" in k and "/names/" not in k]
     with dstore.open(url) as ds:
         got = {s: {f: ds[s][f][:] for f in ds[s]} for s in ds}

@@ -98,19 +98,36 @@ def _hostile(canary: str) -> list[tuple[str, bytes]]:
     # ndarray subclasses and other numpy objects that are not plain arrays
     cases.append(("ndarray subclass", pickle.dumps(_object_array([np.arange(3).view(np.memmap)]))))
     cases.append(("masked", pickle.dumps(_object_array([np.ma.masked_array([1, 2], [0, 1])]))))
-    cases.append(("recarray", pickle.dumps(_object_array([np.rec.array([(1, 2.0)], dtype=[("a", "i4"), ("b", "f8")])]))))
+    cases.append(
+        (
+            "recarray",
+            pickle.dumps(
+                _object_array([np.rec.array([(1, 2.0)], dtype=[("a", "i4"), ("b", "f8")])])
+            ),
+        )
+    )
     cases.append(("structured", pickle.dumps(_object_array([np.zeros(2, dtype=[("a", "i4")])]))))
     cases.append(("dict", pickle.dumps(_object_array([{"a": 1}]))))
     cases.append(("set", pickle.dumps(_object_array([{1, 2}]))))
     cases.append(("not an array", pickle.dumps([np.arange(3)])))
     cases.append(("datetime", pickle.dumps(_object_array([np.array(["2020-01-01"], "M8[D]")]))))
     # the allowed globals, misused (protocol 0 text opcodes)
-    cases.append(("huge reconstruct", b"cnumpy.core.multiarray\n_reconstruct\n(cnumpy\nndarray\n(I1000000000000\ntS'b'\ntR."))
+    cases.append(
+        (
+            "huge reconstruct",
+            b"cnumpy.core.multiarray\n_reconstruct\n(cnumpy\nndarray\n(I1000000000000\ntS'b'\ntR.",
+        )
+    )
     cases.append(("ndarray called", b"cnumpy\nndarray\n(I1000000000\ntR."))
     cases.append(("void dtype", b"cnumpy\ndtype\n(S'V8'\nI0\nI1\ntR."))
     cases.append(("build on token", b"cnumpy\nndarray\n(dS'x'\nI1\nsb."))
     cases.append(("slotstate on dtype wrapper", b"cnumpy\ndtype\n(N(dS'__call__'\nI1\nstb."))
-    cases.append(("reconstruct of dtype", b"cnumpy.core.multiarray\n_reconstruct\n(cnumpy\ndtype\n(I0\ntS'b'\ntR."))
+    cases.append(
+        (
+            "reconstruct of dtype",
+            b"cnumpy.core.multiarray\n_reconstruct\n(cnumpy\ndtype\n(I0\ntS'b'\ntR.",
+        )
+    )
     cases.append(("persistent id", b"P1\n."))
     cases.append(("global from builtins", b"cbuiltins\nprint\n(S'x'\ntR."))
     cases.append(("ext registry", b"\x80\x02\x82\x01."))
@@ -140,7 +157,9 @@ def test_guarded_objects_are_not_changed_by_a_load() -> None:
     for data in (b"cnumpy\nndarray\n(dS'x'\nI1\nsb.", b"cnumpy\ndtype\n(N(dS'spec'\nI1\nstb."):
         with pytest.raises(CodecIOError):
             load_object_array(data, "k")
-    assert before == {k: (type(v), getattr(v, "__dict__", None)) for k, v in _safe_pickle._ALLOWED.items()}
+    assert before == {
+        k: (type(v), getattr(v, "__dict__", None)) for k, v in _safe_pickle._ALLOWED.items()
+    }
 
 
 @given(st.data())

@@ -71,7 +71,9 @@ def test_npy_header_claiming_huge_or_negative_shapes(tmp_path, shape):
         read_bounded(path)
 
 
-@pytest.mark.parametrize("descr", ["<f8" * 1000, "|V1000000000000", "<U999999999", "|O", "<M8[s]", "xyz"])
+@pytest.mark.parametrize(
+    "descr", ["<f8" * 1000, "|V1000000000000", "<U999999999", "|O", "<M8[s]", "xyz"]
+)
 def test_npy_header_with_extreme_dtypes(tmp_path, descr):
     path = tmp_path / "d.npz"
     _npz_with_header(path, {"descr": descr, "fortran_order": False, "shape": (4,)}, b"\0" * 32)
@@ -167,7 +169,9 @@ def test_tfrecord_length_claiming_terabytes(tmp_path, tfrecord_dir, claimed):
         buf = bytearray(blob)
         head = struct.pack("<Q", claimed)
         buf[pos : pos + 8] = head
-        buf[pos + 8 : pos + 12] = struct.pack("<I", masked_crc(head))  # a valid CRC: only the size lies
+        buf[pos + 8 : pos + 12] = struct.pack(
+            "<I", masked_crc(head)
+        )  # a valid CRC: only the size lies
         for where in ("dir", "bare"):
             if where == "dir":
                 target = tmp_path / "d.tfrecords"
@@ -255,7 +259,9 @@ def test_zarr_metadata_with_extreme_values(tmp_path, zarr_store, key, value):
 def test_zarr_chunks_truncated_or_emptied(tmp_path, zarr_store):
     data, valid = zarr_store
     chunk_root = valid / "train" / "x" / "c"
-    chunks = sorted(os.path.relpath(os.path.join(r, f), valid) for r, _, fs in os.walk(chunk_root) for f in fs)
+    chunks = sorted(
+        os.path.relpath(os.path.join(r, f), valid) for r, _, fs in os.walk(chunk_root) for f in fs
+    )
     for rel in chunks[:3]:
         for cut in (0, 1, 15, 16, -1):
             target = tmp_path / "t.zarr"

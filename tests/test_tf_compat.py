@@ -57,7 +57,7 @@ def test_to_tf_dataset_restores_dtypes_and_shapes(tmp_path, tiles):
     x, y = tiles
     f16 = np.linspace(-3, 3, len(x) * 4).astype(np.float16).reshape(len(x), 2, 2)
     gray = x[..., 0].copy()
-    deep = (x[..., :3].astype(np.uint16) * 257 + 3)
+    deep = x[..., :3].astype(np.uint16) * 257 + 3
     rgba = np.concatenate([x, x[..., :1]], axis=-1)
     out = str(tmp_path / "d.tfrecords")
     data = {"x": x, "y": y, "h": f16, "g": gray, "d": deep, "a": rgba}
@@ -88,7 +88,9 @@ def test_dstore_reads_tensorflow_written_files(tmp_path, tiles, compression):
                             bytes_list=tf.train.BytesList(value=[tf.io.encode_png(img).numpy()])
                         ),
                         "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(lab)])),
-                        "onehot": tf.train.Feature(float_list=tf.train.FloatList(value=vec.tolist())),
+                        "onehot": tf.train.Feature(
+                            float_list=tf.train.FloatList(value=vec.tolist())
+                        ),
                     }
                 )
             )
@@ -122,9 +124,13 @@ def _example(**features) -> bytes:
         if isinstance(value, bytes):
             feats[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
         elif np.asarray(value).dtype.kind == "f":
-            feats[name] = tf.train.Feature(float_list=tf.train.FloatList(value=np.ravel(value).tolist()))
+            feats[name] = tf.train.Feature(
+                float_list=tf.train.FloatList(value=np.ravel(value).tolist())
+            )
         else:
-            feats[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=np.ravel(value).tolist()))
+            feats[name] = tf.train.Feature(
+                int64_list=tf.train.Int64List(value=np.ravel(value).tolist())
+            )
     return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
 
 
@@ -145,8 +151,17 @@ def test_snippet_and_reader_on_files_tensorflow_wrote(tmp_path, tiles, capsys, c
     half = len(x) // 2
     for i, part in enumerate((slice(0, half), slice(half, None))):
         recs = [
-            _example(**{"image/encoded": tf.io.encode_png(g).numpy(), "label": int(lab), "bbox": b, "ids": k})
-            for g, lab, b, k in zip(gray[part], y[part].argmax(1), boxes[part], ids[part], strict=True)
+            _example(
+                **{
+                    "image/encoded": tf.io.encode_png(g).numpy(),
+                    "label": int(lab),
+                    "bbox": b,
+                    "ids": k,
+                }
+            )
+            for g, lab, b, k in zip(
+                gray[part], y[part].argmax(1), boxes[part], ids[part], strict=True
+            )
         ]
         ctype = ("GZIP", "ZLIB")[i] if compression == "mixed" else compression
         _tf_write(str(folder / f"train-{i:05d}-of-00002.tfrecord"), recs, ctype)
@@ -161,7 +176,11 @@ def test_snippet_and_reader_on_files_tensorflow_wrote(tmp_path, tiles, capsys, c
     from dstore.cli import main
 
     assert main(["info", path]) == 0
-    shown = "compression_types = ['GZIP', 'ZLIB']" if compression == "mixed" else f"compression_type={compression!r}"
+    shown = (
+        "compression_types = ['GZIP', 'ZLIB']"
+        if compression == "mixed"
+        else f"compression_type={compression!r}"
+    )
     assert shown in capsys.readouterr().out
     ran = _run_snippet(path, "train")
     assert len(ran) == len(x)
@@ -172,7 +191,9 @@ def test_snippet_and_reader_on_files_tensorflow_wrote(tmp_path, tiles, capsys, c
         np.testing.assert_array_equal(ex["bbox"], boxes[i])
         np.testing.assert_array_equal(ex["ids"], ids[i])
 
-    piped = list(dstore.to_tf_dataset(path, split="train", ordered=True))  # the files' compression too
+    piped = list(
+        dstore.to_tf_dataset(path, split="train", ordered=True)
+    )  # the files' compression too
     assert len(piped) == len(x)
     for i, ex in enumerate(piped):
         np.testing.assert_array_equal(ex["image/encoded"].numpy(), gray[i, ..., 0])
@@ -216,7 +237,18 @@ def test_snippet_restores_every_dtype_dstore_writes(tmp_path, tiles, compression
 
 
 @pytest.mark.parametrize(
-    "dtype", ["float16", "float64", ">f8", "complex64", "complex128", "longdouble", "clongdouble", "int8", "uint32"]
+    "dtype",
+    [
+        "float16",
+        "float64",
+        ">f8",
+        "complex64",
+        "complex128",
+        "longdouble",
+        "clongdouble",
+        "int8",
+        "uint32",
+    ],
 )
 def test_snippet_never_names_a_dtype_tensorflow_lacks(tmp_path, dtype):
     """Whatever dstore writes, the snippet names only TensorFlow dtypes that exist (no tf.float128)."""
@@ -246,7 +278,9 @@ def _late(i: int) -> bytes:
 
 
 def _varlen(i: int) -> bytes:
-    return _example(label=i, **{"image/object/bbox/xmin": np.full(3 if i != 5 else 0, 0.25, np.float32)})
+    return _example(
+        label=i, **{"image/object/bbox/xmin": np.full(3 if i != 5 else 0, 0.25, np.float32)}
+    )
 
 
 def _resized(i: int) -> bytes:
@@ -256,7 +290,9 @@ def _resized(i: int) -> bytes:
 def _sequence(i: int) -> bytes:
     frame = tf.train.Feature(float_list=tf.train.FloatList(value=[1.0, 2.0]))
     return tf.train.SequenceExample(
-        context=tf.train.Features(feature={"len": tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))}),
+        context=tf.train.Features(
+            feature={"len": tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))}
+        ),
         feature_lists=tf.train.FeatureLists(
             feature_list={
                 "x": tf.train.FeatureList(feature=[frame, frame]),
@@ -268,8 +304,11 @@ def _sequence(i: int) -> bytes:
 
 def test_sequence_example_is_refused_not_dropped(tmp_path, capsys):
     _refused(
-        tmp_path, capsys, _sequence,
-        "record 0 at byte 0 is a tf.train.SequenceExample (feature_lists 'x', 'y'): not supported yet", "",
+        tmp_path,
+        capsys,
+        _sequence,
+        "record 0 at byte 0 is a tf.train.SequenceExample (feature_lists 'x', 'y'): not supported yet",
+        "",
     )
 
 
@@ -282,13 +321,30 @@ def test_late_varying_and_resized_features_read_by_inspection(tmp_path, compress
 
     n = 8
     recs = [
-        tf.train.Example(features=tf.train.Features(feature={
-            "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
-            **({"score": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5] * (i - 2)))} if i >= 3 else {}),
-            "xmin": tf.train.Feature(float_list=tf.train.FloatList(value=[i / 10] * (i % 4))),
-            "image": tf.train.Feature(bytes_list=tf.train.BytesList(
-                value=[tf.io.encode_png(np.full((16, 16 + i, 3), i, np.uint8)).numpy()])),
-        })).SerializeToString()
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={
+                    "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
+                    **(
+                        {
+                            "score": tf.train.Feature(
+                                float_list=tf.train.FloatList(value=[0.5] * (i - 2))
+                            )
+                        }
+                        if i >= 3
+                        else {}
+                    ),
+                    "xmin": tf.train.Feature(
+                        float_list=tf.train.FloatList(value=[i / 10] * (i % 4))
+                    ),
+                    "image": tf.train.Feature(
+                        bytes_list=tf.train.BytesList(
+                            value=[tf.io.encode_png(np.full((16, 16 + i, 3), i, np.uint8)).numpy()]
+                        )
+                    ),
+                }
+            )
+        ).SerializeToString()
         for i in range(n)
     ]
     path = str(tmp_path / "train.tfrecord")
@@ -301,13 +357,20 @@ def test_late_varying_and_resized_features_read_by_inspection(tmp_path, compress
         for i in range(n):
             np.testing.assert_array_equal(f["score"][i], np.full(max(0, i - 2), 0.5, np.float32))
             np.testing.assert_array_equal(f["xmin"][i], np.full(i % 4, i / 10, np.float32))
-            assert f["image"][i] == tf.train.Example.FromString(recs[i]).features.feature["image"].bytes_list.value[0]
+            assert (
+                f["image"][i]
+                == tf.train.Example.FromString(recs[i])
+                .features.feature["image"]
+                .bytes_list.value[0]
+            )
     out = str(tmp_path / f"o.{dest}")
     dstore.convert(path, out)
     assert dstore.verify(path, out).ok
     with dstore.open(out) as ds:
         for i in range(n):
-            np.testing.assert_array_equal(ds["train"]["xmin"][i], np.full(i % 4, i / 10, np.float32))
+            np.testing.assert_array_equal(
+                ds["train"]["xmin"][i], np.full(i % 4, i / 10, np.float32)
+            )
 
 
 def _refused(tmp_path, capsys, make, message, compression):
@@ -330,15 +393,21 @@ def _od_records(n: int, tiles: np.ndarray) -> tuple[list[bytes], list[int]]:
     for i in range(n):
         k = int(rng.integers(0, 21)) if i else 0
         box = np.sort(rng.random((2, k)).astype(np.float32), axis=0)
-        recs.append(_example(**{
-            "image/encoded": tf.io.encode_jpeg(tiles[i % len(tiles)]).numpy(),
-            "image/format": b"jpeg",
-            "image/filename": f"tile_{i}.jpg".encode(),
-            "image/source_id": str(i).encode(),
-            "image/object/bbox/xmin": box[0], "image/object/bbox/xmax": box[1],
-            "image/object/bbox/ymin": box[0] / 2, "image/object/bbox/ymax": box[1] / 2,
-            "image/object/class/label": np.arange(k, dtype=np.int64) % 5 + 1,
-        }))
+        recs.append(
+            _example(
+                **{
+                    "image/encoded": tf.io.encode_jpeg(tiles[i % len(tiles)]).numpy(),
+                    "image/format": b"jpeg",
+                    "image/filename": f"tile_{i}.jpg".encode(),
+                    "image/source_id": str(i).encode(),
+                    "image/object/bbox/xmin": box[0],
+                    "image/object/bbox/xmax": box[1],
+                    "image/object/bbox/ymin": box[0] / 2,
+                    "image/object/bbox/ymax": box[1] / 2,
+                    "image/object/class/label": np.arange(k, dtype=np.int64) % 5 + 1,
+                }
+            )
+        )
         counts.append(k)
     return recs, counts
 
@@ -369,8 +438,12 @@ def test_object_detection_records_tensorflow_wrote(tmp_path, tiles, compression)
     }
     for i, ex in enumerate(ran):
         want = tf.io.parse_single_example(recs[i], od_spec)
-        np.testing.assert_array_equal(ex["image/encoded"], tf.io.decode_jpeg(want["image/encoded"]).numpy())
-        np.testing.assert_array_equal(ex["image/object/bbox/xmin"], want["image/object/bbox/xmin"].values.numpy())
+        np.testing.assert_array_equal(
+            ex["image/encoded"], tf.io.decode_jpeg(want["image/encoded"]).numpy()
+        )
+        np.testing.assert_array_equal(
+            ex["image/object/bbox/xmin"], want["image/object/bbox/xmin"].values.numpy()
+        )
         assert ex["image/filename"] == want["image/filename"].numpy()
     for mid in ("m.npz", "m.h5", "m.zarr"):
         a, b = str(tmp_path / mid), str(tmp_path / (mid + ".tfrecords"))
@@ -395,10 +468,22 @@ def test_label_maker_serialize_tensor_records(tmp_path, tiles, varying):
     imgs = [x[i][: 32 + (i if varying else 0)] for i in range(n)]
     labels = [np.eye(4, dtype=np.float32)[i % 4] for i in range(n)]
     recs = [
-        tf.train.Example(features=tf.train.Features(feature={
-            "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[tf.io.serialize_tensor(imgs[i]).numpy()])),
-            "label": tf.train.Feature(bytes_list=tf.train.BytesList(value=[tf.io.serialize_tensor(labels[i]).numpy()])),
-        })).SerializeToString()
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={
+                    "image": tf.train.Feature(
+                        bytes_list=tf.train.BytesList(
+                            value=[tf.io.serialize_tensor(imgs[i]).numpy()]
+                        )
+                    ),
+                    "label": tf.train.Feature(
+                        bytes_list=tf.train.BytesList(
+                            value=[tf.io.serialize_tensor(labels[i]).numpy()]
+                        )
+                    ),
+                }
+            )
+        ).SerializeToString()
         for i in range(n)
     ]
     path = str(tmp_path / "train.tfrecords.gz")
@@ -433,10 +518,16 @@ def mixed(tiles):
     }
 
 
-@pytest.mark.parametrize("name,opts", [
-    ("d.tfrecords", {"shard_mb": "0.1"}), ("d.zarr", {"chunk_mb": "0.03"}),
-    ("d.h5", {"chunk_mb": "0.03"}), ("d.npz", {"compress": "false"}), ("z.npz", {}),
-])
+@pytest.mark.parametrize(
+    "name,opts",
+    [
+        ("d.tfrecords", {"shard_mb": "0.1"}),
+        ("d.zarr", {"chunk_mb": "0.03"}),
+        ("d.h5", {"chunk_mb": "0.03"}),
+        ("d.npz", {"compress": "false"}),
+        ("z.npz", {}),
+    ],
+)
 def test_to_tf_dataset_reads_every_format(tmp_path, mixed, name, opts):
     out = str(tmp_path / name)
     dstore.save({"train": mixed, "test": {k: v[:3] for k, v in mixed.items()}}, out, **opts)
@@ -452,6 +543,7 @@ def test_to_tf_dataset_reads_every_format(tmp_path, mixed, name, opts):
         np.testing.assert_array_equal(arr, ref)  # storage order without shuffle
     unordered = [int(r["k"]) for r in dstore.to_tf_dataset(out, split="train", fields=["k"])]
     assert sorted(unordered) == sorted(mixed["k"].tolist())
+
     # shuffled: every record once per epoch, another order each epoch, reproducible from the seed
     def epochs(seed: int) -> list[list[int]]:
         sds = dstore.to_tf_dataset(out, split="train", fields=["k"], shuffle=20, seed=seed)

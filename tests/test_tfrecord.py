@@ -187,7 +187,9 @@ def test_example_missing_a_field(tmp_path, capsys):
     recs.append(_example(a=(INT64, np.array([1]))))
     bad = str(tmp_path / "s.tfrecord")
     _write_records(bad, recs)
-    line = _fails(capsys, ["convert", bad, str(tmp_path / "o.npz")], "feature 's' has no value in record 3")
+    line = _fails(
+        capsys, ["convert", bad, str(tmp_path / "o.npz")], "feature 's' has no value in record 3"
+    )
     assert line.startswith(f"SchemaError: {bad}:")
     assert not (tmp_path / "o.npz").exists()
 
@@ -227,7 +229,10 @@ def test_fast_png_is_standard_png(tiles, kind):
 
     x = tiles[0][0]
     img = {
-        "rgb": x, "gray": x[..., 0], "gray1": x[..., :1], "rgba": np.concatenate([x, x[..., :1]], -1),
+        "rgb": x,
+        "gray": x[..., 0],
+        "gray1": x[..., :1],
+        "rgba": np.concatenate([x, x[..., :1]], -1),
         "uint16": x.astype(np.uint16) * 257 + 1,
     }[kind]
     for level in ("fast", "6"):
@@ -255,7 +260,9 @@ def test_verify_path_alone(tmp_path, capsys, label_maker_npz):
     text = capsys.readouterr().out
     assert f"MISMATCH  */manifest: {shard}: size or sha256 differs" in text
     # byte 100 is in the shard's first record: the first record of the split it holds
-    first = int(re.search(r"MISMATCH  train/\*: record (\d+) fails \((\d+) of 40 records", text).group(1))
+    first = int(
+        re.search(r"MISMATCH  train/\*: record (\d+) fails \((\d+) of 40 records", text).group(1)
+    )
     assert 0 < first < 40 and f"{first} of 40 records decoded before it" in text and "CRC" in text
 
 
@@ -266,8 +273,12 @@ def test_progress_advances_per_record_chunk(tmp_path, tiles, workers):
     src = str(tmp_path / "one-shard.npz")
     np.savez(src, x_train=np.tile(x, (3, 1, 1, 1)), y_train=np.tile(y, (3, 1)))  # 180 records
     seen: list[tuple[int, int]] = []
-    dstore.convert(src, tmp_path / "out.tfrecords", options={"workers": workers},
-                   progress=lambda n, total: seen.append((n, total)))
+    dstore.convert(
+        src,
+        tmp_path / "out.tfrecords",
+        options={"workers": workers},
+        progress=lambda n, total: seen.append((n, total)),
+    )
     manifest = json.loads((tmp_path / "out.tfrecords" / "dstore.json").read_text())
     assert len(manifest["splits"]["train"]["shards"]) == 1
     assert {t for _, t in seen} == {180} and sum(n for n, _ in seen) == 180
@@ -281,12 +292,19 @@ def test_shard_writer_refuses_other_compressor_versions(tmp_path, label_maker_np
 
     with dstore.api.open_reader(label_maker_npz) as reader:
         codec = TFRecordCodec()
-        plan = codec.plan_shards(reader.schema, lambda split, n: next(reader.iter_batches(split, stop=n)))
+        plan = codec.plan_shards(
+            reader.schema, lambda split, n: next(reader.iter_batches(split, stop=n))
+        )
         writer = codec.shard_writer(reader.schema, plan)
         assert writer.fingerprint()["png"].startswith("libdeflate ")
-        writer.libraries = {**writer.libraries, "png": "libdeflate 0.0 level 1"}  # as planned elsewhere
+        writer.libraries = {
+            **writer.libraries,
+            "png": "libdeflate 0.0 level 1",
+        }  # as planned elsewhere
         shard = plan[0]
         batches = reader.iter_batches(shard.split, start=shard.start, stop=shard.stop)
-        with pytest.raises(dstore.CodecIOError, match=f"shard {shard.file}: this process encodes with"):
+        with pytest.raises(
+            dstore.CodecIOError, match=f"shard {shard.file}: this process encodes with"
+        ):
             writer.write_shard(str(tmp_path), shard, batches)
     assert os.listdir(tmp_path) == ["data.npz"]

@@ -90,7 +90,9 @@ def damaged(draw):
     return n, k, change, name, cuts, length
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(case=damaged())
 def test_any_difference_in_any_record_is_read_or_refused_by_name(capsys, case):
     """A late, missing or varying-length number list reads as Ragged (empty where absent),
@@ -114,7 +116,9 @@ def test_any_difference_in_any_record_is_read_or_refused_by_name(capsys, case):
         kind, values = feats[name]
         other = INT64 if kind == FLOAT else FLOAT
         feats[name] = (other, np.asarray(values).astype(np.float32 if other == FLOAT else np.int64))
-        expected = f"feature {name!r} is a {'float_list' if kind == FLOAT else 'int64_list'} in record 0"
+        expected = (
+            f"feature {name!r} is a {'float_list' if kind == FLOAT else 'int64_list'} in record 0"
+        )
         tail = "a feature must keep one kind"
     elif change == "png size":
         name = "img"
@@ -173,7 +177,9 @@ def test_consistent_records_read_back_exactly(n, cuts, empty):
     assert_datasets_equal({"train": expected}, got)
 
 
-def _sequence_example(context: dict[str, tuple[int, object]], lists: dict[str, list[bytes]]) -> bytes:
+def _sequence_example(
+    context: dict[str, tuple[int, object]], lists: dict[str, list[bytes]]
+) -> bytes:
     """A tf.train.SequenceExample: context = 1 (a Features, like an Example's), feature_lists = 2."""
 
     def field(tag: int, payload: bytes) -> bytes:
@@ -185,7 +191,9 @@ def _sequence_example(context: dict[str, tuple[int, object]], lists: dict[str, l
         return bytes(out) + payload
 
     entries = b"".join(
-        field(0x0A, field(0x0A, name.encode()) + field(0x12, b"".join(field(0x0A, f) for f in feats)))
+        field(
+            0x0A, field(0x0A, name.encode()) + field(0x12, b"".join(field(0x0A, f) for f in feats))
+        )
         for name, feats in lists.items()
     )
     return _encode(context) + field(0x12, entries)
@@ -193,7 +201,11 @@ def _sequence_example(context: dict[str, tuple[int, object]], lists: dict[str, l
 
 def test_sequence_example_is_refused_by_name(tmp_path, capsys):
     step = encode_feature(FLOAT, np.ones(2, np.float32))
-    recs = [_sequence_example({"len": (INT64, np.array([2]))}, {"frames": [step, step], "tokens": [step]})] * 3
+    recs = [
+        _sequence_example(
+            {"len": (INT64, np.array([2]))}, {"frames": [step, step], "tokens": [step]}
+        )
+    ] * 3
     path = str(tmp_path / "seq.tfrecord")
     _write(path, recs)
     out = str(tmp_path / "o.npz")
@@ -201,8 +213,10 @@ def test_sequence_example_is_refused_by_name(tmp_path, capsys):
         assert main(argv) == 2
         err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
         assert err == [
-            (f"SchemaError: {path}: record 0 at byte 0 is a tf.train.SequenceExample "
-            "(feature_lists 'frames', 'tokens'): not supported yet")
+            (
+                f"SchemaError: {path}: record 0 at byte 0 is a tf.train.SequenceExample "
+                "(feature_lists 'frames', 'tokens'): not supported yet"
+            )
         ]
     assert not os.path.exists(out)
 
@@ -268,7 +282,13 @@ def test_empty_gzip_file_is_an_empty_split(tmp_path):
 def dstore_dir(tmp_path, tiles):
     x, y = tiles
     out = str(tmp_path / "d.tfrecords")
-    data = {"train": {"x": x, "y": y, "h": np.linspace(-2, 2, len(x) * 3).astype(np.float16).reshape(-1, 3)}}
+    data = {
+        "train": {
+            "x": x,
+            "y": y,
+            "h": np.linspace(-2, 2, len(x) * 3).astype(np.float16).reshape(-1, 3),
+        }
+    }
     dstore.save(data, out, shard_mb="0.05")
     return out, data
 
@@ -284,7 +304,11 @@ def test_gz_destination_means_gzip(tmp_path, label_maker_npz, name):
     # an explicit option still wins over the name
     plain = str(tmp_path / "p.tfrecords.gz")
     assert main(["convert", label_maker_npz, plain, "-o", "compression=none"]) == 0
-    assert all(rio.detect_compression(os.path.join(plain, f)) is None for f in os.listdir(plain) if f.endswith(".tfrecord"))
+    assert all(
+        rio.detect_compression(os.path.join(plain, f)) is None
+        for f in os.listdir(plain)
+        if f.endswith(".tfrecord")
+    )
 
 
 @pytest.mark.parametrize("name", ["out", "out.data", "2024-run"])
@@ -337,7 +361,10 @@ def test_one_foreign_shard_is_not_called_incomplete(tmp_path, capsys):
     folder = tmp_path / "tfds"
     folder.mkdir()
     for i in range(3):
-        _write(str(folder / f"mnist-train.tfrecord-{i:05d}-of-00004"), [_encode(_features(j)) for j in range(i, i + 2)])
+        _write(
+            str(folder / f"mnist-train.tfrecord-{i:05d}-of-00004"),
+            [_encode(_features(j)) for j in range(i, i + 2)],
+        )
     one = str(folder / "mnist-train.tfrecord-00001-of-00004")
     assert main(["info", one]) == 0
     assert "split train: 2 records" in capsys.readouterr().out

@@ -102,8 +102,9 @@ def test_two_ranks_of_two_workers_read_every_record_once_per_epoch(stores, data,
     for epoch in (0, 1):
         keys: list[bytes] = []
         for rank in (0, 1):
-            ds = dstore.to_torch(stores[fmt], "train", shuffle=8, seed=11, rank=rank,
-                                 world_size=2, range_mb=RANGE_MB)
+            ds = dstore.to_torch(
+                stores[fmt], "train", shuffle=8, seed=11, rank=rank, world_size=2, range_mb=RANGE_MB
+            )
             ds.set_epoch(epoch)
             keys += _from_loader(DataLoader(ds, batch_size=5, num_workers=2))
         assert Counter(keys) == _expected(data), (fmt, epoch)
@@ -144,7 +145,9 @@ def test_streaming_npz_gives_each_worker_one_block():
     for consumers in range(1, 10):
         seen = []
         for c in range(consumers):
-            mine = consumer_ranges(ranges, c, consumers, shuffle=True, seed=0, epoch=0, streaming=True)
+            mine = consumer_ranges(
+                ranges, c, consumers, shuffle=True, seed=0, epoch=0, streaming=True
+            )
             assert all(p[1] == q[0] for p, q in itertools.pairwise(mine))  # contiguous, forwards
             seen += mine
         assert sorted(seen) == ranges
@@ -229,8 +232,11 @@ def test_corrupt_shard_mid_epoch_names_shard_and_record(tmp_path, data, caplog):
 def test_collate_keeps_ragged_and_strings_and_pads_with_a_mask():
     rng = np.random.default_rng(0)
     recs = [
-        {"boxes": torch.from_numpy(rng.random((n, 4), dtype=np.float32)), "name": f"img{n}",
-         "x": torch.full((2, 2), n)}
+        {
+            "boxes": torch.from_numpy(rng.random((n, 4), dtype=np.float32)),
+            "name": f"img{n}",
+            "x": torch.full((2, 2), n),
+        }
         for n in (3, 0, 5, 1)
     ]
     batch = collate(recs)
@@ -274,9 +280,12 @@ for batch in loader:
 print(n, len(peak), max(peak.values()) // 2**20)
 """
     root = os.path.dirname(os.path.dirname(os.path.abspath(dstore.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         check=True)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
     n, workers, peak_mb = map(int, out.stdout.split())
     assert (n, workers) == (1000, 2)
     assert peak_mb < 300, peak_mb
@@ -300,8 +309,12 @@ def test_string_bytes_and_ragged_columns_become_lists_then_pad():
         "raw": VarColumn.from_bytes(blobs),
         "k": np.arange(4, dtype=np.int16),
     }
-    kinds = {"boxes": Ragged(np.dtype(">f4"), (4,)), "name": String(), "raw": Bytes(),
-             "k": Tensor(np.dtype(np.int16), ())}
+    kinds = {
+        "boxes": Ragged(np.dtype(">f4"), (4,)),
+        "name": String(),
+        "raw": Bytes(),
+        "k": Tensor(np.dtype(np.int16), ()),
+    }
     for copy in (False, True):
         recs = list(_records(iter([batch]), kinds, copy))
         assert [r["name"] for r in recs] == names and [r["raw"] for r in recs] == blobs
@@ -323,7 +336,9 @@ def test_ragged_and_string_fields_from_npz(tmp_path, compress):
     boxes = [rng.random((int(k), 4)).astype(np.float32) for k in rng.integers(0, 5, n)]
     names = [f"tile-{i:03d}-é" for i in range(n)]
     path = str(tmp_path / f"kinds-{compress}.npz")
-    dstore.save({"train": {"boxes": boxes, "name": names, "k": np.arange(n)}}, path, compress=compress)
+    dstore.save(
+        {"train": {"boxes": boxes, "name": names, "k": np.arange(n)}}, path, compress=compress
+    )
     ds = dstore.to_torch(path, "train", range_mb=0.0005)
     assert len(ds.source.ranges) > 2
     seen = {}

@@ -37,7 +37,17 @@ def _one_error_line(capsys, argv: list[str], contains: str) -> str:
 
 # ------------------------------------------------------------------ bit comparison
 
-_DTYPES = ["float16", "float32", "float64", "complex64", "complex128", ">f8", ">c16", "int32", "bool"]
+_DTYPES = [
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    ">f8",
+    ">c16",
+    "int32",
+    "bool",
+]
 
 
 @settings(max_examples=60, deadline=None)
@@ -59,7 +69,7 @@ def test_verify_compares_bits(tmp_path_factory, dtype, n, shape, seed, flips):
     a = a.view(dt).reshape(n, *shape) if dt.kind != "b" else a.reshape(n, *shape)
     if dt.kind in "fc":  # plenty of NaNs with different payloads
         a = a.copy()
-        a.reshape(-1)[:: 3] = np.nan
+        a.reshape(-1)[::3] = np.nan
     b = a.copy()
     raw = b.view(np.uint8).reshape(-1)
     for pos, bit in flips:
@@ -160,7 +170,9 @@ def test_check_names_the_record_that_fails(tmp_path, batch_bytes):
         report = check(out, batch_bytes=batch_bytes)
         assert not report.ok
         (split,) = [r for r in report.results if r.split == "train"]
-        assert split.detail.startswith(f"record {k} fails ({k} of 10 records decoded before it)"), split.detail
+        assert split.detail.startswith(f"record {k} fails ({k} of 10 records decoded before it)"), (
+            split.detail
+        )
         assert f"record {k} " in split.detail.split(": ", 1)[1]  # the codec's own message agrees
 
 
@@ -191,7 +203,9 @@ def test_check_does_not_blame_a_record_for_a_member_crc(tmp_path, compressed, ba
         if r.detail.startswith("record "):  # a record named: only the one really damaged
             assert not compressed and r.detail.startswith(f"record {k} fails"), r.detail
         else:
-            assert "no single record can be named" in r.detail and "CRC-32 covers them all" in r.detail
+            assert (
+                "no single record can be named" in r.detail and "CRC-32 covers them all" in r.detail
+            )
         assert "every record decoded" not in "\n".join(report.lines())
 
 
@@ -217,8 +231,12 @@ def test_long_double_is_refused_everywhere(tmp_path, capsys, dtype):
         pytest.skip("long double is plain double on this platform")
     path = str(tmp_path / "ld.npz")
     np.savez(path, x=np.ones(3, dtype))
-    for argv in (["info", path], ["verify", path], ["verify", path, path],
-                 ["convert", path, str(tmp_path / "o.zarr")]):
+    for argv in (
+        ["info", path],
+        ["verify", path],
+        ["verify", path, path],
+        ["convert", path, str(tmp_path / "o.zarr")],
+    ):
         _one_error_line(capsys, argv, "long double")
     with pytest.raises(UnsupportedDtypeError, match=r"split 'train', field 'x': .*\(long double\)"):
         dstore.save({"train": {"x": np.ones(2, dtype)}}, tmp_path / "s.h5")
@@ -277,8 +295,9 @@ def test_dtype_for_a_missing_field_lists_the_fields(tmp_path, capsys, features):
     np.savez(src, features_train=f, labels_train=labels)
     with pytest.raises(DtypePolicyError, match=r"'feature'.*fields: features \(floating\), labels"):
         dstore.convert(src, tmp_path / "o.npz", dtype="feature=float16")
-    line = _one_error_line(capsys, ["convert", src, str(tmp_path / "o.npz"), "--dtype", "feature=float16"],
-                           "'feature'")
+    line = _one_error_line(
+        capsys, ["convert", src, str(tmp_path / "o.npz"), "--dtype", "feature=float16"], "'feature'"
+    )
     assert "features (floating)" in line
     assert sorted(os.listdir(tmp_path)) == ["f.npz"]
     assert main(["convert", src, str(tmp_path / "o.npz"), "--dtype", "features=float16"]) == 0
@@ -286,8 +305,14 @@ def test_dtype_for_a_missing_field_lists_the_fields(tmp_path, capsys, features):
 
 def _run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
     # a timeout so that a regression (a blocking open) fails instead of hanging the suite
-    return subprocess.run([sys.executable, "-m", "dstore.cli", *argv], check=False, capture_output=True,
-                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "dstore.cli", *argv],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.mark.parametrize("name", ["x.npz", "x.h5", "x.tfrecord", "x.zarr.zip"])

@@ -176,7 +176,14 @@ def test_hdf5_parallel_chunks_read_by_h5py(tmp_path, features, shuffle, compress
     out = str(tmp_path / "f.h5")
     # incompressible bytes: LZF stores such chunks raw, flagged in the chunk's filter mask
     noise = np.frombuffer(np.random.default_rng(0).bytes(117 * 64), np.uint8).reshape(117, 64)
-    dstore.save({"f": feats, "y": labels, "noise": noise}, out, chunk_mb="0.001", shuffle=shuffle, level="6", compression=compression)
+    dstore.save(
+        {"f": feats, "y": labels, "noise": noise},
+        out,
+        chunk_mb="0.001",
+        shuffle=shuffle,
+        level="6",
+        compression=compression,
+    )
     with h5py.File(out, "r") as f:
         ds = f["data/f"]
         assert ds.compression == compression and ds.shuffle == (shuffle == "true")
@@ -208,7 +215,9 @@ def test_zarr_sharding(tmp_path, features):
     np.testing.assert_array_equal(read_all(out)["data"]["y"], labels)
 
 
-@pytest.mark.parametrize(("cname", "shuffle"), [("zstd", "shuffle"), ("lz4", "bitshuffle"), ("zstd", "noshuffle")])
+@pytest.mark.parametrize(
+    ("cname", "shuffle"), [("zstd", "shuffle"), ("lz4", "bitshuffle"), ("zstd", "noshuffle")]
+)
 def test_zarr_chunk_files_are_byte_identical_to_zarrs_own(tmp_path, tiles, cname, shuffle):
     """dstore encodes and writes chunk files itself; zarr writing the same array must produce the same files."""
     from zarr.codecs import BloscCodec
@@ -217,10 +226,18 @@ def test_zarr_chunk_files_are_byte_identical_to_zarrs_own(tmp_path, tiles, cname
     x = x[:23]  # 23 = 4 chunks of 5 + a partial edge chunk
     ours = str(tmp_path / "ours.zarr")
     tile_mb = x[0].nbytes * 5 / 2**20
-    dstore.save({"train": {"x": x}}, ours, chunk_mb=str(tile_mb), cname=cname, shuffle=shuffle, clevel="5")
+    dstore.save(
+        {"train": {"x": x}}, ours, chunk_mb=str(tile_mb), cname=cname, shuffle=shuffle, clevel="5"
+    )
     ref = zarr.open_group(str(tmp_path / "ref.zarr"), mode="w", zarr_format=3).create_group("train")
-    arr = ref.create_array("x", shape=x.shape, dtype=x.dtype, chunks=(5, *x.shape[1:]), fill_value=0,
-                           compressors=BloscCodec(cname=cname, clevel=5, shuffle=shuffle))
+    arr = ref.create_array(
+        "x",
+        shape=x.shape,
+        dtype=x.dtype,
+        chunks=(5, *x.shape[1:]),
+        fill_value=0,
+        compressors=BloscCodec(cname=cname, clevel=5, shuffle=shuffle),
+    )
     arr[:] = x
     files = []
     for root, _, names in os.walk(os.path.join(tmp_path, "ref.zarr", "train", "x", "c")):

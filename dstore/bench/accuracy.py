@@ -23,10 +23,26 @@ from ..errors import MissingDependencyError, SchemaError, UsageError
 from ..schema import Schema
 
 __all__ = [
-    "ProbeResult", "Task", "find_task", "load_evaluate", "pool_features", "require_sklearn", "run_probe",
+    "ProbeResult",
+    "Task",
+    "find_task",
+    "load_evaluate",
+    "pool_features",
+    "require_sklearn",
+    "run_probe",
 ]
 
-FEATURE_NAMES = ("features", "feature", "x", "image", "images", "embedding", "embeddings", "data", "inputs")
+FEATURE_NAMES = (
+    "features",
+    "feature",
+    "x",
+    "image",
+    "images",
+    "embedding",
+    "embeddings",
+    "data",
+    "inputs",
+)
 LABEL_NAMES = ("labels", "label", "y", "target", "targets", "class", "classes")
 
 Evaluate = Callable[[Mapping[str, Mapping[str, np.ndarray]]], float]
@@ -63,7 +79,14 @@ def find_task(schema: Schema, features: str | None = None, labels: str | None = 
     """
     splits = list(schema.splits)
     train = next((s for s in splits if s in ("train", "training")), splits[0])
-    test = next((s for s in splits if s in ("test", "testing", "val", "valid", "validation", "eval") and s != train), None)
+    test = next(
+        (
+            s
+            for s in splits
+            if s in ("test", "testing", "val", "valid", "validation", "eval") and s != train
+        ),
+        None,
+    )
     fields = schema.splits[train].fields
     for role, name in (("labels", labels), ("features", features)):
         if name is not None and name not in fields:
@@ -118,8 +141,9 @@ def load_evaluate(spec: str) -> Evaluate:
             ) from None
         raise UsageError(f"evaluate {spec!r}: importing {module_name!r} failed: {e}") from e
     except Exception as e:  # the user's module failed while importing: name it in one line
-        raise UsageError(f"evaluate {spec!r}: importing {module_name!r} failed: "
-                         f"{type(e).__name__}: {e}") from e
+        raise UsageError(
+            f"evaluate {spec!r}: importing {module_name!r} failed: {type(e).__name__}: {e}"
+        ) from e
     finally:
         if added:
             sys.path.remove(cwd)

@@ -112,8 +112,12 @@ def _machine() -> dict[str, Any]:
             versions[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             pass
-    return {"cores": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform(), "versions": versions}
+    return {
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": versions,
+    }
 
 
 def _read_all(path: str, fmt: str) -> dict[str, dict[str, np.ndarray]]:
@@ -121,7 +125,9 @@ def _read_all(path: str, fmt: str) -> dict[str, dict[str, np.ndarray]]:
         return {s: ds[s].read() for s in ds}
 
 
-def _errors(orig: Mapping[str, Mapping[str, np.ndarray]], got: Mapping[str, Mapping[str, np.ndarray]]) -> tuple[float, float, bool]:
+def _errors(
+    orig: Mapping[str, Mapping[str, np.ndarray]], got: Mapping[str, Mapping[str, np.ndarray]]
+) -> tuple[float, float, bool]:
     max_abs = max_rel = 0.0
     exact = True
     for split, fields in orig.items():
@@ -143,7 +149,9 @@ def _errors(orig: Mapping[str, Mapping[str, np.ndarray]], got: Mapping[str, Mapp
     return max_abs, max_rel, exact
 
 
-def _sample_source(src: str, sample: int | None, workdir: str) -> tuple[str, dict[str, dict[str, np.ndarray]]]:
+def _sample_source(
+    src: str, sample: int | None, workdir: str
+) -> tuple[str, dict[str, dict[str, np.ndarray]]]:
     """The data every cell starts from, held in memory (the first ``sample`` records per split)."""
     with api.open(src) as ds:
         data = {}
@@ -156,7 +164,10 @@ def _sample_source(src: str, sample: int | None, workdir: str) -> tuple[str, dic
 
 
 def _check_inputs(
-    formats: Sequence[str] | None, dtypes: Sequence[str], repeats: int, sample: int | None,
+    formats: Sequence[str] | None,
+    dtypes: Sequence[str],
+    repeats: int,
+    sample: int | None,
     objective: str,
 ) -> list[str]:
     """Everything that can be wrong before any work: one DstoreError naming what and why."""
@@ -238,7 +249,9 @@ def bench(
             ext = default_extension(fmt)
             for options in default_settings(fmt, grid):
                 for dtype in dtypes:
-                    cell = Cell(fmt, dtype, dict(options), raw_bytes=schema.nbytes, records=schema.records)
+                    cell = Cell(
+                        fmt, dtype, dict(options), raw_bytes=schema.nbytes, records=schema.records
+                    )
                     if progress is not None:
                         progress(f"{cell.label} {dtype}")
                     out = os.path.join(workdir, f"cell-{len(cells)}{ext}")
@@ -246,10 +259,25 @@ def bench(
                     if cell.error:  # name the user's file, not the bench's working copy
                         cell.error = cell.error.replace(source, src)
                     cells.append(cell)
-        report = BenchReport(src, task, baseline, probe_s, noise, cells, _machine(),
-                             {"formats": formats, "dtypes": dtypes, "grid": grid, "sample": sample,
-                              "repeats": repeats, "objective": objective,
-                              "max_accuracy_drop": max_accuracy_drop}, warnings=warnings)
+        report = BenchReport(
+            src,
+            task,
+            baseline,
+            probe_s,
+            noise,
+            cells,
+            _machine(),
+            {
+                "formats": formats,
+                "dtypes": dtypes,
+                "grid": grid,
+                "sample": sample,
+                "repeats": repeats,
+                "objective": objective,
+                "max_accuracy_drop": max_accuracy_drop,
+            },
+            warnings=warnings,
+        )
         report.recommendation, report.reason = recommend(report, objective, max_accuracy_drop)
         return report
     finally:
@@ -269,14 +297,26 @@ def _write_in_child(cell: Cell, source: str, out: str, repeats: int) -> None:
     request_path = out + ".request.json"
     result_path = out + ".result.json"
     builtin = cell.format in ("npz", "zarr", "hdf5", "tfrecord")
-    request = {"source": source, "out": out, "format": cell.format, "dtype": cell.dtype,
-               "options": cell.options, "repeats": repeats, "result": result_path,
-               "codec_target": None if builtin else registry[cell.format].target}
+    request = {
+        "source": source,
+        "out": out,
+        "format": cell.format,
+        "dtype": cell.dtype,
+        "options": cell.options,
+        "repeats": repeats,
+        "result": result_path,
+        "codec_target": None if builtin else registry[cell.format].target,
+    }
     with open(request_path, "w") as f:
         json.dump(request, f)
     try:
-        proc = subprocess.run([sys.executable, "-m", "dstore.bench.write_child", request_path],
-                              env=_child_env(), capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "dstore.bench.write_child", request_path],
+            env=_child_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if proc.returncode != 0 or not os.path.exists(result_path):
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             cell.error = f"the write process failed (exit {proc.returncode}): {last}"
@@ -294,8 +334,17 @@ def _write_in_child(cell: Cell, source: str, out: str, repeats: int) -> None:
         cell.write_s = statistics.median(result["write_s"])
 
 
-def _measure(cell: Cell, source: str, out: str, original: dict, task: Task | None,
-             evaluate: Evaluate | None, baseline: float, noise: float, repeats: int) -> None:
+def _measure(
+    cell: Cell,
+    source: str,
+    out: str,
+    original: dict,
+    task: Task | None,
+    evaluate: Evaluate | None,
+    baseline: float,
+    noise: float,
+    repeats: int,
+) -> None:
     try:
         _write_in_child(cell, source, out, repeats)
         if cell.error:

@@ -64,8 +64,13 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
             if i:
                 remove_path(out)
             t = time.perf_counter()
-            api.convert(request["source"], out, to=request["format"], dtype=policy,
-                        options=request["options"])
+            api.convert(
+                request["source"],
+                out,
+                to=request["format"],
+                dtype=policy,
+                options=request["options"],
+            )
             if i:  # the first write is the warm-up
                 times.append(time.perf_counter() - t)
     except DstoreError as e:

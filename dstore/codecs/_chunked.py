@@ -105,7 +105,9 @@ class ArrayTreeReader(Reader):
 
     def _stores(self, arr: Any, spec: FieldSpec, count: int) -> bool:
         """Can ``arr`` hold ``spec``'s records as dstore writes them?"""
-        return tuple(arr.shape) == (count, *spec.shape) and self._dtype_matches(spec.dtype, np.dtype(arr.dtype))
+        return tuple(arr.shape) == (count, *spec.shape) and self._dtype_matches(
+            spec.dtype, np.dtype(arr.dtype)
+        )
 
     def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
         """Records ``start:stop`` of ``arr`` as a column of ``spec``'s kind."""
@@ -115,7 +117,9 @@ class ArrayTreeReader(Reader):
         members = {f: a for (s, f), a in self.arrays.items() if s == split}
         counts = {f: a.shape[0] for f, a in members.items()}
         if len(set(counts.values())) > 1:
-            raise SchemaError(f"{self.path}: fields of split {split!r} have different record counts {counts}")
+            raise SchemaError(
+                f"{self.path}: fields of split {split!r} have different record counts {counts}"
+            )
         fields = {
             f: FieldSpec(f, self._kind_of(a), self._field_key(a), self._field_attrs(a))
             for f, a in members.items()
@@ -128,13 +132,17 @@ class ArrayTreeReader(Reader):
             splits = {s: self._split_spec(s) for s in dict.fromkeys(k[0] for k in self.arrays)}
             groups = getattr(self, "groups", {})
             split_attrs = {
-                s: self._attr_notes(groups[s].attrs, f"{self.path}: group {s!r}") for s in splits if s in groups
+                s: self._attr_notes(groups[s].attrs, f"{self.path}: group {s!r}")
+                for s in splits
+                if s in groups
             }
             return Schema(splits, with_groups({}, self._root_attrs(), split_attrs))
         try:
             schema = Schema.from_json(stored)
         except SchemaError as e:
-            raise CodecIOError(f"{self.path}: dstore's stored schema is unreadable (corrupt?): {e}") from None
+            raise CodecIOError(
+                f"{self.path}: dstore's stored schema is unreadable (corrupt?): {e}"
+            ) from None
         # dstore wrote both: a disagreement is damage (or an edit by another
         # tool), and reading on would return records the writer never wrote.
         where_stored = {
@@ -154,15 +162,20 @@ class ArrayTreeReader(Reader):
                         f"{where}: array is {np.dtype(arr.dtype)} {tuple(arr.shape)}, dstore's stored schema "
                         f"says {split.count} records of {spec.kind.describe()} (corrupt or edited metadata)"
                     )
-        extra = set(self.by_path) - set(where_stored.values()) - self._companions(where_stored.values())
+        extra = (
+            set(self.by_path) - set(where_stored.values()) - self._companions(where_stored.values())
+        )
         if extra:
             listed = ", ".join(sorted(extra))
-            raise CodecIOError(f"{self.path}: arrays {listed} are not in dstore's stored schema (edited?)")
+            raise CodecIOError(
+                f"{self.path}: arrays {listed} are not in dstore's stored schema (edited?)"
+            )
         return schema
 
     def _companions(self, paths: Any) -> set[str]:
         """Arrays that belong to a field stored at one of ``paths`` (e.g. its shapes)."""
         return set()
+
     def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
         """Whole chunks of the split's largest field (the one whose reads cost most)."""
         spec = self.split(split)
@@ -183,7 +196,9 @@ class ArrayTreeReader(Reader):
             batch = {}
             for name in names:
                 try:
-                    batch[name] = self._read_column(spec.fields[name], self.arrays[(split, name)], pos, end)
+                    batch[name] = self._read_column(
+                        spec.fields[name], self.arrays[(split, name)], pos, end
+                    )
                 except DstoreError:
                     raise
                 except self.read_errors as e:

@@ -200,7 +200,11 @@ def _decode_list(kind: int, buf: memoryview) -> list[bytes] | np.ndarray:
     dtype = np.float32 if kind == FLOAT else np.int64
     if not parts:
         return np.empty(0, dtype)
-    return np.concatenate(parts).astype(dtype, copy=False) if len(parts) > 1 else parts[0].astype(dtype, copy=False)
+    return (
+        np.concatenate(parts).astype(dtype, copy=False)
+        if len(parts) > 1
+        else parts[0].astype(dtype, copy=False)
+    )
 
 
 def _map_entries(buf: memoryview) -> Iterator[tuple[str, memoryview]]:

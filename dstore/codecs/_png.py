@@ -42,7 +42,12 @@ _SIGNED_COST = np.minimum(np.arange(256), 256 - np.arange(256)).astype(np.uint16
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
+    return (
+        struct.pack(">I", len(data))
+        + kind
+        + data
+        + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
+    )
 
 
 def encode_fast(img: np.ndarray) -> bytes:
@@ -61,7 +66,9 @@ def _rows(img: np.ndarray) -> tuple[np.ndarray, int, bytes]:
     """Big-endian sample bytes per row, bytes per pixel, and the IHDR chunk."""
     h, w = img.shape[:2]
     channels = img.shape[2] if img.ndim == 3 else 1
-    rows = np.ascontiguousarray(img, dtype=img.dtype.newbyteorder(">")).view(np.uint8).reshape(h, -1)
+    rows = (
+        np.ascontiguousarray(img, dtype=img.dtype.newbyteorder(">")).view(np.uint8).reshape(h, -1)
+    )
     header = struct.pack(">IIBBBBB", w, h, img.dtype.itemsize * 8, _COLOR_TYPE[channels], 0, 0, 0)
     return rows, channels * img.dtype.itemsize, _chunk(b"IHDR", header)
 

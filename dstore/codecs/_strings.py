@@ -44,7 +44,9 @@ def fixed_to_column(arr: np.ndarray, where: str) -> VarColumn:
         np.cumsum(lengths, out=offsets[1:])
         return VarColumn(units[mask], offsets)
     w = arr.dtype.itemsize // 4
-    codes = np.ascontiguousarray(arr).view(arr.dtype.byteorder + "u4" if arr.dtype.byteorder in "<>" else "=u4")
+    codes = np.ascontiguousarray(arr).view(
+        arr.dtype.byteorder + "u4" if arr.dtype.byteorder in "<>" else "=u4"
+    )
     codes = codes.astype("<u4", copy=False).reshape(n, w)
     lengths = _trimmed_lengths(codes)
     mask = np.arange(w) < lengths[:, None]
@@ -54,7 +56,9 @@ def fixed_to_column(arr: np.ndarray, where: str) -> VarColumn:
         data = text.encode("utf-8")
     except UnicodeError:
         bad = next(i for i in range(n) if not _valid_codes(codes[i, : lengths[i]]))
-        raise CodecIOError(f"{where}, record {bad}: not valid Unicode (a surrogate or code point > U+10FFFF)") from None
+        raise CodecIOError(
+            f"{where}, record {bad}: not valid Unicode (a surrogate or code point > U+10FFFF)"
+        ) from None
     # UTF-8 bytes per code point, summed per record
     per_code = 1 + (flat >= 0x80) + (flat >= 0x800) + (flat >= 0x10000)
     record = np.repeat(np.arange(n), lengths)

@@ -49,9 +49,7 @@ def masked_crc(data: bytes | memoryview) -> int:
 def frame(data: bytes) -> bytes:
     """One framed record."""
     length = _LEN.pack(len(data))
-    return b"".join(
-        (length, _CRC.pack(masked_crc(length)), data, _CRC.pack(masked_crc(data)))
-    )
+    return b"".join((length, _CRC.pack(masked_crc(length)), data, _CRC.pack(masked_crc(data))))
 
 
 def is_gzip(path: str) -> bool:
@@ -69,7 +67,12 @@ def _compression_of(head: bytes) -> str | None:
     if head[:2] == GZIP_MAGIC:
         return "gzip"
     # RFC 1950: deflate method (CM=8) with a window of at most 32 KiB, header a multiple of 31
-    if len(head) >= 2 and head[0] & 0x0F == 8 and head[0] >> 4 <= 7 and (head[0] << 8 | head[1]) % 31 == 0:
+    if (
+        len(head) >= 2
+        and head[0] & 0x0F == 8
+        and head[0] >> 4 <= 7
+        and (head[0] << 8 | head[1]) % 31 == 0
+    ):
         return "zlib"
     return None
 

@@ -145,8 +145,13 @@ class Reader(ABC):
             return self._verified(batches, spec, names, expected.get(split, {}))
         return batches
 
-    def _verified(self, batches: Iterator[Batch], spec: SplitSpec, names: list[str],
-                  expected: Mapping[str, Any]) -> Iterator[Batch]:
+    def _verified(
+        self,
+        batches: Iterator[Batch],
+        spec: SplitSpec,
+        names: list[str],
+        expected: Mapping[str, Any],
+    ) -> Iterator[Batch]:
         hasher = FieldHasher(Schema({spec.name: spec}))
         for batch in batches:
             hasher.update(spec.name, batch)
@@ -261,15 +266,21 @@ class ShardWriter(ABC):
     """Writes shards of a planned output; picklable, so a Dask worker can run it."""
 
     @abstractmethod
-    def write_shard(self, root: str, shard: Shard, batches: Iterator[Batch],
-                    progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    def write_shard(
+        self,
+        root: str,
+        shard: Shard,
+        batches: Iterator[Batch],
+        progress: Callable[[int], None] | None = None,
+    ) -> dict[str, Any]:
         """Write one shard from its records; return its manifest entry
         (``file``, ``records``, ``bytes``, ``sha256``). ``root`` is a local
         folder or an fsspec URL. ``progress(n)`` is called as records are written."""
 
     @abstractmethod
-    def commit(self, root: str, shards: list[dict[str, Any]],
-               run: Mapping[str, Any] | None = None) -> None:
+    def commit(
+        self, root: str, shards: list[dict[str, Any]], run: Mapping[str, Any] | None = None
+    ) -> None:
         """Write the manifest for all shards (in plan order): the output is then complete.
         ``run`` (the source's fingerprint and a digest of all that fixed the bytes) is
         stored with it, so a later ``--resume`` can recognise this command's output."""

@@ -77,7 +77,9 @@ class HDF5Options:
     # guaranteed); false tries anyway, and a full disk is then reported when it happens
     check_space: bool = field(
         default=True,
-        metadata={"help": "refuse before writing when free space or ulimit -f is below the file's upper bound"},
+        metadata={
+            "help": "refuse before writing when free space or ulimit -f is below the file's upper bound"
+        },
     )
 
     def validate(self) -> None:
@@ -129,8 +131,10 @@ def _check_space(path: str, need: int, raw: int) -> None:
     process later dies with SIGSEGV/SIGBUS), so a full disk must not happen mid-write."""
     dst = _output_name(path)
     folder = os.path.dirname(os.path.abspath(path))
-    what = (f"the HDF5 file may need up to {need:,} bytes ({raw:,} bytes of data; "
-            "compression is not guaranteed)")
+    what = (
+        f"the HDF5 file may need up to {need:,} bytes ({raw:,} bytes of data; "
+        "compression is not guaranteed)"
+    )
     hint = "nothing was written (-o check_space=false tries anyway)"
     soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
     if soft != resource.RLIM_INFINITY and need > soft:
@@ -141,7 +145,9 @@ def _check_space(path: str, need: int, raw: int) -> None:
     st = os.statvfs(folder)
     free = st.f_bavail * st.f_frsize
     if need > free:
-        raise CodecIOError(f"{dst}: not enough free space in {folder}: {what}, {free:,} bytes free; {hint}")
+        raise CodecIOError(
+            f"{dst}: not enough free space in {folder}: {what}, {free:,} bytes free; {hint}"
+        )
 
 
 def _write_error(path: str, e: BaseException) -> CodecIOError:
@@ -155,7 +161,9 @@ def _write_error(path: str, e: BaseException) -> CodecIOError:
         cause = f"{os.strerror(code)} (errno {code})"
     else:
         cause = text.splitlines()[0] if text else type(e).__name__
-    return CodecIOError(f"{_output_name(path)}: writing the HDF5 file failed: {cause}; nothing was written")
+    return CodecIOError(
+        f"{_output_name(path)}: writing the HDF5 file failed: {cause}; nothing was written"
+    )
 
 
 def _set_attrs(obj: Any, encoded: dict[str, Any]) -> None:
@@ -164,9 +172,15 @@ def _set_attrs(obj: Any, encoded: dict[str, Any]) -> None:
         if name != _ATTR:
             try:
                 obj.attrs[name] = for_hdf5(enc)[0]
-            except (TypeError, ValueError, OSError) as e:  # e.g. text with NUL, which HDF5 cannot hold
+            except (
+                TypeError,
+                ValueError,
+                OSError,
+            ) as e:  # e.g. text with NUL, which HDF5 cannot hold
                 where = f"{_output_name(obj.file.filename)}: {obj.name}"
-                raise CodecIOError(f"{where}: attribute {name!r} cannot be stored in HDF5: {e}") from None
+                raise CodecIOError(
+                    f"{where}: attribute {name!r} cannot be stored in HDF5: {e}"
+                ) from None
 
 
 #: suffix of the dataset holding each record's shape for raw images of varying size
@@ -185,7 +199,10 @@ class _VarDataset:
         n = len(col)
         if isinstance(spec.kind, String):
             if (col.values == 0).any():
-                rec = int(np.searchsorted(col.offsets, int(np.argmax(col.values == 0)), side="right")) - 1
+                rec = (
+                    int(np.searchsorted(col.offsets, int(np.argmax(col.values == 0)), side="right"))
+                    - 1
+                )
                 raise UnsupportedDtypeError(
                     f"hdf5: field {spec.name!r}, record {self.pos + rec}: HDF5 variable-length strings end "
                     "at NUL, and this text holds one; use npz or zarr, or store the field as bytes"
@@ -243,17 +260,24 @@ class HDF5Writer(Writer):
                     shape=(split.count, *spec.shape),
                     dtype=spec.dtype,
                     fillvalue=fill_value(spec.attrs, spec.dtype),
-                    chunks=(rows, *(max(1, d) for d in spec.shape)) if split.count and all(spec.shape) else None,
-                    shuffle=options.shuffle and options.compression in ("gzip", "lzf", "zstd")
-                    and split.count > 0 and all(spec.shape),
+                    chunks=(rows, *(max(1, d) for d in spec.shape))
+                    if split.count and all(spec.shape)
+                    else None,
+                    shuffle=options.shuffle
+                    and options.compression in ("gzip", "lzf", "zstd")
+                    and split.count > 0
+                    and all(spec.shape),
                     **(comp if split.count and all(spec.shape) else {}),
                 )
                 _set_attrs(ds, spec.attrs.get("user", {}))
-                self._appenders[(split.name, spec.name)] = AlignedAppender(rows, self._store_fn(ds, rows))
+                self._appenders[(split.name, spec.name)] = AlignedAppender(
+                    rows, self._store_fn(ds, rows)
+                )
 
     def _store_fn(self, ds: Any, rows: int) -> Any:
         direct = ds.chunks is not None and (
-            self.options.compression == "gzip" or (self.options.compression == "lzf" and _lzf() is not None)
+            self.options.compression == "gzip"
+            or (self.options.compression == "lzf" and _lzf() is not None)
         )
 
         def store(pos: int, data: np.ndarray) -> None:
@@ -265,7 +289,9 @@ class HDF5Writer(Writer):
             # pipeline: optional shuffle, then deflate or LZF), so plain h5py reads them.
             chunks = (data[i : i + rows] for i in range(0, len(data), rows))
             tail = (0,) * (data.ndim - 1)
-            blobs = ordered_map(lambda c: self._compress_chunk(c, rows), chunks, self._pool, 2 * self._workers)
+            blobs = ordered_map(
+                lambda c: self._compress_chunk(c, rows), chunks, self._pool, 2 * self._workers
+            )
             for i, (blob, mask) in enumerate(blobs):
                 ds.id.write_direct_chunk((pos + i * rows, *tail), blob, filter_mask=mask)
 
@@ -274,7 +300,9 @@ class HDF5Writer(Writer):
     def _compress_chunk(self, chunk: np.ndarray, rows: int) -> tuple[bytes, int]:
         dtype = chunk.dtype  # the dataset's, byte order included
         if len(chunk) < rows:  # HDF5 stores the last chunk at full size
-            chunk = np.concatenate([chunk, np.zeros((rows - len(chunk), *chunk.shape[1:]), chunk.dtype)])
+            chunk = np.concatenate(
+                [chunk, np.zeros((rows - len(chunk), *chunk.shape[1:]), chunk.dtype)]
+            )
         raw = np.ascontiguousarray(chunk, dtype=dtype)
         shuffled = self.options.shuffle and raw.dtype.itemsize > 1
         if shuffled:
@@ -300,7 +328,9 @@ class HDF5Writer(Writer):
         HDF5 filters compress only the pointers of vlen data, so none is set."""
         name = names.escape(spec.name)
         kind = spec.kind
-        dtype = h5py.string_dtype("utf-8") if isinstance(kind, String) else h5py.vlen_dtype(spec.dtype)
+        dtype = (
+            h5py.string_dtype("utf-8") if isinstance(kind, String) else h5py.vlen_dtype(spec.dtype)
+        )
         chunks = (max(1, min(count, 4096)),) if count else None
         ds = group.create_dataset(name, shape=(count,), dtype=dtype, chunks=chunks)
         shapes = None
@@ -360,7 +390,9 @@ class HDF5Reader(ArrayTreeReader):
         _plugins()  # makes blosc/zstd/lz4-compressed datasets readable when installed
         self._remote = None
         try:
-            if fs.is_url(path):  # h5py reads any seekable file object: ranged GETs on object storage
+            if fs.is_url(
+                path
+            ):  # h5py reads any seekable file object: ranged GETs on object storage
                 self._remote = fs.open_binary(path)
             self.file = h5py.File(self._remote or path, "r")
         except OSError as e:
@@ -380,11 +412,15 @@ class HDF5Reader(ArrayTreeReader):
             except DstoreError:
                 raise
             except Exception as e:  # noqa: BLE001 - HDF5's C errors arrive as many Python types
-                raise CodecIOError(f"{path}: corrupt HDF5 structure: {type(e).__name__}: {e}") from None
+                raise CodecIOError(
+                    f"{path}: corrupt HDF5 structure: {type(e).__name__}: {e}"
+                ) from None
             try:
                 parsed = json.loads(stored) if stored is not None else None
             except ValueError:
-                raise CodecIOError(f"{path}: dstore's stored schema is unreadable (corrupt?)") from None
+                raise CodecIOError(
+                    f"{path}: dstore's stored schema is unreadable (corrupt?)"
+                ) from None
             self.schema = self._build_schema(parsed)
         except BaseException:
             self.close()
@@ -403,9 +439,14 @@ class HDF5Reader(ArrayTreeReader):
                 if key.endswith(_SHAPES) and key[: -len(_SHAPES)] in self.by_path:
                     self.by_path[key] = member  # an image field's record shapes, not a field
                     continue
-                if h5py.check_string_dtype(dtype) is not None or h5py.check_vlen_dtype(dtype) is not None:
+                if (
+                    h5py.check_string_dtype(dtype) is not None
+                    or h5py.check_vlen_dtype(dtype) is not None
+                ):
                     if member.ndim != 1:
-                        raise UnsupportedDtypeError(f"{where}: strings or vlen data need exactly one (record) axis")
+                        raise UnsupportedDtypeError(
+                            f"{where}: strings or vlen data need exactly one (record) axis"
+                        )
                 elif dtype.kind in "UO":
                     raise UnsupportedDtypeError(f"{where}: dtype {dtype} is not supported")
                 elif dtype.fields is not None:
@@ -445,7 +486,11 @@ class HDF5Reader(ArrayTreeReader):
         if isinstance(spec.kind, Ragged):
             return kind == spec.kind
         # bytes and images: vlen values of their dtype (raw images also have their shapes)
-        if isinstance(spec.kind, Image) and spec.kind.encoding == "raw" and arr.name + _SHAPES not in self.file:
+        if (
+            isinstance(spec.kind, Image)
+            and spec.kind.encoding == "raw"
+            and arr.name + _SHAPES not in self.file
+        ):
             return False
         return isinstance(kind, Ragged) and kind.dtype == spec.dtype and kind.inner_shape == ()
 
@@ -461,7 +506,9 @@ class HDF5Reader(ArrayTreeReader):
             col = fixed_to_column(np.asarray(arr[start:stop]), where)
         elif info is not None:
             raw = arr[start:stop]  # bytes objects: decoding is checked per record below
-            col = VarColumn.from_bytes(b if isinstance(b, bytes) else str(b).encode("utf-8") for b in raw)
+            col = VarColumn.from_bytes(
+                b if isinstance(b, bytes) else str(b).encode("utf-8") for b in raw
+            )
         else:
             items = arr[start:stop]
             inner = spec.shape if isinstance(spec.kind, Ragged) else ()
@@ -489,15 +536,21 @@ class HDF5Reader(ArrayTreeReader):
     def _field_attrs(self, arr: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
         # dstore's own marker of a ragged dataset's inner shape is not a user attribute
-        user = self._attr_notes(arr.attrs, f"{self.path}: dataset {arr.name!r}", skip=("dstore_inner_shape",))
+        user = self._attr_notes(
+            arr.attrs, f"{self.path}: dataset {arr.name!r}", skip=("dstore_inner_shape",)
+        )
         if user:
             out["user"] = user
         # only a fill value someone chose: HDF5's default (zeros) is no information
         try:
-            chosen = arr.id.get_create_plist().fill_value_defined() == h5py.h5d.FILL_VALUE_USER_DEFINED
+            chosen = (
+                arr.id.get_create_plist().fill_value_defined() == h5py.h5d.FILL_VALUE_USER_DEFINED
+            )
             fill = np.asarray(arr.fillvalue, arr.dtype)[()] if chosen else None
         except Exception as e:  # noqa: BLE001 - HDF5's C errors arrive as many Python types
-            raise CodecIOError(f"{self.path}: dataset {arr.name!r}: unreadable fill value: {e}") from None
+            raise CodecIOError(
+                f"{self.path}: dataset {arr.name!r}: unreadable fill value: {e}"
+            ) from None
         if fill is not None:
             out["fill_value"] = encode(fill)
         return out
@@ -518,7 +571,9 @@ class HDF5Reader(ArrayTreeReader):
                 if plist.get_filter(i)[0] not in _STANDARD_FILTERS
             ]
             if plugin:
-                comp = f"{', '.join(plugin)} (a plugin filter: other tools need hdf5plugin to read it)"
+                comp = (
+                    f"{', '.join(plugin)} (a plugin filter: other tools need hdf5plugin to read it)"
+                )
             lines.append(
                 f"{split}/{name}: dataset {ds.name}, chunks {ds.chunks}, {comp}"
                 + (", shuffle" if ds.shuffle else "")

@@ -209,7 +209,9 @@ class NpzReader(Reader):
         with fs.open_binary(self.path) as f:
             end = zipfile._EndRecData(f)  # private but stable since Python 2; no public equivalent
         if end is None:
-            raise CodecIOError(f"{self.path}: not a valid npz (zip) file: no end of central directory")
+            raise CodecIOError(
+                f"{self.path}: not a valid npz (zip) file: no end of central directory"
+            )
         declared = end[zipfile._ECD_ENTRIES_TOTAL]
         found = len(self._zip.infolist())
         if declared != found:
@@ -250,7 +252,9 @@ class NpzReader(Reader):
             if dtype.kind not in "USO":
                 check_dtype(dtype, f"{self.path}: key {key!r}")
             if len(shape) == 0:
-                raise SchemaError(f"{self.path}: key {key!r} is a 0-d array; every field needs a record axis")
+                raise SchemaError(
+                    f"{self.path}: key {key!r} is a 0-d array; every field needs a record axis"
+                )
             members[key] = _Member(key, info.filename, dtype, tuple(shape), fortran, offset)
         return members
 
@@ -259,14 +263,19 @@ class NpzReader(Reader):
         sources: dict[str, _Source] = {}
         grouped: set[str] = set()
         for key in self._members:
-            if not key.endswith(_ROW_SPLITS) or key[: -len(_ROW_SPLITS)] + _VALUES not in self._members:
+            if (
+                not key.endswith(_ROW_SPLITS)
+                or key[: -len(_ROW_SPLITS)] + _VALUES not in self._members
+            ):
                 continue
             base = key[: -len(_ROW_SPLITS)]
             values, splits = self._members[base + _VALUES], self._members[key]
             shapes = self._members.get(base + _SHAPES)
             where = f"{self.path}: key {base!r}"
             if splits.dtype.kind not in "iu" or len(splits.shape) != 1 or splits.shape[0] < 1:
-                raise CodecIOError(f"{where}: {key!r} must be a 1-d integer array of records + 1 offsets")
+                raise CodecIOError(
+                    f"{where}: {key!r} must be a 1-d integer array of records + 1 offsets"
+                )
             if values.dtype.kind in "USO":
                 raise CodecIOError(f"{where}: ragged values must be numbers, not {values.dtype}")
             count = splits.shape[0] - 1
@@ -284,11 +293,15 @@ class NpzReader(Reader):
             where = f"{self.path}: key {key!r}"
             if m.dtype.kind in "US":
                 if len(m.shape) != 1:
-                    raise UnsupportedDtypeError(f"{where}: string arrays need exactly one (record) axis, got {m.shape}")
+                    raise UnsupportedDtypeError(
+                        f"{where}: string arrays need exactly one (record) axis, got {m.shape}"
+                    )
                 sources[key] = _Source(String() if m.dtype.kind == "U" else Bytes(), m.shape[0], m)
             elif m.dtype.kind == "O":
                 if len(m.shape) != 1:
-                    raise UnsupportedDtypeError(f"{where}: object arrays need exactly one (record) axis, got {m.shape}")
+                    raise UnsupportedDtypeError(
+                        f"{where}: object arrays need exactly one (record) axis, got {m.shape}"
+                    )
                 kind, col = infer_column(self._load_objects(m), where)
                 sources[key] = _Source(kind, len(col), m, column=col)
             else:
@@ -306,7 +319,9 @@ class NpzReader(Reader):
             raise CodecIOError(f"{where}: {e}") from None
         arr = load_object_array(payload, where)
         if arr.shape != m.shape:
-            raise CodecIOError(f"{where}: the pickled array is {arr.shape}, its header says {m.shape}")
+            raise CodecIOError(
+                f"{where}: the pickled array is {arr.shape}, its header says {m.shape}"
+            )
         return [np.asarray(v) if isinstance(v, (list, tuple)) else v for v in arr.tolist()]
 
     def _stored_schema(self, inferred: Schema) -> Schema | None:
@@ -334,7 +349,9 @@ class NpzReader(Reader):
         for cols in zip(*streams, strict=True):
             yield dict(zip(names, cols, strict=True))
 
-    def _field_batches(self, spec: SplitSpec, name: str, start: int, stop: int, rows: int) -> Iterator[Column]:
+    def _field_batches(
+        self, spec: SplitSpec, name: str, start: int, stop: int, rows: int
+    ) -> Iterator[Column]:
         """Batches of one field, records ``start:stop``, ``rows`` at a time."""
         src = self._sources[self._keys[(spec.name, name)]]
         where = f"{self.path}: split {spec.name!r}, field {name!r} (key {src.main.key!r})"
@@ -355,21 +372,37 @@ class NpzReader(Reader):
             return
         offsets = self._read_whole(src.splits, spec, name).astype(np.int64)
         total = src.main.shape[0]
-        if offsets[0] != 0 or offsets[-1] != total or (len(offsets) > 1 and (np.diff(offsets) < 0).any()):
+        if (
+            offsets[0] != 0
+            or offsets[-1] != total
+            or (len(offsets) > 1 and (np.diff(offsets) < 0).any())
+        ):
             bad = int(np.argmax(np.diff(offsets) < 0)) if (np.diff(offsets) < 0).any() else 0
             raise CodecIOError(
                 f"{where}: row splits do not describe the {total} values (record {bad}; they must start "
                 "at 0, never decrease and end at the number of values)"
             )
-        shapes = None if src.shapes is None else self._read_whole(src.shapes, spec, name).astype(np.int64)
+        shapes = (
+            None
+            if src.shapes is None
+            else self._read_whole(src.shapes, spec, name).astype(np.int64)
+        )
         bounds = [(pos, min(stop, pos + rows)) for pos in range(start, stop, rows)]
         # the values member read as one range, cut at the records' offsets
         values = self._member_rows(
-            src.main, spec, name, int(offsets[start]), int(offsets[stop]), 0,
-            cuts=[int(offsets[b] - offsets[a]) for a, b in bounds], total=total,
+            src.main,
+            spec,
+            name,
+            int(offsets[start]),
+            int(offsets[stop]),
+            0,
+            cuts=[int(offsets[b] - offsets[a]) for a, b in bounds],
+            total=total,
         )
         for (a, b), vals in zip(bounds, values, strict=True):
-            col = VarColumn(vals, offsets[a : b + 1] - offsets[a], None if shapes is None else shapes[a:b])
+            col = VarColumn(
+                vals, offsets[a : b + 1] - offsets[a], None if shapes is None else shapes[a:b]
+            )
             col.check(where)
             if isinstance(spec.fields[name].kind, String):
                 col.check_utf8(where)
@@ -377,14 +410,26 @@ class NpzReader(Reader):
 
     def _read_whole(self, m: _Member, spec: SplitSpec, name: str) -> np.ndarray:
         count = m.shape[0]
-        return next(iter(self._member_rows(m, spec, name, 0, count, max(count, 1))), np.zeros(m.shape, m.dtype))
+        return next(
+            iter(self._member_rows(m, spec, name, 0, count, max(count, 1))),
+            np.zeros(m.shape, m.dtype),
+        )
 
     def _member_rows(
-        self, m: _Member, spec: SplitSpec, name: str, start: int, stop: int, rows: int,
-        cuts: list[int] | None = None, total: int | None = None,
+        self,
+        m: _Member,
+        spec: SplitSpec,
+        name: str,
+        start: int,
+        stop: int,
+        rows: int,
+        cuts: list[int] | None = None,
+        total: int | None = None,
     ) -> Iterator[np.ndarray]:
         """Rows ``start:stop`` of one member in pieces of ``rows`` (or of the sizes ``cuts``)."""
-        sizes = cuts if cuts is not None else [min(rows, stop - p) for p in range(start, stop, rows)]
+        sizes = (
+            cuts if cuts is not None else [min(rows, stop - p) for p in range(start, stop, rows)]
+        )
         count = m.shape[0] if total is None else total
         record_shape = m.shape[1:]
         row_bytes = int(np.prod(record_shape, dtype=np.int64)) * m.dtype.itemsize
@@ -446,8 +491,15 @@ class NpzReader(Reader):
             ) from None
 
     def _read_rows(
-        self, fp: IO[bytes], m: _Member, spec: SplitSpec, name: str, first: int, n: int,
-        row_bytes: int, count: int,
+        self,
+        fp: IO[bytes],
+        m: _Member,
+        spec: SplitSpec,
+        name: str,
+        first: int,
+        n: int,
+        row_bytes: int,
+        count: int,
     ) -> np.ndarray:
         want = n * row_bytes
         try:
@@ -455,8 +507,11 @@ class NpzReader(Reader):
         except _ZIP_ERRORS as e:
             # zipfile checks the CRC-32 when a read reaches the member's end: it covers
             # every record, so the damage may be in any of them, not in the last ones read
-            where = (f"records 0..{spec.count - 1} (the member's CRC-32 covers them all)"
-                     if "CRC" in str(e) else f"records {first}..{first + n - 1}")
+            where = (
+                f"records 0..{spec.count - 1} (the member's CRC-32 covers them all)"
+                if "CRC" in str(e)
+                else f"records {first}..{first + n - 1}"
+            )
             raise CodecIOError(
                 f"{self.path}: split {spec.name!r}, field {name!r} (key {m.key!r}), {where}: {e}"
             ) from None
@@ -624,21 +679,37 @@ class _VarSpool:
     @property
     def _fixed_candidate(self) -> bool:
         kind = self.spec.kind
-        return isinstance(kind, (String, Bytes)) or (isinstance(kind, Image) and kind.encoding != "raw")
+        return isinstance(kind, (String, Bytes)) or (
+            isinstance(kind, Image) and kind.encoding != "raw"
+        )
 
     def members(self, count: int) -> list[tuple[str, bytes, Iterator[bytes]]]:
         """(suffix, .npy header, data chunks) of the members this field becomes."""
         if self._fixed_candidate and not self.nul_end:
             kind = self.spec.kind
-            dtype = np.dtype(f"<U{max(self.width, 1)}") if isinstance(kind, String) else np.dtype(f"S{max(self.width, 1)}")
+            dtype = (
+                np.dtype(f"<U{max(self.width, 1)}")
+                if isinstance(kind, String)
+                else np.dtype(f"S{max(self.width, 1)}")
+            )
             return [("", _npy_header(dtype, (count,)), self._fixed_chunks(count))]
         inner = self.spec.shape if isinstance(self.spec.kind, Ragged) else ()
         out = [
-            (_VALUES, _npy_header(self.spec.dtype, (self.total, *inner)), _file_chunks(self.values)),
+            (
+                _VALUES,
+                _npy_header(self.spec.dtype, (self.total, *inner)),
+                _file_chunks(self.values),
+            ),
             (_ROW_SPLITS, _npy_header(np.dtype("<i8"), (count + 1,)), self._split_chunks()),
         ]
         if isinstance(self.spec.kind, Image) and self.spec.kind.encoding == "raw":
-            out.append((_SHAPES, _npy_header(np.dtype("<i8"), (count, self.ndim)), _file_chunks(self.shapes)))
+            out.append(
+                (
+                    _SHAPES,
+                    _npy_header(np.dtype("<i8"), (count, self.ndim)),
+                    _file_chunks(self.shapes),
+                )
+            )
         return out
 
     def _split_chunks(self) -> Iterator[bytes]:
@@ -695,8 +766,10 @@ class _SplitWriter:
             if not f.dense:
                 self.spools[n] = _VarSpool(folder, f)
                 continue
-            fp = parent._open_member(self.keys[n]) if n == self.direct else tempfile.TemporaryFile(
-                dir=folder, prefix=".dstore-spool-"
+            fp = (
+                parent._open_member(self.keys[n])
+                if n == self.direct
+                else tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
             )
             self.streams[n] = fp
             fp.write(_npy_header(f.dtype, (spec.count, *f.shape)))
@@ -795,7 +868,9 @@ class NpzCodec(Codec):
         notes = super().attribute_notes(schema)
         # the zip comment holds 64 kB: a larger schema is not stored, and its attributes with it
         if notes and len(_COMMENT_PREFIX + schema.dumps().encode()) > 0xFFFF:
-            note = ("npz: dstore's schema with its attributes is larger than a zip comment holds "
-                    "(64 kB): the attributes and fill values are not kept")
+            note = (
+                "npz: dstore's schema with its attributes is larger than a zip comment holds "
+                "(64 kB): the attributes and fill values are not kept"
+            )
             notes = [note]
         return notes

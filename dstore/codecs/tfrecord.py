@@ -58,7 +58,16 @@ from ._example import (
 from ._png import decode as png_decode
 from ._png import encoder_id, png_encoder
 from ._tensorproto import parse_tensor_proto
-from .base import RANGE_BYTES, Codec, Reader, Shard, ShardWriter, Writer, even_ranges, is_regular_file
+from .base import (
+    RANGE_BYTES,
+    Codec,
+    Reader,
+    Shard,
+    ShardWriter,
+    Writer,
+    even_ranges,
+    is_regular_file,
+)
 
 __all__ = ["TFRecordCodec"]
 
@@ -68,7 +77,10 @@ _CHUNK = 16  # records per task handed to a worker thread
 _PLAN_SAMPLE = 64  # records encoded to size the shards
 #: the Example feature kind each field encoding is stored as
 _WIRE_KIND = {
-    "png": BYTES, "raw": BYTES, "int64": INT64, "float": FLOAT,
+    "png": BYTES,
+    "raw": BYTES,
+    "int64": INT64,
+    "float": FLOAT,
     "bytes": BYTES,  # String / Bytes: the record's bytes, one value
     "encoded": BYTES,  # an encoded Image (png/jpeg/...) passed through byte for byte
     "tensor": BYTES,  # foreign only: tf.io.serialize_tensor bytes (label-maker)
@@ -116,7 +128,9 @@ def choose_encoding(spec: FieldSpec, feature: str, images: set[str] | None) -> F
                 f"tfrecord: field {spec.name!r} is {spec.dtype}: PNG takes uint8 or uint16 only "
                 "(convert floats to integers yourself; dstore never rescales silently)"
             )
-        if len(spec.shape) not in (2, 3) or (len(spec.shape) == 3 and spec.shape[2] not in (1, 3, 4)):
+        if len(spec.shape) not in (2, 3) or (
+            len(spec.shape) == 3 and spec.shape[2] not in (1, 3, 4)
+        ):
             raise UnsupportedDtypeError(
                 f"tfrecord: field {spec.name!r} has record shape {spec.shape}: "
                 "PNG needs (H, W) or (H, W, 1|3|4)"
@@ -154,7 +168,9 @@ def _encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> 
         return encode_feature(BYTES, value)
     if enc.encoding == "png":
         img = value if value.ndim == 2 or value.shape[2] != 1 else value[..., 0]
-        return encode_feature(BYTES, png(np.ascontiguousarray(img.astype(img.dtype.newbyteorder("="), copy=False))))
+        return encode_feature(
+            BYTES, png(np.ascontiguousarray(img.astype(img.dtype.newbyteorder("="), copy=False)))
+        )
     if enc.encoding == "int64":
         if spec.dtype.kind == "u" and spec.dtype.itemsize == 8:
             value = value.astype("<u8").view("<i8")
@@ -178,9 +194,7 @@ def _record(spec: FieldSpec, col: Any, i: int) -> Any:
     return col.row(i)
 
 
-def _decode_value(
-    enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, where: str
-) -> Any:
+def _decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, where: str) -> Any:
     """One record from its Feature: an ndarray, or bytes for byte-string kinds."""
     expected = _WIRE_KIND[enc.encoding]
     if kind != expected:
@@ -189,7 +203,9 @@ def _decode_value(
             f"expected {KIND_NAMES[expected]}"
         )
     if enc.encoding in ("png", "raw", "bytes", "encoded") and len(values) != 1:
-        raise CodecIOError(f"{where}: feature {enc.feature!r} holds {len(values)} byte strings, expected 1")
+        raise CodecIOError(
+            f"{where}: feature {enc.feature!r} holds {len(values)} byte strings, expected 1"
+        )
     if enc.encoding in ("bytes", "encoded"):
         if isinstance(spec.kind, String):
             try:
@@ -234,7 +250,9 @@ def _tensor_value(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
         raise CodecIOError(f"{where}: holds {got}, field expects {spec.kind.describe()}")
     ok = t.shape[1:] == spec.shape if isinstance(spec.kind, Ragged) else t.shape == spec.shape
     if not ok:
-        raise CodecIOError(f"{where}: tensor of shape {t.shape}, field expects {spec.kind.describe()}")
+        raise CodecIOError(
+            f"{where}: tensor of shape {t.shape}, field expects {spec.kind.describe()}"
+        )
     return t
 
 
@@ -295,8 +313,10 @@ class TFRecordOptions:
     )
     png_level: str = field(
         default="fast",
-        metadata={"help": "fast (UP filter + ISA-L deflate) or libpng zlib level 0-9 "
-                          "(6: TensorFlow's sizes)"},
+        metadata={
+            "help": "fast (UP filter + ISA-L deflate) or libpng zlib level 0-9 "
+            "(6: TensorFlow's sizes)"
+        },
     )
     images: str = field(
         default="auto",
@@ -311,9 +331,15 @@ class TFRecordOptions:
         if self.shard_mb <= 0:
             raise ValueError(f"tfrecord: shard_mb must be > 0. Got {self.shard_mb} instead.")
         if self.compression not in ("none", "gzip"):
-            raise ValueError(f"tfrecord: compression must be none or gzip. Got {self.compression!r} instead.")
-        if str(self.png_level) != "fast" and not (str(self.png_level).isdigit() and 0 <= int(self.png_level) <= 9):
-            raise ValueError(f"tfrecord: png_level must be fast or 0..9. Got {self.png_level!r} instead.")
+            raise ValueError(
+                f"tfrecord: compression must be none or gzip. Got {self.compression!r} instead."
+            )
+        if str(self.png_level) != "fast" and not (
+            str(self.png_level).isdigit() and 0 <= int(self.png_level) <= 9
+        ):
+            raise ValueError(
+                f"tfrecord: png_level must be fast or 0..9. Got {self.png_level!r} instead."
+            )
 
     def image_set(self) -> set[str] | None:
         if self.images == "auto":
@@ -371,7 +397,9 @@ class TFRecordShardWriter(ShardWriter):
     pickles to Dask workers; every process writes the same bytes for a shard.
     """
 
-    def __init__(self, schema: Schema, options: TFRecordOptions, plan: Sequence[Shard] = ()) -> None:
+    def __init__(
+        self, schema: Schema, options: TFRecordOptions, plan: Sequence[Shard] = ()
+    ) -> None:
         self.schema = schema
         self.options = options
         self.split_of = {s.file: s.split for s in plan}
@@ -426,8 +454,13 @@ class TFRecordShardWriter(ShardWriter):
             out.append(rio.frame(encode_example(feats)))
         return out
 
-    def write_shard(self, root: str, shard: Shard, batches: Iterator[Batch],
-                    progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    def write_shard(
+        self,
+        root: str,
+        shard: Shard,
+        batches: Iterator[Batch],
+        progress: Callable[[int], None] | None = None,
+    ) -> dict[str, Any]:
         if (here := self._libraries()) != self.libraries:
             # e.g. a Dask worker with another imagecodecs: its shard would not match the others
             raise CodecIOError(
@@ -443,14 +476,17 @@ class TFRecordShardWriter(ShardWriter):
             for i in range(0, n, _CHUNK)
         )
         records = 0
-        with _open_for_write(root, shard.file) as raw, ThreadPoolExecutor(
-            workers, thread_name_prefix="dstore-png"
-        ) as pool:
+        with (
+            _open_for_write(root, shard.file) as raw,
+            ThreadPoolExecutor(workers, thread_name_prefix="dstore-png") as pool,
+        ):
             hashed = _HashingFile(raw)
             out: Any = hashed
             if self.options.compression == "gzip":
                 out = gzip.GzipFile(fileobj=hashed, mode="wb", mtime=0, filename="")  # type: ignore[arg-type]
-            for encoded in ordered_map(lambda c: self.encode_chunk(shard.split, c, png), chunks, pool, 4 * workers):
+            for encoded in ordered_map(
+                lambda c: self.encode_chunk(shard.split, c, png), chunks, pool, 4 * workers
+            ):
                 for rec in encoded:
                     out.write(rec)
                 records += len(encoded)
@@ -462,10 +498,16 @@ class TFRecordShardWriter(ShardWriter):
             raise SchemaError(
                 f"tfrecord: shard {shard.file}: got {records} records, planned {shard.records}"
             )
-        return {"file": shard.file, "records": records, "bytes": hashed.size, "sha256": hashed.sha.hexdigest()}
+        return {
+            "file": shard.file,
+            "records": records,
+            "bytes": hashed.size,
+            "sha256": hashed.sha.hexdigest(),
+        }
 
-    def commit(self, root: str, shards: list[dict[str, Any]],
-               run: Mapping[str, Any] | None = None) -> None:
+    def commit(
+        self, root: str, shards: list[dict[str, Any]], run: Mapping[str, Any] | None = None
+    ) -> None:
         splits_json: dict[str, Any] = {}
         for split, spec in self.schema.splits.items():
             mine = [
@@ -475,7 +517,9 @@ class TFRecordShardWriter(ShardWriter):
             ]
             written = sum(s["records"] for s in mine)
             if written != spec.count:
-                raise SchemaError(f"tfrecord: split {split!r}: wrote {written} records, expected {spec.count}")
+                raise SchemaError(
+                    f"tfrecord: split {split!r}: wrote {written} records, expected {spec.count}"
+                )
             splits_json[split] = {"count": spec.count, "shards": mine}
         manifest = {
             "format": "dstore-tfrecord",
@@ -549,7 +593,11 @@ _OF_RE = re.compile(r"-(\d+)-of-(\d+)")
 
 def _check_complete(split: str, paths: list[str]) -> None:
     """Shards named ``-i-of-N`` must all be there: a partial set must not look complete."""
-    numbered = [(int(m.group(1)), int(m.group(2))) for p in paths if (m := _OF_RE.search(os.path.basename(p)))]
+    numbered = [
+        (int(m.group(1)), int(m.group(2)))
+        for p in paths
+        if (m := _OF_RE.search(os.path.basename(p)))
+    ]
     if not numbered:
         return
     totals = {n for _, n in numbered}
@@ -573,8 +621,10 @@ def _png_text(ihdr: bytes) -> str:
 
 
 def _difference(
-    ref: dict[str, FeatureSignature], sig: dict[str, FeatureSignature],
-    ref_at: tuple[str, int], at: tuple[str, int],
+    ref: dict[str, FeatureSignature],
+    sig: dict[str, FeatureSignature],
+    ref_at: tuple[str, int],
+    at: tuple[str, int],
 ) -> str:
     """One line naming the file, the feature and the two records that disagree."""
     (ref_path, ref_index), (path, index) = ref_at, at
@@ -583,7 +633,11 @@ def _difference(
     for name in [*ref, *(k for k in sig if k not in ref)]:
         head = f"{path}: feature {name!r}"
         if name not in sig or name not in ref:
-            where = f"is in {first} but not in {now}" if name in ref else f"is not in {first} but is in {now}"
+            where = (
+                f"is in {first} but not in {now}"
+                if name in ref
+                else f"is not in {first} but is in {now}"
+            )
             return f"{head} {where}: features missing from some records are not supported yet"
         (kind0, n0, png0), (kind, n, png) = ref[name], sig[name]
         if kind0 != kind:
@@ -685,7 +739,9 @@ class _FeatureStats:
             return FieldSpec.tensor(name, dtype, () if self.max_n == 1 else (self.max_n,)), enc
         if missing or self.bad_at is not None:
             path, index = self.missing_at if missing else self.bad_at  # type: ignore[misc]
-            what = "has no value" if missing or self.min_n == 0 else f"holds {self.max_n} byte strings"
+            what = (
+                "has no value" if missing or self.min_n == 0 else f"holds {self.max_n} byte strings"
+            )
             raise SchemaError(
                 f"{path}: feature {name!r} {what} in record {index} (first seen in record "
                 f"{self.first[1]}): a byte-string feature needs exactly one value per record "
@@ -697,9 +753,9 @@ class _FeatureStats:
                 # PNGs of one size: a fixed-size image, decoded to pixels as before
                 return self._fixed_png(next(iter(heads))), FieldEncoding(name, "png")
             if heads == {b"jpeg"}:
-                return FieldSpec(name, Image(np.dtype(np.uint8), None, None, None, "jpeg")), FieldEncoding(
-                    name, "encoded"
-                )
+                return FieldSpec(
+                    name, Image(np.dtype(np.uint8), None, None, None, "jpeg")
+                ), FieldEncoding(name, "encoded")
             if b"jpeg" not in heads:
                 depth = {h[16] for h in heads if h}  # type: ignore[index]
                 dtype = np.dtype(np.uint16 if depth == {16} else np.uint8)
@@ -715,10 +771,14 @@ class _FeatureStats:
             shapes = self.tensor_shapes
             dtype = self.tensor_dtype
             if len(shapes) == 1:
-                return FieldSpec.tensor(name, dtype, next(iter(shapes))), FieldEncoding(name, "tensor")
+                return FieldSpec.tensor(name, dtype, next(iter(shapes))), FieldEncoding(
+                    name, "tensor"
+                )
             inner = {sh[1:] for sh in shapes}
             if len(inner) == 1 and all(len(sh) >= 1 for sh in shapes):
-                return FieldSpec(name, Ragged(dtype, next(iter(inner)))), FieldEncoding(name, "tensor")
+                return FieldSpec(name, Ragged(dtype, next(iter(inner)))), FieldEncoding(
+                    name, "tensor"
+                )
             raise SchemaError(
                 f"{self.first[0]}: feature {name!r} holds serialized tensors of shapes "
                 f"{sorted(shapes)[:3]}: only the first axis may vary between records"
@@ -768,7 +828,9 @@ class TFRecordReader(Reader):
                 m = json.loads(f.read())
             self.schema = Schema.from_json(m["schema"])
             self.encodings = {
-                split: {name: FieldEncoding(e["feature"], e["encoding"]) for name, e in fields.items()}
+                split: {
+                    name: FieldEncoding(e["feature"], e["encoding"]) for name, e in fields.items()
+                }
                 for split, fields in m["fields"].items()
             }
             comp = m.get("compression")
@@ -784,10 +846,14 @@ class TFRecordReader(Reader):
         self.manifest = m
         splits = set(self.schema.splits)
         if set(self.encodings) != splits or set(self.shards) != splits:
-            raise CodecIOError(f"{manifest_path}: splits of the schema, fields and shards disagree (corrupt manifest)")
+            raise CodecIOError(
+                f"{manifest_path}: splits of the schema, fields and shards disagree (corrupt manifest)"
+            )
         for split, encs in self.encodings.items():
             if set(encs) != set(self.schema.splits[split].fields):
-                raise CodecIOError(f"{manifest_path}: split {split!r}: fields disagree with the schema (corrupt manifest)")
+                raise CodecIOError(
+                    f"{manifest_path}: split {split!r}: fields disagree with the schema (corrupt manifest)"
+                )
             for name, enc in encs.items():
                 if enc.encoding not in _WIRE_KIND:
                     raise CodecIOError(
@@ -846,7 +912,9 @@ class TFRecordReader(Reader):
         records = int(entry["records"])
         # stored field checksums cover the whole split, not this shard
         attrs = {k: v for k, v in self.schema.attrs.items() if k != CHECKSUM_ATTR}
-        self.schema = Schema({split: SplitSpec(split, records, self.schema.splits[split].fields)}, attrs)
+        self.schema = Schema(
+            {split: SplitSpec(split, records, self.schema.splits[split].fields)}, attrs
+        )
         self.encodings = {split: self.encodings[split]}
         self.shards = {split: [_Shard(path, records, self.manifest.get("compression"))]}
         self.manifest = {**self.manifest, "splits": {split: {"count": records, "shards": [entry]}}}
@@ -943,7 +1011,9 @@ class TFRecordReader(Reader):
                             )
                         yield rec, where
                     if hi == shard.records and rf.next_record() is not None:
-                        raise CodecIOError(f"{shard.path}: more records than the {shard.records} expected")
+                        raise CodecIOError(
+                            f"{shard.path}: more records than the {shard.records} expected"
+                        )
             first = last
 
     def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
@@ -957,13 +1027,22 @@ class TFRecordReader(Reader):
         for shard in self.shards[split]:
             pieces = 1
             if (shard.compression or rio.detect_compression(shard.path)) is None:
-                pieces = max(1, min(shard.records, -(-fs.getsize(shard.path) // max(1, target_bytes))))
+                pieces = max(
+                    1, min(shard.records, -(-fs.getsize(shard.path) // max(1, target_bytes)))
+                )
             ranges.extend(even_ranges(first, first + shard.records, -(-shard.records // pieces)))
             first += shard.records
         return ranges
 
-    def _decode_chunk(self, split: SplitSpec, encs: dict[str, FieldEncoding], names: Sequence[str],
-                      recs: list[tuple[bytes, str]], out: Batch, offset: int) -> None:
+    def _decode_chunk(
+        self,
+        split: SplitSpec,
+        encs: dict[str, FieldEncoding],
+        names: Sequence[str],
+        recs: list[tuple[bytes, str]],
+        out: Batch,
+        offset: int,
+    ) -> None:
         for i, (rec, where) in enumerate(recs):
             feats = decode_example(rec, where)
             for name in names:
@@ -974,7 +1053,9 @@ class TFRecordReader(Reader):
                         # a list feature some records lack: an empty list (README rule)
                         out[name][offset + i] = np.empty((0, *spec.shape), spec.dtype)
                         continue
-                    raise CodecIOError(f"{where}: Example has no feature {enc.feature!r} (field {name!r})")
+                    raise CodecIOError(
+                        f"{where}: Example has no feature {enc.feature!r} (field {name!r})"
+                    )
                 kind, values = feats[enc.feature]
                 out[name][offset + i] = _decode_value(enc, spec, kind, values, where)
 
@@ -997,7 +1078,9 @@ class TFRecordReader(Reader):
                 futures = []
                 for off in range(0, n, _CHUNK):
                     recs = [next(raw) for _ in range(min(_CHUNK, n - off))]
-                    futures.append(pool.submit(self._decode_chunk, spec, encs, names, recs, out, off))
+                    futures.append(
+                        pool.submit(self._decode_chunk, spec, encs, names, recs, out, off)
+                    )
                 for fut in futures:
                     fut.result()
                 yield {name: _to_column(spec.fields[name], col) for name, col in out.items()}
@@ -1018,9 +1101,13 @@ class TFRecordReader(Reader):
                     continue
                 size, sha = fs.sha256_file(path)
                 if size != shard["bytes"] or sha != shard["sha256"]:
-                    results.append((False, f"{shard['file']}: size or sha256 differs from the manifest"))
+                    results.append(
+                        (False, f"{shard['file']}: size or sha256 differs from the manifest")
+                    )
                 else:
-                    results.append((True, f"{shard['file']}: {size} bytes, sha256 matches ({split})"))
+                    results.append(
+                        (True, f"{shard['file']}: {size} bytes, sha256 matches ({split})")
+                    )
         return results
 
     def tf_compression_types(self, split: str) -> list[str]:
@@ -1044,7 +1131,9 @@ class TFRecordReader(Reader):
             kind = spec.kind
             if not spec.dense and not (isinstance(kind, Ragged) and enc.encoding == "raw"):
                 lines.append(_var_feature_line(feature, enc))
-                returns.append(f"        {name!r}: {_var_value(value, spec, enc)},  # {kind.describe()}")
+                returns.append(
+                    f"        {name!r}: {_var_value(value, spec, enc)},  # {kind.describe()}"
+                )
                 continue
             if isinstance(kind, Ragged):  # raw bytes of a ragged field of a dtype lists lack
                 shape = (-1, *shape)
@@ -1071,7 +1160,9 @@ class TFRecordReader(Reader):
                 continue
             elif enc.encoding == "raw":
                 order = ", little_endian=False" if spec.dtype.byteorder == ">" else ""
-                value = f"tf.reshape(tf.io.decode_raw({value}, tf.{native.name}{order}), {list(shape)})"
+                value = (
+                    f"tf.reshape(tf.io.decode_raw({value}, tf.{native.name}{order}), {list(shape)})"
+                )
             else:
                 if len(shape) > 1:
                     value = f"tf.reshape({value}, {list(shape)})"
@@ -1089,13 +1180,19 @@ class TFRecordReader(Reader):
         if len(set(types)) <= 1:
             lines.append(f"files = {_files_expression(paths)}")
             ctype = types[0] if types else ""
-            lines.append(f"dataset = tf.data.TFRecordDataset(files, compression_type={ctype!r}).map(decode)")
+            lines.append(
+                f"dataset = tf.data.TFRecordDataset(files, compression_type={ctype!r}).map(decode)"
+            )
         else:  # one TFRecordDataset reads one compression: chain one per file, in order
             lines.append(f"files = {paths!r}")
             lines.append(f"compression_types = {types!r}")
-            lines.append("dataset = tf.data.TFRecordDataset(files[0], compression_type=compression_types[0])")
+            lines.append(
+                "dataset = tf.data.TFRecordDataset(files[0], compression_type=compression_types[0])"
+            )
             lines.append("for f, c in zip(files[1:], compression_types[1:]):")
-            lines.append("    dataset = dataset.concatenate(tf.data.TFRecordDataset(f, compression_type=c))")
+            lines.append(
+                "    dataset = dataset.concatenate(tf.data.TFRecordDataset(f, compression_type=c))"
+            )
             lines.append("dataset = dataset.map(decode)")
         return lines
 
@@ -1149,8 +1246,19 @@ def _var_value(value: str, spec: FieldSpec, enc: FieldEncoding) -> str:
 
 #: dtypes ``tf.io.decode_raw`` can produce (its ``out_type``), TensorFlow 2.x
 _DECODE_RAW_DTYPES = {
-    "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-    "uint8", "uint16", "complex64", "complex128", "bool",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "complex64",
+    "complex128",
+    "bool",
 }
 
 
@@ -1226,7 +1334,9 @@ class TFRecordCodec(Codec):
         return TFRecordReader(path, self.options.workers)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
-        raise NotImplementedError("tfrecord is written shard by shard: use plan_shards and shard_writer")
+        raise NotImplementedError(
+            "tfrecord is written shard by shard: use plan_shards and shard_writer"
+        )
 
     def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
         """Shards of about ``shard_mb`` each, sized from the encoded first records.

@@ -59,7 +59,9 @@ class ZarrOptions:
         if not 0 <= self.clevel <= 9:
             raise ValueError(f"zarr: clevel must be 0..9. Got {self.clevel} instead.")
         if self.shuffle not in ("shuffle", "bitshuffle", "noshuffle"):
-            raise ValueError(f"zarr: shuffle must be shuffle, bitshuffle or noshuffle. Got {self.shuffle!r}.")
+            raise ValueError(
+                f"zarr: shuffle must be shuffle, bitshuffle or noshuffle. Got {self.shuffle!r}."
+            )
         if self.chunk_mb <= 0:
             raise ValueError("zarr: chunk_mb must be > 0")
 
@@ -101,7 +103,9 @@ class _VarArrays:
     variable-length ``bytes`` type has no zarr v3 specification yet and warns
     that other zarr libraries may not read it; plain uint8 values can.)"""
 
-    def __init__(self, text: Any = None, values: Any = None, splits: Any = None, shapes: Any = None) -> None:
+    def __init__(
+        self, text: Any = None, values: Any = None, splits: Any = None, shapes: Any = None
+    ) -> None:
         self.text, self.values, self.splits, self.shapes = text, values, splits, shapes
         self.pos = 0
         self.kind: Kind | None = None
@@ -112,21 +116,41 @@ class _VarArrays:
         chunks = (max(1, min(count, _VAR_CHUNK)),)
         kind = spec.kind
         if isinstance(kind, String):
-            out = cls(text=group.create_array(name, shape=(count,), dtype=VariableLengthUTF8(), chunks=chunks))
+            out = cls(
+                text=group.create_array(
+                    name, shape=(count,), dtype=VariableLengthUTF8(), chunks=chunks
+                )
+            )
         else:
             sub = group.create_group(name, attributes={_KIND_ATTR: kind.to_json()})
             inner = spec.shape if isinstance(kind, Ragged) else ()
-            rows = max(1, (1 << 20) // max(1, int(np.prod(inner, dtype=np.int64)) * spec.dtype.itemsize))
-            values = sub.create_array(
-                _VALUES, shape=(0, *inner), dtype=_native(spec.dtype),
-                chunks=(rows, *(max(1, d) for d in inner)), compressors=compressor, fill_value=0,
+            rows = max(
+                1, (1 << 20) // max(1, int(np.prod(inner, dtype=np.int64)) * spec.dtype.itemsize)
             )
-            splits = sub.create_array(_ROW_SPLITS, shape=(count + 1,), dtype="<i8", chunks=(max(1, min(count + 1, 1 << 17)),))
+            values = sub.create_array(
+                _VALUES,
+                shape=(0, *inner),
+                dtype=_native(spec.dtype),
+                chunks=(rows, *(max(1, d) for d in inner)),
+                compressors=compressor,
+                fill_value=0,
+            )
+            splits = sub.create_array(
+                _ROW_SPLITS,
+                shape=(count + 1,),
+                dtype="<i8",
+                chunks=(max(1, min(count + 1, 1 << 17)),),
+            )
             splits[0:1] = np.zeros(1, np.int64)
             shapes = None
             if isinstance(kind, Image) and kind.encoding == "raw":
                 ndim = 2 if kind.channels == 0 else 3
-                shapes = sub.create_array(_SHAPES, shape=(count, ndim), dtype="<i8", chunks=(max(1, min(count, 1 << 16)), ndim))
+                shapes = sub.create_array(
+                    _SHAPES,
+                    shape=(count, ndim),
+                    dtype="<i8",
+                    chunks=(max(1, min(count, 1 << 16)), ndim),
+                )
             out = cls(values=values, splits=splits, shapes=shapes)
         out.kind = kind
         return out
@@ -162,8 +186,14 @@ class _RaggedGroup:
         self.splits = group[_ROW_SPLITS]
         self.shapes = group[_SHAPES] if _SHAPES in group else None
         self.name = self.path = group.path
-        if self.splits.ndim != 1 or self.splits.shape[0] < 1 or np.dtype(self.splits.dtype).kind not in "iu":
-            raise CodecIOError(f"{where}: {_ROW_SPLITS!r} must be a 1-d integer array of records + 1 offsets")
+        if (
+            self.splits.ndim != 1
+            or self.splits.shape[0] < 1
+            or np.dtype(self.splits.dtype).kind not in "iu"
+        ):
+            raise CodecIOError(
+                f"{where}: {_ROW_SPLITS!r} must be a 1-d integer array of records + 1 offsets"
+            )
         self.shape = (self.splits.shape[0] - 1,)
         self.dtype = self.values.dtype
         self.ndim = 1
@@ -173,12 +203,18 @@ class _RaggedGroup:
         offsets = np.asarray(self.splits[start : stop + 1], dtype=np.int64)
         lo, hi = int(offsets[0]), int(offsets[-1])
         if lo < 0 or hi > self.values.shape[0] or (np.diff(offsets) < 0).any():
-            bad = int(np.argmax(np.diff(offsets) < 0)) + start if (np.diff(offsets) < 0).any() else start
+            bad = (
+                int(np.argmax(np.diff(offsets) < 0)) + start
+                if (np.diff(offsets) < 0).any()
+                else start
+            )
             raise CodecIOError(
                 f"{where}, record {bad}: row splits do not describe the {self.values.shape[0]} values"
             )
         values = np.asarray(self.values[lo:hi])
-        shapes = None if self.shapes is None else np.asarray(self.shapes[start:stop], dtype=np.int64)
+        shapes = (
+            None if self.shapes is None else np.asarray(self.shapes[start:stop], dtype=np.int64)
+        )
         col = VarColumn(values, offsets - lo, shapes)
         col.check(where)
         return col
@@ -213,7 +249,9 @@ class ZarrWriter(Writer):
             group.attrs.update(_json_attrs(split_attrs.get(split.name, {})))
             for spec in split.fields.values():
                 if not spec.dense:
-                    self._var[(split.name, spec.name)] = _VarArrays.create(group, split.count, spec, compressor)
+                    self._var[(split.name, spec.name)] = _VarArrays.create(
+                        group, split.count, spec, compressor
+                    )
                     continue
                 fill = fill_value(spec.attrs, _native(spec.dtype))
                 self._fills[(split.name, spec.name)] = 0 if fill is None else fill
@@ -232,7 +270,11 @@ class ZarrWriter(Writer):
                     attributes=_json_attrs(spec.attrs.get("user", {})),
                 )
                 direct = options.shard_chunks == 0 and "://" not in path and all(spec.shape)
-                store = self._direct_fn(arr, split.name, spec.name, rows) if direct else self._store_fn(arr)
+                store = (
+                    self._direct_fn(arr, split.name, spec.name, rows)
+                    if direct
+                    else self._store_fn(arr)
+                )
                 self._appenders[(split.name, spec.name)] = AlignedAppender(
                     rows * (options.shard_chunks or 1), store
                 )
@@ -245,8 +287,10 @@ class ZarrWriter(Writer):
         zarr writes (tested) -- so zarr's per-chunk machinery can be skipped.
         """
         blosc = numcodecs.Blosc(
-            cname=self.options.cname, clevel=self.options.clevel,
-            shuffle=_BLOSC_SHUFFLE[self.options.shuffle], blocksize=0,
+            cname=self.options.cname,
+            clevel=self.options.clevel,
+            shuffle=_BLOSC_SHUFFLE[self.options.shuffle],
+            blocksize=0,
         )
         parts = names.field_path(split, name)
         zeros = (0,) * (arr.ndim - 1)
@@ -254,7 +298,9 @@ class ZarrWriter(Writer):
 
         def encode_and_write(item: tuple[int, np.ndarray]) -> None:
             index, chunk = item
-            if len(chunk) < rows:  # zarr stores edge chunks at full size, padded with the fill value
+            if (
+                len(chunk) < rows
+            ):  # zarr stores edge chunks at full size, padded with the fill value
                 pad = np.full((rows - len(chunk), *chunk.shape[1:]), fill, chunk.dtype)
                 chunk = np.concatenate([chunk, pad])
             key = arr.metadata.encode_chunk_key((index, *zeros))
@@ -264,7 +310,10 @@ class ZarrWriter(Writer):
                 f.write(blosc.encode(np.ascontiguousarray(chunk)))
 
         def store(pos: int, data: np.ndarray) -> None:
-            items = ((pos // rows + i, data[i * rows : (i + 1) * rows]) for i in range(-(-len(data) // rows)))
+            items = (
+                (pos // rows + i, data[i * rows : (i + 1) * rows])
+                for i in range(-(-len(data) // rows))
+            )
             for _ in ordered_map(encode_and_write, items, self._pool, 2 * self._workers):
                 pass
 
@@ -274,7 +323,9 @@ class ZarrWriter(Writer):
         def store(pos: int, data: np.ndarray) -> None:
             # Chunk-aligned slices never share a chunk, so writes can overlap:
             # the next batch is read and queued while zarr encodes this one.
-            self._pending.append(self._pool.submit(arr.__setitem__, slice(pos, pos + len(data)), data))
+            self._pending.append(
+                self._pool.submit(arr.__setitem__, slice(pos, pos + len(data)), data)
+            )
             while len(self._pending) > 1:
                 self._pending.pop(0).result()
 
@@ -329,7 +380,9 @@ class ZarrReader(ArrayTreeReader):
         except DstoreError:
             raise
         except Exception as e:  # noqa: BLE001 - member metadata is parsed here, same error zoo
-            raise CodecIOError(f"{path}: unreadable zarr metadata: {type(e).__name__}: {e}") from None
+            raise CodecIOError(
+                f"{path}: unreadable zarr metadata: {type(e).__name__}: {e}"
+            ) from None
         self.schema = self._build_schema(node.attrs.get(_ATTR))
 
     def _add(self, split: str, name: str, arr: Any, key: str) -> None:
@@ -337,7 +390,9 @@ class ZarrReader(ArrayTreeReader):
             raise SchemaError(f"{self.path}: array {key!r} is 0-d; every field needs a record axis")
         if isinstance(_zdtype(arr), (VariableLengthUTF8, VariableLengthBytes)):
             if arr.ndim != 1:
-                raise UnsupportedDtypeError(f"{self.path}: array {key!r}: strings need exactly one (record) axis")
+                raise UnsupportedDtypeError(
+                    f"{self.path}: array {key!r}: strings need exactly one (record) axis"
+                )
         else:
             check_dtype(arr.dtype, f"{self.path}: array {key!r}")
         self.arrays[(split, name)] = arr
@@ -351,7 +406,9 @@ class ZarrReader(ArrayTreeReader):
                 self._add(split, field, member, key)
                 if prefix:
                     self.groups[split] = group
-            elif _KIND_ATTR in member.attrs or {_VALUES, _ROW_SPLITS} <= {n for n, _ in member.members()}:
+            elif _KIND_ATTR in member.attrs or {_VALUES, _ROW_SPLITS} <= {
+                n for n, _ in member.members()
+            }:
                 # a ragged field stored as a group (dstore's, or the same layout by hand)
                 ragged = _RaggedGroup(member, f"{self.path}: field {key!r}")
                 self.arrays[(split, field)] = ragged
@@ -381,8 +438,14 @@ class ZarrReader(ArrayTreeReader):
         if tuple(arr.shape) != (count,):
             return False
         kind = self._kind_of(arr)
-        if isinstance(arr, _RaggedGroup) and arr.attrs.get(_KIND_ATTR) is None:  # same layout by hand
-            return isinstance(kind, Ragged) and kind.dtype == spec.dtype and kind.inner_shape == spec.shape
+        if (
+            isinstance(arr, _RaggedGroup) and arr.attrs.get(_KIND_ATTR) is None
+        ):  # same layout by hand
+            return (
+                isinstance(kind, Ragged)
+                and kind.dtype == spec.dtype
+                and kind.inner_shape == spec.shape
+            )
         return kind == spec.kind
 
     def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
@@ -425,7 +488,10 @@ class ZarrReader(ArrayTreeReader):
         lines = []
         for (split, name), arr in self.arrays.items():
             if isinstance(arr, _RaggedGroup):
-                lines.append(f"{split}/{name}: group {arr.name!r} of values, row_splits" + (", shapes" if arr.shapes is not None else ""))
+                lines.append(
+                    f"{split}/{name}: group {arr.name!r} of values, row_splits"
+                    + (", shapes" if arr.shapes is not None else "")
+                )
                 continue
             lines.append(
                 f"{split}/{name}: zarr v{arr.metadata.zarr_format}, chunks {arr.chunks}, "

@@ -57,7 +57,11 @@ def infer_column(data: Any, where: str) -> tuple[Kind, Column]:
         return Bytes(), VarColumn.from_bytes(bytes(b) for b in items)
     if isinstance(items[0], (str, bytes, bytearray)):
         text = isinstance(items[0], str)
-        bad = next(i for i, v in enumerate(items) if isinstance(v, str) != text or not isinstance(v, (str, bytes, bytearray)))
+        bad = next(
+            i
+            for i, v in enumerate(items)
+            if isinstance(v, str) != text or not isinstance(v, (str, bytes, bytearray))
+        )
         raise SchemaError(
             f"{where}, record {bad}: {type(items[bad]).__name__} among {'str' if text else 'bytes'} records"
         )

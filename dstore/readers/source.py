@@ -59,7 +59,9 @@ class SplitSource:
                 )
         self.fields = list(fields) if fields is not None else list(self.spec.fields)
         self.ranges: list[tuple[int, int]] = (
-            reader.record_ranges(split) if range_bytes is None else reader.record_ranges(split, range_bytes)
+            reader.record_ranges(split)
+            if range_bytes is None
+            else reader.record_ranges(split, range_bytes)
         )
         #: False for storage that only streams (deflated npz members)
         self.random_access: bool = bool(reader.random_access)

@@ -58,14 +58,18 @@ def _tensor(values: np.ndarray, copy: bool) -> torch.Tensor:
     return torch.from_numpy(arr)
 
 
-def _records(batches: Iterator[dict[str, Any]], kinds: dict[str, Kind], copy: bool) -> Iterator[Record]:
+def _records(
+    batches: Iterator[dict[str, Any]], kinds: dict[str, Kind], copy: bool
+) -> Iterator[Record]:
     for batch in batches:
         cols = {n: _column(batch[n], kind, copy) for n, kind in kinds.items()}
         rows = len(next(iter(cols.values()))) if cols else 0
         for i in range(rows):
             # clone: a shuffle buffer must not keep whole batches alive through views
-            yield {n: (c[i].clone() if copy and isinstance(c, torch.Tensor) else c[i])
-                   for n, c in cols.items()}
+            yield {
+                n: (c[i].clone() if copy and isinstance(c, torch.Tensor) else c[i])
+                for n, c in cols.items()
+            }
 
 
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -171,8 +175,13 @@ class DstoreIterableDataset(tud.IterableDataset):
         src = self.source
         streaming = not src.random_access
         mine = consumer_ranges(
-            src.ranges, me, consumers, shuffle=self.shuffle > 0, seed=self.seed,
-            epoch=self.epoch, streaming=streaming,
+            src.ranges,
+            me,
+            consumers,
+            shuffle=self.shuffle > 0,
+            seed=self.seed,
+            epoch=self.epoch,
+            streaming=streaming,
         )
         if streaming:
             rows = max((b - a for a, b in src.ranges), default=1)
@@ -188,8 +197,10 @@ class DstoreIterableDataset(tud.IterableDataset):
 def _ragged_names(source: SplitSource) -> tuple[str, ...]:
     """Fields whose records are tensors of varying shape (Ragged, raw images of varying size)."""
     return tuple(
-        name for name, kind in source.kinds().items()
-        if not source.spec.fields[name].dense and not isinstance(kind, (String, Bytes))
+        name
+        for name, kind in source.kinds().items()
+        if not source.spec.fields[name].dense
+        and not isinstance(kind, (String, Bytes))
         and not (isinstance(kind, Image) and kind.encoding != "raw")
     )
 
@@ -199,8 +210,11 @@ class DstoreMapDataset(tud.Dataset):
 
     def __init__(self, source: SplitSource) -> None:
         if not source.random_access or source.format == "tfrecord":
-            what = "TFRecord shards are read in order" if source.format == "tfrecord" else (
-                "a deflated npz only streams")
+            what = (
+                "TFRecord shards are read in order"
+                if source.format == "tfrecord"
+                else ("a deflated npz only streams")
+            )
             raise SchemaError(
                 f"{source.path}: map_style=True needs random access and {what}; use the "
                 "iterable dataset, or convert to zarr, HDF5 or an uncompressed npz"
@@ -221,11 +235,15 @@ class DstoreMapDataset(tud.Dataset):
         a, b = self.source.ranges[k]
         if self._cached is None or self._cached[0] != k:
             (batch,) = list(self.source.batches(a, b)) or [{}]
-            self._cached = (k, {n_: _column(batch[n_], kind, False)
-                                for n_, kind in self.source.kinds().items()})
+            self._cached = (
+                k,
+                {n_: _column(batch[n_], kind, False) for n_, kind in self.source.kinds().items()},
+            )
         cols = self._cached[1]
-        return {name: (c[i - a].clone() if isinstance(c, torch.Tensor) else c[i - a])
-                for name, c in cols.items()}
+        return {
+            name: (c[i - a].clone() if isinstance(c, torch.Tensor) else c[i - a])
+            for name, c in cols.items()
+        }
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -256,7 +274,9 @@ def collate(
                 out[name] = tud.default_collate(values)
             elif pad:
                 if f"{name}_mask" in records[0]:
-                    raise SchemaError(f"pad_collate: field {name!r} and a field {name}_mask both exist")
+                    raise SchemaError(
+                        f"pad_collate: field {name!r} and a field {name}_mask both exist"
+                    )
                 out[name], out[f"{name}_mask"] = _pad(values)
             else:
                 out[name] = values
@@ -319,12 +339,20 @@ def to_torch(
     if range_mb is not None and range_mb <= 0:
         raise ValueError(f"range_mb must be > 0; got {range_mb}")
     source = SplitSource(
-        path, split, fields, format=format, on_error=on_error,
+        path,
+        split,
+        fields,
+        format=format,
+        on_error=on_error,
         range_bytes=None if range_mb is None else max(1, int(range_mb * 1024 * 1024)),
     )
     if map_style:
         if shuffle or rank is not None:
-            raise ValueError("map_style=True: shuffle and shard with the DataLoader's sampler "
-                             "(e.g. DistributedSampler), not shuffle=/rank=")
+            raise ValueError(
+                "map_style=True: shuffle and shard with the DataLoader's sampler "
+                "(e.g. DistributedSampler), not shuffle=/rank="
+            )
         return DstoreMapDataset(source)
-    return DstoreIterableDataset(source, shuffle=shuffle, seed=seed, rank=rank, world_size=world_size)
+    return DstoreIterableDataset(
+        source, shuffle=shuffle, seed=seed, rank=rank, world_size=world_size
+    )

@@ -29,12 +29,18 @@ def golden_data() -> dict[str, dict[str, dict[str, Any]]]:
     # a smooth image so PNG and deflate behave as on photos (no network, no files)
     yy, xx = np.mgrid[0:16, 0:16]
     tiles = np.stack(
-        [np.stack([(xx * 13 + i * 7) % 256, (yy * 11 + i) % 256, (xx * yy + i * 3) % 256], -1) for i in range(6)]
+        [
+            np.stack([(xx * 13 + i * 7) % 256, (yy * 11 + i) % 256, (xx * yy + i * 3) % 256], -1)
+            for i in range(6)
+        ]
     ).astype(np.uint8)
     labels = np.eye(3, dtype=np.uint8)[[0, 1, 2, 0, 1, 2]]
     feats = rng.standard_normal((6, 5)).astype(np.float32)
     return {
-        "tiles": {"train": {"x": tiles[:4], "y": labels[:4]}, "test": {"x": tiles[4:], "y": labels[4:]}},
+        "tiles": {
+            "train": {"x": tiles[:4], "y": labels[:4]},
+            "test": {"x": tiles[4:], "y": labels[4:]},
+        },
         "dtypes": {
             "data": {
                 "f16": feats.astype(np.float16),
@@ -61,11 +67,22 @@ def golden_data() -> dict[str, dict[str, dict[str, Any]]]:
                 "boxes": [rng.random((k, 4)).astype(np.float32) for k in (0, 3, 1, 2)],
             }
         },
-        "empty": {"train": {"a": np.zeros((0, 3), np.int32)}, "test": {"a": np.arange(6, dtype=np.int32).reshape(2, 3)}},
+        "empty": {
+            "train": {"a": np.zeros((0, 3), np.int32)},
+            "test": {"a": np.arange(6, dtype=np.int32).reshape(2, 3)},
+        },
         # names stored through dstore.names' escape: the rule is part of every format
         "names": {
-            "../evil": {"image/object/bbox/xmin": feats[:, :2], "": np.arange(6), "x" * 250: np.arange(6) * 2},
-            "a/b": {"e\u0301": np.arange(6, dtype=np.int16), ".hidden": np.arange(6) * 3, "zarr.json": np.ones(6)},
+            "../evil": {
+                "image/object/bbox/xmin": feats[:, :2],
+                "": np.arange(6),
+                "x" * 250: np.arange(6) * 2,
+            },
+            "a/b": {
+                "e\u0301": np.arange(6, dtype=np.int16),
+                ".hidden": np.arange(6) * 3,
+                "zarr.json": np.ones(6),
+            },
         },
     }
 
