@@ -267,7 +267,7 @@ def _dask_task(
     batches: list[Batch] | None,
 ) -> tuple[dict[str, Any], dict[str, CastStats]]:
     """Runs on a worker: read the shard's records (or take them), write the shard."""
-    from .api import open_reader
+    from .sources import open_reader
 
     stats: dict[str, CastStats] = {}
     if batches is not None:

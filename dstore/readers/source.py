@@ -79,7 +79,7 @@ class SplitSource:
     def reader(self) -> Any:
         """This process's reader, opened on first use."""
         if self._reader is None or self._pid != os.getpid():
-            from ..api import open_reader
+            from ..sources import open_reader
 
             self._reader = open_reader(self.path, format=self.format)
             self._pid = os.getpid()

@@ -1,0 +1,14 @@
+"""Number formatting shared by the reports' text (convert summaries, info listings)."""
+
+from __future__ import annotations
+
+__all__ = ["fmt_bytes"]
+
+
+def fmt_bytes(n: float) -> str:
+    """``1234567`` -> ``"1.2 MB"`` (decimal units, as file managers show sizes)."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)

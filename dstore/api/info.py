@@ -1,0 +1,79 @@
+"""What a dataset holds: :func:`info` and its :class:`InfoReport` text."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..registry import infer_codec
+from ..schema import Schema
+from ..sources import open_reader, size_or_zero
+from ._text import fmt_bytes
+
+__all__ = ["InfoReport", "dtype_name", "info"]
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """numpy's name (``uint8``, ``float32``), with the byte order only where it is not native."""
+    if dtype.kind in "USVO" or dtype.fields:  # numpy's names ("str96") say less than "U3"
+        return dtype.str.lstrip("<>|=") if not dtype.fields else str(dtype)
+    name = dtype.newbyteorder("=").name if not dtype.isnative else dtype.name
+    if dtype.isnative or dtype.itemsize == 1:
+        return name
+    return f"{name} ({'big' if dtype.byteorder == '>' else 'little'}-endian)"
+
+
+@dataclass
+class InfoReport:
+    path: str
+    format: str
+    bytes_on_disk: int
+    schema: Schema
+    details: list[str]
+
+    def lines(self) -> list[str]:
+        out = [
+            (
+                f"{self.path}: {self.format}, {fmt_bytes(self.bytes_on_disk)} on disk, "
+                f"{fmt_bytes(self.schema.nbytes)} raw, {self.schema.records} records"
+            )
+        ]
+        width = max(
+            [8]
+            + [
+                len(dtype_name(f.dtype))
+                for s in self.schema.splits.values()
+                for f in s.fields.values()
+                if f.dense
+            ]
+        )
+        for split in self.schema.splits.values():
+            out.append(f"  split {split.name}: {split.count} records, {fmt_bytes(split.nbytes)}")
+            for f in split.fields.values():
+                key = f"  (key {f.key})" if f.key and f.key != f.name else ""
+                if not f.dense:  # records vary: the kind says what each one is
+                    out.append(
+                        f"    {f.name:<16} {f.kind.describe():<31} {split.count} records{key}"
+                    )
+                    continue
+                out.append(
+                    f"    {f.name:<16} {dtype_name(f.dtype):<{width}} {(split.count, *f.shape)!s:<24}"
+                    f" {fmt_bytes(f.record_bytes * split.count)}{key}"
+                )
+        out.extend(self.details)
+        return out
+
+
+def info(path: str | os.PathLike[str], *, format: str | None = None) -> InfoReport:
+    """Splits, fields, shapes, dtypes and sizes of a dataset, plus codec details."""
+    path = os.fspath(path)
+    with open_reader(path, format=format) as reader:
+        return InfoReport(
+            path,
+            format or infer_codec(path),
+            size_or_zero(path),
+            reader.schema,
+            reader.describe(),
+        )

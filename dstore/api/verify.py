@@ -1,0 +1,295 @@
+"""Checking data: :func:`verify` compares two datasets record by record, :func:`check`
+checks one on its own (manifest, decoding, stored sha256); both return a
+:class:`VerifyReport` and never raise on a difference."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..codecs.base import Reader
+from ..errors import DstoreError, SchemaError
+from ..integrity import FieldHasher, stored_checksums
+from ..model import Column, Kind, Ragged, Tensor, VarColumn
+from ..schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
+from ..sources import open_reader
+
+__all__ = ["FieldResult", "VerifyReport", "check", "verify"]
+
+
+@dataclass
+class FieldResult:
+    split: str
+    field: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class VerifyReport:
+    a: str
+    b: str
+    results: list[FieldResult]
+    #: what was not checked and why (printed after the results)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"{'ok' if r.ok else 'MISMATCH'}  {r.split}/{r.field}: {r.detail}" for r in self.results
+        ]
+        n_bad = sum(not r.ok for r in self.results)
+        if self.a == self.b:  # one dataset checked on its own
+            out.append(
+                f"{len(self.results)} check(s): "
+                + ("all passed" if not n_bad else f"{n_bad} failed")
+            )
+        else:
+            out.append(
+                f"{len(self.results)} field(s) compared: "
+                + ("all equal" if not n_bad else f"{n_bad} differ")
+            )
+        out.extend(f"note: {n}" for n in self.notes)
+        return out
+
+
+def _record_bytes(a: np.ndarray) -> np.ndarray:
+    """Each record as a row of its bytes (native order), so that values compare by bits:
+    NaN payloads, -0.0 and both halves of complex numbers all count."""
+    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+    return a.view(np.uint8).reshape(
+        len(a), int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize
+    )
+
+
+def _compare(a: Column, b: Column) -> np.ndarray:
+    """Per-record bit equality; float values in ``b`` may be ``a`` cast to another float dtype
+    (then ``a`` is rounded the way a dtype policy rounds it, and the bits are compared)."""
+    if isinstance(a, VarColumn) or isinstance(b, VarColumn):
+        if not (isinstance(a, VarColumn) and isinstance(b, VarColumn)):
+            return np.zeros(len(a), bool)
+        same = a.lengths == b.lengths
+        if a.shapes is not None or b.shapes is not None:
+            same &= (
+                a.shapes is not None and b.shapes is not None and np.array_equal(a.shapes, b.shapes)
+            )
+        eq_values = _compare(a.values, b.values) if np.array_equal(a.offsets, b.offsets) else None
+        for i in np.flatnonzero(same):
+            lo, hi = int(a.offsets[i]), int(a.offsets[i + 1])
+            if eq_values is not None:
+                same[i] = bool(eq_values[lo:hi].all())
+            else:
+                same[i] = bool(
+                    _compare(
+                        a.values[lo:hi], b.values[int(b.offsets[i]) : int(b.offsets[i + 1])]
+                    ).all()
+                )
+        return same
+    if a.dtype.newbyteorder("=") != b.dtype.newbyteorder("="):
+        with np.errstate(over="ignore", invalid="ignore"):
+            a = a.astype(b.dtype)
+    return (_record_bytes(a) == _record_bytes(b)).all(axis=1)
+
+
+def _same_kind_but_float_width(ka: Kind, kb: Kind) -> bool:
+    """Kinds equal, or equal but for the float dtype a dtype policy changes."""
+    if ka == kb:
+        return True
+    if isinstance(ka, Tensor) and isinstance(kb, Tensor):
+        return ka.shape == kb.shape and ka.dtype.kind == kb.dtype.kind == "f"
+    if isinstance(ka, Ragged) and isinstance(kb, Ragged):
+        return ka.inner_shape == kb.inner_shape and ka.dtype.kind == kb.dtype.kind == "f"
+    return False
+
+
+def verify(
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str],
+    *,
+    a_format: str | None = None,
+    b_format: str | None = None,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> VerifyReport:
+    """Compare two datasets split by split, field by field, record by record.
+
+    Equal means the same splits, fields, shapes and record values, compared
+    bit for bit (so NaNs with other payloads, or 0.0 against -0.0, differ); a
+    float field may differ in dtype if ``b`` holds exactly the bits of ``a``
+    rounded to it (a dtype policy's output). Never raises on a difference:
+    check ``.ok``.
+    """
+    a, b = os.fspath(a), os.fspath(b)
+    results: list[FieldResult] = []
+    with open_reader(a, format=a_format) as ra, open_reader(b, format=b_format) as rb:
+        sa, sb = ra.schema, rb.schema
+        for split in sorted(set(sa.splits) | set(sb.splits)):
+            if split not in sa.splits or split not in sb.splits:
+                where = b if split not in sb.splits else a
+                results.append(FieldResult(split, "*", False, f"split missing in {where}"))
+                continue
+            pa, pb = sa.splits[split], sb.splits[split]
+            names = []
+            for name in list(pa.fields) + [n for n in pb.fields if n not in pa.fields]:
+                fa, fb = pa.fields.get(name), pb.fields.get(name)
+                if fa is None or fb is None:
+                    where = b if fb is None else a
+                    results.append(FieldResult(split, name, False, f"field missing in {where}"))
+                elif pa.count != pb.count:
+                    results.append(
+                        FieldResult(split, name, False, f"{pa.count} records vs {pb.count}")
+                    )
+                elif not _same_kind_but_float_width(fa.kind, fb.kind):
+                    results.append(
+                        FieldResult(
+                            split, name, False, f"{fa.kind.describe()} vs {fb.kind.describe()}"
+                        )
+                    )
+                else:
+                    names.append(name)
+            if not names:
+                continue
+            rows = batch_rows_for(pa, batch_bytes)
+            bad = dict.fromkeys(names, 0)
+            first_bad: dict[str, int] = {}
+            pos = 0
+            for ba, bb in zip(
+                ra.iter_batches(split, fields=names, batch_rows=rows),
+                rb.iter_batches(split, fields=names, batch_rows=rows),
+                strict=True,  # a reader that stops early is a difference, not a pass
+            ):
+                n = len(ba[names[0]])
+                for name in names:
+                    if len(bb[name]) != n:
+                        raise SchemaError(f"{b}: split {split!r} returned batches of another size")
+                    eq = _compare(ba[name], bb[name])
+                    k = int(n - np.count_nonzero(eq))
+                    if k:
+                        bad[name] += k
+                        first_bad.setdefault(name, pos + int(np.argmin(eq)))
+                pos += n
+            for name in names:
+                fa, fb = pa.fields[name], pb.fields[name]
+                how = (
+                    "bit-exact"
+                    if fa.dtype == fb.dtype
+                    else f"bit-exact to {fa.dtype.name} rounded to {fb.dtype.name}"
+                )
+                if bad[name]:
+                    detail = f"{bad[name]} of {pa.count} records differ, first at record {first_bad[name]}"
+                    if fa.dtype.kind in "fc":
+                        detail += " (compared bit for bit: NaN payloads and -0.0 count)"
+                    results.append(FieldResult(split, name, False, detail))
+                else:
+                    results.append(FieldResult(split, name, True, f"{pa.count} records {how}"))
+    return VerifyReport(a, b, results)
+
+
+def _first_bad_record(
+    reader: Reader, split: SplitSpec, start: int, stop: int
+) -> tuple[int | None, int, str]:
+    """Re-read ``start:stop`` one record at a time: the first record that fails (the
+    records before it decoded), and why.
+
+    A batch fails as a whole; the user needs the record. Only run after a failure.
+    The record is None when the failure cannot be pinned on one record: a check over
+    many records (a zip member's CRC-32, checked at its end) fails while the record,
+    read alone, is fine, or the reader streams and the failure comes at the end."""
+    pos = start
+    try:
+        for batch in reader.iter_batches(
+            split.name, start=start, stop=stop, batch_rows=1, verify=False
+        ):
+            pos += check_batch(split, batch)
+    except DstoreError as e:
+        why = str(e)
+    else:
+        return None, pos, "the records decode one by one but not as a batch"
+    if pos == split.count - 1 and not reader.random_access:
+        return None, pos, why  # a streamed read ends with the checks over the whole stream
+    try:
+        for batch in reader.iter_batches(split.name, start=pos, stop=pos + 1, verify=False):
+            check_batch(split, batch)
+    except DstoreError:
+        return pos, pos, why
+    return None, pos, why
+
+
+def check(
+    path: str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> VerifyReport:
+    """Check one dataset on its own: manifest checksums, then every record decoded.
+
+    Decoding checks what each format carries (TFRecord CRC32C and PNG, zip
+    CRC-32, chunk codecs) and that every record has its field's shape. Never
+    raises on damage: it is reported in the result, with the first record that
+    fails to decode.
+    """
+    path = os.fspath(path)
+    results: list[FieldResult] = []
+    notes: list[str] = []
+    with open_reader(path, format=format) as reader:
+        integrity = reader.check_integrity()
+        for ok, what in integrity:
+            results.append(FieldResult("*", "manifest", ok, what))
+        expected = stored_checksums(reader.schema)
+        hasher = FieldHasher(reader.schema)
+        failed = False
+        for split in reader.schema.splits.values():
+            n = 0
+            rows = batch_rows_for(split, batch_bytes)
+            try:
+                for batch in reader.iter_batches(split.name, batch_rows=rows, verify=False):
+                    k = check_batch(split, batch)
+                    hasher.update(split.name, batch)  # hashed here, per field
+                    n += k
+            except DstoreError as e:
+                failed = True
+                bad, decoded, why = _first_bad_record(reader, split, n, min(split.count, n + rows))
+                if bad is not None:
+                    detail = f"record {bad} fails ({bad} of {split.count} records decoded before it): {why}"
+                else:
+                    detail = (
+                        f"a check over many records fails after {decoded} of {split.count} "
+                        f"records were decoded (no single record can be named): {e}"
+                    )
+                results.append(FieldResult(split.name, "*", False, detail))
+                continue
+            ok = n == split.count
+            results.append(
+                FieldResult(split.name, "*", ok, f"{n} of {split.count} records decoded")
+            )
+            if expected is not None:
+                got = hasher.hexdigests()[split.name]
+                for name in split.fields:
+                    want = expected.get(split.name, {}).get(name)
+                    if want is None:
+                        results.append(
+                            FieldResult(split.name, name, False, "no stored sha256 for this field")
+                        )
+                    else:
+                        same = want == got[name]
+                        results.append(
+                            FieldResult(
+                                split.name,
+                                name,
+                                same,
+                                "sha256 of the values matches"
+                                if same
+                                else "sha256 of the values differs from the stored one",
+                            )
+                        )
+        if expected is None and not integrity:
+            notes.append(
+                f"{path}: no stored checksums to check (not written by dstore); "
+                + ("every record decoded, but" if not failed else "besides decoding,")
+                + " the values could not be checked"
+            )
+    return VerifyReport(path, path, results, notes)

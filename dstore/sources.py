@@ -1,0 +1,74 @@
+"""From a path (or URL) and an optional format name to a codec and an open reader.
+
+Its own module, below both :mod:`dstore.api` and :mod:`dstore.shards`, because a
+Dask worker writing one shard opens the source itself: with this here, the
+sharded writer needs nothing from the API layer and the imports go one way
+(``api`` -> ``shards`` -> ``engine`` -> ``sources``).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from typing import Any
+
+from .codecs.base import Codec, Reader
+from .errors import CodecIOError
+from .output import path_size
+from .registry import get_codec_class, infer_codec
+
+__all__ = ["codec_for", "open_reader", "open_source", "size_or_zero"]
+
+
+def codec_for(path: str, name: str | None, options: Mapping[str, Any] | None) -> Codec:
+    """The codec ``name`` (or the one ``path``'s extension names) with ``options``."""
+    cls = get_codec_class(name or infer_codec(path))
+    # what the path's name implies (x.tfrecords.gz: gzip), unless an option says otherwise
+    return cls(**{**cls.path_options(path), **dict(options or {})})
+
+
+def check_local_input(path: str) -> None:
+    """Refuse a missing path, and anything that is neither a file nor a folder: reading a
+    FIFO blocks until someone writes to it, a device never ends."""
+    if "://" in path or any(c in path for c in "*?["):
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise CodecIOError(f"{path}: no such file or directory") from None
+    except OSError as e:
+        raise CodecIOError(f"{path}: cannot stat: {e.strerror or e}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kind = (
+            "a FIFO (named pipe)"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a regular file"
+        )
+        raise CodecIOError(f"{path}: is {kind}, not a regular file or folder; refusing to read it")
+
+
+def open_source(path: str, format: str | None, options: Mapping[str, Any]) -> tuple[Codec, Reader]:
+    """The codec and an open reader for the dataset at ``path``."""
+    check_local_input(path)
+    codec = codec_for(path, format, options)
+    return codec, codec.open_reader(path)
+
+
+def open_reader(
+    path: str | os.PathLike[str], *, format: str | None = None, **options: Any
+) -> Reader:
+    """A codec reader for ``path`` (format from the extension unless given)."""
+    return open_source(os.fspath(path), format, options)[1]
+
+
+def size_or_zero(path: str) -> int:
+    """Bytes at ``path``, or 0 where that cannot be known (a URL without listing rights)."""
+    try:
+        return path_size(path)
+    except OSError:
+        return 0
