@@ -24,16 +24,17 @@ from typing import Any
 
 from .codecs.base import Codec, Reader, Shard, ShardWriter
 from .dtypes import CastStats, DtypePolicy
-from .errors import CodecIOError, DstoreError, OutputExistsError, ResumableInterrupt, SchemaError
+from .engine import Progress, cast_batches
+from .errors import CodecIOError, DstoreError, OutputExistsError, ResumableInterrupt
 from .fs import is_url, sha256_file, url_fs
 from .output import atomic_output, url_output
 from .parallel import prefetch
-from .schema import DEFAULT_BATCH_BYTES, Batch, Schema, batch_rows_for, check_batch
+from .schema import DEFAULT_BATCH_BYTES, Batch, Schema
+from .sources import open_reader
 
 __all__ = ["ShardRun", "SourceRef", "write_sharded"]
 
 JOURNAL = "dstore.journal"
-Progress = Callable[[int, int], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,28 +165,6 @@ def _merge_stats(into: dict[str, CastStats], more: Mapping[str, CastStats]) -> N
         mine.clipped += s.clipped
 
 
-def _cast_batches(
-    reader: Reader,
-    split: str,
-    start: int,
-    stop: int,
-    policy: DtypePolicy,
-    stats: dict[str, CastStats],
-    batch_bytes: int,
-) -> Iterator[Batch]:
-    """Records ``start:stop`` of ``split``, checked and cast as they will be written."""
-    spec = reader.schema.splits[split]
-    pos = start
-    for batch in reader.iter_batches(
-        split, start=start, stop=stop, batch_rows=batch_rows_for(spec, batch_bytes)
-    ):
-        n = check_batch(spec, batch)
-        yield policy.apply(spec, batch, pos, stats, reader.path)
-        pos += n
-    if pos != stop:
-        raise SchemaError(f"{reader.path}: split {split!r} ended at record {pos}, expected {stop}")
-
-
 def _runs(shards: Sequence[Shard]) -> Iterator[list[Shard]]:
     """Consecutive shards of one split whose ranges touch: read as one stream."""
     run: list[Shard] = []
@@ -234,8 +213,14 @@ def _shard_streams(
     touching shards (a compressed member cannot seek); ``ahead`` reads the
     next batch in a background thread."""
     for run in _runs(pending):
-        stream = _cast_batches(
-            reader, run[0].split, run[0].start, run[-1].stop, policy, stats, batch_bytes
+        stream = cast_batches(
+            reader,
+            run[0].split,
+            policy,
+            stats,
+            start=run[0].start,
+            stop=run[-1].stop,
+            batch_bytes=batch_bytes,
         )
         yield from zip(
             run, _cut(prefetch(stream) if ahead else stream, [s.records for s in run]), strict=True
@@ -267,14 +252,18 @@ def _dask_task(
     batches: list[Batch] | None,
 ) -> tuple[dict[str, Any], dict[str, CastStats]]:
     """Runs on a worker: read the shard's records (or take them), write the shard."""
-    from .sources import open_reader
-
     stats: dict[str, CastStats] = {}
     if batches is not None:
         return writer.write_shard(root, shard, iter(batches)), stats
     with open_reader(source.path, format=source.format, **dict(source.options)) as reader:
-        records = _cast_batches(
-            reader, shard.split, shard.start, shard.stop, policy, stats, batch_bytes
+        records = cast_batches(
+            reader,
+            shard.split,
+            policy,
+            stats,
+            start=shard.start,
+            stop=shard.stop,
+            batch_bytes=batch_bytes,
         )
         info = writer.write_shard(root, shard, records)
     return info, stats

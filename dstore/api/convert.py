@@ -10,26 +10,23 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..codecs.base import Codec, Reader
 from ..dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
-from ..errors import CodecIOError, MissingDependencyError, SchemaError
+from ..engine import Progress, write_splits
+from ..errors import CodecIOError, MissingDependencyError
 from ..integrity import CHECKSUM_ATTR, FieldHasher
 from ..output import atomic_output, is_url, path_size, upload_output, url_output
-from ..parallel import prefetch
 from ..registry import infer_codec
-from ..schema import DEFAULT_BATCH_BYTES, Batch, Schema, batch_rows_for, check_batch
+from ..schema import DEFAULT_BATCH_BYTES, Batch, Schema
 from ..shards import ShardRun, SourceRef, write_sharded
 from ..sources import codec_for, open_reader, size_or_zero
 from ._text import fmt_bytes
 
 __all__ = ["ConvertReport", "Progress", "convert", "write_dataset"]
-
-#: Called after each batch with (records in the batch, records in the whole dataset).
-Progress = Callable[[int, int], None]
 
 
 @dataclass
@@ -148,25 +145,17 @@ def write_dataset(
     with output(dst, codec=codec, sources=sources, overwrite=overwrite) as tmp:
         writer = codec.open_writer(tmp, out_schema)
         try:
-            for split in reader.schema.splits.values():
-                rows = batch_rows_for(split, batch_bytes)
-                pos = 0
-                for batch in prefetch(reader.iter_batches(split.name, batch_rows=rows)):
-                    n = check_batch(split, batch)
-                    cast = policy.apply(split, batch, pos, stats, reader.path)
-                    hasher.update(split.name, cast)
-                    writer.write(split.name, cast)
-                    pos += n
-                    if progress is not None:
-                        progress(n, reader.schema.records)
-                if pos != split.count:
-                    raise SchemaError(
-                        f"{reader.path}: split {split.name!r} yielded {pos} records, "
-                        f"its schema says {split.count}"
-                    )
-            out_schema.attrs[CHECKSUM_ATTR] = (
-                hasher.hexdigests()
-            )  # stored by close() with the schema
+            write_splits(
+                reader,
+                writer,
+                policy,
+                stats,
+                hasher,
+                batch_bytes=batch_bytes,
+                progress=progress,
+            )
+            # stored by close() with the schema
+            out_schema.attrs[CHECKSUM_ATTR] = hasher.hexdigests()
             writer.close()
         except BaseException:
             writer.abort()
