@@ -22,19 +22,19 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from .codecs._sharded import JOURNAL, append_journal, read_journal, still_good
 from .codecs.base import Codec, Reader, Shard, ShardWriter
 from .dtypes import CastStats, DtypePolicy
 from .engine import Progress, cast_batches
 from .errors import CodecIOError, DstoreError, OutputExistsError, ResumableInterrupt
-from .fs import is_url, sha256_file, url_fs
+from .fs import is_url, url_fs
+from .model import slice_column
 from .output import atomic_output, url_output
 from .parallel import prefetch
 from .schema import DEFAULT_BATCH_BYTES, Batch, Schema
 from .sources import open_reader
 
 __all__ = ["ShardRun", "SourceRef", "write_sharded"]
-
-JOURNAL = "dstore.journal"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,41 +119,6 @@ def _finished_output(dst: str, codec: Codec, run: Mapping[str, Any]) -> str | No
     return bad[0] if bad else None
 
 
-def _read_journal(folder: str) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
-    """The header and finished shards of a journal; a torn last line is ignored."""
-    try:
-        with open(os.path.join(folder, JOURNAL)) as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None, {}
-    try:
-        header = json.loads(lines[0])
-    except (IndexError, ValueError):
-        return None, {}
-    done = {}
-    for line in lines[1:]:
-        try:
-            entry = json.loads(line)
-            done[entry["file"]] = entry
-        except (ValueError, KeyError, TypeError):
-            break  # killed mid-line: later lines cannot exist
-    return header, done
-
-
-def _append(path: str, obj: Mapping[str, Any]) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(obj, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _still_good(folder: str, entry: Mapping[str, Any]) -> bool:
-    try:
-        return sha256_file(os.path.join(folder, entry["file"])) == (entry["bytes"], entry["sha256"])
-    except OSError:
-        return False
-
-
 # ----------------------------------------------------------------------- runs
 
 
@@ -188,8 +153,9 @@ def _cut(batches: Iterator[Batch], sizes: Sequence[int]) -> Iterator[Iterator[Ba
                 return
             m = len(next(iter(batch.values())))
             if m > n:
-                carry.append({k: v[n:] for k, v in batch.items()})
-                batch = {k: v[:n] for k, v in batch.items()}
+                # slice_column: a ragged/string column is values + offsets, not an ndarray
+                carry.append({k: slice_column(v, n, m) for k, v in batch.items()})
+                batch = {k: slice_column(v, 0, n) for k, v in batch.items()}
                 m = n
             n -= m
             yield batch
@@ -424,7 +390,7 @@ def write_sharded(
         return ShardRun(len(plan), 0, len(plan), stats, complete=True)
 
     def compatible(folder: str) -> None:
-        old, _ = _read_journal(folder)
+        old, _ = read_journal(folder)
         if old is not None and old != header:
             changed = [k for k in header if old.get(k) != header[k]]
             raise CodecIOError(
@@ -450,15 +416,15 @@ def write_sharded(
         if not is_url(root):
             os.makedirs(root, exist_ok=True)
             journal = os.path.join(root, JOURNAL)
-            _, done_before = _read_journal(root)
+            _, done_before = read_journal(root)
             planned = {s.file for s in plan}
-            kept = {f: e for f, e in done_before.items() if f in planned and _still_good(root, e)}
+            kept = {f: e for f, e in done_before.items() if f in planned and still_good(root, e)}
             for name in os.listdir(root):  # partial shards and the old journal, rewritten below
                 if name not in kept:
                     os.remove(os.path.join(root, name))
-            _append(journal, header)
+            append_journal(journal, header)
             for entry in kept.values():
-                _append(journal, entry)
+                append_journal(journal, entry)
         else:
             store, prefix = url_fs(root)
             store.makedirs(prefix, exist_ok=True)
@@ -469,7 +435,7 @@ def write_sharded(
         def done(shard: Shard, info: dict[str, Any]) -> None:
             infos[shard.file] = info
             if journal is not None:
-                _append(journal, info)
+                append_journal(journal, info)
             if progress is not None and client is not None:  # locally: per record, below
                 progress(shard.records, total)
 

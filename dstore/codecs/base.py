@@ -24,6 +24,19 @@ Contract:
   planned as :class:`Shard` record ranges that any process can write on its
   own, committed by ``ShardWriter.commit`` writing the manifest last
   (``dstore.shards`` runs them locally, resumes them, or sends them to Dask).
+  The folder, its shard names, ``.part`` commits, manifest and resume journal
+  are the sharded-directory container's (``dstore.codecs._sharded``); a
+  sharded codec only encodes records.
+
+Why two write protocols remain (for now): a :class:`Writer` is *pushed* one
+batch at a time by the engine, while a :class:`ShardWriter` *pulls* the records
+of one planned shard, which is what lets a shard be rewritten alone on resume
+or on a Dask worker. A sharded codec's ``open_writer`` would have to turn the
+push into pulls (a thread per shard, or buffering a whole shard of up to
+``shard_mb`` of records) just to serve callers the engine already routes
+through ``plan_shards``; so such a codec's ``open_writer`` refuses with
+:class:`NotImplementedError`, and :func:`dstore.api.convert.write_dataset` picks
+the protocol from ``plan_shards`` returning a plan or None.
 """
 
 from __future__ import annotations

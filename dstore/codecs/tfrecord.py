@@ -19,24 +19,21 @@ inferring the schema from the first Example of each split.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
-import gzip
-import hashlib
 import json
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from glob import escape as glob_escape
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
-from .. import __version__, fs, names
-from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
+from .. import fs, names
+from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..fs import is_url
 from ..integrity import CHECKSUM_ATTR
 from ..model import Bytes, Image, Ragged, String, Tensor, VarColumn
@@ -57,6 +54,14 @@ from ._example import (
 )
 from ._png import decode as png_decode
 from ._png import encoder_id, png_encoder
+from ._sharded import (
+    MANIFEST,
+    ShardedDirectoryWriter,
+    check_shards,
+    is_manifest_of,
+    manifest_base,
+    plan_by_size,
+)
 from ._tensorproto import parse_tensor_proto
 from .base import (
     RANGE_BYTES,
@@ -71,8 +76,6 @@ from .base import (
 
 __all__ = ["TFRecordCodec"]
 
-MANIFEST = "dstore.json"
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _CHUNK = 16  # records per task handed to a worker thread
 _PLAN_SAMPLE = 64  # records encoded to size the shards
 #: the Example feature kind each field encoding is stored as
@@ -360,23 +363,6 @@ class TFRecordOptions:
 # ------------------------------------------------------------------------- writer
 
 
-class _HashingFile:
-    """Counts and sha256-hashes the bytes that reach the file."""
-
-    def __init__(self, f: BinaryIO) -> None:
-        self.f = f
-        self.sha = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        self.sha.update(data)
-        self.size += len(data)
-        return self.f.write(data)
-
-    def flush(self) -> None:
-        self.f.flush()
-
-
 def _is_utf8_text(name: str) -> bool:
     try:
         name.encode("utf-8")
@@ -385,24 +371,20 @@ def _is_utf8_text(name: str) -> bool:
     return True
 
 
-def _shard_name(split: str, index: int, total: int) -> str:
-    """The file of a shard: the split escaped to one plain name (``a/b`` -> ``a%2Fb``)."""
-    return f"{names.escape(split)}-{index:05d}-of-{total:05d}.tfrecord"
-
-
-class TFRecordShardWriter(ShardWriter):
-    """Encodes records to framed Examples and writes one shard file per call.
+class TFRecordShardWriter(ShardedDirectoryWriter):
+    """Encodes records to framed Examples; the shard files and the manifest are the
+    sharded-directory container's (:mod:`dstore.codecs._sharded`).
 
     Holds only options and encodings (no open handles or threads), so it
     pickles to Dask workers; every process writes the same bytes for a shard.
     """
 
+    codec_name = "tfrecord"
+
     def __init__(
         self, schema: Schema, options: TFRecordOptions, plan: Sequence[Shard] = ()
     ) -> None:
-        self.schema = schema
         self.options = options
-        self.split_of = {s.file: s.split for s in plan}
         renames = options.renames()
         images = options.image_set()
         self.encodings: dict[str, dict[str, FieldEncoding]] = {}
@@ -423,9 +405,10 @@ class TFRecordShardWriter(ShardWriter):
                     )
             if len(set(features)) != len(features):
                 raise SchemaError(f"tfrecord: two fields map to the same feature name: {features}")
-        self.libraries = self._libraries()
+        compression = None if options.compression == "none" else options.compression
+        super().__init__(schema, plan, compression)
 
-    def _libraries(self) -> dict[str, str]:
+    def current_libraries(self) -> dict[str, str]:
         """The compressors this process would use, with their versions."""
         libs = {}
         if any(e.encoding == "png" for encs in self.encodings.values() for e in encs.values()):
@@ -433,9 +416,6 @@ class TFRecordShardWriter(ShardWriter):
         if self.options.compression == "gzip":
             libs["gzip"] = f"zlib {zlib.ZLIB_RUNTIME_VERSION}"
         return libs
-
-    def fingerprint(self) -> dict[str, str]:
-        return dict(self.libraries)
 
     def encode_chunk(self, split: str, chunk: Batch, png: Any = None) -> list[bytes]:
         """Framed TFRecords for the records of ``chunk``."""
@@ -454,19 +434,8 @@ class TFRecordShardWriter(ShardWriter):
             out.append(rio.frame(encode_example(feats)))
         return out
 
-    def write_shard(
-        self,
-        root: str,
-        shard: Shard,
-        batches: Iterator[Batch],
-        progress: Callable[[int], None] | None = None,
-    ) -> dict[str, Any]:
-        if (here := self._libraries()) != self.libraries:
-            # e.g. a Dask worker with another imagecodecs: its shard would not match the others
-            raise CodecIOError(
-                f"tfrecord: shard {shard.file}: this process encodes with {here}, the run was "
-                f"planned with {self.libraries}; install the same versions everywhere"
-            )
+    def encode_shard(self, shard: Shard, batches: Iterator[Batch]) -> Iterator[list[bytes]]:
+        """Chunks of ``_CHUNK`` records encoded on all cores (PNG releases the GIL), in order."""
         workers = self.options.workers or default_workers()
         png = png_encoder(str(self.options.png_level))
         chunks = (
@@ -475,57 +444,14 @@ class TFRecordShardWriter(ShardWriter):
             for n in (len(next(iter(batch.values()))),)
             for i in range(0, n, _CHUNK)
         )
-        records = 0
-        with (
-            _open_for_write(root, shard.file) as raw,
-            ThreadPoolExecutor(workers, thread_name_prefix="dstore-png") as pool,
-        ):
-            hashed = _HashingFile(raw)
-            out: Any = hashed
-            if self.options.compression == "gzip":
-                out = gzip.GzipFile(fileobj=hashed, mode="wb", mtime=0, filename="")  # type: ignore[arg-type]
-            for encoded in ordered_map(
+        with ThreadPoolExecutor(workers, thread_name_prefix="dstore-png") as pool:
+            yield from ordered_map(
                 lambda c: self.encode_chunk(shard.split, c, png), chunks, pool, 4 * workers
-            ):
-                for rec in encoded:
-                    out.write(rec)
-                records += len(encoded)
-                if progress is not None:
-                    progress(len(encoded))
-            if out is not hashed:
-                out.close()
-        if records != shard.records:
-            raise SchemaError(
-                f"tfrecord: shard {shard.file}: got {records} records, planned {shard.records}"
             )
-        return {
-            "file": shard.file,
-            "records": records,
-            "bytes": hashed.size,
-            "sha256": hashed.sha.hexdigest(),
-        }
 
-    def commit(
-        self, root: str, shards: list[dict[str, Any]], run: Mapping[str, Any] | None = None
-    ) -> None:
-        splits_json: dict[str, Any] = {}
-        for split, spec in self.schema.splits.items():
-            mine = [
-                {k: s[k] for k in ("file", "records", "bytes", "sha256")}
-                for s in shards
-                if self.split_of[s["file"]] == split
-            ]
-            written = sum(s["records"] for s in mine)
-            if written != spec.count:
-                raise SchemaError(
-                    f"tfrecord: split {split!r}: wrote {written} records, expected {spec.count}"
-                )
-            splits_json[split] = {"count": spec.count, "shards": mine}
-        manifest = {
-            "format": "dstore-tfrecord",
-            "format_version": 1,
-            "dstore_version": __version__,
-            "compression": None if self.options.compression == "none" else self.options.compression,
+    def manifest_head(self) -> dict[str, Any]:
+        return {
+            **manifest_base("dstore-tfrecord", self.compression),
             "options": {k: v for k, v in self.options.__dict__.items() if k != "workers"},
             "libraries": self.libraries,
             "schema": self.schema.to_json(),
@@ -533,44 +459,7 @@ class TFRecordShardWriter(ShardWriter):
                 split: {name: e.to_json() for name, e in encs.items()}
                 for split, encs in self.encodings.items()
             },
-            "splits": splits_json,
         }
-        if run:
-            manifest["run"] = dict(run)
-        with _open_for_write(root, MANIFEST) as f:
-            f.write((json.dumps(manifest, indent=1) + "\n").encode())
-
-
-@contextlib.contextmanager
-def _open_for_write(root: str, name: str) -> Iterator[BinaryIO]:
-    """A file under ``root`` that exists under ``name`` only once complete.
-
-    Locally: written as ``name.part``, fsynced, renamed. On an object store a
-    PUT is atomic: the object appears only if the upload succeeded, and a
-    failed upload raises here (never reported as success)."""
-    target = names.safe_join(root, name)  # whatever made ``name``, never outside ``root``
-    if is_url(root):
-        url = target
-        try:
-            with fs.open_binary(url, "wb") as f:
-                yield f
-        except DstoreError:
-            raise
-        except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors, re-raised as ours
-            raise CodecIOError(f"{url}: upload failed: {type(e).__name__}: {e}") from None
-        return
-    final = target
-    part = final + ".part"
-    try:
-        with open(part, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(part, final)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(part)
-        raise
 
 
 # ------------------------------------------------------------------------- reader
@@ -618,43 +507,6 @@ _PNG_COLOURS = {0: "gray", 2: "RGB", 3: "palette", 4: "gray+alpha", 6: "RGBA"}
 def _png_text(ihdr: bytes) -> str:
     width, height = int.from_bytes(ihdr[8:12], "big"), int.from_bytes(ihdr[12:16], "big")
     return f"{width}x{height} {ihdr[16]}-bit {_PNG_COLOURS.get(ihdr[17], 'unknown-colour')} PNG"
-
-
-def _difference(
-    ref: dict[str, FeatureSignature],
-    sig: dict[str, FeatureSignature],
-    ref_at: tuple[str, int],
-    at: tuple[str, int],
-) -> str:
-    """One line naming the file, the feature and the two records that disagree."""
-    (ref_path, ref_index), (path, index) = ref_at, at
-    first = f"record {ref_index}" + ("" if ref_path == path else f" of {ref_path}")
-    now = f"record {index}"
-    for name in [*ref, *(k for k in sig if k not in ref)]:
-        head = f"{path}: feature {name!r}"
-        if name not in sig or name not in ref:
-            where = (
-                f"is in {first} but not in {now}"
-                if name in ref
-                else f"is not in {first} but is in {now}"
-            )
-            return f"{head} {where}: features missing from some records are not supported yet"
-        (kind0, n0, png0), (kind, n, png) = ref[name], sig[name]
-        if kind0 != kind:
-            return (
-                f"{head} is a {KIND_NAMES[kind0]} in {first} and a {KIND_NAMES[kind]} in {now}: "
-                "a feature must keep one kind"
-            )
-        if n0 != n:
-            return (
-                f"{head} has {n0} value{'s' * (n0 != 1)} in {first} and {n} in {now}: "
-                "variable-length features are not supported yet"
-            )
-        if png0 != png:
-            a = _png_text(png0) if png0 else "not a PNG"
-            b = _png_text(png) if png else "not a PNG"
-            return f"{head} is a {a} in {first} and a {b} in {now}: images of varying size are not supported yet"
-    raise AssertionError("signatures differ but no feature does")
 
 
 @dataclass
@@ -1092,23 +944,7 @@ class TFRecordReader(Reader):
         """Every shard the manifest lists: present, of its size, with its sha256."""
         if self.manifest is None:
             return [(True, "no dstore manifest: CRCs and decoding checked only")]
-        results = []
-        for split, info in self.manifest["splits"].items():
-            for shard in info["shards"]:
-                path = fs.join(self.root, shard["file"])
-                if not fs.exists(path):
-                    results.append((False, f"{shard['file']}: missing"))
-                    continue
-                size, sha = fs.sha256_file(path)
-                if size != shard["bytes"] or sha != shard["sha256"]:
-                    results.append(
-                        (False, f"{shard['file']}: size or sha256 differs from the manifest")
-                    )
-                else:
-                    results.append(
-                        (True, f"{shard['file']}: {size} bytes, sha256 matches ({split})")
-                    )
-        return results
+        return check_shards(self.root, self.manifest)
 
     def tf_compression_types(self, split: str) -> list[str]:
         """TensorFlow's ``compression_type`` of each shard of ``split``: "", "GZIP" or "ZLIB"."""
@@ -1310,15 +1146,7 @@ class TFRecordCodec(Codec):
         """A folder with dstore's manifest, or one TFRecord file whose first
         record's framing (length and its CRC) checks out, plain or GZIP."""
         if fs.isdir(path):
-            manifest = fs.join(path, MANIFEST)
-            if not is_regular_file(manifest):
-                return False
-            try:
-                with fs.open_binary(manifest) as f:
-                    m = json.loads(f.read())
-            except (OSError, ValueError):
-                return False
-            return isinstance(m, dict) and m.get("format") == "dstore-tfrecord"
+            return is_manifest_of(path, "dstore-tfrecord")
         if not is_regular_file(path):
             return False
         try:
@@ -1346,20 +1174,14 @@ class TFRecordCodec(Codec):
         plan is the same on every run over the same data and options."""
         self.check_schema(schema)
         writer = TFRecordShardWriter(schema, self.options)
-        limit = self.options.shard_mb * 1024 * 1024
-        plan: list[Shard] = []
-        for split in schema.splits.values():
-            if split.count == 0:
-                continue
-            first = sample(split.name, min(split.count, _PLAN_SAMPLE))
-            sizes = [len(r) for r in writer.encode_chunk(split.name, first)]
-            per_shard = max(1, int(limit // max(1.0, sum(sizes) / len(sizes))))
-            total = -(-split.count // per_shard)
-            for i in range(total):
-                start = i * per_shard
-                stop = min(split.count, start + per_shard)
-                plan.append(Shard(split.name, i, start, stop, _shard_name(split.name, i, total)))
-        return plan
+        return plan_by_size(
+            schema,
+            sample,
+            lambda split, first: [len(r) for r in writer.encode_chunk(split, first)],
+            target_bytes=self.options.shard_mb * 1024 * 1024,
+            sample_records=_PLAN_SAMPLE,
+            suffix=".tfrecord",
+        )
 
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
         return TFRecordShardWriter(schema, self.options, plan)

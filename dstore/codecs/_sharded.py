@@ -1,0 +1,326 @@
+"""The sharded-directory container, shared by every format written as a folder of shards.
+
+A sharded output is a folder::
+
+    train-00000-of-00017.<suffix>   one file per planned Shard (records start:stop of a split)
+    ...
+    dstore.json                     the manifest: written last, so its presence means complete
+
+What is here is the same for any record format (TFRecord today, a WebDataset
+tar or Parquet codec later), so such a codec only says how records become bytes:
+
+- :func:`shard_name`: ``<split>-<index:05d>-of-<total:05d><suffix>``;
+- :func:`plan_by_size`: shards of about a target size, from encoded sample records;
+- :func:`open_for_write`: a file that exists under its name only once complete
+  (``.part`` then fsync and rename; one PUT on an object store);
+- :class:`ShardedDirectoryWriter`: ``write_shard`` (hashes, counts, optional gzip)
+  and ``commit`` (the manifest); a format implements ``encode_shard`` and
+  ``manifest_head``;
+- :func:`check_shards`, :func:`is_manifest_of`: the reading side of the manifest;
+- the resume journal (:func:`read_journal`, :func:`append_journal`,
+  :func:`still_good`), kept by :mod:`dstore.shards` in the folder being built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+from abc import abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, BinaryIO, ClassVar
+
+from .. import __version__, fs, names
+from ..errors import CodecIOError, DstoreError, SchemaError
+from ..fs import is_url, sha256_file
+from ..schema import Batch, Schema
+from .base import Shard, ShardWriter, is_regular_file
+
+__all__ = [
+    "JOURNAL",
+    "MANIFEST",
+    "ShardedDirectoryWriter",
+    "append_journal",
+    "check_shards",
+    "is_manifest_of",
+    "open_for_write",
+    "plan_by_size",
+    "read_journal",
+    "shard_name",
+    "still_good",
+]
+
+MANIFEST = "dstore.json"
+JOURNAL = "dstore.journal"
+#: the manifest entry of one shard, in the order it is written
+_ENTRY_KEYS = ("file", "records", "bytes", "sha256")
+
+
+def shard_name(split: str, index: int, total: int, suffix: str) -> str:
+    """The file of a shard: the split escaped to one plain name (``a/b`` -> ``a%2Fb``)."""
+    return f"{names.escape(split)}-{index:05d}-of-{total:05d}{suffix}"
+
+
+def plan_by_size(
+    schema: Schema,
+    sample: Callable[[str, int], Batch],
+    encoded_sizes: Callable[[str, Batch], list[int]],
+    *,
+    target_bytes: float,
+    sample_records: int,
+    suffix: str,
+) -> list[Shard]:
+    """Shards of about ``target_bytes`` each, sized from the encoded first records.
+
+    Encoding a sample (not guessing from raw sizes) makes compressed shards land
+    near the target; the sample is the split's first records, so the plan is the
+    same on every run over the same data and options. Empty splits get no shard."""
+    plan: list[Shard] = []
+    for split in schema.splits.values():
+        if split.count == 0:
+            continue
+        sizes = encoded_sizes(split.name, sample(split.name, min(split.count, sample_records)))
+        per_shard = max(1, int(target_bytes // max(1.0, sum(sizes) / len(sizes))))
+        total = -(-split.count // per_shard)
+        for i in range(total):
+            start = i * per_shard
+            stop = min(split.count, start + per_shard)
+            plan.append(Shard(split.name, i, start, stop, shard_name(split.name, i, total, suffix)))
+    return plan
+
+
+@contextlib.contextmanager
+def open_for_write(root: str, name: str) -> Iterator[BinaryIO]:
+    """A file under ``root`` that exists under ``name`` only once complete.
+
+    Locally: written as ``name.part``, fsynced, renamed. On an object store a
+    PUT is atomic: the object appears only if the upload succeeded, and a
+    failed upload raises here (never reported as success)."""
+    target = names.safe_join(root, name)  # whatever made ``name``, never outside ``root``
+    if is_url(root):
+        url = target
+        try:
+            with fs.open_binary(url, "wb") as f:
+                yield f
+        except DstoreError:
+            raise
+        except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors, re-raised as ours
+            raise CodecIOError(f"{url}: upload failed: {type(e).__name__}: {e}") from None
+        return
+    final = target
+    part = final + ".part"
+    try:
+        with open(part, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, final)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(part)
+        raise
+
+
+class _HashingFile:
+    """Counts and sha256-hashes the bytes that reach the file."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        self.size += len(data)
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+class ShardedDirectoryWriter(ShardWriter):
+    """Writes the shard files and the manifest of a sharded directory.
+
+    A format subclasses it with :meth:`encode_shard` (records -> bytes, in
+    groups) and :meth:`manifest_head` (what its reader needs: schema, field
+    encodings, options); this class does the rest the same way for every
+    format. It holds no handles or threads, so it pickles to Dask workers.
+    """
+
+    #: the codec's name, which starts every error message
+    codec_name: ClassVar[str] = "sharded"
+
+    def __init__(self, schema: Schema, plan: Sequence[Shard], compression: str | None) -> None:
+        self.schema = schema
+        #: ``"gzip"`` wraps each whole shard in one gzip stream (TensorFlow's GZIP)
+        self.compression = compression
+        self.split_of = {s.file: s.split for s in plan}
+        #: libraries (with versions) the shard bytes depend on, as planned
+        self.libraries = self.current_libraries()
+
+    def current_libraries(self) -> dict[str, str]:
+        """The libraries (with versions) this process would encode with; a worker whose
+        differ would write other bytes. A format with none need not override it."""
+        return {}
+
+    def fingerprint(self) -> dict[str, str]:
+        return dict(self.libraries)
+
+    @abstractmethod
+    def encode_shard(self, shard: Shard, batches: Iterator[Batch]) -> Iterator[list[bytes]]:
+        """The shard's records encoded, in record order, in groups (one item per record)."""
+
+    @abstractmethod
+    def manifest_head(self) -> dict[str, Any]:
+        """The manifest's format-specific keys, in the order they are written
+        (``splits`` and ``run`` follow them)."""
+
+    def write_shard(
+        self,
+        root: str,
+        shard: Shard,
+        batches: Iterator[Batch],
+        progress: Callable[[int], None] | None = None,
+    ) -> dict[str, Any]:
+        if (here := self.current_libraries()) != self.libraries:
+            # e.g. a Dask worker with another imagecodecs: its shard would not match the others
+            raise CodecIOError(
+                f"{self.codec_name}: shard {shard.file}: this process encodes with "
+                f"{here}, the run was planned with {self.libraries}; install the same versions "
+                "everywhere"
+            )
+        records = 0
+        with (
+            open_for_write(root, shard.file) as raw,
+            contextlib.closing(self.encode_shard(shard, batches)) as encoded_groups,
+        ):
+            hashed = _HashingFile(raw)
+            out: Any = hashed
+            if self.compression == "gzip":
+                out = gzip.GzipFile(fileobj=hashed, mode="wb", mtime=0, filename="")  # type: ignore[arg-type]
+            for encoded in encoded_groups:
+                for rec in encoded:
+                    out.write(rec)
+                records += len(encoded)
+                if progress is not None:
+                    progress(len(encoded))
+            if out is not hashed:
+                out.close()
+        if records != shard.records:
+            raise SchemaError(
+                f"{self.codec_name}: shard {shard.file}: got {records} records, planned {shard.records}"
+            )
+        return {
+            "file": shard.file,
+            "records": records,
+            "bytes": hashed.size,
+            "sha256": hashed.sha.hexdigest(),
+        }
+
+    def commit(
+        self, root: str, shards: list[dict[str, Any]], run: Mapping[str, Any] | None = None
+    ) -> None:
+        splits_json: dict[str, Any] = {}
+        for split, spec in self.schema.splits.items():
+            mine = [
+                {k: s[k] for k in _ENTRY_KEYS} for s in shards if self.split_of[s["file"]] == split
+            ]
+            written = sum(s["records"] for s in mine)
+            if written != spec.count:
+                raise SchemaError(
+                    f"{self.codec_name}: split {split!r}: wrote {written} records, "
+                    f"expected {spec.count}"
+                )
+            splits_json[split] = {"count": spec.count, "shards": mine}
+        manifest = {**self.manifest_head(), "splits": splits_json}
+        if run:
+            manifest["run"] = dict(run)
+        with open_for_write(root, MANIFEST) as f:
+            f.write((json.dumps(manifest, indent=1) + "\n").encode())
+
+
+def manifest_base(format_id: str, compression: str | None) -> dict[str, Any]:
+    """The keys every manifest starts with: which format, which dstore wrote it."""
+    return {
+        "format": format_id,
+        "format_version": 1,
+        "dstore_version": __version__,
+        "compression": compression,
+    }
+
+
+# --------------------------------------------------------------------- reading
+
+
+def is_manifest_of(folder: str, format_id: str) -> bool:
+    """True when ``folder`` holds a manifest of ``format_id`` (a regular file, JSON)."""
+    manifest = fs.join(folder, MANIFEST)
+    if not is_regular_file(manifest):
+        return False
+    try:
+        with fs.open_binary(manifest) as f:
+            m = json.loads(f.read())
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and m.get("format") == format_id
+
+
+def check_shards(root: str, manifest: Mapping[str, Any]) -> list[tuple[bool, str]]:
+    """Every shard the manifest lists: present, of its size, with its sha256."""
+    results = []
+    for split, info in manifest["splits"].items():
+        for shard in info["shards"]:
+            path = fs.join(root, shard["file"])
+            if not fs.exists(path):
+                results.append((False, f"{shard['file']}: missing"))
+                continue
+            size, sha = fs.sha256_file(path)
+            if size != shard["bytes"] or sha != shard["sha256"]:
+                results.append(
+                    (False, f"{shard['file']}: size or sha256 differs from the manifest")
+                )
+            else:
+                results.append((True, f"{shard['file']}: {size} bytes, sha256 matches ({split})"))
+    return results
+
+
+# --------------------------------------------------------------------- journal
+
+
+def read_journal(folder: str) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
+    """The header and finished shards of a journal; a torn last line is ignored."""
+    try:
+        with open(os.path.join(folder, JOURNAL)) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None, {}
+    try:
+        header = json.loads(lines[0])
+    except (IndexError, ValueError):
+        return None, {}
+    done = {}
+    for line in lines[1:]:
+        try:
+            entry = json.loads(line)
+            done[entry["file"]] = entry
+        except (ValueError, KeyError, TypeError):
+            break  # killed mid-line: later lines cannot exist
+    return header, done
+
+
+def append_journal(path: str, obj: Mapping[str, Any]) -> None:
+    """One line, fsynced: after a kill, the journal holds every shard reported done."""
+    with open(path, "a") as f:
+        f.write(json.dumps(obj, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def still_good(folder: str, entry: Mapping[str, Any]) -> bool:
+    """The shard file a journal entry names is still there with its size and sha256."""
+    try:
+        return sha256_file(os.path.join(folder, entry["file"])) == (entry["bytes"], entry["sha256"])
+    except OSError:
+        return False
