@@ -21,7 +21,6 @@ from .schema import Batch, FieldSpec, Schema, SplitSpec
 
 __all__ = ["CastStats", "DtypePolicy", "parse_policy"]
 
-FloatTarget = Literal["keep", "float32", "float16", "float64"]
 _TARGETS: dict[str, np.dtype | None] = {
     "keep": None,
     "float16": np.dtype("float16"),

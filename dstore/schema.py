@@ -271,21 +271,6 @@ def schema_from_fields(fields: Mapping[str, tuple[Kind, int]], source: str) -> S
     return Schema(splits)
 
 
-def schema_from_arrays(
-    arrays: Mapping[str, tuple[np.dtype, tuple[int, ...]]], source: str
-) -> Schema:
-    """Build a schema of tensor fields from flat keys -> (dtype, full shape)."""
-    fields: dict[str, tuple[Kind, int]] = {}
-    for key, (dtype, shape) in arrays.items():
-        check_dtype(dtype, f"{source}: key {key!r}")
-        if len(shape) == 0:
-            raise SchemaError(
-                f"{source}: key {key!r} is a 0-d array; every field needs a record axis"
-            )
-        fields[key] = (Tensor(np.dtype(dtype), tuple(shape[1:])), int(shape[0]))
-    return schema_from_fields(fields, source)
-
-
 def check_batch(split: SplitSpec, batch: Mapping[str, Column]) -> int:
     """Validate a batch against its split; return its row count.
 

@@ -16,9 +16,10 @@ from typing import Any
 
 from ..codecs.base import Codec, Reader
 from ..dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
-from ..engine import Progress, write_splits
+from ..engine import Progress, cast_batches, write_splits
 from ..errors import CodecIOError, MissingDependencyError
 from ..integrity import CHECKSUM_ATTR, FieldHasher
+from ..model import concat_columns
 from ..output import atomic_output, is_url, path_size, upload_output, url_output
 from ..registry import infer_codec
 from ..schema import DEFAULT_BATCH_BYTES, Batch, Schema
@@ -109,9 +110,13 @@ def write_dataset(
     codec.check_schema(out_schema)
 
     def sample(split: str, n: int) -> Batch:
-        spec = reader.schema.splits[split]
-        batch = next(reader.iter_batches(split, stop=n, batch_rows=n))
-        return policy.apply(spec, batch, 0, {}, reader.path)
+        # the first records as they will be written: through the engine, so a reader
+        # that yields fewer than its schema says fails here as it would when writing
+        parts = list(cast_batches(reader, split, policy, {}, stop=n, batch_bytes=batch_bytes))
+        fields = out_schema.splits[split].fields
+        return {
+            name: concat_columns(fields[name].kind, [p[name] for p in parts]) for name in fields
+        }
 
     plan = codec.plan_shards(out_schema, sample)
     if plan is not None:

@@ -308,8 +308,6 @@ class Codec(ABC):
 
     name: ClassVar[str]
     extensions: ClassVar[tuple[str, ...]] = ()
-    #: True when the storage itself loses information (never for built-ins).
-    lossy: ClassVar[bool] = False
     #: True when paths may be fsspec URLs (s3://, memory://).
     supports_urls: ClassVar[bool] = False
     #: Field kinds this format stores (the shared suite tests each one).
