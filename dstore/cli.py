@@ -99,6 +99,7 @@ def _option_lines(name: str) -> list[str]:
     """The ``-o KEY=VALUE`` options of codec ``name``: key, default and what it does."""
     import dataclasses
 
+    from .options import option_help
     from .registry import get_codec_class
 
     try:
@@ -110,10 +111,8 @@ def _option_lines(name: str) -> list[str]:
         return [f"    (options unknown: {str(e).splitlines()[0]})"]
     if not dataclasses.is_dataclass(options):
         return ["    (no -o options)"]
-    keys = []
-    for f in dataclasses.fields(options):
-        shown = str(f.default).lower() if isinstance(f.default, bool) else str(f.default)
-        keys.append((f"-o {f.name}={shown}", f.metadata.get("help", "")))
+    # the keys, their defaults and help come from the codec's option dataclass
+    keys = [(f"-o {key}={shown}", text) for key, shown, text in option_help(options)]
     width = max((len(k) for k, _ in keys), default=0)
     return [f"    {k:<{width}}  {h}".rstrip() for k, h in keys]
 

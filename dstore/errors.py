@@ -15,6 +15,7 @@ __all__ = [
     "DtypePolicyError",
     "MissingDependencyError",
     "OldOutputLeftError",
+    "OptionError",
     "OutputExistsError",
     "ResumableInterrupt",
     "SchemaError",
@@ -80,6 +81,10 @@ class DtypePolicyError(DstoreError, ValueError):
 
 class UsageError(DstoreError, ValueError):
     """An argument that cannot work: a malformed ``MODULE:FUNCTION``, a report name, ..."""
+
+
+class OptionError(UsageError):
+    """A codec option (``-o KEY=VALUE``) that is unknown, unreadable or out of range."""
 
 
 class CodecIOError(DstoreError, OSError):

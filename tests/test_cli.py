@@ -276,8 +276,7 @@ def test_every_option_says_what_it_does_and_its_default():
 
 
 def test_formats_and_convert_help_list_each_format_option():
-    import dataclasses
-
+    from dstore.options import option_help
     from dstore.registry import get_codec_class
 
     _, subs = _subparsers()
@@ -287,14 +286,12 @@ def test_formats_and_convert_help_list_each_format_option():
         assert main(["formats"]) == 0
     formats = buf.getvalue()
     for name in ("npz", "zarr", "hdf5", "tfrecord"):
-        for f in dataclasses.fields(get_codec_class(name).Options):
-            default = str(f.default).lower() if isinstance(f.default, bool) else str(f.default)
-            help_text = f.metadata.get("help")
-            assert help_text, f"{name}: -o {f.name} has no help"
+        for key, default, help_text in option_help(get_codec_class(name).Options):
+            assert help_text, f"{name}: -o {key} has no help"
             for text in (formats, convert_help):
                 assert re.search(
-                    rf"-o {f.name}={re.escape(default)}\s+{re.escape(help_text)}", text
-                ), (name, f.name)
+                    rf"-o {key}={re.escape(default)}\s+{re.escape(help_text)}", text
+                ), (name, key)
 
 
 DTYPES = [

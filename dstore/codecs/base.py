@@ -52,9 +52,10 @@ import numpy as np
 
 from .. import fs
 from ..attrs import schema_only_notes
-from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ..errors import CodecIOError, OptionError, SchemaError, UnsupportedDtypeError
 from ..integrity import FieldHasher, stored_checksums
 from ..model import Column, Kind, Tensor, concat_columns
+from ..options import options_json, parse_bool, parse_options  # parse_bool: re-exported
 from ..schema import Batch, FieldSpec, Schema, SplitSpec, batch_rows_for
 
 if TYPE_CHECKING:
@@ -82,17 +83,6 @@ RANGE_BYTES = 8 * 1024 * 1024
 def even_ranges(start: int, stop: int, rows: int) -> list[tuple[int, int]]:
     """``start:stop`` cut into consecutive ranges of ``rows`` records (the last may be shorter)."""
     return [(a, min(a + rows, stop)) for a in range(start, stop, max(1, rows))]
-
-
-def parse_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected true/false, got {value!r}")
 
 
 def is_regular_file(path: str) -> bool:
@@ -325,41 +315,21 @@ class Codec(ABC):
 
     @classmethod
     def parse_options(cls, options: Mapping[str, Any]) -> Any:
-        """Turn option strings into the codec's typed option dataclass."""
+        """Option strings (``-o KEY=VALUE``) or typed values -> the codec's frozen
+        option dataclass, read by each field's type (:mod:`dstore.options`).
+
+        Raises :class:`~dstore.errors.OptionError` naming the codec, key and value."""
         if not dataclasses.is_dataclass(cls.Options):
             if options:
-                raise ValueError(f"{cls.name}: takes no options, got {sorted(options)}")
+                raise OptionError(f"{cls.name}: takes no options, got {sorted(options)}")
             return cls.Options()
-        known = {f.name: f for f in dataclasses.fields(cls.Options)}
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise ValueError(
-                f"{cls.name}: unknown option(s) {', '.join(unknown)}; "
-                f"valid: {', '.join(known) or 'none'}"
-            )
-        parsed = {}
-        for key, value in options.items():
-            default = known[key].default
-            try:
-                if isinstance(value, str) and isinstance(default, bool):
-                    value = parse_bool(value)
-                elif isinstance(value, str) and isinstance(default, int):
-                    value = int(value)
-                elif isinstance(value, str) and isinstance(default, float):
-                    value = float(value)
-            except ValueError as e:
-                raise ValueError(f"{cls.name}: option {key}={value!r}: {e}") from None
-            parsed[key] = value
-        opts = cls.Options(**parsed)
-        validate = getattr(opts, "validate", None)
-        if validate is not None:
-            validate()
-        return opts
+        return parse_options(cls.Options, options, cls.name)
 
     def get_config(self) -> dict[str, Any]:
         config: dict[str, Any] = {"name": self.name}
         if dataclasses.is_dataclass(self.options):
-            config.update(dataclasses.asdict(self.options))
+            # each value as the text that reads back as it: JSON, and from_config-able
+            config.update(options_json(self.options))
         return config
 
     @classmethod

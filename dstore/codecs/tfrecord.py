@@ -38,6 +38,7 @@ from ..fs import is_url
 from ..integrity import CHECKSUM_ATTR
 from ..model import Bytes, Image, Ragged, String, Tensor, VarColumn
 from ..model.columns import slice_column
+from ..options import option, options_json
 from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, Schema, SplitSpec
 from . import _tfrecord_io as rio
@@ -321,12 +322,12 @@ class TFRecordOptions:
             "(6: TensorFlow's sizes)"
         },
     )
-    images: str = field(
-        default="auto",
-        metadata={"help": "comma-separated fields stored as PNG; auto = image-like fields; none"},
+    images: tuple[str, ...] | None = option(
+        None, "comma-separated fields stored as PNG; auto = image-like fields; none", none="auto"
     )
-    rename: str = field(
-        default="", metadata={"help": "feature names in the Example, e.g. x=image,y=label"}
+    # option() gives each instance its own copy of a mutable default
+    rename: dict[str, str] = option(  # noqa: RUF009
+        {}, "feature names in the Example, e.g. x=image,y=label"
     )
     workers: int = field(default=0, metadata={"help": "threads encoding PNGs; 0 = one per core"})
 
@@ -345,19 +346,12 @@ class TFRecordOptions:
             )
 
     def image_set(self) -> set[str] | None:
-        if self.images == "auto":
-            return None
-        if self.images in ("none", ""):
-            return set()
-        return {s.strip() for s in self.images.split(",") if s.strip()}
+        """The fields stored as PNG, or None: every image-like field."""
+        return None if self.images is None else set(self.images)
 
     def renames(self) -> dict[str, str]:
-        out = {}
-        for part in self.rename.split(","):
-            if "=" in part:
-                a, _, b = part.partition("=")
-                out[a.strip()] = b.strip()
-        return out
+        """Field name -> feature name, for the fields renamed."""
+        return dict(self.rename)
 
 
 # ------------------------------------------------------------------------- writer
@@ -452,7 +446,7 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
     def manifest_head(self) -> dict[str, Any]:
         return {
             **manifest_base("dstore-tfrecord", self.compression),
-            "options": {k: v for k, v in self.options.__dict__.items() if k != "workers"},
+            "options": {k: v for k, v in options_json(self.options).items() if k != "workers"},
             "libraries": self.libraries,
             "schema": self.schema.to_json(),
             "fields": {
