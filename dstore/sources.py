@@ -3,7 +3,7 @@
 Its own module, below both :mod:`dstore.api` and :mod:`dstore.shards`, because a
 Dask worker writing one shard opens the source itself: with this here, the
 sharded writer needs nothing from the API layer and the imports go one way
-(``api`` -> ``shards`` -> ``engine`` -> ``sources``).
+(``api`` -> ``shards`` -> ``engine``; ``api`` and ``shards`` -> ``sources``).
 """
 
 from __future__ import annotations

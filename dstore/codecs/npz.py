@@ -222,7 +222,7 @@ class NpzReader(Reader):
     def _read_headers(self) -> dict[str, _Member]:
         members = {}
         for info in self._zip.infolist():
-            if info.is_dir():
+            if info.filename.endswith("/"):  # is_dir() raises IndexError on an empty name
                 continue
             if not info.filename.endswith(".npy"):
                 raise SchemaError(
