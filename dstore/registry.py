@@ -69,6 +69,9 @@ _BUILTIN: dict[str, _Entry] = {
         pattern=r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$",
         marker="dstore.json",
     ),
+    # the standard library parses JSON; orjson (extra "json") is used when installed
+    "json": _Entry("dstore.codecs.json:JsonCodec", (".json",)),
+    "jsonl": _Entry("dstore.codecs.json:JsonLinesCodec", (".jsonl", ".ndjson")),
 }
 
 _entries: dict[str, _Entry] = dict(_BUILTIN)

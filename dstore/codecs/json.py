@@ -1,0 +1,622 @@
+"""JSON documents and JSON Lines: records as objects, one field per key.
+
+Reading follows one generic rule (pyspacer's feature files are one case of it):
+
+* the records are the document's top-level list of objects, or the list of
+  objects held by one of its top-level members (``{"point_features": [...]}``);
+  several such members are one split each, named by their keys. JSON Lines
+  holds one object per line;
+* per field: JSON numbers become int64 (all integers) or float64 fields,
+  ``true``/``false`` bool fields, lists of numbers of one length fixed-shape
+  fields (``(1280,)``), lists whose length varies ragged fields, strings
+  string fields;
+* every other top-level member (``"feature_dim": 1280``) is a root attribute.
+
+A record whose value disagrees in kind with the field's first record (a
+number here, a string there), a missing key, a ``null`` or a truncated file is
+refused with one line naming the file, field and record.
+
+Writing gives the same shape of document, one record per line, the root
+attributes as top-level members and dstore's schema as the member
+``"dstore:schema"`` (the last line of a JSON Lines file), so that a round trip
+restores kinds and dtypes JSON cannot tell (float32 vs float64, big-endian,
+complex numbers as ``[re, im]``, bytes and encoded images as base64, raw
+images as nested lists). NaN and infinities are written as Python's json
+writes them (``NaN``, ``Infinity``); a NaN whose bits are not numpy's NaN (a
+payload, a sign) as the string ``"nan:0x<bits>"``, so values come back bit
+for bit.
+
+Parsing uses orjson when it is installed (the ``json`` extra: 5x faster than
+the standard library on float arrays, see ``benchmarks/bench_json.py``) and
+the standard library otherwise, or when orjson refuses a document the standard
+library reads (``NaN``/``Infinity``, integers beyond 64 bits), whose message
+with line and column is the one reported for a broken file.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+import numpy as np
+
+from .. import attrs as attr_codec
+from .. import fs
+from ..errors import CodecIOError, SchemaError
+from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, infer_column
+from ..schema import (
+    DEFAULT_SPLIT,
+    KNOWN_SPLITS,
+    Batch,
+    FieldSpec,
+    Schema,
+    SplitSpec,
+)
+from .base import Codec, Reader, Writer, is_regular_file, read_at
+
+__all__ = ["JsonCodec", "JsonLinesCodec", "loads"]
+
+#: Member holding dstore's schema (a JSON Lines file's last line).
+SCHEMA_MEMBER = "dstore:schema"
+#: Schema attribute naming the member the default split's records came from.
+RECORDS_ATTR = "json.records"
+
+
+def _stdlib_loads(data: bytes) -> Any:
+    return json.loads(data)
+
+
+def _pick_loads() -> Callable[[bytes], Any]:
+    try:
+        import orjson
+    except ImportError:
+        return _stdlib_loads
+    fast = orjson.loads
+
+    def loads(data: bytes) -> Any:
+        try:
+            return fast(data)
+        except orjson.JSONDecodeError:
+            # NaN/Infinity and huge integers are stdlib-only; a broken file gets its message
+            return json.loads(data)
+
+    return loads
+
+
+_loads: Callable[[bytes], Any] | None = None
+
+
+def loads(data: bytes) -> Any:
+    """Parse one JSON text (orjson if installed, else the standard library)."""
+    global _loads
+    if _loads is None:
+        _loads = _pick_loads()
+    return _loads(data)
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return "null"
+
+
+def _first_disagreeing(values: list[Any], test: Callable[[Any], bool]) -> int | None:
+    return next((i for i, v in enumerate(values) if not test(v)), None)
+
+
+def _infer_field(values: list[Any], where: str) -> tuple[Kind, Column]:
+    """The kind of one field's values (a record each) and the column of them."""
+    first = values[0]
+
+    def refuse(i: int) -> SchemaError:
+        return SchemaError(
+            f"{where}, record {i}: {_type_name(values[i])}, but record 0 is {_type_name(first)} "
+            "(every record of a field must hold the same kind of value)"
+        )
+
+    if isinstance(first, bool):
+        bad = _first_disagreeing(values, lambda v: isinstance(v, bool))
+        if bad is not None:
+            raise refuse(bad)
+        return Tensor(np.dtype(bool), ()), np.array(values, dtype=bool)
+    if isinstance(first, (int, float)):
+        bad = _first_disagreeing(
+            values, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+        )
+        if bad is not None:
+            raise refuse(bad)
+        if all(isinstance(v, int) for v in values):
+            try:
+                return Tensor(np.dtype(np.int64), ()), np.array(values, dtype=np.int64)
+            except OverflowError:
+                raise SchemaError(f"{where}: an integer does not fit in 64 bits") from None
+        return Tensor(np.dtype(np.float64), ()), np.array(values, dtype=np.float64)
+    if isinstance(first, str):
+        bad = _first_disagreeing(values, lambda v: isinstance(v, str))
+        if bad is not None:
+            raise refuse(bad)
+        return String(), VarColumn.from_strings(values)
+    if isinstance(first, list):
+        bad = _first_disagreeing(values, lambda v: isinstance(v, list))
+        if bad is not None:
+            raise refuse(bad)
+        # one fast path for the common case: equal-length lists of numbers
+        try:
+            arr = np.array(values)
+        except (ValueError, OverflowError):
+            arr = None
+        if arr is not None and arr.dtype.kind in "bif" and arr.ndim >= 2:
+            return Tensor(arr.dtype, arr.shape[1:]), arr
+        return infer_column([_numeric(v, where, i) for i, v in enumerate(values)], where)
+    if first is None:
+        raise SchemaError(f"{where}, record 0: null (a missing value) is not supported")
+    raise SchemaError(f"{where}, record 0: nested objects are not supported")
+
+
+def _numeric(value: list[Any], where: str, i: int) -> np.ndarray:
+    try:
+        arr = np.array(value)
+    except (ValueError, OverflowError) as e:
+        raise SchemaError(f"{where}, record {i}: not a rectangular list of numbers ({e})") from None
+    if arr.dtype.kind not in "bif" and arr.size:
+        raise SchemaError(
+            f"{where}, record {i}: the list holds something else than numbers "
+            "(lists of numbers only)"
+        )
+    if arr.size == 0:
+        arr = arr.astype(np.int64)  # an empty list says nothing; the others decide
+    return arr if arr.ndim else arr.reshape(1)
+
+
+def _bits_dtype(dtype: np.dtype) -> np.dtype:
+    return np.dtype(f"{dtype.byteorder if dtype.byteorder in '<>' else '='}u{dtype.itemsize}")
+
+
+def _numbers(values: Any, dtype: np.dtype) -> np.ndarray:
+    """JSON numbers (nested lists) as an array of ``dtype``. Complex values are
+    ``[re, im]`` pairs; a NaN whose bits are not numpy's NaN is the string
+    ``"nan:0x<bits>"`` (written so by :func:`_json_numbers`)."""
+    target = dtype
+    if dtype.kind == "c":  # parts of the same byte order and half the size
+        order = dtype.byteorder if dtype.byteorder in "<>" else "="
+        target = np.dtype(f"{order}f{dtype.itemsize // 2}")
+    try:
+        arr = np.array(values, dtype=target)
+    except ValueError:  # NaN payloads as strings: only in dstore's own float fields
+        if target.kind != "f":
+            raise
+        obj = np.array(values, dtype=object)
+        texts = np.frompyfunc(lambda v: isinstance(v, str), 1, 1)(obj).astype(bool)
+        arr = np.zeros(obj.shape, target)
+        arr[~texts] = obj[~texts].astype(target)
+        if texts.any():
+            bits = [int(str(t).removeprefix("nan:"), 16) for t in obj[texts]]
+            arr[texts] = np.array(bits, _bits_dtype(target)).view(target)
+    if dtype.kind == "c":
+        if arr.size == 0:  # no pair to pair up: the caller gives the shape
+            return np.zeros(0, dtype)
+        arr = np.ascontiguousarray(arr).view(dtype)[..., 0]
+    return arr
+
+
+def _json_numbers(arr: np.ndarray) -> Any:
+    """An array as nested lists of JSON numbers; the inverse of :func:`_numbers`."""
+    if arr.dtype.kind == "c":
+        part = arr.dtype.byteorder if arr.dtype.byteorder in "<>" else "="
+        arr = (
+            np.ascontiguousarray(arr)
+            .view(f"{part}f{arr.dtype.itemsize // 2}")
+            .reshape((*arr.shape, 2))
+        )
+    if arr.dtype.kind == "f":
+        nan = np.isnan(arr)
+        if nan.any():
+            bits = arr.view(_bits_dtype(arr.dtype))
+            odd = nan & (bits != np.array(np.nan, arr.dtype).view(_bits_dtype(arr.dtype)))
+            if odd.any():  # a payload or sign JSON's NaN cannot carry
+                width = arr.dtype.itemsize * 2
+                obj = arr.astype(object)
+                obj[odd] = [f"nan:0x{int(b):0{width}x}" for b in bits[odd]]
+                return obj.tolist()
+    return arr.tolist()
+
+
+def _column_of(kind: Kind, values: list[Any], where: str) -> Column:
+    """Values of one field as a column of the kind dstore's schema names."""
+    try:
+        if isinstance(kind, Tensor) or (isinstance(kind, Image) and kind.is_dense):
+            shape = kind.shape if isinstance(kind, Tensor) else (kind.shape or ())
+            arr = _numbers(values, kind.value_dtype)
+            if arr.shape != (len(values), *shape):
+                arr = arr.reshape((len(values), *shape))
+            return arr
+        if isinstance(kind, String):
+            return VarColumn.from_strings(values)
+        if isinstance(kind, Bytes) or isinstance(kind, Image) and kind.encoding != "raw":
+            return VarColumn.from_bytes(base64.b64decode(v, validate=True) for v in values)
+        if isinstance(kind, Ragged):
+            rows = [_numbers(v, kind.dtype).reshape((-1, *kind.inner_shape)) for v in values]
+            return VarColumn.from_rows(rows, kind.dtype, kind.inner_shape)
+        if isinstance(kind, Image):  # raw pixels of varying size: nested lists
+            arrays = [np.array(v, dtype=kind.dtype) for v in values]
+            flat = VarColumn.from_rows([a.reshape(-1) for a in arrays], kind.dtype)
+            ndim = 2 if kind.channels == 0 else 3
+            shapes = np.array([a.shape for a in arrays], np.int64).reshape(len(arrays), ndim)
+            return VarColumn(flat.values, flat.offsets, shapes)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise SchemaError(f"{where}: values do not fit {kind.describe()}: {e}") from None
+    raise SchemaError(f"{where}: {kind.describe()} fields are not supported in JSON")
+
+
+def _records_key(schema: Schema, split: str) -> str:
+    """The member holding a split's records: its name, or for the default split the
+    member it was read from (pyspacer's ``point_features``)."""
+    if split == DEFAULT_SPLIT:
+        return str(schema.attrs.get(RECORDS_ATTR, DEFAULT_SPLIT))
+    return split
+
+
+def _is_records(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, dict) for v in value)
+
+
+def _columns(
+    records: list[dict[str, Any]], where: str, kinds: dict[str, Kind] | None
+) -> tuple[dict[str, Kind], dict[str, Column]]:
+    """Records (objects) to columns: kinds given by dstore's schema, else inferred."""
+    names: list[str] = list(kinds) if kinds is not None else list(records[0]) if records else []
+    values: dict[str, list[Any]] = {n: [] for n in names}
+    for i, rec in enumerate(records):
+        if len(rec) != len(names) or any(n not in rec for n in names):
+            missing = [n for n in names if n not in rec]
+            extra = [k for k in rec if k not in values]
+            what = f"has no field {missing[0]!r}" if missing else f"has an extra field {extra[0]!r}"
+            raise SchemaError(f"{where}, record {i} {what} (record 0 has {names})")
+        for n in names:
+            values[n].append(rec[n])
+    out_kinds: dict[str, Kind] = {}
+    cols: dict[str, Column] = {}
+    for n in names:
+        fwhere = f"{where}, field {n!r}"
+        if kinds is not None:
+            out_kinds[n], cols[n] = kinds[n], _column_of(kinds[n], values[n], fwhere)
+        else:
+            out_kinds[n], cols[n] = _infer_field(values[n], fwhere)
+    return out_kinds, cols
+
+
+def _parse_error(path: str, e: Exception, line: int | None = None) -> CodecIOError:
+    where = f"{path}, line {line}" if line is not None else path
+    return CodecIOError(f"{where}: not valid JSON ({e}); is the file truncated?")
+
+
+class JsonReader(Reader):
+    """The whole document, parsed at open into columns (a file is one image's features,
+    or a few thousand records: many files are read as one dataset by ``dstore.multisource``)."""
+
+    def __init__(self, path: str, lines: bool) -> None:
+        self.path = path
+        if not is_regular_file(path):
+            raise CodecIOError(f"{path}: no such file")
+        try:
+            with fs.open_binary(path) as f:
+                data = f.read()
+        except OSError as e:
+            raise CodecIOError(f"{path}: cannot read: {e}") from None
+        splits, attrs, stored = self._parse_lines(data) if lines else self._parse(data)
+        self._data: dict[str, dict[str, Column]] = {}
+        kinds_by_split: dict[str, dict[str, Kind]] = {}
+        for split, records in splits.items():
+            given = None
+            if stored is not None and split in stored.splits:
+                given = {n: f.kind for n, f in stored.splits[split].fields.items()}
+            where = f"{path}: split {split!r}" if len(splits) > 1 else path
+            kinds_by_split[split], self._data[split] = _columns(records, where, given)
+        if stored is not None:
+            self.schema = stored
+        else:
+            self.schema = Schema(
+                {
+                    s: SplitSpec(s, len(splits[s]), {n: FieldSpec(n, k) for n, k in kinds.items()})
+                    for s, kinds in kinds_by_split.items()
+                },
+                attrs,
+            )
+        #: bytes the parsed columns hold (``dstore.multisource`` spools such files)
+        self.memory_bytes = sum(c.nbytes for cols in self._data.values() for c in cols.values())
+
+    @staticmethod
+    def _stored(value: Any, counts: dict[str, int]) -> Schema | None:
+        """dstore's schema, if it describes these records (else the file was edited: infer)."""
+        try:
+            schema = Schema.from_json(value)
+        except (SchemaError, TypeError, AttributeError):
+            return None
+        if {s: sp.count for s, sp in schema.splits.items()} != counts:
+            return None
+        return schema
+
+    def _parse(
+        self, data: bytes
+    ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema | None]:
+        try:
+            doc = loads(data)
+        except ValueError as e:
+            raise _parse_error(self.path, e) from None
+        if isinstance(doc, list):
+            if not _is_records(doc):
+                bad = next(i for i, v in enumerate(doc) if not isinstance(v, dict))
+                raise SchemaError(
+                    f"{self.path}, record {bad}: {_type_name(doc[bad])}, not an object "
+                    "(a top-level list must hold one object per record)"
+                )
+            return {DEFAULT_SPLIT: doc}, {}, None
+        if not isinstance(doc, dict):
+            raise SchemaError(f"{self.path}: the document is {_type_name(doc)}, not records")
+        stored_json = doc.get(SCHEMA_MEMBER)
+        members = {k: v for k, v in doc.items() if k != SCHEMA_MEMBER}
+        if stored_json is not None:
+            found = self._with_schema(stored_json, members)
+            if found is not None:
+                return found
+        lists = [k for k, v in members.items() if isinstance(v, list) and v and _is_records(v)]
+        if not lists:  # an empty list is the records only when nothing else can be
+            lists = [k for k, v in members.items() if v == []][:1]
+        if not lists:
+            raise SchemaError(
+                f"{self.path}: no records: neither the document nor any of its top-level "
+                f"members ({', '.join(list(members)[:5])}) is a list of objects"
+            )
+        attrs: dict[str, Any] = {}
+        if len(lists) == 1 and lists[0] not in KNOWN_SPLITS:
+            splits = {DEFAULT_SPLIT: members[lists[0]]}
+            if lists[0] != DEFAULT_SPLIT:
+                attrs[RECORDS_ATTR] = lists[0]
+        else:
+            splits = {k: members[k] for k in lists}
+        root = {k: v for k, v in members.items() if k not in lists}
+        if root:
+            encoded, _ = attr_codec.encode_all(root, self.path)
+            attrs[attr_codec.ATTRS_KEY] = {"root": encoded}
+        return splits, attrs, None
+
+    def _with_schema(
+        self, value: Any, members: dict[str, Any]
+    ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema] | None:
+        """The records of each split dstore's schema names, if they are all there."""
+        try:
+            schema = Schema.from_json(value)
+        except (SchemaError, TypeError, AttributeError):
+            return None
+        splits = {}
+        for name, spec in schema.splits.items():
+            key = _records_key(schema, name)
+            records = members.get(key)
+            if not _is_records(records) or len(records) != spec.count:
+                return None  # edited by hand: read it as any JSON
+            splits[name] = records
+        return splits, {}, schema
+
+    def _parse_lines(
+        self, data: bytes
+    ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema | None]:
+        records = []
+        stored_json = None
+        for n, line in enumerate(data.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = loads(line)
+            except ValueError as e:
+                raise _parse_error(self.path, e, n) from None
+            if not isinstance(obj, dict):
+                raise SchemaError(f"{self.path}, line {n}: {_type_name(obj)}, not an object")
+            if SCHEMA_MEMBER in obj and len(obj) == 1:
+                stored_json = obj[SCHEMA_MEMBER]
+                continue
+            records.append(obj)
+        if stored_json is not None:
+            counts = {s: sp.count for s, sp in Schema.from_json(stored_json).splits.items()}
+            if sum(counts.values()) == len(records):  # the splits follow each other
+                out, pos = {}, 0
+                for s, c in counts.items():
+                    out[s], pos = records[pos : pos + c], pos + c
+                stored = self._stored(stored_json, counts)
+                if stored is not None:
+                    return out, {}, stored
+        return {DEFAULT_SPLIT: records}, {}, None
+
+    def _iter(
+        self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
+    ) -> Iterator[Batch]:
+        cols = self._data[spec.name]
+        for pos in range(start, stop, rows):
+            end = min(stop, pos + rows)
+            yield {
+                n: cols[n].slice(pos, end) if isinstance(cols[n], VarColumn) else cols[n][pos:end]
+                for n in names
+            }
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def _is_json_scalar(value: Any) -> bool:
+    return (
+        value is None
+        or isinstance(value, (str, bool, int))
+        or (isinstance(value, float) and math.isfinite(value))
+    )
+
+
+def _records_of(kind: Kind, col: Column) -> list[Any]:
+    """One field's batch as JSON-ready values, one per record."""
+    if isinstance(kind, String):
+        return col.to_str_list()  # type: ignore[union-attr]
+    if isinstance(kind, Bytes) or isinstance(kind, Image) and kind.encoding != "raw":
+        return [base64.b64encode(b).decode("ascii") for b in col.to_bytes_list()]  # type: ignore[union-attr]
+    if isinstance(col, VarColumn):
+        return [_json_numbers(col.row(i)) for i in range(len(col))]
+    return _json_numbers(col)
+
+
+class JsonWriter(Writer):
+    """Streams records to the file as they come; the schema (with the checksums the
+    caller adds before ``close``) is written last."""
+
+    def __init__(self, path: str, schema: Schema, lines: bool) -> None:
+        super().__init__(path, schema)
+        self.lines = lines
+        try:
+            self._f: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed in close/abort
+        except OSError as e:
+            raise CodecIOError(f"{path}: cannot create: {e}") from None
+        self._pending = list(schema.splits)
+        self._current: str | None = None
+        self._first = True  # no record yet in the current split
+        self._any_split = False
+        if not lines:
+            self._f.write(b"{")
+
+    def _key(self, split: str) -> str:
+        return _records_key(self.schema, split)
+
+    def _start(self, split: str | None) -> None:
+        while self._current != split or (split is None and self._pending):
+            if self._current is not None and not self.lines:
+                self._f.write(b"\n]")
+            if not self._pending:
+                if split is not None:
+                    raise SchemaError(f"split {split!r} is unknown or written out of order")
+                self._current = None
+                return
+            self._current = self._pending.pop(0)
+            self._first = True
+            if not self.lines:
+                sep = b",\n" if self._any_split else b"\n"
+                self._f.write(sep + json.dumps(self._key(self._current)).encode() + b": [")
+                self._any_split = True
+
+    def write(self, split: str, batch: Batch) -> None:
+        if self._current != split:
+            self._start(split)
+        spec = self.schema.splits[split]
+        names = list(spec.fields)
+        columns = [_records_of(spec.fields[n].kind, batch[n]) for n in names]
+        keys = [json.dumps(n) for n in names]
+        dumps = _dumper(batch)
+        out = []
+        for values in zip(*columns, strict=True):
+            text = "{" + ", ".join(f"{k}: {dumps(v)}" for k, v in zip(keys, values)) + "}"
+            if self.lines:
+                out.append(text + "\n")
+            else:
+                out.append(("\n" if self._first else ",\n") + text)
+                self._first = False
+        self._f.write("".join(out).encode("utf-8"))
+
+    def close(self) -> None:
+        self._start(None)
+        schema_json = json.dumps(self.schema.to_json(), allow_nan=False)
+        if self.lines:
+            self._f.write(b'{"' + SCHEMA_MEMBER.encode() + b'": ' + schema_json.encode() + b"}\n")
+        else:
+            root, _ = attr_codec.group_attrs(self.schema.attrs)
+            taken = {self._key(s) for s in self.schema.splits} | {SCHEMA_MEMBER}
+            for name, enc in root.items():
+                value = attr_codec.decode(enc)
+                if name not in taken and _is_json_scalar(value):
+                    sep = ",\n" if self._any_split else "\n"
+                    self._f.write(f"{sep}{json.dumps(name)}: {json.dumps(value)}".encode())
+                    self._any_split = True  # a member was written: the next needs a comma
+            sep = b",\n" if self._any_split else b"\n"
+            self._f.write(sep + b'"' + SCHEMA_MEMBER.encode() + b'": ' + schema_json.encode())
+            self._f.write(b"}\n")
+        self._f.close()
+
+    def abort(self) -> None:
+        self._f.close()
+
+
+def _dumps(value: Any) -> str:
+    # NaN and infinities as Python's json writes them (NaN, Infinity): read back exactly
+    return json.dumps(value, allow_nan=True)
+
+
+def _dumper(batch: Batch) -> Callable[[Any], str]:
+    """orjson where installed and every float is finite (it writes NaN as null), else
+    the standard library: the same JSON for the values a batch holds."""
+    for col in batch.values():
+        values = col.values if isinstance(col, VarColumn) else col
+        if values.dtype.kind in "fc" and not np.isfinite(values).all():
+            return _dumps
+    try:
+        import orjson
+    except ImportError:
+        return _dumps
+    fast = orjson.dumps
+    return lambda value: fast(value).decode()
+
+
+# ---------------------------------------------------------------------------- codecs
+
+
+@dataclass(frozen=True)
+class _NoOptions:
+    pass
+
+
+class JsonCodec(Codec):
+    """A JSON document of records (``.json``)."""
+
+    name = "json"
+    extensions = (".json",)
+    kinds = (Tensor, String, Bytes, Ragged, Image)
+    Options = _NoOptions
+    lines = False
+
+    def supports(self, dtype: np.dtype) -> bool:
+        return dtype.kind in "biufc"  # complex numbers as [re, im]
+
+    @classmethod
+    def owns(cls, path: str) -> bool:
+        """A JSON file dstore wrote: it ends with its schema member."""
+        if not is_regular_file(path):
+            return False
+        size = fs.getsize(path)
+        return SCHEMA_MEMBER.encode() in read_at(path, max(0, size - 65536), 65536)
+
+    def attribute_notes(self, schema: Schema) -> list[str]:
+        # root attributes that are JSON scalars are top-level members; the rest stay in
+        # dstore's schema member, which any JSON reader sees too
+        return []
+
+    def open_reader(self, path: str) -> Reader:
+        return JsonReader(path, self.lines)
+
+    def open_writer(self, path: str, schema: Schema) -> Writer:
+        self.check_schema(schema)
+        return JsonWriter(path, schema, self.lines)
+
+
+class JsonLinesCodec(JsonCodec):
+    """JSON Lines (``.jsonl``): one record object per line."""
+
+    name = "jsonl"
+    extensions = (".jsonl", ".ndjson")
+    lines = True
