@@ -14,8 +14,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import api
 from .errors import DstoreError
+
+# The library (numpy and up) is imported by the commands that use it, not here: `dstore
+# --help` and `--version` then start in the time Python itself takes (see README, Start-up).
 
 __all__ = ["main"]
 
@@ -55,9 +57,41 @@ class _ProgressBar:
             self.bar.close()
 
 
+def _drop_options(args: argparse.Namespace) -> dict[str, str]:
+    """``--drop KEY``: the reading codec leaves those keys out (npz's ``drop`` option)."""
+    return {"drop": ",".join(args.drop)} if getattr(args, "drop", None) else {}
+
+
+def _add_drop(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--drop",
+        action="append",
+        metavar="KEY",
+        help="leave key KEY of the input out, repeatable: a member whose record count does not "
+        "line up with the others (pyspacer's npz 'meta'); npz inputs (default: keep all)",
+    )
+
+
 def _cmd_convert(args: argparse.Namespace) -> int:
+    if args.per_source:
+        from .multisource import write_per_source
+
+        print(
+            write_per_source(
+                args.src,
+                args.dst,
+                to=args.to,
+                from_format=args.from_format,
+                dtype=args.dtype,
+                on_overflow=args.on_overflow,
+                options=_key_values(args.option),
+            ).summary()
+        )
+        return 0
     bar = _ProgressBar("convert") if sys.stderr.isatty() else None
     try:
+        from . import api
+
         report = api.convert(
             args.src,
             args.dst,
@@ -67,6 +101,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             on_overflow=args.on_overflow,
             overwrite=args.overwrite,
             options=_key_values(args.option),
+            src_options=_drop_options(args),
             progress=bar,
             resume=args.resume,
             client=args.scheduler,
@@ -79,11 +114,15 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    print("\n".join(api.info(args.path, format=args.from_format).lines()))
+    from . import api
+
+    print("\n".join(api.info(args.path, format=args.from_format, **_drop_options(args)).lines()))
     return 0
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    from . import api
+
     if args.b:
         b_format = args.b_format or args.from_format
         report = api.verify(args.a, args.b, a_format=args.from_format, b_format=b_format)
@@ -231,7 +270,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Convert SRC to DST, streaming, into a temporary name renamed at the end.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("src", help="input dataset: a path or an fsspec URL")
+    p.add_argument(
+        "src",
+        help="input dataset: a path or an fsspec URL; many files as one dataset: a quoted "
+        'glob ("features/*.json"), a folder of files, or @LIST (a file of paths, one a line)',
+    )
     p.add_argument("dst", help="output path; its extension picks the format unless --to is given")
     p.add_argument(
         "--to",
@@ -283,6 +326,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="output codec option, repeatable; the keys of each format are listed below "
         "and by 'dstore formats' (default: the format's defaults)",
     )
+    _add_drop(p)
+    p.add_argument(
+        "--per-source",
+        action="store_true",
+        help="write one file per source (the 'source' field of a dataset read from many "
+        "files) into the new folder DST, in --to's format (default: the sources' format)",
+    )
     p.set_defaults(func=_cmd_convert)
     _with_lazy_epilog(
         p, lambda: "-o options of each format (KEY=DEFAULT  meaning):\n" + _formats_text()
@@ -290,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="splits, fields, shapes, dtypes, sizes, codec details")
     p.add_argument("path", help="dataset to describe")
+    _add_drop(p)
     # --from names an input's format in every subcommand; --format is the older spelling
     p.add_argument(
         "--from",

@@ -252,6 +252,27 @@ def key_for(split: str, spec: FieldSpec) -> str:
     return candidate
 
 
+def _mismatch(source: str, split: str, counts: Mapping[str, int]) -> str:
+    """Record counts that differ within a split: name the keys outside the largest group
+    (pyspacer's 3-row ``meta`` beside 30 feature rows) and how to leave them out.
+
+    Not guessed away: label-maker's ``x_train`` and ``y_train`` of different lengths are
+    a damaged file, and pairing records by position would then be wrong."""
+    detail = ", ".join(f"{k} has {n}" for k, n in counts.items())
+    groups: dict[int, list[str]] = {}
+    for key, n in counts.items():
+        groups.setdefault(n, []).append(key)
+    main = max(groups, key=lambda n: (len(groups[n]), n))
+    odd = [k for k, n in counts.items() if n != main]
+    return (
+        f"{source}: fields of split {split!r} have different record counts ({detail}): "
+        f"{', '.join(repr(k) for k in odd)} {'does' if len(odd) == 1 else 'do'} not line up "
+        f"with the {len(groups[main])} field(s) of {main} records; "
+        f"leave {'it' if len(odd) == 1 else 'them'} out with "
+        + " ".join(f"--drop {k}" for k in odd)
+    )
+
+
 def schema_from_fields(fields: Mapping[str, tuple[Kind, int]], source: str) -> Schema:
     """Build a schema from flat keys -> (kind, record count), grouping keys into splits."""
     grouped: dict[str, dict[str, tuple[str, Kind, int]]] = {}
@@ -262,10 +283,7 @@ def schema_from_fields(fields: Mapping[str, tuple[Kind, int]], source: str) -> S
     for split, members in grouped.items():
         counts = {key: count for key, _, count in members.values()}
         if len(set(counts.values())) > 1:
-            detail = ", ".join(f"{k} has {n}" for k, n in counts.items())
-            raise SchemaError(
-                f"{source}: fields of split {split!r} have different record counts ({detail})"
-            )
+            raise SchemaError(_mismatch(source, split, counts))
         specs = {name: FieldSpec(name, kind, key) for name, (key, kind, _) in members.items()}
         splits[split] = SplitSpec(split, next(iter(counts.values())), specs)
     return Schema(splits)

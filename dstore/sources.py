@@ -53,7 +53,13 @@ def check_local_input(path: str) -> None:
 
 
 def open_source(path: str, format: str | None, options: Mapping[str, Any]) -> tuple[Codec, Reader]:
-    """The codec and an open reader for the dataset at ``path``."""
+    """The codec and an open reader for the dataset at ``path``; a glob, a folder of files
+    or ``@list`` is many files read as one dataset (:mod:`dstore.multisource`)."""
+    from . import multisource  # imported here: it needs the codec registry only when used
+
+    if multisource.is_multi(path, format):
+        reader = multisource.open_sources(path, format, options)
+        return reader.codec, reader
     check_local_input(path)
     codec = codec_for(path, format, options)
     return codec, codec.open_reader(path)

@@ -219,7 +219,7 @@ def convert(
             dst_codec,
             policy=policy,
             overwrite=overwrite,
-            sources=[src],
+            sources=[src, *getattr(reader, "inputs", ())],
             batch_bytes=batch_bytes,
             progress=progress,
             resume=resume,
@@ -227,8 +227,9 @@ def convert(
             source=SourceRef(src, from_format, dict(src_options or {})),
         )
         schema = reader.schema
-        src_format = from_format or infer_codec(src)
-        bytes_in = size_or_zero(src)
+        # a multi-source reader (dstore.multisource) knows its files' format and total size
+        src_format = getattr(reader, "format", None) or from_format or infer_codec(src)
+        bytes_in = getattr(reader, "bytes_in", None) or size_or_zero(src)
         notes = [*reader.notes, *dst_codec.attribute_notes(schema)]
     seconds = time.perf_counter() - t0
     return ConvertReport(

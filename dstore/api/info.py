@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -66,14 +67,15 @@ class InfoReport:
         return out
 
 
-def info(path: str | os.PathLike[str], *, format: str | None = None) -> InfoReport:
-    """Splits, fields, shapes, dtypes and sizes of a dataset, plus codec details."""
+def info(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> InfoReport:
+    """Splits, fields, shapes, dtypes and sizes of a dataset, plus codec details
+    (``options`` are the reading codec's, e.g. ``drop="meta"`` for npz)."""
     path = os.fspath(path)
-    with open_reader(path, format=format) as reader:
+    with open_reader(path, format=format, **options) as reader:
         return InfoReport(
             path,
-            format or infer_codec(path),
-            size_or_zero(path),
+            getattr(reader, "format", None) or format or infer_codec(path),
+            getattr(reader, "bytes_in", None) or size_or_zero(path),
             reader.schema,
             reader.describe(),
         )

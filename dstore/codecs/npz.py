@@ -99,6 +99,13 @@ class NpzOptions:
         metadata={"help": "zlib level, 1 fastest .. 9 smallest (6: np.savez_compressed's)"},
     )
     workers: int = field(default=0, metadata={"help": "threads compressing; 0 = one per core"})
+    drop: str = field(
+        default="",
+        metadata={
+            "help": "reading: keys to leave out, comma-separated (a member whose record count "
+            "does not line up with the others, e.g. pyspacer's meta); also --drop KEY"
+        },
+    )
 
     def validate(self) -> None:
         if not 0 <= self.level <= 9:
@@ -163,7 +170,7 @@ def _dense_shape(kind: Kind) -> tuple[int, ...]:
 
 
 class NpzReader(Reader):
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, drop: tuple[str, ...] = ()) -> None:
         self.path = path
         self._remote = None
         try:
@@ -180,6 +187,7 @@ class NpzReader(Reader):
         try:
             self._check_directory()
             self._members = self._read_headers()
+            self._drop(drop)
             self._sources = self._group_members()
             fields = {key: (src.kind, src.count) for key, src in self._sources.items()}
             inferred = schema_from_fields(fields, path)
@@ -257,6 +265,24 @@ class NpzReader(Reader):
                 )
             members[key] = _Member(key, info.filename, dtype, tuple(shape), fortran, offset)
         return members
+
+    def _drop(self, keys: tuple[str, ...]) -> None:
+        """Leave out the keys asked for (with a ragged field's members), and say so."""
+        notes = []
+        for key in keys:
+            found = [
+                k
+                for k in self._members
+                if k == key or k in (key + s for s in (_VALUES, _ROW_SPLITS, _SHAPES))
+            ]
+            if not found:
+                raise SchemaError(
+                    f"{self.path}: drop={key!r}: no such key (keys: {', '.join(self._members)})"
+                )
+            for k in found:
+                m = self._members.pop(k)
+                notes.append(f"{self.path}: key {k!r} {m.shape} left out (drop={key})")
+        self.notes = notes
 
     def _group_members(self) -> dict[str, _Source]:
         """One source per field: a plain member, or ``K.values`` + ``K.row_splits`` (+ ``K.shapes``)."""
@@ -858,7 +884,8 @@ class NpzCodec(Codec):
         return all(name.endswith(".npy") for name in names)
 
     def open_reader(self, path: str) -> Reader:
-        return NpzReader(path)
+        drop = tuple(k.strip() for k in self.options.drop.split(",") if k.strip())
+        return NpzReader(path, drop)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         self.check_schema(schema)

@@ -1,0 +1,627 @@
+"""Many files of one format read as one dataset, and written back one file per source.
+
+CoralNet keeps one small feature file per image, millions of them. Calling
+``dstore convert`` once per file pays the interpreter's start-up each time;
+naming them all as one source pays it once::
+
+    dstore convert "features/*.json" feats.npz --dtype float16   # a glob (quoted)
+    dstore convert features/ feats.npz                            # a folder (recursive)
+    dstore convert @list.txt feats.npz                            # a file listing paths
+
+The records of every file are concatenated in order (glob and folder
+entries sorted by name, a list in its own order) and a string field
+``source`` names the file each record came from (its path relative to the
+glob's folder, the folder, or as the list writes it). The schema keeps the
+files in order with their record counts and the attributes that differ
+between them (pyspacer's ``npoints``) under ``dstore.sources``; attributes all
+files share stay plain attributes. ``dstore convert feats.npz out/
+--per-source --to json`` writes one file per source back from the ``source``
+field.
+
+Memory stays bounded whatever the file count: a first pass reads each file's
+schema. A file that is parsed whole to know it (JSON) is parsed once: its
+columns go to an anonymous temporary file (the spool) and are read back from
+there; other formats (npz headers) are opened again. Either way the
+conversion holds one file's records at a time.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .attrs import ATTRS_KEY
+from .codecs.base import Codec, Reader
+from .errors import CodecIOError, SchemaError, UnknownCodecError
+from .integrity import CHECKSUM_ATTR
+from .model import Column, Kind, Ragged, String, Tensor, VarColumn, concat_columns, slice_column
+from .registry import get_codec_class, infer_codec
+from .schema import Batch, FieldSpec, Schema, SplitSpec
+
+__all__ = [
+    "SOURCES_ATTR",
+    "SOURCE_FIELD",
+    "MultiReader",
+    "expand",
+    "is_multi",
+    "open_sources",
+]
+
+#: The string field naming each record's file.
+SOURCE_FIELD = "source"
+#: Schema attribute: the files in order, their record counts and the attributes that vary.
+SOURCES_ATTR = "dstore.sources"
+_MAGIC = set("*?[")
+
+
+def _has_magic(path: str) -> bool:
+    return any(c in _MAGIC for c in path)
+
+
+def is_multi(path: str, format: str | None = None) -> bool:
+    """True when ``path`` names many files: ``@list``, a glob, or a folder that is not
+    itself a dataset (its name claims no format and no format's marker is inside)."""
+    if "://" in path or os.path.exists(path) and not os.path.isdir(path):
+        return False
+    if path.startswith("@") or _has_magic(path):
+        return True
+    if not os.path.isdir(path):
+        return False
+    if format is not None:  # a folder of that format's files, or a dataset of it
+        exts = get_codec_class(format).extensions
+        return not any(os.path.basename(os.path.normpath(path)).endswith(e) for e in exts) and any(
+            f.endswith(exts) for f in os.listdir(path)
+        )
+    try:
+        infer_codec(path)
+    except UnknownCodecError:
+        return True
+    return False
+
+
+def _claimed(name: str) -> str | None:
+    try:
+        return infer_codec(name)
+    except UnknownCodecError:
+        return None
+
+
+def expand(spec: str, format: str | None = None) -> tuple[list[str], list[str]]:
+    """The files ``spec`` names and each one's source name, in reading order."""
+    if spec.startswith("@") and not os.path.exists(spec):
+        listing = spec[1:]
+        try:
+            with open(listing, encoding="utf-8") as f:
+                lines = [ln.strip() for ln in f]
+        except OSError as e:
+            raise CodecIOError(f"{listing}: cannot read the list of files: {e.strerror}") from None
+        names = [ln for ln in lines if ln and not ln.startswith("#")]
+        base = os.path.dirname(listing)
+        paths = [n if os.path.isabs(n) else os.path.join(base, n) for n in names]
+        for i, p in enumerate(paths):
+            if not os.path.isfile(p):
+                raise CodecIOError(f"{listing}: entry {i + 1}, {names[i]}: no such file")
+        if not paths:
+            raise CodecIOError(f"{listing}: the list names no file")
+        return paths, names
+    if _has_magic(spec):
+        paths = sorted(p for p in _glob.glob(spec, recursive=True) if os.path.isfile(p))
+        if not paths:
+            raise CodecIOError(f"{spec}: the pattern matches no file (nothing was written)")
+        parts = spec.replace(os.sep, "/").split("/")
+        fixed = []
+        for part in parts[:-1]:
+            if _has_magic(part):
+                break
+            fixed.append(part)
+        root = "/".join(fixed) or "."
+        return paths, [os.path.relpath(p, root).replace(os.sep, "/") for p in paths]
+    paths = []
+    for folder, dirs, files in os.walk(spec):
+        # a folder that is a dataset itself (x.zarr, x.tfrecords) is not walked into
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and _claimed(d) is None)
+        for f in sorted(files):
+            if f.startswith("."):
+                continue
+            fmt = _claimed(f)
+            if fmt is not None and (format is None or fmt == format):
+                paths.append(os.path.join(folder, f))
+    if not paths:
+        raise CodecIOError(f"{spec}: the folder holds no file of a known format")
+    return paths, [os.path.relpath(p, spec).replace(os.sep, "/") for p in paths]
+
+
+# --------------------------------------------------------------------- kinds
+
+
+def _unify(a: Kind, b: Kind) -> Kind | None:
+    """One kind holding both files' records (int vs float, lengths that vary between
+    files), or None when they disagree."""
+    if a == b:
+        return a
+    num = "iuf"
+    if isinstance(a, (Tensor, Ragged)) and isinstance(b, (Tensor, Ragged)):
+        if a.dtype.kind not in num or b.dtype.kind not in num:
+            return None
+        dtype = np.result_type(a.dtype, b.dtype)
+        if isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape:
+            return Tensor(dtype, a.shape)
+        inner_a = a.shape[1:] if isinstance(a, Tensor) else a.inner_shape
+        inner_b = b.shape[1:] if isinstance(b, Tensor) else b.inner_shape
+        tensors_ok = all(len(k.shape) >= 1 for k in (a, b) if isinstance(k, Tensor))
+        if inner_a == inner_b and tensors_ok:
+            return Ragged(dtype, inner_a)
+    return None
+
+
+def _coerce(col: Column, have: Kind, want: Kind) -> Column:
+    if have == want:
+        return col
+    if isinstance(want, Tensor):
+        return np.asarray(col).astype(want.dtype)
+    assert isinstance(want, Ragged)
+    if isinstance(col, VarColumn):
+        return VarColumn(col.values.astype(want.dtype), col.offsets)
+    arr = np.asarray(col)
+    width = arr.shape[1] if arr.ndim > 1 else 0
+    offsets = np.arange(len(arr) + 1, dtype=np.int64) * width
+    return VarColumn(arr.reshape((-1, *want.inner_shape)).astype(want.dtype), offsets)
+
+
+def _flat_attrs(attrs: Mapping[str, Any]) -> dict[str, str]:
+    """Attributes as flat key -> JSON text, so files can be compared key by key."""
+    out = {}
+    for key, value in attrs.items():
+        if key in (CHECKSUM_ATTR, SOURCES_ATTR):
+            continue
+        if key == ATTRS_KEY and isinstance(value, Mapping):
+            for name, enc in (value.get("root") or {}).items():
+                out[f"{ATTRS_KEY}/root/{name}"] = json.dumps(enc, sort_keys=True)
+            for split, held in (value.get("splits") or {}).items():
+                for name, enc in held.items():
+                    out[f"{ATTRS_KEY}/splits/{split}/{name}"] = json.dumps(enc, sort_keys=True)
+            continue
+        out[key] = json.dumps(value, sort_keys=True)
+    return out
+
+
+def unflatten_attrs(flat: Mapping[str, str]) -> dict[str, Any]:
+    """The inverse of the flattening the schema's per-source attributes use."""
+    out: dict[str, Any] = {}
+    for key, text in flat.items():
+        value = json.loads(text)
+        if key.startswith(ATTRS_KEY + "/root/"):
+            held = out.setdefault(ATTRS_KEY, {})
+            held.setdefault("root", {})[key[len(ATTRS_KEY) + 6 :]] = value
+        elif key.startswith(ATTRS_KEY + "/splits/"):
+            split, _, name = key[len(ATTRS_KEY) + 8 :].rpartition("/")
+            held = out.setdefault(ATTRS_KEY, {})
+            held.setdefault("splits", {}).setdefault(split, {})[name] = value
+        else:
+            out[key] = value
+    return out
+
+
+#: Where one column of a spooled file is: (offset, bytes, dtype, shape) per array
+#: (one for a dense column; values, offsets and shapes of a VarColumn).
+_Desc = tuple[bool, list[tuple[int, int, str, tuple[int, ...]]]]
+
+
+class _Spool:
+    """Columns of parsed files in an anonymous temporary file, read back when needed."""
+
+    def __init__(self) -> None:
+        self._f = tempfile.TemporaryFile(prefix="dstore-sources-")  # noqa: SIM115 - closed in close()
+        self._end = 0
+
+    def _write(self, arr: np.ndarray) -> tuple[int, int, str, tuple[int, ...]]:
+        arr = np.ascontiguousarray(arr)
+        self._f.seek(self._end)
+        self._f.write(arr.data)
+        where = (self._end, arr.nbytes, arr.dtype.str, arr.shape)
+        self._end += arr.nbytes
+        return where
+
+    def put(self, cols: Mapping[str, Column]) -> dict[str, _Desc]:
+        out: dict[str, _Desc] = {}
+        for name, col in cols.items():
+            if isinstance(col, VarColumn):
+                parts = [col.values, col.offsets] + ([] if col.shapes is None else [col.shapes])
+                out[name] = (True, [self._write(a) for a in parts])
+            else:
+                out[name] = (False, [self._write(col)])
+        return out
+
+    def _read(self, where: tuple[int, int, str, tuple[int, ...]]) -> np.ndarray:
+        offset, nbytes, dtype, shape = where
+        self._f.seek(offset)
+        return np.frombuffer(self._f.read(nbytes), dtype).reshape(shape)
+
+    def get(self, desc: _Desc) -> Column:
+        var, parts = desc
+        arrays = [self._read(w) for w in parts]
+        if not var:
+            return arrays[0]
+        return VarColumn(arrays[0], arrays[1], arrays[2] if len(arrays) > 2 else None)
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class _SpooledFile(Reader):
+    """One parsed file's records, back from the spool."""
+
+    def __init__(
+        self,
+        path: str,
+        spool: _Spool,
+        descs: dict[str, dict[str, _Desc]],
+        counts: dict[str, int],
+    ) -> None:
+        self.path = path
+        self._spool = spool
+        self._descs = descs
+        self.schema = Schema({s: SplitSpec(s, n, {}) for s, n in counts.items()})
+
+    def _iter(
+        self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
+    ) -> Iterator[Batch]:
+        cols = {n: self._spool.get(self._descs[spec.name][n]) for n in names}
+        for pos in range(start, stop, rows):
+            yield {n: slice_column(c, pos, min(stop, pos + rows)) for n, c in cols.items()}
+
+
+@dataclass
+class _File:
+    path: str
+    name: str
+    counts: dict[str, int]
+    kinds: dict[str, dict[str, Kind]]  # shared between files with the same schema
+    attrs: dict[str, str]
+
+
+class MultiReader(Reader):
+    """Files of one format as one dataset, with a ``source`` string field."""
+
+    def __init__(
+        self,
+        spec: str,
+        paths: Sequence[str],
+        names: Sequence[str],
+        codec: Codec,
+        spool: bool = True,
+    ) -> None:
+        self.path = spec
+        self.codec = codec
+        self.format = codec.name
+        #: every input file (an output may not land on one of them)
+        self.inputs = list(paths)
+        self.bytes_in = 0
+        self._spool = _Spool() if spool else None
+        self._spooled: dict[int, dict[str, dict[str, _Desc]]] = {}
+        self._files: list[_File] = []
+        try:
+            self._scan(paths, names)
+        except BaseException:
+            self.close()
+            raise
+
+    def _scan(self, paths: Sequence[str], names: Sequence[str]) -> None:
+        splits: dict[str, dict[str, Kind]] = {}  # the unified kinds
+        first: dict[str, str] = {}  # split -> the file that fixed its fields
+        seen_kinds: dict[str, dict[str, dict[str, Kind]]] = {}
+        for i, (path, name) in enumerate(zip(paths, names, strict=True)):
+            reader = self.codec.open_reader(path)
+            self.bytes_in += os.path.getsize(path)
+            try:
+                kinds = {
+                    s: {n: f.kind for n, f in sp.fields.items()}
+                    for s, sp in reader.schema.splits.items()
+                }
+                for split, fields in kinds.items():
+                    count = reader.schema.splits[split].count
+                    if not fields and count == 0:
+                        continue  # an empty list of records says nothing about fields
+                    if SOURCE_FIELD in fields:
+                        raise SchemaError(
+                            f"{path}: split {split!r} has a field {SOURCE_FIELD!r} already; "
+                            "dstore adds that field to name each record's file"
+                        )
+                    self._merge(splits, first, split, fields, path)
+                key = json.dumps(
+                    {s: {n: k.to_json() for n, k in f.items()} for s, f in kinds.items()}
+                )
+                kinds = seen_kinds.setdefault(key, kinds)
+                counts = {s: sp.count for s, sp in reader.schema.splits.items()}
+                self._files.append(
+                    _File(path, name, counts, kinds, _flat_attrs(reader.schema.attrs))
+                )
+                if self._spool is not None and getattr(reader, "memory_bytes", 0):
+                    self._spooled[i] = {
+                        s: self._spool.put(reader.read(s)) for s in reader.schema.splits
+                    }
+            finally:
+                reader.close()
+        self._fields = splits
+        self.schema = self._build_schema(splits)
+
+    @staticmethod
+    def _merge(
+        splits: dict[str, dict[str, Kind]],
+        first: dict[str, str],
+        split: str,
+        fields: dict[str, Kind],
+        path: str,
+    ) -> None:
+        if split not in splits:
+            splits[split] = dict(fields)
+            first[split] = path
+            return
+        have = splits[split]
+        missing = [n for n in have if n not in fields]
+        extra = [n for n in fields if n not in have]
+        if missing or extra:
+            what = f"has no field {missing[0]!r}" if missing else f"has a field {extra[0]!r}"
+            raise SchemaError(
+                f"{path}: split {split!r} {what}, unlike {first[split]} (fields {list(have)})"
+            )
+        for n, kind in fields.items():
+            merged = _unify(have[n], kind)
+            if merged is None:
+                raise SchemaError(
+                    f"{path}: split {split!r}, field {n!r} is {kind.describe()}, but in "
+                    f"{first[split]} it is {have[n].describe()}"
+                )
+            have[n] = merged
+
+    def _build_schema(self, splits: dict[str, dict[str, Kind]]) -> Schema:
+        files = self._files
+        flat = [f.attrs for f in files]
+        common = {
+            k: v for k, v in (flat[0] if flat else {}).items() if all(a.get(k) == v for a in flat)
+        }
+        attrs = unflatten_attrs(common)
+        varying = [{k: v for k, v in a.items() if common.get(k) != v} for a in flat]
+        names = list(splits) or [s for f in files for s in f.counts][:1]
+        attrs[SOURCES_ATTR] = {
+            "field": SOURCE_FIELD,
+            "format": self.codec.name,
+            "files": [f.name for f in files],
+            # a list per split: records of each file, in file order
+            "records": {s: [f.counts.get(s, 0) for f in files] for s in names},
+            **({"attrs": varying} if any(varying) else {}),
+        }
+        out = {}
+        for s in names:
+            fields = {n: FieldSpec(n, k) for n, k in splits.get(s, {}).items()}
+            fields[SOURCE_FIELD] = FieldSpec(SOURCE_FIELD, String())
+            count = sum(f.counts.get(s, 0) for f in files)
+            out[s] = SplitSpec(s, count, fields)
+        return Schema(out, attrs)
+
+    def _reader(self, i: int) -> tuple[Reader, bool]:
+        f = self._files[i]
+        if i in self._spooled:
+            assert self._spool is not None
+            return _SpooledFile(f.path, self._spool, self._spooled[i], f.counts), False
+        reader = self.codec.open_reader(f.path)
+        kinds = {
+            s: {n: fs.kind for n, fs in sp.fields.items()} for s, sp in reader.schema.splits.items()
+        }
+        counts = {s: sp.count for s, sp in reader.schema.splits.items()}
+        if kinds != f.kinds or counts != f.counts:
+            reader.close()
+            raise CodecIOError(f"{f.path}: the file changed while it was being read")
+        return reader, False
+
+    def _iter(
+        self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
+    ) -> Iterator[Batch]:
+        counts = np.array([f.counts.get(spec.name, 0) for f in self._files], np.int64)
+        ends = np.cumsum(counts)
+        first = int(np.searchsorted(ends, start, side="right"))
+        inner = [n for n in names if n != SOURCE_FIELD]
+        want = self._fields.get(spec.name, {})
+        pending: dict[str, list[Column]] = {n: [] for n in names}
+        held = 0
+        for i in range(first, len(self._files)):
+            base = int(ends[i] - counts[i])
+            if base >= stop:
+                break
+            lo, hi = max(start, base) - base, min(stop, int(ends[i])) - base
+            if hi <= lo:
+                continue
+            f = self._files[i]
+            if not inner:  # only the file names: known without opening the file
+                for pos in range(lo, hi, rows):
+                    k = min(hi, pos + rows) - pos
+                    pending[SOURCE_FIELD].append(_repeat_string(f.name, k))
+                    held += k
+                    while held >= rows:
+                        yield self._flush(spec, pending, rows)
+                        held -= rows
+                continue
+            reader, cached = self._reader(i)
+            try:
+                have = f.kinds[spec.name]
+                for batch in reader.iter_batches(
+                    spec.name, fields=inner, start=lo, stop=hi, batch_rows=rows
+                ):
+                    n = len(next(iter(batch.values()))) if batch else 0
+                    for name in inner:
+                        pending[name].append(_coerce(batch[name], have[name], want[name]))
+                    if SOURCE_FIELD in pending:
+                        pending[SOURCE_FIELD].append(_repeat_string(f.name, n))
+                    held += n
+                    while held >= rows:
+                        yield self._flush(spec, pending, rows)
+                        held -= rows
+            finally:
+                if not cached:
+                    reader.close()
+        if held:
+            yield self._flush(spec, pending, held)
+
+    @staticmethod
+    def _flush(spec: SplitSpec, pending: dict[str, list[Column]], rows: int) -> Batch:
+        """The first ``rows`` records held (batches of at most ``rows``, as asked); the rest
+        stays pending."""
+        out = {}
+        for n, parts in pending.items():
+            col = concat_columns(spec.fields[n].kind, parts)
+            out[n] = slice_column(col, 0, rows)
+            parts.clear()
+            if len(col) > rows:
+                parts.append(slice_column(col, rows, len(col)))
+        return out
+
+    def describe(self) -> list[str]:
+        return [f"{len(self._files)} {self.codec.name} files read as one dataset"]
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+
+
+def _repeat_string(text: str, n: int) -> VarColumn:
+    raw = np.frombuffer(text.encode("utf-8"), np.uint8)
+    return VarColumn(np.tile(raw, n), np.arange(n + 1, dtype=np.int64) * len(raw))
+
+
+def open_sources(spec: str, format: str | None, options: Mapping[str, Any]) -> MultiReader:
+    """A reader over the files ``spec`` names (all of one format: ``format``, or the one
+    their extensions claim)."""
+    paths, names = expand(spec, format)
+    fmt = format
+    if fmt is None:
+        formats = {p: _claimed(os.path.basename(p)) for p in paths}
+        fmt = formats[paths[0]]
+        if fmt is None:
+            raise UnknownCodecError(
+                paths[0], [], f"{paths[0]}: no format claims this extension (name one with --from)"
+            )
+        other = next((p for p in paths if formats[p] != fmt), None)
+        if other is not None:
+            raise SchemaError(
+                f"{spec}: {other} is {formats[other] or 'of no known format'}, but {paths[0]} "
+                f"is {fmt}: all sources must be of one format (pick one with --from)"
+            )
+    cls = get_codec_class(fmt)
+    codec = cls(**{**cls.path_options(paths[0]), **dict(options)})
+    return MultiReader(spec, paths, names, codec)
+
+
+# ------------------------------------------------------------------ per source
+
+
+@dataclass
+class PerSourceReport:
+    """What ``--per-source`` wrote: one file per source under a folder."""
+
+    dst: str
+    format: str
+    files: int
+    records: int
+
+    def summary(self) -> str:
+        return (
+            f"{self.records} records from {self.files} sources -> {self.files} "
+            f"{self.format} files in {self.dst}"
+        )
+
+
+def _runs(reader: Reader, field: str) -> dict[str, dict[str, tuple[int, int]]]:
+    """source name -> split -> (start, stop) of its records, in order of first appearance."""
+    runs: dict[str, dict[str, tuple[int, int]]] = {}
+    for split in reader.schema.splits.values():
+        if field not in split.fields or not isinstance(split.fields[field].kind, String):
+            raise SchemaError(
+                f"{reader.path}: split {split.name!r} has no string field {field!r} naming "
+                "each record's file: --per-source needs a dataset read from many files"
+            )
+        pos = 0
+        last: str | None = None
+        for batch in reader.iter_batches(split.name, fields=[field]):
+            col = batch[field]
+            assert isinstance(col, VarColumn)
+            for name in col.to_str_list(f"{reader.path}: split {split.name!r}, field {field!r}"):
+                if name != last:
+                    spans = runs.setdefault(name, {})
+                    if split.name in spans:
+                        raise SchemaError(
+                            f"{reader.path}: split {split.name!r}, record {pos}: the records of "
+                            f"source {name!r} are not contiguous"
+                        )
+                    spans[split.name] = (pos, pos)
+                    last = name
+                start, _ = spans[split.name]
+                spans[split.name] = (start, pos + 1)
+                pos += 1
+    return runs
+
+
+def write_per_source(
+    src: str,
+    dst: str,
+    *,
+    to: str | None = None,
+    from_format: str | None = None,
+    dtype: Any = None,
+    on_overflow: Any = "error",
+    options: Mapping[str, Any] | None = None,
+) -> PerSourceReport:
+    """Write ``src`` back as one file per source (its ``source`` field) in the new folder
+    ``dst``: ``features/img1.json`` becomes ``dst/features/img1.<ext>``. The folder
+    appears whole or not at all."""
+    from . import api, names
+    from .dtypes import parse_policy
+    from .output import atomic_output
+    from .registry import default_extension
+
+    policy = parse_policy(dtype, on_overflow)
+    with api.open_reader(src, format=from_format) as reader:
+        held = reader.schema.attrs.get(SOURCES_ATTR) or {}
+        field = str(held.get("field", SOURCE_FIELD))
+        fmt = to or held.get("format")
+        if fmt is None:
+            raise SchemaError(f"{dst}: --per-source writes a folder: name its format with --to")
+        cls = get_codec_class(str(fmt))
+        ext = default_extension(cls.name)
+        runs = _runs(reader, field)
+        varying = dict(zip(held.get("files", []), held.get("attrs", []), strict=False))
+        common = _flat_attrs(reader.schema.attrs)
+        records = 0
+        with atomic_output(dst, sources=[src]) as tmp:
+            os.mkdir(tmp)
+            for name, spans in runs.items():
+                stem = (
+                    name[: -len(os.path.splitext(name)[1])] if os.path.splitext(name)[1] else name
+                )
+                rel = stem + ext
+                names.check_relative(dst, rel)  # a name from data never leaves the folder
+                data: dict[str, dict[str, Column]] = {}
+                kinds: dict[tuple[str, str], Kind] = {}
+                for split, (start, stop) in spans.items():
+                    spec = reader.schema.splits[split]
+                    cols = [n for n in spec.fields if n != field]
+                    parts = list(reader.iter_batches(split, fields=cols, start=start, stop=stop))
+                    data[split] = {
+                        n: concat_columns(spec.fields[n].kind, [b[n] for b in parts]) for n in cols
+                    }
+                    kinds.update({(split, n): spec.fields[n].kind for n in cols})
+                    records += stop - start
+                one = api.ArrayReader(data, path=f"{src} [{name}]", kinds=kinds)
+                # the attributes all files shared, and this file's own (merged key by key)
+                one.schema.attrs.update(unflatten_attrs({**common, **varying.get(name, {})}))
+                out = os.path.join(tmp, *rel.split("/"))
+                os.makedirs(os.path.dirname(out), exist_ok=True)
+                codec = cls(**{**cls.path_options(out), **dict(options or {})})
+                api.write_dataset(one, out, codec, policy=policy)
+    return PerSourceReport(dst, cls.name, len(runs), records)

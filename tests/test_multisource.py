@@ -1,0 +1,249 @@
+"""Many files as one dataset (a glob, a folder, @list) and --per-source back, with real
+files written by the standard library's json and by numpy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from test_json import pyspacer_doc, write_json
+
+import dstore
+from dstore import multisource as sources
+from dstore.errors import CodecIOError, SchemaError, UnsafePathError
+from dstore.model import Ragged, String, Tensor
+from dstore.testing import cli_command
+
+
+def make_features(folder: Any, counts: list[int], dim: int = 24) -> list[dict[str, Any]]:
+    os.makedirs(folder, exist_ok=True)
+    docs = []
+    for i, n in enumerate(counts):
+        doc = pyspacer_doc(n, dim, seed=i)
+        write_json(os.path.join(folder, f"img{i:03d}.json"), doc)
+        docs.append(doc)
+    return docs
+
+
+def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run(cli_command(*argv), check=False, capture_output=True, text=True, env=env)
+
+
+def test_glob_to_float16_npz_and_back_per_source(tmp_path: Any) -> None:
+    counts = [30, 0, 5, 30, 1]
+    docs = make_features(tmp_path / "features", counts)
+    out = tmp_path / "feats.npz"
+    report = dstore.convert(str(tmp_path / "features" / "*.json"), out, dtype="float16")
+    assert report.records == sum(counts) and report.src_format == "json"
+    # read by numpy itself
+    with np.load(out) as z:
+        want = np.concatenate(
+            [
+                np.array([p["data"] for p in d["point_features"]])
+                for d in docs
+                if d["point_features"]
+            ]
+        )
+        np.testing.assert_array_equal(z["data"], want.astype(np.float16))
+        names = [f"img{i:03d}.json" for i, n in enumerate(counts) for _ in range(n)]
+        assert z["source"].tolist() == names
+        assert z["row"].tolist() == [p["row"] for d in docs for p in d["point_features"]]
+    with dstore.open(out) as ds:
+        held = ds.schema.attrs[sources.SOURCES_ATTR]
+        assert held["files"] == [f"img{i:03d}.json" for i in range(len(counts))]
+        assert held["records"] == {"data": counts}
+        # npoints differs between files: kept per file; the others are plain attributes
+        assert [a["dstore.attrs/root/npoints"] for a in held["attrs"]] == [
+            json.dumps({"json": n}) for n in counts
+        ]
+        assert set(ds.schema.attrs["dstore.attrs"]["root"]) == {"valid_rowcol", "feature_dim"}
+    back = tmp_path / "back"
+    rep = sources.write_per_source(str(out), str(back))
+    assert (rep.files, rep.records) == (len(counts) - 1, sum(counts))  # img001 has no record
+    for i, doc in enumerate(docs):
+        path = back / f"img{i:03d}.json"
+        if not doc["point_features"]:
+            assert not path.exists()
+            continue
+        with open(path) as f:
+            got = json.load(f)
+        got.pop("dstore:schema")
+        for p in doc["point_features"]:  # what float16 made of them
+            p["data"] = np.array(p["data"]).astype(np.float16).astype(float).tolist()
+        assert got == doc
+
+
+def test_folder_and_list_sources_with_nested_names(tmp_path: Any) -> None:
+    make_features(tmp_path / "f" / "a", [2, 3], dim=4)
+    make_features(tmp_path / "f" / "b", [4], dim=4)
+    (tmp_path / "f" / ".hidden.json").write_text("not json")
+    with dstore.open(tmp_path / "f") as ds:
+        assert (
+            ds["data"]["source"][:]
+            == ["a/img000.json"] * 2 + ["a/img001.json"] * 3 + ["b/img000.json"] * 4
+        )
+    listing = tmp_path / "list.txt"
+    listing.write_text("# pick two, in this order\nf/b/img000.json\n\nf/a/img000.json\n")
+    with dstore.open(f"@{listing}") as ds:
+        assert ds["data"]["source"][:] == ["f/b/img000.json"] * 4 + ["f/a/img000.json"] * 2
+    dstore.convert(f"@{listing}", tmp_path / "o.h5")
+    sources.write_per_source(str(tmp_path / "o.h5"), str(tmp_path / "per"), to="npz")
+    with np.load(tmp_path / "per" / "f" / "b" / "img000.npz") as z:
+        assert z["row"].shape == (4,) and "source" not in z
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_any_counts_any_batch_size_spooled_or_not(tmp_path: Any, seed: int) -> None:
+    """Records come out in file order whatever the files' sizes (some empty), the batch
+    size, and whether parsed files are spooled or parsed again."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 6, rng.integers(1, 9)).tolist()
+    docs = make_features(tmp_path / "f", counts, dim=3)
+    want = [p["data"] for d in docs for p in d["point_features"]]
+    pattern = str(tmp_path / "f" / "*.json")
+    for spool in (False, True):
+        paths, names = sources.expand(pattern)
+        reader = sources.MultiReader(pattern, paths, names, dstore.get_codec("json"), spool)
+        with reader:
+            assert len(reader._spooled) == (sum(1 for n in counts if n) if spool else 0)
+            for rows in (1, 2, 7, 1000):
+                got = [b["data"] for b in reader.iter_batches("data", batch_rows=rows)]
+                assert all(len(g) <= rows for g in got)
+                flat = np.concatenate(got) if got else np.zeros((0, 3))
+                np.testing.assert_array_equal(flat, np.array(want).reshape(-1, 3))
+            start, stop = sorted(rng.integers(0, max(1, sum(counts)) + 1, 2).tolist())
+            part = [b["data"] for b in reader.iter_batches("data", start=start, stop=stop)]
+            np.testing.assert_array_equal(
+                np.concatenate(part) if part else np.zeros((0, 3)),
+                np.array(want).reshape(-1, 3)[start:stop],
+            )
+
+
+def test_kinds_unified_across_files(tmp_path: Any) -> None:
+    """int in one file, float in another -> float64; vectors whose length differs
+    between files -> ragged."""
+    write_json(tmp_path / "a.json", [{"v": 1, "vec": [1, 2]}])
+    write_json(tmp_path / "b.json", [{"v": 2.5, "vec": [1.5, 2, 3]}, {"v": 3, "vec": [4, 5, 6]}])
+    with dstore.open(str(tmp_path / "*.json")) as ds:
+        split = ds["data"]
+        assert split["v"].kind == Tensor(np.dtype(np.float64), ())
+        np.testing.assert_array_equal(split["v"][:], [1.0, 2.5, 3.0])
+        assert split["vec"].kind == Ragged(np.dtype(np.float64), ())
+        assert [r.tolist() for r in split["vec"][:]] == [[1, 2], [1.5, 2, 3], [4, 5, 6]]
+        assert split["source"].kind == String()
+
+
+@pytest.mark.parametrize(
+    ("second", "match"),
+    [
+        ([{"v": "text"}], r"b\.json: split 'data', field 'v' is string, but in .*a\.json it is"),
+        ([{"w": 1}], r"b\.json: split 'data' has no field 'v'"),
+        ([{"v": 1}, {"v": "x"}], r"b\.json, field 'v', record 1: a string"),
+    ],
+)
+def test_files_that_disagree_are_refused(tmp_path: Any, second: Any, match: str) -> None:
+    write_json(tmp_path / "a.json", [{"v": 1}])
+    write_json(tmp_path / "b.json", second)
+    with pytest.raises(SchemaError, match=match):
+        dstore.convert(str(tmp_path / "*.json"), tmp_path / "o.npz")
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_truncated_file_among_many_is_named(tmp_path: Any) -> None:
+    make_features(tmp_path / "f", [3, 3, 3], dim=8)
+    path = tmp_path / "f" / "img001.json"
+    path.write_bytes(path.read_bytes()[:-40])
+    run = run_cli("convert", str(tmp_path / "f" / "*.json"), str(tmp_path / "o.npz"))
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1 and "img001.json: not valid JSON" in run.stderr
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_glob_that_matches_nothing(tmp_path: Any) -> None:
+    run = run_cli("convert", str(tmp_path / "nothing" / "*.json"), str(tmp_path / "o.npz"))
+    assert run.returncode == 2
+    assert "the pattern matches no file" in run.stderr and run.stderr.count("\n") == 1
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(CodecIOError, match="names no file"):
+        (tmp_path / "empty.txt").write_text("# nothing\n")
+        dstore.open(f"@{tmp_path / 'empty.txt'}")
+
+
+def test_mixed_formats_refused(tmp_path: Any) -> None:
+    write_json(tmp_path / "a.json", [{"v": 1}])
+    np.savez(tmp_path / "b.npz", v=np.arange(2))
+    with pytest.raises(SchemaError, match=r"b\.npz is npz, but .*a\.json is json"):
+        dstore.open(tmp_path)
+
+
+def test_per_source_names_never_leave_the_folder(tmp_path: Any) -> None:
+    for evil in ("../evil.json", "a/../../evil.json", "/abs.json"):
+        src = tmp_path / "s.npz"
+        np.savez(src, v=np.arange(2), source=np.array(["ok.json", evil]))
+        with pytest.raises(UnsafePathError):
+            sources.write_per_source(str(src), str(tmp_path / "out"), to="json")
+        assert sorted(os.listdir(tmp_path)) == ["s.npz"]
+        src.unlink()
+
+
+def test_per_source_cli(tmp_path: Any) -> None:
+    make_features(tmp_path / "f", [2, 3], dim=4)
+    assert run_cli("convert", str(tmp_path / "f"), str(tmp_path / "all.zarr")).returncode == 0
+    run = run_cli("convert", str(tmp_path / "all.zarr"), str(tmp_path / "out"), "--per-source")
+    assert run.returncode == 0, run.stderr
+    assert "5 records from 2 sources -> 2 json files" in run.stdout
+    assert sorted(os.listdir(tmp_path / "out")) == ["img000.json", "img001.json"]
+    run = run_cli("convert", str(tmp_path / "all.zarr"), str(tmp_path / "out"), "--per-source")
+    assert run.returncode == 2 and "exists" in run.stderr
+
+
+# --------------------------------------------------- files whose fields don't line up
+
+
+def pyspacer_npz(path: Any) -> None:
+    """pyspacer's own npz: 30 feature rows beside a 3-entry meta."""
+    rng = np.random.default_rng(0)
+    np.savez_compressed(
+        path,
+        features=rng.standard_normal((30, 64)).astype(np.float32),
+        rows=np.arange(30),
+        cols=np.arange(30) * 2,
+        meta=np.array([64, 30, 1]),
+    )
+
+
+def test_pyspacer_npz_names_the_odd_field(tmp_path: Any) -> None:
+    pyspacer_npz(tmp_path / "p.npz")
+    run = run_cli("convert", str(tmp_path / "p.npz"), str(tmp_path / "o.npz"))
+    assert run.returncode == 2 and run.stderr.count("\n") == 1
+    assert "'meta' does not line up with the 3 field(s) of 30 records" in run.stderr
+    assert "--drop meta" in run.stderr
+    assert sorted(os.listdir(tmp_path)) == ["p.npz"]
+
+
+def test_pyspacer_npz_drop(tmp_path: Any) -> None:
+    pyspacer_npz(tmp_path / "p.npz")
+    run = run_cli("convert", str(tmp_path / "p.npz"), str(tmp_path / "o.npz"), "--drop", "meta")
+    assert run.returncode == 0, run.stderr
+    assert "key 'meta' (3,) left out" in run.stdout
+    with np.load(tmp_path / "o.npz") as z, np.load(tmp_path / "p.npz") as p:
+        assert sorted(z) == ["cols", "features", "rows"]
+        for k in z:
+            np.testing.assert_array_equal(z[k], p[k])
+    with dstore.open(tmp_path / "p.npz", drop="meta") as ds:
+        assert ds["data"].count == 30
+    with pytest.raises(SchemaError, match="drop='nope': no such key"):
+        dstore.open(tmp_path / "p.npz", drop="nope")
+
+
+def test_label_maker_mismatch_still_refused(tmp_path: Any) -> None:
+    """Two fields of different lengths: no majority; both named, nothing guessed."""
+    np.savez(tmp_path / "lm.npz", x_train=np.zeros((5, 2)), y_train=np.zeros((4, 2)))
+    with pytest.raises(SchemaError, match="different record counts"):
+        dstore.open(tmp_path / "lm.npz")
