@@ -1,34 +1,72 @@
 """dstore: move ML datasets between npz, zarr, HDF5 and TFRecord, and measure the cost.
 
-Importing dstore is light: numpy only. zarr, h5py, image codecs, TensorFlow,
+Importing dstore is light: its names are imported on first use (PEP 562), so
+``dstore --help`` and ``import dstore`` load neither numpy nor any backend;
+``dstore.convert`` loads numpy, and zarr, h5py, image codecs, TensorFlow,
 scikit-learn and matplotlib are imported when a codec or feature needs them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
-# The bench package shares the function's name; importing the function last
-# makes ``dstore.bench`` the function (scikit-learn and matplotlib load lazily).
 from ._dist import __version__
-from .api import ConvertReport, Dataset, VerifyReport, convert, info, open, save, verify
-from .dtypes import DtypePolicy, parse_policy
-from .errors import (
-    CodecIOError,
-    DstoreError,
-    DtypePolicyError,
-    MissingDependencyError,
-    OldOutputLeftError,
-    OutputExistsError,
-    SchemaError,
-    UnknownCodecError,
-    UnsupportedDtypeError,
-)
-from .registry import available_codecs, get_codec, get_codec_class, infer_codec, register_codec
-from .schema import FieldSpec, Schema, SplitSpec
 
-from .bench import bench  # noqa: E402, I001 - after the modules it uses
+if TYPE_CHECKING:
+    from .api import ConvertReport, Dataset, VerifyReport, convert, info, open, save, verify
+    from .bench import bench
+    from .dtypes import DtypePolicy, parse_policy
+    from .errors import (
+        CodecIOError,
+        DstoreError,
+        DtypePolicyError,
+        MissingDependencyError,
+        OldOutputLeftError,
+        OutputExistsError,
+        SchemaError,
+        UnknownCodecError,
+        UnsupportedDtypeError,
+    )
+    from .registry import (
+        available_codecs,
+        get_codec,
+        get_codec_class,
+        infer_codec,
+        register_codec,
+    )
+    from .schema import FieldSpec, Schema, SplitSpec
 
+#: Public name -> the module defining it, imported when the name is first used.
+_LAZY = {
+    **dict.fromkeys(
+        ["ConvertReport", "Dataset", "VerifyReport", "convert", "info", "open", "save", "verify"],
+        "api",
+    ),
+    **dict.fromkeys(["DtypePolicy", "parse_policy"], "dtypes"),
+    **dict.fromkeys(
+        [
+            "CodecIOError",
+            "DstoreError",
+            "DtypePolicyError",
+            "MissingDependencyError",
+            "OldOutputLeftError",
+            "OutputExistsError",
+            "SchemaError",
+            "UnknownCodecError",
+            "UnsupportedDtypeError",
+        ],
+        "errors",
+    ),
+    **dict.fromkeys(
+        ["available_codecs", "get_codec", "get_codec_class", "infer_codec", "register_codec"],
+        "registry",
+    ),
+    **dict.fromkeys(["FieldSpec", "Schema", "SplitSpec"], "schema"),
+    "bench": "bench",
+}
 
 __all__ = [
     "CodecIOError",
@@ -65,6 +103,32 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    setattr(sys.modules[__name__], name, value)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """``dstore.bench`` is the function, as it always was: the subpackage of the same name
+    is bound here when imported (``from dstore.bench import harness``) and would shadow it."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "bench" and isinstance(value, types.ModuleType):
+            value = value.bench
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
 def to_tf_dataset(path: str, split: str = "train", **kwargs: Any) -> Any:
     """A ``tf.data.Dataset`` over a dstore TFRecord directory (needs the ``tf`` extra)."""
     from .tf import to_tf_dataset as _impl
@@ -80,6 +144,8 @@ def to_torch(path: str, split: str = "train", **kwargs: Any) -> Any:
     except ImportError as e:
         if e.name != "torch":
             raise
+        from .errors import MissingDependencyError
+
         raise MissingDependencyError("to_torch", "torch", "torch") from e
 
     return _impl(path, split=split, **kwargs)
