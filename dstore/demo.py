@@ -116,6 +116,8 @@ def run_demo(directory: str = "dstore-demo", records: int = 300) -> Iterator[str
     make_label_maker_npz(src, records)
     yield f"sample: {src} ({records} tiles 256x256x3 cropped from scikit-image photos, {time.perf_counter() - t0:.1f} s)"
     for name, hint in available_codecs().items():
+        if name in ("json", "jsonl"):  # records of numbers and text, not 256x256x3 tiles
+            continue
         if hint is not None:
             yield f"{name}: skipped ({hint})"
             continue
