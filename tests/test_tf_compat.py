@@ -576,3 +576,195 @@ def test_to_tf_dataset_reads_ragged_and_string_fields(tmp_path):
             assert batch["name"][j].numpy().decode() == names[k]
             got += 1
     assert got == n
+
+
+def _kinds_data(tiles: np.ndarray, n: int = 24) -> tuple[dict, dict]:
+    """Every field kind, with values that differ per record: ragged float boxes (n_i, 4),
+    ragged int16 and uint64 lists, UTF-8 strings, opaque bytes, raw images of varying size
+    (colour and 2-d greyscale), 16-bit PNGs passed through, and TensorFlow-encoded JPEGs."""
+    from dstore.model import Image
+
+    rng = np.random.default_rng(5)
+    x = tiles
+    data = {
+        "boxes": [rng.random((int(k), 4)).astype(np.float32) for k in rng.integers(0, 6, n)],
+        "tokens": [rng.integers(-300, 300, int(k)).astype(np.int16) for k in rng.integers(0, 9, n)],
+        "ids": [np.array([2**64 - 1 - i] * (i % 3), np.uint64) for i in range(n)],
+        "name": [f"tile-{i:03d}-é" for i in range(n)],
+        "blob": [bytes([i, 0, 255]) * (i % 4) for i in range(n)],
+        "img": [x[i % len(x)][: 20 + i, : 30 + 2 * i].copy() for i in range(n)],
+        "grey": [x[i % len(x)][: 10 + i, :17, 0].copy() for i in range(n)],
+        "png16": [
+            tf.io.encode_png(x[i % len(x)][:12, : 8 + i].astype(np.uint16) * 257).numpy()
+            for i in range(n)
+        ],
+        "jpg": [tf.io.encode_jpeg(x[i % len(x)][: 32 + i]).numpy() for i in range(n)],
+        "k": np.arange(n, dtype=np.int64),
+    }
+    kinds = {
+        ("train", "img"): Image(np.dtype(np.uint8), 3, None, None, "raw"),
+        ("train", "grey"): Image(np.dtype(np.uint8), 0, None, 17, "raw"),
+        ("train", "png16"): Image(np.dtype(np.uint16), 3, 12, None, "png"),
+        ("train", "jpg"): Image(np.dtype(np.uint8), 3, None, None, "jpeg"),
+    }
+    return data, kinds
+
+
+def _expected_record(data: dict, name: str, i: int):
+    """What to_tf_dataset gives for record ``i`` of field ``name``: encoded images decoded
+    (JPEG by TensorFlow's own decoder, the reference a TF user has), strings as UTF-8 bytes."""
+    v = data[name][i]
+    if name == "png16":
+        return tf.io.decode_png(v, channels=3, dtype=tf.uint16).numpy()
+    if name == "jpg":
+        return tf.io.decode_jpeg(v, channels=3).numpy()
+    if name == "name":
+        return v.encode()
+    return v
+
+
+def _check_kinds(ds, data: dict, batched: bool) -> None:
+    seen = []
+    for item in ds:
+        rows = range(len(item["k"])) if batched else [None]
+        for j in rows:
+            k = int(item["k"][j] if batched else item["k"])
+            seen.append(k)
+            for name in data:
+                if name == "k":
+                    continue
+                value = item[name][j] if batched else item[name]
+                got = value.numpy()
+                want = _expected_record(data, name, k)
+                if isinstance(want, bytes):
+                    assert value.dtype == tf.string and got == want, (name, k)
+                else:
+                    assert got.dtype == want.dtype and got.shape == want.shape, (name, k)
+                    np.testing.assert_array_equal(got, want)
+        if batched:
+            for name in ("boxes", "tokens", "ids", "img", "grey"):
+                assert isinstance(item[name], tf.RaggedTensor), name
+            assert item["name"].dtype == tf.string and item["blob"].dtype == tf.string
+    assert seen == sorted(seen) == list(range(len(data["k"])))
+
+
+@pytest.mark.parametrize(
+    "name,opts",
+    [
+        ("d.tfrecords", {"shard_mb": "0.02"}),
+        ("d.zarr", {}),
+        ("d.h5", {}),
+        ("d.npz", {}),
+    ],
+)
+def test_to_tf_dataset_reads_every_kind_dstore_wrote(tmp_path, tiles, name, opts):
+    """Ragged as tf.RaggedTensor once batched, strings and bytes as tf.string, every image
+    decoded to pixels of its dtype (16-bit PNG, JPEG, raw images of varying size), on every
+    format: record by record and in batches, in storage order."""
+    data, kinds = _kinds_data(tiles[0])
+    path = str(tmp_path / name)
+    dstore.save({"train": data}, path, kinds=kinds, **opts)
+    if name.endswith(".tfrecords"):
+        assert len([f for f in os.listdir(path) if f.startswith("train-")]) > 1
+    _check_kinds(dstore.to_tf_dataset(path, split="train", ordered=True), data, False)
+    _check_kinds(dstore.to_tf_dataset(path, split="train", ordered=True, batch_size=5), data, True)
+
+
+def test_to_tf_dataset_reads_object_detection_records_tensorflow_wrote(tmp_path, tiles):
+    """OD API records (TensorFlow's JPEGs, 0..20 boxes, some with none) read natively:
+    images decoded as decode_jpeg does, boxes and labels ragged, file names tf.string."""
+    x, _ = tiles
+    recs, counts = _od_records(30, x)
+    folder = tmp_path / "od.tfrecords"
+    folder.mkdir()
+    _tf_write(str(folder / "train-00000-of-00002.tfrecord"), recs[:13])
+    _tf_write(str(folder / "train-00001-of-00002.tfrecord"), recs[13:])
+    od_spec = {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/filename": tf.io.FixedLenFeature([], tf.string),
+        "image/object/bbox/xmin": tf.io.VarLenFeature(tf.float32),
+        "image/object/class/label": tf.io.VarLenFeature(tf.int64),
+    }
+    want = [tf.io.parse_single_example(r, od_spec) for r in recs]
+    ds = dstore.to_tf_dataset(str(folder), split="train", batch_size=8, ordered=True)
+    i = 0
+    for batch in ds:
+        assert isinstance(batch["image/object/bbox/xmin"], tf.RaggedTensor)
+        assert isinstance(batch["image/encoded"], tf.RaggedTensor)  # JPEGs of their own size
+        for j in range(len(batch["image/filename"])):
+            w = want[i]
+            np.testing.assert_array_equal(
+                batch["image/encoded"][j].numpy(), tf.io.decode_jpeg(w["image/encoded"]).numpy()
+            )
+            assert batch["image/filename"][j].numpy() == w["image/filename"].numpy()
+            np.testing.assert_array_equal(
+                batch["image/object/bbox/xmin"][j].numpy(),
+                w["image/object/bbox/xmin"].values.numpy(),
+            )
+            assert batch["image/object/class/label"][j].dtype == tf.int64
+            np.testing.assert_array_equal(
+                batch["image/object/class/label"][j].numpy(),
+                w["image/object/class/label"].values.numpy(),
+            )
+            assert len(batch["image/object/bbox/xmin"][j]) == counts[i]
+            i += 1
+    assert i == len(recs)
+    unordered = dstore.to_tf_dataset(str(folder), split="train", fields=["image/source_id"])
+    assert sorted(int(r["image/source_id"].numpy()) for r in unordered) == list(range(len(recs)))
+
+
+@pytest.mark.parametrize("varying", [False, True])
+def test_to_tf_dataset_reads_serialize_tensor_and_varying_png_records(tmp_path, tiles, varying):
+    """Records TensorFlow wrote with serialize_tensor (label-maker: a Tensor, or Ragged when
+    the first axis varies), PNGs of varying size, and a float list some records lack
+    (an empty list there)."""
+    x, _ = tiles
+    n = 12
+    imgs = [x[i][: 32 + (i if varying else 0)] for i in range(n)]
+    labels = [np.eye(4, dtype=np.float32)[i % 4] for i in range(n)]
+    pngs = [np.ascontiguousarray(x[i][: 16 + i, :20]) for i in range(n)]
+    recs = []
+    for i in range(n):
+        feats = {
+            "image": tf.io.serialize_tensor(imgs[i]).numpy(),
+            "label": tf.io.serialize_tensor(labels[i]).numpy(),
+            "photo": tf.io.encode_png(pngs[i]).numpy(),
+            "k": np.array([i]),
+        }
+        if i % 3:
+            feats["score"] = np.full(i % 5, i / 4, np.float32)
+        recs.append(_example(**feats))
+    path = str(tmp_path / "train.tfrecords.gz")
+    _tf_write(path, recs, "GZIP")
+    for batch_size in (None, 5):
+        ds = dstore.to_tf_dataset(path, split="train", batch_size=batch_size, ordered=True)
+        got = [b for b in ds]
+        if batch_size:
+            assert isinstance(got[0]["photo"], tf.RaggedTensor)
+            assert isinstance(got[0]["image"], tf.RaggedTensor) == varying
+            got = [{k: v[j] for k, v in b.items()} for b in got for j in range(len(b["k"]))]
+        assert [int(r["k"]) for r in got] == list(range(n))
+        for i, r in enumerate(got):
+            np.testing.assert_array_equal(r["image"].numpy(), imgs[i])
+            np.testing.assert_array_equal(r["label"].numpy(), labels[i])
+            np.testing.assert_array_equal(r["photo"].numpy(), pngs[i])
+            score = np.full(i % 5, i / 4, np.float32) if i % 3 else np.zeros(0, np.float32)
+            np.testing.assert_array_equal(r["score"].numpy(), score)
+
+
+def test_to_tf_dataset_refuses_an_encoding_tensorflow_cannot_decode(tmp_path):
+    from dstore.model import Image
+
+    imagecodecs = pytest.importorskip("imagecodecs")
+    if not imagecodecs.TIFF.available:
+        pytest.skip("imagecodecs without TIFF")
+    imgs = [imagecodecs.tiff_encode(np.full((4, 5, 3), i, np.uint8)) for i in range(3)]
+    path = str(tmp_path / "t.tfrecords")
+    kinds = {("train", "tif"): Image(np.dtype(np.uint8), 3, None, None, "tiff")}
+    dstore.save({"train": {"tif": imgs, "k": np.arange(3)}}, path, kinds=kinds)
+    with pytest.raises(dstore.SchemaError) as e:
+        dstore.to_tf_dataset(path, split="train")
+    msg = str(e.value)
+    assert "\n" not in msg and "'tif'" in msg and "tiff" in msg and "fields=" in msg
+    ks = dstore.to_tf_dataset(path, split="train", fields=["k"], ordered=True)
+    assert [int(r["k"]) for r in ks] == [0, 1, 2]
