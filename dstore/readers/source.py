@@ -106,9 +106,17 @@ class SplitSource:
                     pos += len(next(iter(batch.values())))
                     yield batch
                 return
-            except CodecIOError:
+            except CodecIOError as e:
                 if self.on_error == "raise":
                     raise
+                if not self.random_access:
+                    # A deflated npz member is checked as a whole (one CRC-32 at its end):
+                    # the records already handed out are as suspect as the rest, and
+                    # leaving out "the" bad one would pass the others on silently.
+                    raise CodecIOError(
+                        f"{e}; on_error='skip' cannot leave out single records of a member "
+                        "that only streams"
+                    ) from None
             # Somewhere in the batch that failed: isolate the bad record one
             # record at a time, then go back to whole batches after it.
             while pos < stop:
