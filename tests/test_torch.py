@@ -257,7 +257,6 @@ def test_collate_keeps_ragged_and_strings_and_pads_with_a_mask():
 
 def test_worker_rss_stays_under_300_mb(tmp_path, tiles):
     """Peak RSS of each DataLoader worker (shuffle buffer included) while reading 197 MB of tiles."""
-    pytest.importorskip("psutil")
     from dstore.demo import photo_tiles
 
     x, y = photo_tiles(200, 256, seed=1)
