@@ -138,6 +138,8 @@ def _image_decoder(tf: Any, kind: Any, where: str) -> Post:
 
     def image(v: Any) -> Any:
         img = run(v)
+        if img.shape.rank == 4:  # decode_webp gives frames: a still image is the first
+            img = img[0]
         if two_d:
             img = img[..., 0]
         return tf.ensure_shape(img, _image_shape(kind))
