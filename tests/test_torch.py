@@ -294,7 +294,7 @@ print(n, len(peak), max(peak.values()) // 2**20)
 def test_string_bytes_and_ragged_columns_become_lists_then_pad():
     """Batches of the variable-size kinds (values + row offsets) as records, then collated.
 
-    No codec stores these kinds yet, so the columns are built as a reader will yield them."""
+    The columns are built as a reader yields them, with big-endian values and empty records."""
     from dstore.model import Bytes, Ragged, String, Tensor, VarColumn
     from dstore.readers.torch import _records
 
