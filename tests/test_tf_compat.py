@@ -62,7 +62,7 @@ def test_to_tf_dataset_restores_dtypes_and_shapes(tmp_path, tiles):
     out = str(tmp_path / "d.tfrecords")
     data = {"x": x, "y": y, "h": f16, "g": gray, "d": deep, "a": rgba}
     dstore.save({"train": data}, out)
-    ds = dstore.to_tf_dataset(out, split="train")
+    ds = dstore.to_tf_dataset(out, split="train", ordered=True)
     got = {k: [] for k in data}
     for ex in ds:
         for k, values in got.items():
