@@ -105,6 +105,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             progress=bar,
             resume=args.resume,
             client=args.scheduler,
+            layout=args.layout,
         )
     finally:
         if bar is not None:
@@ -136,9 +137,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _option_lines(name: str) -> list[str]:
     """The ``-o KEY=VALUE`` options of codec ``name``: key, default and what it does."""
-    import dataclasses
-
-    from .options import option_help
     from .registry import get_codec_class
 
     try:
@@ -148,6 +146,14 @@ def _option_lines(name: str) -> list[str]:
         ImportError,
     ) as e:  # a codec whose extra is missing: say so instead of its keys
         return [f"    (options unknown: {str(e).splitlines()[0]})"]
+    return _dataclass_option_lines(options)
+
+
+def _dataclass_option_lines(options: Any) -> list[str]:
+    import dataclasses
+
+    from .options import option_help
+
     if not dataclasses.is_dataclass(options):
         return ["    (no -o options)"]
     # the keys, their defaults and help come from the codec's option dataclass
@@ -165,7 +171,24 @@ def _formats_text() -> str:
         state = "usable" if hint is None else f"not installed: {hint}"
         out.append(f"{name:<10} {exts:<32} {state}")
         out.extend(_option_lines(name))
+    out.extend(_layout_lines())
     return "\n".join(out)
+
+
+def _layout_lines() -> list[str]:
+    """``--layout`` names with what they write, and their ``-o`` options."""
+    from .layouts import get_layout_class, layout_names
+
+    out = ["layouts (convert --layout NAME; the same NAME maps such files back):"]
+    for name in layout_names():
+        try:
+            cls = get_layout_class(name)
+        except (DstoreError, ImportError) as e:
+            out.append(f"  {name:<22} (cannot load: {str(e).splitlines()[0]})")
+            continue
+        out.append(f"  {name:<22} {cls.help}")
+        out.extend(_dataclass_option_lines(cls.Options))
+    return out
 
 
 def _cmd_formats(args: argparse.Namespace) -> int:
@@ -332,6 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write one file per source (the 'source' field of a dataset read from many "
         "files) into the new folder DST, in --to's format (default: the sources' format)",
+    )
+    p.add_argument(
+        "--layout",
+        metavar="NAME",
+        help="map label-maker arrays to a training layout (tf-object-detection, "
+        "tf-segmentation, tf-classification), or back from one (listed by 'dstore formats')",
     )
     p.set_defaults(func=_cmd_convert)
     _with_lazy_epilog(

@@ -183,8 +183,14 @@ def convert(
     progress: Progress | None = None,
     resume: bool = False,
     client: Any = None,
+    layout: str | None = None,
 ) -> ConvertReport:
     """Convert ``src`` to ``dst``, streaming, with an optional dtype policy.
+
+    ``layout`` (``tf-object-detection``, ``tf-segmentation``, ``tf-classification``
+    or a registered one) maps label-maker arrays to a training library's feature
+    names, or back when ``src`` already holds them (:mod:`dstore.layouts`); the
+    layout's own ``options`` (``class_names``, ``filenames``) are taken out of the codec's.
 
     ``resume=True`` finishes an interrupted sharded (TFRecord) conversion,
     keeping the shards it completed; ``client`` (a ``dask.distributed.Client``)
@@ -194,7 +200,12 @@ def convert(
     """
     src, dst = os.fspath(src), os.fspath(dst)
     policy = dtype if isinstance(dtype, DtypePolicy) else parse_policy(dtype, on_overflow)
-    dst_codec = codec_for(dst, to, options)
+    mapping, codec_options = None, options
+    if layout is not None:
+        from ..layouts import split_layout_options
+
+        mapping, codec_options = split_layout_options(layout, options)
+    dst_codec = codec_for(dst, to, codec_options)
     if isinstance(client, str):  # a scheduler address: connect for this conversion only
         with _dask_client(client) as connected:
             return convert(
@@ -210,9 +221,14 @@ def convert(
                 progress=progress,
                 resume=resume,
                 client=connected,
+                layout=layout,
             )
     t0 = time.perf_counter()
     with open_reader(src, format=from_format, **dict(src_options or {})) as reader:
+        if mapping is not None:
+            from ..layouts import apply_layout
+
+            reader = apply_layout(reader, mapping)
         stats, run = write_dataset(
             reader,
             dst,
@@ -224,7 +240,10 @@ def convert(
             progress=progress,
             resume=resume,
             client=client,
-            source=SourceRef(src, from_format, dict(src_options or {})),
+            # a Dask worker reopens the source without the layout: send it the records
+            source=SourceRef(src, from_format, dict(src_options or {}))
+            if mapping is None
+            else None,
         )
         schema = reader.schema
         # a multi-source reader (dstore.multisource) knows its files' format and total size

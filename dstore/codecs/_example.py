@@ -30,6 +30,7 @@ __all__ = [
     "BYTES",
     "FLOAT",
     "INT64",
+    "TF_FEATURE_ATTR",
     "FeatureSignature",
     "decode_example",
     "encode_example",
@@ -40,6 +41,10 @@ __all__ = [
 
 BYTES, FLOAT, INT64 = 1, 2, 3
 KIND_NAMES = {BYTES: "bytes_list", FLOAT: "float_list", INT64: "int64_list"}
+#: FieldSpec attribute marking a Bytes field whose records are serialized ``Feature``s,
+#: which the TFRecord codec writes as they are: how a producer (a layout) writes a list of
+#: several strings per record (the Object Detection API's class/text), which no kind holds yet
+TF_FEATURE_ATTR = "tf_feature"
 
 
 def _varint(n: int) -> bytes:

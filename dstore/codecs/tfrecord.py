@@ -47,6 +47,7 @@ from ._example import (
     FLOAT,
     INT64,
     KIND_NAMES,
+    TF_FEATURE_ATTR,
     FeatureSignature,
     decode_example,
     encode_example,
@@ -88,6 +89,7 @@ _WIRE_KIND = {
     "bytes": BYTES,  # String / Bytes: the record's bytes, one value
     "encoded": BYTES,  # an encoded Image (png/jpeg/...) passed through byte for byte
     "tensor": BYTES,  # foreign only: tf.io.serialize_tensor bytes (label-maker)
+    "feature": BYTES,  # Bytes records that are serialized Features (any list kind), as they are
 }
 
 
@@ -117,6 +119,8 @@ class FieldEncoding:
 
 def choose_encoding(spec: FieldSpec, feature: str, images: set[str] | None) -> FieldEncoding:
     kind = spec.kind
+    if isinstance(kind, Bytes) and spec.attrs.get(TF_FEATURE_ATTR):
+        return FieldEncoding(feature, "feature")
     if isinstance(kind, (String, Bytes)):
         return FieldEncoding(feature, "bytes")
     if isinstance(kind, Image):
@@ -168,6 +172,8 @@ def _png_decode(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
 
 def _encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> bytes:
     """One serialized Feature from one record (an ndarray, or bytes for byte-string kinds)."""
+    if enc.encoding == "feature":
+        return bytes(value)
     if enc.encoding in ("bytes", "encoded"):
         return encode_feature(BYTES, value)
     if enc.encoding == "png":
@@ -200,6 +206,8 @@ def _record(spec: FieldSpec, col: Any, i: int) -> Any:
 
 def _decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, where: str) -> Any:
     """One record from its Feature: an ndarray, or bytes for byte-string kinds."""
+    if enc.encoding == "feature":  # the same bytes again: encode_feature wrote them canonically
+        return encode_feature(kind, values)
     expected = _WIRE_KIND[enc.encoding]
     if kind != expected:
         raise CodecIOError(
@@ -1045,6 +1053,8 @@ def _var_feature_line(feature: str, enc: FieldEncoding) -> str:
     if enc.encoding in ("int64", "float"):
         dtype = "tf.int64" if enc.encoding == "int64" else "tf.float32"
         return f"    {feature}: tf.io.RaggedFeature({dtype}),"
+    if enc.encoding == "feature":  # a list of byte strings per record (class/text)
+        return f"    {feature}: tf.io.RaggedFeature(tf.string),"
     return f"    {feature}: tf.io.FixedLenFeature([], tf.string),"
 
 
