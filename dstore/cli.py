@@ -360,7 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--layout",
         metavar="NAME",
         help="map label-maker arrays to a training layout (tf-object-detection, "
-        "tf-segmentation, tf-classification), or back from one (listed by 'dstore formats')",
+        "tf-segmentation, tf-classification), or back from one (listed by 'dstore formats'; "
+        "default: none, the fields as they are)",
     )
     p.set_defaults(func=_cmd_convert)
     _with_lazy_epilog(
