@@ -182,3 +182,29 @@ def test_records_written_by_tensorflow_map_back(tmp_path):
             np.testing.assert_array_equal(y[i], want)
     with dstore.open(back) as ds:  # what the layout does not map is kept, under its key
         assert ds["train"]["image/filename"][:] == [f"f{i}.png" for i in range(4)]
+
+
+def test_image_format_is_passed_to_the_codec_and_written(tmp_path):
+    """``-o image_format=jpeg`` reaches the TFRecord codec (where JPEG encoding exists) and
+    ``image/format`` says what it wrote; the boxes do not depend on it."""
+    import dataclasses
+
+    from dstore.codecs.tfrecord import TFRecordOptions
+
+    src = str(tmp_path / "data.npz")
+    arrays = write_od_npz(src, seed=16, size=64, most=3)
+    out = str(tmp_path / "od.tfrecords")
+    options = {"image_format": "jpeg"}
+    if "image_format" not in {f.name for f in dataclasses.fields(TFRecordOptions)}:
+        # before JPEG encoding lands the codec refuses the key by name, with nothing written
+        with pytest.raises(ValueError, match="unknown option.*image_format"):
+            dstore.convert(src, out, layout="tf-object-detection", options=options)
+        assert not os.path.exists(out)
+        return
+    dstore.convert(src, out, layout="tf-object-detection", options=options)
+    y = arrays["y_train"]
+    for i, ex in enumerate(_parse(out, "train", _od_spec())):
+        assert ex["image/format"].numpy() == b"jpeg"
+        assert tf.io.decode_jpeg(ex["image/encoded"], channels=3).numpy().shape == (64, 64, 3)
+        labels = tf.sparse.to_dense(ex["image/object/class/label"]).numpy()
+        assert labels.tolist() == y[i][y[i].any(axis=1)][:, 4].tolist()
