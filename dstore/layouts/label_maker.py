@@ -106,7 +106,9 @@ def _saved_kind(saved: Mapping[str, Any], name: str, default: Kind, where: str) 
     return kind_from_json(data, where) if data else default
 
 
-def _pixels(col: Any, kind: Kind, shape: tuple[int, ...], where: str, field: str) -> np.ndarray:
+def _pixels(
+    col: Any, kind: Kind, shape: tuple[int, ...], where: str, name: str, start: int
+) -> np.ndarray:
     """A batch of images as one ndarray of ``shape`` per record: the codec decoded them
     already (dense), or they arrive encoded (PNG/JPEG bytes) and are decoded here."""
     if not isinstance(col, VarColumn):
@@ -114,21 +116,21 @@ def _pixels(col: Any, kind: Kind, shape: tuple[int, ...], where: str, field: str
         if arr.shape[1:] != shape:
             if arr.shape[1:] + (1,) == shape or arr.shape[1:] == shape + (1,):
                 return arr.reshape((len(arr), *shape))
-            raise SchemaError(f"{where}, field {field!r}: images of shape {arr.shape[1:]}")
+            raise SchemaError(f"{where}, field {name!r}: images of shape {arr.shape[1:]}")
         return arr
     import imagecodecs  # the tfrecord extra: only files that keep images encoded get here
 
-    out = np.empty((len(col), *shape), kind.value_dtype if isinstance(kind, Image) else np.uint8)
+    out = np.empty((len(col), *shape), kind.value_dtype)
     for i, blob in enumerate(col.to_bytes_list()):
         try:
             img = imagecodecs.imread(blob)
         except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
             raise CodecIOError(
-                f"{where}, field {field!r}, record {i}: does not decode: {e}"
+                f"{where}, field {name!r}, record {start + i}: does not decode: {e}"
             ) from None
         if img.size != int(np.prod(shape)):
             raise SchemaError(
-                f"{where}, field {field!r}, record {i}: image {img.shape}, expected {shape}"
+                f"{where}, field {name!r}, record {start + i}: image {img.shape}, expected {shape}"
             )
         out[i] = img.reshape(shape)
     return out
@@ -348,7 +350,7 @@ class ObjectDetection(Layout):
     def decode_batch(self, split: str, batch: Batch, start: int, where: str) -> Batch:
         state = self._decode[split]
         x_kind, y_kind = state["x"], state["y"]
-        x = _pixels(batch[IMAGE], x_kind, x_kind.shape, where, IMAGE).astype(x_kind.dtype)
+        x = _pixels(batch[IMAGE], x_kind, x_kind.shape, where, IMAGE, start).astype(x_kind.dtype)
         n = len(x)
         h, w = x_kind.shape[0], x_kind.shape[1]
         cols = [batch[f] for f in (*BOX_FIELDS, LABEL)]
@@ -500,8 +502,12 @@ class Segmentation(Layout):
     def decode_batch(self, split: str, batch: Batch, start: int, where: str) -> Batch:
         x_kind, y_kind = self._decode[split]
         out: Batch = {
-            "x": _pixels(batch[IMAGE], x_kind, x_kind.shape, where, IMAGE).astype(x_kind.dtype),
-            "y": _pixels(batch[MASK], y_kind, y_kind.shape, where, MASK).astype(y_kind.dtype),
+            "x": _pixels(batch[IMAGE], x_kind, x_kind.shape, where, IMAGE, start).astype(
+                x_kind.dtype
+            ),
+            "y": _pixels(batch[MASK], y_kind, y_kind.shape, where, MASK, start).astype(
+                y_kind.dtype
+            ),
         }
         used = {IMAGE, FORMAT, HEIGHT, WIDTH, MASK, MASK_FORMAT}
         out.update({k: v for k, v in batch.items() if k not in used})
@@ -582,7 +588,9 @@ class Classification(Layout):
     def decode_batch(self, split: str, batch: Batch, start: int, where: str) -> Batch:
         x_kind, _ = self._decode[split]
         out: Batch = {
-            "x": _pixels(batch["image"], x_kind, x_kind.shape, where, "image").astype(x_kind.dtype),
+            "x": _pixels(batch["image"], x_kind, x_kind.shape, where, "image", start).astype(
+                x_kind.dtype
+            ),
             "y": batch["label"],
         }
         out.update({k: v for k, v in batch.items() if k not in ("image", "label")})
