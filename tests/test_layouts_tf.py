@@ -208,3 +208,23 @@ def test_image_format_is_passed_to_the_codec_and_written(tmp_path):
         assert tf.io.decode_jpeg(ex["image/encoded"], channels=3).numpy().shape == (64, 64, 3)
         labels = tf.sparse.to_dense(ex["image/object/class/label"]).numpy()
         assert labels.tolist() == y[i][y[i].any(axis=1)][:, 4].tolist()
+
+
+def test_classification_as_label_maker_writes_it(tmp_path):
+    """``-o image_encoding=tensor``: the bytes of ``tf.io.serialize_tensor``, which
+    label-maker's pipelines read with ``tf.io.parse_tensor``; and back, exactly."""
+    x, y = photo_tiles(5, 32, seed=17)
+    src, out = str(tmp_path / "c.npz"), str(tmp_path / "c.tfrecords")
+    back = str(tmp_path / "b.npz")
+    np.savez(src, x_train=x, y_train=y)
+    dstore.convert(src, out, layout="tf-classification", options={"image_encoding": "tensor"})
+    spec = {
+        "image": tf.io.FixedLenFeature((), tf.string),
+        "label": tf.io.FixedLenFeature((y.shape[1],), tf.int64),
+    }
+    for i, ex in enumerate(_parse(out, "train", spec)):
+        assert ex["image"].numpy() == tf.io.serialize_tensor(x[i]).numpy()
+        np.testing.assert_array_equal(tf.io.parse_tensor(ex["image"], tf.uint8).numpy(), x[i])
+        assert ex["label"].numpy().tolist() == y[i].tolist()
+    dstore.convert(out, back, layout="tf-classification")
+    assert dstore.verify(src, back).ok

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CodecIOError
-from ._example import _decode_varints, _fields
+from ._example import _decode_varints, _fields, _len_field, _varint
 
-__all__ = ["StringTensor", "looks_like_tensor_proto", "parse_tensor_proto"]
+__all__ = ["StringTensor", "looks_like_tensor_proto", "parse_tensor_proto", "serialize_tensor"]
 
 #: tensorflow/core/framework/types.proto DataType -> numpy dtype (little-endian)
 _DTYPES: dict[int, str] = {
@@ -136,6 +136,25 @@ def parse_tensor_proto(data: bytes, where: str) -> np.ndarray | StringTensor:
         raise CodecIOError(
             f"{where}: not a serialized tensor (tf.io.serialize_tensor): {e}"
         ) from None
+
+
+def serialize_tensor(arr: np.ndarray) -> bytes:
+    """What ``tf.io.serialize_tensor`` writes for a numeric array: dtype, shape, then the
+    values as little-endian ``tensor_content`` (label-maker's classification records)."""
+    dtype = arr.dtype.newbyteorder("<") if arr.dtype.itemsize > 1 else arr.dtype
+    enum = next((k for k, v in _DTYPES.items() if np.dtype(v) == dtype), None)
+    if enum is None:
+        raise ValueError(f"no TensorFlow DataType for {arr.dtype}")
+    # proto3 leaves out fields at their default: a size-0 dimension is an empty Dim
+    dims = b"".join(_len_field(0x12, b"\x08" + _varint(n) if n else b"") for n in arr.shape)
+    content = np.ascontiguousarray(arr, dtype=dtype).tobytes()
+    # an empty tensor has no tensor_content field at all, as TensorFlow writes it
+    return (
+        b"\x08"
+        + _varint(enum)
+        + _len_field(0x12, dims)
+        + (_len_field(0x22, content) if content else b"")
+    )
 
 
 def _from_typed(
