@@ -166,7 +166,6 @@ class _ODSplit:
     tile: Image
     y: FieldSpec
     clipped: np.ndarray  # boxes clipped per record (re-reads of a record count once)
-    boxes: int = 0
 
 
 class ObjectDetection(Layout):
