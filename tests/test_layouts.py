@@ -416,3 +416,18 @@ def test_entry_point_group(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "my-layout" in proc.stdout and "a layout from another package" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("layout", "option", "says"),
+    [
+        ("tf-object-detection", "class_names=building,,road", "class_names has an empty name"),
+        ("tf-classification", "image_encoding=jpeg", "expected one of png, tensor"),
+    ],
+)
+def test_a_bad_layout_option_is_one_line(tmp_path, capsys, od_npz, layout, option, says):
+    out = str(tmp_path / "o.tfrecords")
+    assert main(["convert", od_npz[0], out, "--layout", layout, "-o", option]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err and f"layout {layout}" in err
+    assert not os.path.exists(out)

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from ..codecs.base import Reader
 from ..errors import SchemaError
 from ..integrity import CHECKSUM_ATTR
+from ..options import parse_options
 from ..schema import Batch, Schema, SplitSpec
 
 __all__ = ["LAYOUT_ATTR", "Layout", "LayoutReader"]
@@ -36,7 +37,8 @@ class Layout(ABC):
     """Maps a split's fields to a training layout's fields and back.
 
     Subclasses set ``name``, ``help`` and ``Options`` (a dataclass whose
-    fields are the ``-o KEY=VALUE`` options the layout takes; the conversion
+    fields, declared with :func:`dstore.options.option`, are the ``-o KEY=VALUE``
+    options the layout takes; the conversion
     removes them from the destination codec's options, except the keys in
     ``shared_options``, which both read -- ``image_format`` says what the codec
     encodes the images as, and the layout writes it in ``image/format``).
@@ -48,22 +50,12 @@ class Layout(ABC):
 
     name: ClassVar[str]
     help: ClassVar[str] = ""
-    Options: ClassVar[type] = type("Options", (), {})
+    Options: ClassVar[type] = dataclasses.make_dataclass("Options", [], frozen=True)
     shared_options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **options: Any) -> None:
-        known = (
-            {f.name for f in dataclasses.fields(self.Options)}
-            if dataclasses.is_dataclass(self.Options)
-            else set()
-        )
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise SchemaError(
-                f"layout {self.name}: unknown option(s) {', '.join(unknown)}; "
-                f"valid: {', '.join(sorted(known)) or 'none'}"
-            )
-        self.options = self.Options(**{k: str(v) for k, v in options.items()})
+        # read by type like the codecs' options; a mistake is one OptionError line
+        self.options = parse_options(self.Options, options, f"layout {self.name}")
 
     @classmethod
     def option_names(cls) -> tuple[str, ...]:

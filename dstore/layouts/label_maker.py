@@ -27,16 +27,17 @@ the schema's attributes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ..codecs._example import BYTES, TF_FEATURE_ATTR, encode_feature
 from ..codecs.base import Reader
-from ..errors import CodecIOError, SchemaError
+from ..errors import CodecIOError, OptionError, SchemaError
 from ..model import Bytes, Image, Kind, Ragged, String, Tensor, VarColumn, kind_from_json
+from ..options import option
 from ..schema import Batch, FieldSpec, SplitSpec
 from .base import Layout
 
@@ -144,21 +145,25 @@ def _passthrough(split: SplitSpec, used: set[str]) -> list[FieldSpec]:
 # ------------------------------------------------------------- object detection
 
 
-@dataclass
+@dataclass(frozen=True)
 class ODOptions:
-    class_names: str = field(
-        default="",
-        metadata={
-            "help": "names of classes 1, 2, ... in label-maker's order, e.g. building,road "
-            "(writes image/object/class/text)"
-        },
+    # a string, split here: an empty name must be an error, not a shift of the ones after it
+    class_names: str = option(
+        "",
+        "names of classes 1, 2, ... in label-maker's order, e.g. building,road "
+        "(writes image/object/class/text)",
     )
-    filenames: str = field(
-        default="", metadata={"help": "string field giving image/filename and image/source_id"}
-    )
-    image_format: str = field(
-        default="png", metadata={"help": "what the codec encodes images as (image/format)"}
-    )
+    filenames: str = option("", "string field giving image/filename and image/source_id")
+    image_format: str = option("png", "what the codec encodes images as (image/format)")
+
+    def names(self) -> list[str]:
+        return [n.strip() for n in self.class_names.split(",")] if self.class_names else []
+
+    def validate(self) -> None:
+        if any(not name for name in self.names()):
+            raise OptionError(
+                f"layout tf-object-detection: class_names has an empty name: {self.class_names!r}"
+            )
 
 
 @dataclass
@@ -178,12 +183,7 @@ class ObjectDetection(Layout):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        names = [s.strip() for s in self.options.class_names.split(",")]
-        self.class_names = [s for s in names if s] if self.options.class_names else []
-        if self.options.class_names and len(self.class_names) != len(names):
-            raise SchemaError(
-                f"layout {self.name}: class_names has an empty name: {self.options.class_names!r}"
-            )
+        self.class_names = self.options.names()
         self._splits: dict[str, _ODSplit] = {}
         self._decode: dict[str, dict[str, Any]] = {}
 
@@ -397,11 +397,9 @@ class ObjectDetection(Layout):
 # ---------------------------------------------------------------- segmentation
 
 
-@dataclass
+@dataclass(frozen=True)
 class SegOptions:
-    image_format: str = field(
-        default="png", metadata={"help": "what the codec encodes images as (image/format)"}
-    )
+    image_format: str = option("png", "what the codec encodes images as (image/format)")
 
 
 class Segmentation(Layout):
@@ -516,14 +514,12 @@ class Segmentation(Layout):
 # -------------------------------------------------------------- classification
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClassOptions:
-    image_encoding: str = field(
-        default="png",
-        metadata={
-            "help": "png, or tensor: tf.io.serialize_tensor bytes, as label-maker's own writer "
-            "stores them (read with tf.io.parse_tensor; uncompressed)"
-        },
+    image_encoding: Literal["png", "tensor"] = option(
+        "png",
+        "the image as PNG, or as the tf.io.serialize_tensor bytes label-maker's own writer "
+        "stores (tf.io.parse_tensor reads them; uncompressed)",
     )
 
 
@@ -542,11 +538,6 @@ class Classification(Layout):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        if self.options.image_encoding not in ("png", "tensor"):
-            raise SchemaError(
-                f"layout {self.name}: image_encoding must be png or tensor. "
-                f"Got {self.options.image_encoding!r} instead."
-            )
         self._decode: dict[str, tuple[Tensor, Kind]] = {}
         self._image_kinds: dict[str, Kind] = {}
 
