@@ -73,6 +73,10 @@ def _add_drop(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
+    if args.per_source and args.layout:
+        from .errors import UsageError
+
+        raise UsageError("--per-source and --layout do not go together: convert, then split")
     if args.per_source:
         from .multisource import write_per_source
 
