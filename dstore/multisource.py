@@ -42,7 +42,7 @@ from .codecs.base import Codec, Reader
 from .errors import CodecIOError, SchemaError, UnknownCodecError
 from .integrity import CHECKSUM_ATTR
 from .model import Column, Kind, Ragged, String, Tensor, VarColumn, concat_columns, slice_column
-from .registry import get_codec_class, infer_codec
+from .registry import available_codecs, get_codec_class, infer_codec
 from .schema import Batch, FieldSpec, Schema, SplitSpec
 
 __all__ = [
@@ -75,7 +75,10 @@ def is_multi(path: str, format: str | None = None) -> bool:
     if not os.path.isdir(path):
         return False
     if format is not None:  # a folder of that format's files, or a dataset of it
-        exts = get_codec_class(format).extensions
+        codec = get_codec_class(format)
+        if codec.reads_folders:  # its folder of shards is one dataset
+            return False
+        exts = codec.extensions
         return not any(os.path.basename(os.path.normpath(path)).endswith(e) for e in exts) and any(
             f.endswith(exts) for f in os.listdir(path)
         )
@@ -134,7 +137,11 @@ def expand(spec: str, format: str | None = None) -> tuple[list[str], list[str]]:
             if fmt is not None and (format is None or fmt == format):
                 paths.append(os.path.join(folder, f))
     if not paths:
-        raise CodecIOError(f"{spec}: the folder holds no file of a known format")
+        raise UnknownCodecError(
+            spec,
+            list(available_codecs()),
+            f"{spec}: no format claims this folder or any file in it (name one with --from)",
+        )
     return paths, [os.path.relpath(p, spec).replace(os.sep, "/") for p in paths]
 
 

@@ -300,6 +300,9 @@ class Codec(ABC):
     extensions: ClassVar[tuple[str, ...]] = ()
     #: True when paths may be fsspec URLs (s3://, memory://).
     supports_urls: ClassVar[bool] = False
+    #: True when one dataset of this format is a folder of its files (TFRecord shards),
+    #: so ``--from`` it on a folder of them reads one dataset, not many sources.
+    reads_folders: ClassVar[bool] = False
     #: Field kinds this format stores (the shared suite tests each one).
     kinds: ClassVar[tuple[type[Kind], ...]] = (Tensor,)
     #: Option dataclass; its fields are the ``-o KEY=VALUE`` options.

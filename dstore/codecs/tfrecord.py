@@ -1135,6 +1135,7 @@ class TFRecordCodec(Codec):
     """TFRecord shards of ``tf.train.Example``, images as PNG (no TensorFlow needed)."""
 
     name = "tfrecord"
+    reads_folders = True
     extensions = (".tfrecords", ".tfrecord")
     kinds = (Tensor, String, Bytes, Ragged, Image)
     supports_urls = True
