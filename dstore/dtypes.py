@@ -120,7 +120,7 @@ class DtypePolicy:
             spec = split.fields[name]
             new = self.target(spec)
             if isinstance(col, VarColumn):
-                if new == col.values.dtype:
+                if new == col.values.dtype or isinstance(col.values, VarColumn):
                     out[name] = col
                     continue
 

@@ -25,6 +25,7 @@ from .model import (
     Kind,
     Ragged,
     String,
+    StringList,
     Tensor,
     VarColumn,
     check_numeric_dtype,
@@ -323,6 +324,16 @@ def check_batch(split: SplitSpec, batch: Mapping[str, Column]) -> int:
                 f"{where}: expected values + offsets for a {spec.kind.describe()} field"
             )
         col.check(where)
+        if isinstance(spec.kind, StringList) or isinstance(col.values, VarColumn):
+            if not (isinstance(spec.kind, StringList) and isinstance(col.values, VarColumn)):
+                raise SchemaError(
+                    f"{where}: a {spec.kind.describe()} field needs "
+                    + ("nested" if isinstance(spec.kind, StringList) else "flat")
+                    + " values + offsets"
+                )
+            if spec.kind.text:
+                col.check_utf8(where)
+            continue
         if col.values.dtype != spec.dtype:
             raise SchemaError(f"{where}: values are {col.values.dtype}, expected {spec.dtype}")
         inner = spec.shape if isinstance(spec.kind, Ragged) else ()

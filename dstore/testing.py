@@ -27,7 +27,7 @@ from .codecs.base import Codec
 from .dtypes import DtypePolicy
 from .errors import UnsupportedDtypeError
 from .fs import sha256_file
-from .model import Bytes, Image, Kind, Ragged, String, VarColumn
+from .model import Bytes, Image, Kind, Ragged, String, StringList, VarColumn
 from .schema import DEFAULT_SPLIT
 
 __all__ = [
@@ -129,6 +129,10 @@ def assert_columns_equal(exp: Any, act: Any, where: Any = "") -> None:
             type(exp),
             type(act),
         )
+        if isinstance(exp.values, VarColumn) or isinstance(act.values, VarColumn):
+            assert act.lengths.tolist() == exp.lengths.tolist(), (where, "list lengths")
+            assert_columns_equal(exp.values, act.values, (where, "strings"))
+            return
         assert act.values.dtype == exp.values.dtype, (where, act.values.dtype, exp.values.dtype)
         assert act.values.shape[1:] == exp.values.shape[1:], (
             where,
@@ -176,6 +180,12 @@ def kind_cases() -> dict[str, tuple[Kind, list[Any]]]:
         # NUL is valid UTF-8, but some formats' strings end at it (HDF5 vlen strings)
         "string-nul": (String(), ["trailing\x00", "\x00", "mid\x00dle", ""]),
         "bytes": (Bytes(), [b"\x00", b"", b"\xff\x00\x00", bytes(range(256)), b"z"]),
+        # the Object Detection API's class text: 0..n strings per record
+        "string-list": (
+            StringList(),
+            [["cat", "dog"], [], ["é", "", "日本"], ["x" * 70], [], ["a"] * 20],
+        ),
+        "bytes-list": (StringList(text=False), [[b"\x00\xff", b""], [], [bytes(range(9))]]),
         "ragged-boxes": (
             Ragged(np.dtype("float32"), (4,)),
             [rng.random((n, 4)).astype(np.float32) for n in (2, 0, 5, 1, 0, 20)],

@@ -123,6 +123,8 @@ def _example(**features) -> bytes:
     for name, value in features.items():
         if isinstance(value, bytes):
             feats[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+        elif isinstance(value, list):  # several byte strings: the OD API's class text
+            feats[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=value))
         elif np.asarray(value).dtype.kind == "f":
             feats[name] = tf.train.Feature(
                 float_list=tf.train.FloatList(value=np.ravel(value).tolist())
@@ -386,6 +388,9 @@ def _refused(tmp_path, capsys, make, message, compression):
         assert not os.path.exists(out)
 
 
+_CLASSES = ["cat", "dog", "bird", "café", "自転車"]
+
+
 def _od_records(n: int, tiles: np.ndarray) -> tuple[list[bytes], list[int]]:
     """Object Detection API records written by TensorFlow: JPEG tiles, 0..20 boxes each."""
     rng = np.random.default_rng(3)
@@ -405,6 +410,7 @@ def _od_records(n: int, tiles: np.ndarray) -> tuple[list[bytes], list[int]]:
                     "image/object/bbox/ymin": box[0] / 2,
                     "image/object/bbox/ymax": box[1] / 2,
                     "image/object/class/label": np.arange(k, dtype=np.int64) % 5 + 1,
+                    "image/object/class/text": [_CLASSES[j % 5].encode() for j in range(k)],
                 }
             )
         )
@@ -417,7 +423,7 @@ def test_object_detection_records_tensorflow_wrote(tmp_path, tiles, compression)
     """OD API layout (JPEG, 0..20 boxes): read by inspection, the info snippet runs in
     TensorFlow and decodes the same values, and TFRecord -> npz/hdf5 -> TFRecord gives
     back the same feature names and values, parsed by TensorFlow with the OD API spec."""
-    from dstore.model import Image, Ragged, String
+    from dstore.model import Image, Ragged, String, StringList
 
     x, _ = tiles
     recs, counts = _od_records(24, x)
@@ -429,12 +435,17 @@ def test_object_detection_records_tensorflow_wrote(tmp_path, tiles, compression)
         assert f["image/filename"].kind == String()
         assert f["image/object/bbox/xmin"].kind == Ragged(np.dtype(np.float32), ())
         assert [len(f["image/object/bbox/xmin"][i]) for i in range(len(recs))] == counts
+        assert f["image/object/class/text"].kind == StringList()
+        texts = [[_CLASSES[j % 5] for j in range(k)] for k in counts]
+        assert [f["image/object/class/text"][i] for i in range(len(recs))] == texts
+        assert f["image/object/class/text"][2:5] == texts[2:5]
     ran = _run_snippet(path, "train")
     od_spec = {
         "image/encoded": tf.io.FixedLenFeature([], tf.string),
         "image/filename": tf.io.FixedLenFeature([], tf.string),
         "image/object/bbox/xmin": tf.io.VarLenFeature(tf.float32),
         "image/object/class/label": tf.io.VarLenFeature(tf.int64),
+        "image/object/class/text": tf.io.VarLenFeature(tf.string),
     }
     for i, ex in enumerate(ran):
         want = tf.io.parse_single_example(recs[i], od_spec)
@@ -445,11 +456,17 @@ def test_object_detection_records_tensorflow_wrote(tmp_path, tiles, compression)
             ex["image/object/bbox/xmin"], want["image/object/bbox/xmin"].values.numpy()
         )
         assert ex["image/filename"] == want["image/filename"].numpy()
+        assert (
+            ex["image/object/class/text"].tolist()
+            == want["image/object/class/text"].values.numpy().tolist()
+        )
     for mid in ("m.npz", "m.h5", "m.zarr"):
         a, b = str(tmp_path / mid), str(tmp_path / (mid + ".tfrecords"))
         dstore.convert(path, a)
         dstore.convert(a, b)
         assert dstore.verify(path, b).ok
+        with dstore.open(a) as ds:  # the middle format holds the lists of class names too
+            assert [ds["train"]["image/object/class/text"][i] for i in range(len(recs))] == texts
         back = tf.data.TFRecordDataset(sorted(tf.io.gfile.glob(b + "/*.tfrecord")))
         for i, rec in enumerate(back):
             got = tf.train.Example.FromString(rec.numpy()).features.feature

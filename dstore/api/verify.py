@@ -74,6 +74,18 @@ def _compare(a: Column, b: Column) -> np.ndarray:
         if not (isinstance(a, VarColumn) and isinstance(b, VarColumn)):
             return np.zeros(len(a), bool)
         same = a.lengths == b.lengths
+        if isinstance(a.values, VarColumn) or isinstance(b.values, VarColumn):
+            # lists of strings: a record is equal when each of its strings is
+            if not (isinstance(a.values, VarColumn) and isinstance(b.values, VarColumn)):
+                return np.zeros(len(a), bool)
+            for i in np.flatnonzero(same):
+                same[i] = bool(
+                    _compare(
+                        a.values.slice(int(a.offsets[i]), int(a.offsets[i + 1])),
+                        b.values.slice(int(b.offsets[i]), int(b.offsets[i + 1])),
+                    ).all()
+                )
+            return same
         if a.shapes is not None or b.shapes is not None:
             same &= (
                 a.shapes is not None and b.shapes is not None and np.array_equal(a.shapes, b.shapes)

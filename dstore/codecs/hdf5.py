@@ -26,7 +26,7 @@ from .. import fs, names
 from .._dist import install_hint
 from ..attrs import encode, fill_value, for_hdf5, group_attrs, target_notes
 from ..errors import CodecIOError, DstoreError, MissingDependencyError, UnsupportedDtypeError
-from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn
+from ..model import Bytes, Column, Image, Kind, Ragged, String, StringList, Tensor, VarColumn
 from ..output import TMP_MARK
 from ..parallel import default_workers, ordered_map
 from ..schema import Batch, FieldSpec, Schema, check_dtype, split_key
@@ -185,6 +185,49 @@ def _set_attrs(obj: Any, encoded: dict[str, Any]) -> None:
 
 #: suffix of the dataset holding each record's shape for raw images of varying size
 _SHAPES = ".shapes"
+#: suffix of the dataset of records + 1 offsets into a list-of-strings field's strings
+_ROW_SPLITS = ".row_splits"
+_KIND_ATTR = "dstore_kind"
+
+
+class _ListDataset:
+    """A list-of-strings field read back: its strings dataset, sliceable by record.
+
+    h5py has no variable-length type of variable-length strings, so such a
+    field is two datasets, as TensorFlow's ``RaggedTensor`` is two tensors:
+    ``K`` holds every record's strings in order (vlen UTF-8 strings, or vlen
+    uint8 for byte strings: h5py users get one ``str``/array per string) and
+    ``K.row_splits`` records + 1 offsets into them."""
+
+    def __init__(self, strings: Any, splits: Any, where: str) -> None:
+        if splits.ndim != 1 or splits.shape[0] < 1 or splits.dtype.kind not in "iu":
+            raise CodecIOError(f"{where}: {_ROW_SPLITS!r} must be records + 1 integer offsets")
+        self.strings, self.splits = strings, splits
+        self.shape = (splits.shape[0] - 1,)
+        self.ndim = 1
+
+    def __getattr__(self, name: str) -> Any:  # name, attrs, dtype, chunks, compression...
+        return getattr(self.strings, name)
+
+    def read(self, start: int, stop: int, where: str) -> VarColumn:
+        offsets = np.asarray(self.splits[start : stop + 1], dtype=np.int64)
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        if lo < 0 or hi > self.strings.shape[0] or (np.diff(offsets) < 0).any():
+            bad = int(np.argmax(np.diff(offsets) < 0)) if (np.diff(offsets) < 0).any() else 0
+            raise CodecIOError(
+                f"{where}, record {start + bad}: row splits do not describe the "
+                f"{self.strings.shape[0]} strings"
+            )
+        raw = self.strings[lo:hi] if hi > lo else []
+        strings = VarColumn.from_bytes(
+            b
+            if isinstance(b, bytes)
+            else np.asarray(b, np.uint8).tobytes()
+            if isinstance(b, np.ndarray)
+            else str(b).encode("utf-8")
+            for b in raw
+        )
+        return VarColumn(strings, offsets - lo)
 
 
 class _VarDataset:
@@ -197,6 +240,9 @@ class _VarDataset:
 
     def write(self, spec: FieldSpec, col: VarColumn) -> None:
         n = len(col)
+        if isinstance(col.values, VarColumn):
+            self._write_lists(spec, col)
+            return
         if isinstance(spec.kind, String):
             if (col.values == 0).any():
                 rec = (
@@ -218,6 +264,32 @@ class _VarDataset:
             if self.shapes is not None and col.shapes is not None:
                 self.shapes[self.pos : self.pos + n] = col.shapes
         self.pos += n
+
+    def _write_lists(self, spec: FieldSpec, col: VarColumn) -> None:
+        """Appends the records' strings to the strings dataset; row splits count them."""
+        assert isinstance(col.values, VarColumn)  # for mypy: write() checked it
+        strings = col.values
+        base = self.ds.shape[0]
+        if isinstance(spec.kind, StringList) and spec.kind.text:
+            if (strings.values == 0).any():
+                at = int(np.argmax(strings.values == 0))
+                string = int(np.searchsorted(strings.offsets, at, side="right")) - 1
+                rec = int(np.searchsorted(col.offsets, string, side="right")) - 1
+                raise UnsupportedDtypeError(
+                    f"hdf5: field {spec.name!r}, record {self.pos + rec}: HDF5 variable-length "
+                    "strings end at NUL, and this text holds one; use npz or zarr, or a list of bytes"
+                )
+            items = np.array(strings.to_str_list(f"field {spec.name!r}"), dtype=object)
+        else:
+            items = np.empty(len(strings), dtype=object)
+            for i in range(len(strings)):
+                items[i] = strings.values[int(strings.offsets[i]) : int(strings.offsets[i + 1])]
+        if len(items):
+            self.ds.resize((base + len(items),))
+            self.ds[base:] = items
+        assert self.shapes is not None  # the row splits
+        self.shapes[self.pos + 1 : self.pos + len(col) + 1] = col.offsets[1:] + base
+        self.pos += len(col)
 
 
 class HDF5Writer(Writer):
@@ -324,10 +396,22 @@ class HDF5Writer(Writer):
         (vlen *strings* end at the first NUL, vlen arrays keep every byte);
         ragged values vlen arrays of their dtype, each record flattened, the
         inner shape in the dataset's ``dstore_inner_shape`` attribute; raw
-        images of varying size vlen pixels plus a ``<name>.shapes`` dataset.
+        images of varying size vlen pixels plus a ``<name>.shapes`` dataset;
+        lists of strings as :class:`_ListDataset` describes.
         HDF5 filters compress only the pointers of vlen data, so none is set."""
         name = names.escape(spec.name)
         kind = spec.kind
+        if isinstance(kind, StringList):
+            strings = group.create_dataset(
+                name,
+                shape=(0,),
+                maxshape=(None,),
+                chunks=(4096,),
+                dtype=h5py.string_dtype("utf-8") if kind.text else h5py.vlen_dtype(np.uint8),
+            )
+            strings.attrs[_KIND_ATTR] = json.dumps(kind.to_json())
+            splits = group.create_dataset(name + _ROW_SPLITS, shape=(count + 1,), dtype="<i8")
+            return _VarDataset(strings, splits)
         dtype = (
             h5py.string_dtype("utf-8") if isinstance(kind, String) else h5py.vlen_dtype(spec.dtype)
         )
@@ -439,6 +523,16 @@ class HDF5Reader(ArrayTreeReader):
                 if key.endswith(_SHAPES) and key[: -len(_SHAPES)] in self.by_path:
                     self.by_path[key] = member  # an image field's record shapes, not a field
                     continue
+                base = key[: -len(_ROW_SPLITS)]
+                if key.endswith(_ROW_SPLITS) and self._is_strings(self.by_path.get(base)):
+                    # a list-of-strings field's record offsets: the field is the pair
+                    lists = _ListDataset(self.by_path[base], member, where)
+                    self.by_path[base] = lists
+                    self.by_path[key] = member
+                    for k, v in list(self.arrays.items()):
+                        if v is lists.strings:
+                            self.arrays[k] = lists
+                    continue
                 if (
                     h5py.check_string_dtype(dtype) is not None
                     or h5py.check_vlen_dtype(dtype) is not None
@@ -464,7 +558,20 @@ class HDF5Reader(ArrayTreeReader):
             elif isinstance(member, h5py.Group):
                 self._walk(member, f"{key}/")
 
+    @staticmethod
+    def _is_strings(ds: Any) -> bool:
+        """Can ``ds`` be a list-of-strings field's strings (dstore's mark, or vlen text)?"""
+        if not isinstance(ds, h5py.Dataset) or ds.ndim != 1:
+            return False
+        if _KIND_ATTR in ds.attrs:
+            return True
+        info = h5py.check_string_dtype(ds.dtype)
+        return info is not None and info.length is None
+
     def _kind_of(self, arr: Any) -> Kind:
+        if isinstance(arr, _ListDataset):
+            info = h5py.check_string_dtype(arr.dtype)
+            return StringList(info is not None and info.encoding == "utf-8")
         info = h5py.check_string_dtype(arr.dtype)
         if info is not None:
             # UTF-8 text is a string; ASCII-declared or fixed-width data may hold any bytes
@@ -481,6 +588,8 @@ class HDF5Reader(ArrayTreeReader):
         if tuple(arr.shape) != (count,):
             return False
         kind = self._kind_of(arr)
+        if isinstance(spec.kind, StringList) or isinstance(kind, StringList):
+            return kind == spec.kind
         if isinstance(spec.kind, String):
             return isinstance(kind, String)
         if isinstance(spec.kind, Ragged):
@@ -495,12 +604,23 @@ class HDF5Reader(ArrayTreeReader):
         return isinstance(kind, Ragged) and kind.dtype == spec.dtype and kind.inner_shape == ()
 
     def _companions(self, paths: Any) -> set[str]:
-        return {p + _SHAPES for p in paths if p + _SHAPES in self.by_path}
+        return {
+            p + suffix
+            for p in paths
+            for suffix in (_SHAPES, _ROW_SPLITS)
+            if p + suffix in self.by_path
+        }
 
     def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
         if spec.dense:
             return super()._read_column(spec, arr, start, stop)
         where = f"{self.path}: dataset {arr.name!r}"
+        if isinstance(arr, _ListDataset):
+            col = arr.read(start, stop, where)
+            col.check(where)
+            if isinstance(spec.kind, StringList) and spec.kind.text:
+                col.check_utf8(where)
+            return col
         info = h5py.check_string_dtype(arr.dtype)
         if info is not None and info.length is not None:  # fixed-width: numpy's NUL rule
             col = fixed_to_column(np.asarray(arr[start:stop]), where)
@@ -537,7 +657,9 @@ class HDF5Reader(ArrayTreeReader):
         out: dict[str, Any] = {}
         # dstore's own marker of a ragged dataset's inner shape is not a user attribute
         user = self._attr_notes(
-            arr.attrs, f"{self.path}: dataset {arr.name!r}", skip=("dstore_inner_shape",)
+            arr.attrs,
+            f"{self.path}: dataset {arr.name!r}",
+            skip=("dstore_inner_shape", _KIND_ATTR),
         )
         if user:
             out["user"] = user
@@ -595,7 +717,7 @@ class HDF5Codec(Codec):
 
     name = "hdf5"
     extensions = (".h5", ".hdf5", ".he5", ".hdf")
-    kinds = (Tensor, String, Bytes, Ragged, Image)
+    kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     Options = HDF5Options
 
     @classmethod

@@ -21,10 +21,15 @@ Field kinds (``np.load`` opens every member without pickle):
   record's values, ``(total, *inner_shape)``), ``K.row_splits.npy`` (int64,
   records + 1 offsets into the values: record ``i`` is
   ``values[row_splits[i]:row_splits[i+1]]``, TensorFlow's ``RaggedTensor``
-  names) and for images ``K.shapes.npy`` (each record's shape).
+  names) and for images ``K.shapes.npy`` (each record's shape);
+* lists of strings (or bytes) per record: ``K.values.npy`` is a ``<U`` / ``S``
+  array of every record's strings in order, ``K.row_splits.npy`` counts
+  strings (record ``i``'s list is ``values[row_splits[i]:row_splits[i+1]]``);
+  a string ending in NUL is refused (fixed-width items would drop it).
 
 Foreign npz files: ``<U``/``S`` members are string/bytes fields, pairs of
-``K.values`` and ``K.row_splits`` ragged fields, and object arrays (how
+``K.values`` and ``K.row_splits`` ragged fields (lists of strings when the values are
+``<U``/``S``), and object arrays (how
 ``np.savez`` stores a list of arrays) are rebuilt through
 :mod:`dstore.codecs._safe_pickle` only -- plain arrays, str and bytes; any
 other pickled object is refused, naming what it asked for. Nothing else is
@@ -55,6 +60,7 @@ from ..model import (
     Kind,
     Ragged,
     String,
+    StringList,
     Tensor,
     VarColumn,
     infer_column,
@@ -154,6 +160,8 @@ def _stores(src: _Source, kind: Kind) -> bool:
             return isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw")
         dense = isinstance(kind, Tensor) or (isinstance(kind, Image) and kind.is_dense)
         return dense and m.dtype == kind.value_dtype and m.shape[1:] == _dense_shape(kind)
+    if isinstance(kind, StringList):
+        return m.dtype.kind == ("U" if kind.text else "S") and len(m.shape) == 1
     if m.dtype != kind.value_dtype:
         return False
     if isinstance(kind, Ragged):
@@ -302,12 +310,19 @@ class NpzReader(Reader):
                 raise CodecIOError(
                     f"{where}: {key!r} must be a 1-d integer array of records + 1 offsets"
                 )
-            if values.dtype.kind in "USO":
-                raise CodecIOError(f"{where}: ragged values must be numbers, not {values.dtype}")
+            if values.dtype.kind == "O" or (values.dtype.kind in "US" and len(values.shape) != 1):
+                raise CodecIOError(
+                    f"{where}: ragged values must be numbers or a 1-d string array, not "
+                    f"{values.dtype} {values.shape}"
+                )
             count = splits.shape[0] - 1
             if shapes is not None and (len(shapes.shape) != 2 or shapes.shape[0] != count):
                 raise CodecIOError(f"{where}: {base + _SHAPES!r} must have one row per record")
-            kind: Kind = Ragged(values.dtype, values.shape[1:])
+            kind: Kind = (
+                StringList(values.dtype.kind == "U")
+                if values.dtype.kind in "US"
+                else Ragged(values.dtype, values.shape[1:])
+            )
             if shapes is not None and values.dtype.kind == "u" and values.dtype.itemsize in (1, 2):
                 # 2-d records are greyscale; for 3-d ones the channels are in each record's shape
                 kind = Image(values.dtype, 0 if shapes.shape[1] == 2 else None)
@@ -425,12 +440,15 @@ class NpzReader(Reader):
             cuts=[int(offsets[b] - offsets[a]) for a, b in bounds],
             total=total,
         )
+        kind = spec.fields[name].kind
         for (a, b), vals in zip(bounds, values, strict=True):
             col = VarColumn(
-                vals, offsets[a : b + 1] - offsets[a], None if shapes is None else shapes[a:b]
+                fixed_to_column(vals, where) if isinstance(kind, StringList) else vals,
+                offsets[a : b + 1] - offsets[a],
+                None if shapes is None else shapes[a:b],
             )
             col.check(where)
-            if isinstance(spec.fields[name].kind, String):
+            if isinstance(kind, String) or (isinstance(kind, StringList) and kind.text):
                 col.check_utf8(where)
             yield col
 
@@ -685,12 +703,19 @@ class _VarSpool:
         self.values = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
         self.lengths = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
         self.shapes = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
+        #: lists of strings: values/lengths spool the strings, this each record's list length
+        self.list_lengths = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
+        self.strings = 0
         self.total = 0  # values (first-axis entries) so far
         self.width = 0  # widest record, in characters (strings) or bytes
         self.nul_end = False
         self.ndim = 0
 
     def write(self, col: VarColumn) -> None:
+        if isinstance(col.values, VarColumn):
+            self.list_lengths.write(np.ascontiguousarray(col.lengths, dtype="<i8").data)
+            self.strings += len(col.values)
+            col = col.values
         self.values.write(np.ascontiguousarray(col.values).data)
         self.lengths.write(np.ascontiguousarray(col.lengths, dtype="<i8").data)
         if col.shapes is not None:
@@ -698,27 +723,47 @@ class _VarSpool:
             self.shapes.write(np.ascontiguousarray(col.shapes, dtype="<i8").data)
         self.total += len(col.values)
         if self._fixed_candidate and len(col):
-            widths = char_counts(col) if isinstance(self.spec.kind, String) else col.lengths
+            widths = char_counts(col) if self._text else col.lengths
             self.width = max(self.width, int(widths.max()))
             self.nul_end = self.nul_end or ends_with_nul(col)
 
     @property
     def _fixed_candidate(self) -> bool:
         kind = self.spec.kind
-        return isinstance(kind, (String, Bytes)) or (
+        return isinstance(kind, (String, Bytes, StringList)) or (
             isinstance(kind, Image) and kind.encoding != "raw"
         )
 
+    @property
+    def _text(self) -> bool:
+        kind = self.spec.kind
+        return isinstance(kind, String) or (isinstance(kind, StringList) and kind.text)
+
+    def _fixed_dtype(self) -> np.dtype:
+        return np.dtype(f"<U{max(self.width, 1)}" if self._text else f"S{max(self.width, 1)}")
+
     def members(self, count: int) -> list[tuple[str, bytes, Iterator[bytes]]]:
         """(suffix, .npy header, data chunks) of the members this field becomes."""
+        if isinstance(self.spec.kind, StringList):
+            if self.nul_end:
+                raise UnsupportedDtypeError(
+                    f"field {self.spec.name!r}: a string ends in NUL, which npz's fixed-width "
+                    "string arrays drop; lists of such strings cannot be stored in npz"
+                )
+            return [
+                (
+                    _VALUES,
+                    _npy_header(self._fixed_dtype(), (self.strings,)),
+                    self._fixed_chunks(self.strings),
+                ),
+                (
+                    _ROW_SPLITS,
+                    _npy_header(np.dtype("<i8"), (count + 1,)),
+                    self._split_chunks(self.list_lengths),
+                ),
+            ]
         if self._fixed_candidate and not self.nul_end:
-            kind = self.spec.kind
-            dtype = (
-                np.dtype(f"<U{max(self.width, 1)}")
-                if isinstance(kind, String)
-                else np.dtype(f"S{max(self.width, 1)}")
-            )
-            return [("", _npy_header(dtype, (count,)), self._fixed_chunks(count))]
+            return [("", _npy_header(self._fixed_dtype(), (count,)), self._fixed_chunks(count))]
         inner = self.spec.shape if isinstance(self.spec.kind, Ragged) else ()
         out = [
             (
@@ -726,7 +771,11 @@ class _VarSpool:
                 _npy_header(self.spec.dtype, (self.total, *inner)),
                 _file_chunks(self.values),
             ),
-            (_ROW_SPLITS, _npy_header(np.dtype("<i8"), (count + 1,)), self._split_chunks()),
+            (
+                _ROW_SPLITS,
+                _npy_header(np.dtype("<i8"), (count + 1,)),
+                self._split_chunks(self.lengths),
+            ),
         ]
         if isinstance(self.spec.kind, Image) and self.spec.kind.encoding == "raw":
             out.append(
@@ -738,10 +787,10 @@ class _VarSpool:
             )
         return out
 
-    def _split_chunks(self) -> Iterator[bytes]:
+    def _split_chunks(self, lengths: IO[bytes]) -> Iterator[bytes]:
         yield np.zeros(1, "<i8").tobytes()
         base = 0
-        for chunk in _file_chunks(self.lengths):
+        for chunk in _file_chunks(lengths):
             ends = np.cumsum(np.frombuffer(chunk, "<i8")) + base
             if len(ends):
                 base = int(ends[-1])
@@ -758,13 +807,13 @@ class _VarSpool:
             np.cumsum(lengths, out=offsets[1:])
             values = np.frombuffer(self.values.read(int(offsets[-1])), np.uint8)
             col = VarColumn(values, offsets)
-            if isinstance(self.spec.kind, String):
+            if self._text:
                 yield utf8_to_fixed_unicode(col, self.width).tobytes()
             else:
                 yield bytes_to_fixed(col, self.width).tobytes()
 
     def close(self) -> None:
-        for f in (self.values, self.lengths, self.shapes):
+        for f in (self.values, self.lengths, self.shapes, self.list_lengths):
             f.close()
 
 
@@ -868,7 +917,7 @@ class NpzCodec(Codec):
 
     name = "npz"
     extensions = (".npz",)
-    kinds = (Tensor, String, Bytes, Ragged, Image)
+    kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     Options = NpzOptions
 
     @classmethod

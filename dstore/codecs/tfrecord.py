@@ -36,7 +36,7 @@ from .. import fs, names
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..fs import is_url
 from ..integrity import CHECKSUM_ATTR
-from ..model import Bytes, Image, Ragged, String, Tensor, VarColumn
+from ..model import Bytes, Image, Ragged, String, StringList, Tensor, VarColumn
 from ..model.columns import slice_column
 from ..options import option, options_json
 from ..parallel import default_workers, ordered_map
@@ -87,6 +87,7 @@ _WIRE_KIND = {
     "int64": INT64,
     "float": FLOAT,
     "bytes": BYTES,  # String / Bytes: the record's bytes, one value
+    "strings": BYTES,  # StringList: the record's strings, 0..n values
     "encoded": BYTES,  # an encoded Image (png/jpeg/...) passed through byte for byte
     "tensor": BYTES,  # foreign only: tf.io.serialize_tensor bytes (label-maker)
     "feature": BYTES,  # Bytes records that are serialized Features (any list kind), as they are
@@ -123,6 +124,8 @@ def choose_encoding(spec: FieldSpec, feature: str, images: set[str] | None) -> F
         return FieldEncoding(feature, "feature")
     if isinstance(kind, (String, Bytes)):
         return FieldEncoding(feature, "bytes")
+    if isinstance(kind, StringList):
+        return FieldEncoding(feature, "strings")
     if isinstance(kind, Image):
         # raw pixels of any size become PNG; encoded images travel as they are
         return FieldEncoding(feature, "png" if kind.encoding == "raw" else "encoded")
@@ -174,7 +177,7 @@ def _encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> 
     """One serialized Feature from one record (an ndarray, or bytes for byte-string kinds)."""
     if enc.encoding == "feature":
         return bytes(value)
-    if enc.encoding in ("bytes", "encoded"):
+    if enc.encoding in ("bytes", "encoded", "strings"):
         return encode_feature(BYTES, value)
     if enc.encoding == "png":
         img = value if value.ndim == 2 or value.shape[2] != 1 else value[..., 0]
@@ -196,6 +199,8 @@ def _record(spec: FieldSpec, col: Any, i: int) -> Any:
     kinds (no UTF-8 round trip), else an ndarray."""
     if not isinstance(col, VarColumn):
         return col[i]
+    if isinstance(col.values, VarColumn):  # a list of strings: its byte strings
+        return col.values.slice(int(col.offsets[i]), int(col.offsets[i + 1])).to_bytes_list()
     if isinstance(spec.kind, (String, Bytes)) or (
         isinstance(spec.kind, Image) and spec.kind.encoding != "raw"
     ):
@@ -214,6 +219,17 @@ def _decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, w
             f"{where}: feature {enc.feature!r} is a {KIND_NAMES[kind]}, "
             f"expected {KIND_NAMES[expected]}"
         )
+    if enc.encoding == "strings":
+        if isinstance(spec.kind, StringList) and spec.kind.text:
+            for j, v in enumerate(values):
+                try:
+                    v.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise CodecIOError(
+                        f"{where}: feature {enc.feature!r} (field {spec.name!r}), string {j}: "
+                        f"not valid UTF-8 at byte {e.start}"
+                    ) from None
+        return list(values)
     if enc.encoding in ("png", "raw", "bytes", "encoded") and len(values) != 1:
         raise CodecIOError(
             f"{where}: feature {enc.feature!r} holds {len(values)} byte strings, expected 1"
@@ -520,7 +536,10 @@ class _FeatureStats:
     empty list); one byte string per record is a PNG/JPEG Image (PNGs of one
     size: a fixed-size image decoded to pixels), a serialized TensorProto
     (a Tensor, Ragged when its first axis varies), String when every record is
-    valid UTF-8, else Bytes. A byte-string feature missing from a record is an
+    valid UTF-8, else Bytes. A byte-string feature with 0 or several values in
+    some record is a list of strings (of bytes unless every string is UTF-8);
+    records lacking it then read as an empty list. A byte-string feature with
+    exactly one value wherever it is present, missing from some record, is an
     error naming that record: it has no empty value that is not also data."""
 
     name: str
@@ -535,7 +554,7 @@ class _FeatureStats:
     tensor: bool = True
     tensor_dtype: np.dtype | None = None
     tensor_shapes: set[tuple[int, ...]] = None  # type: ignore[assignment]
-    bad_at: tuple[str, int] | None = None
+    bad_at: tuple[str, int] | None = None  # a byte-string feature with n != 1: a list
 
     def __post_init__(self) -> None:
         self.heads = set()
@@ -544,7 +563,8 @@ class _FeatureStats:
     @property
     def looks(self) -> bool:
         """True while the values themselves must be read (byte strings that are not images)."""
-        return self.kind == BYTES and (None in self.heads) and (self.utf8 or self.tensor)
+        listy = self.bad_at is not None
+        return self.kind == BYTES and (None in self.heads or listy) and (self.utf8 or self.tensor)
 
     def absent(self, at: tuple[str, int]) -> None:
         if self.missing_at is None:
@@ -555,6 +575,7 @@ class _FeatureStats:
         self.max_n = max(self.max_n, n)
         if self.kind == BYTES and n != 1 and self.bad_at is None:
             self.bad_at = at
+            self.tensor = False  # lists of serialized tensors are not a kind
         if self.kind == BYTES and n == 1:
             self.heads.add(head)
 
@@ -591,15 +612,16 @@ class _FeatureStats:
             if missing or self.min_n != self.max_n:
                 return FieldSpec(name, Ragged(dtype, ())), enc
             return FieldSpec.tensor(name, dtype, () if self.max_n == 1 else (self.max_n,)), enc
-        if missing or self.bad_at is not None:
-            path, index = self.missing_at if missing else self.bad_at  # type: ignore[misc]
-            what = (
-                "has no value" if missing or self.min_n == 0 else f"holds {self.max_n} byte strings"
-            )
+        if self.bad_at is not None:
+            # images were never text; other strings were looked at once the list showed
+            text = self.utf8 and not any(h is not None for h in self.heads)
+            return FieldSpec(name, StringList(text)), FieldEncoding(name, "strings")
+        if missing:
+            path, index = self.missing_at  # type: ignore[misc]
             raise SchemaError(
-                f"{path}: feature {name!r} {what} in record {index} (first seen in record "
-                f"{self.first[1]}): a byte-string feature needs exactly one value per record "
-                "(lists of several byte strings have no field kind yet)"
+                f"{path}: feature {name!r} has no value in record {index} (first seen in record "
+                f"{self.first[1]}): a byte-string feature with one value in every other record "
+                "has no empty value that is not also data"
             )
         heads = self.heads
         if heads and None not in heads:
@@ -907,6 +929,9 @@ class TFRecordReader(Reader):
                         # a list feature some records lack: an empty list (README rule)
                         out[name][offset + i] = np.empty((0, *spec.shape), spec.dtype)
                         continue
+                    if enc.encoding == "strings":  # the same rule for lists of strings
+                        out[name][offset + i] = []
+                        continue
                     raise CodecIOError(
                         f"{where}: Example has no feature {enc.feature!r} (field {name!r})"
                     )
@@ -1053,7 +1078,7 @@ def _var_feature_line(feature: str, enc: FieldEncoding) -> str:
     if enc.encoding in ("int64", "float"):
         dtype = "tf.int64" if enc.encoding == "int64" else "tf.float32"
         return f"    {feature}: tf.io.RaggedFeature({dtype}),"
-    if enc.encoding == "feature":  # a list of byte strings per record (class/text)
+    if enc.encoding in ("feature", "strings"):  # a list of byte strings per record
         return f"    {feature}: tf.io.RaggedFeature(tf.string),"
     return f"    {feature}: tf.io.FixedLenFeature([], tf.string),"
 
@@ -1108,6 +1133,8 @@ def _to_column(spec: FieldSpec, col: Any) -> Any:
         return col
     if isinstance(spec.kind, Ragged):
         return VarColumn.from_rows(col, spec.dtype, spec.shape)
+    if isinstance(spec.kind, StringList):
+        return VarColumn.from_lists(col)
     if isinstance(spec.kind, Image) and spec.kind.encoding == "raw":
         flat = VarColumn.from_rows([a.reshape(-1) for a in col], spec.dtype)
         shapes = np.array([a.shape for a in col], np.int64).reshape(len(col), -1)
@@ -1137,7 +1164,7 @@ class TFRecordCodec(Codec):
     name = "tfrecord"
     reads_folders = True
     extensions = (".tfrecords", ".tfrecord")
-    kinds = (Tensor, String, Bytes, Ragged, Image)
+    kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     supports_urls = True
     Options = TFRecordOptions
 

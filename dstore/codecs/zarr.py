@@ -27,7 +27,18 @@ from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8
 from .. import fs, names
 from ..attrs import encode, fill_value, for_zarr, group_attrs, is_missing, target_notes
 from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
-from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, kind_from_json
+from ..model import (
+    Bytes,
+    Column,
+    Image,
+    Kind,
+    Ragged,
+    String,
+    StringList,
+    Tensor,
+    VarColumn,
+    kind_from_json,
+)
 from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, check_dtype, split_key
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
@@ -86,6 +97,8 @@ def _native(dtype: np.dtype) -> np.dtype:
 
 #: a field whose records vary and is not text: a group of these arrays (TensorFlow's RaggedTensor names)
 _VALUES, _ROW_SPLITS, _SHAPES = "values", "row_splits", "shapes"
+#: a list of byte strings per record: strings + 1 offsets of each string into the uint8 values
+_VALUE_SPLITS = "value_splits"
 _KIND_ATTR = "dstore_kind"
 #: records per chunk of a variable-length string/bytes array
 _VAR_CHUNK = 4096
@@ -101,12 +114,19 @@ class _VarArrays:
     (records + 1 int64 offsets into them) and for raw images ``shapes``; the
     group's ``dstore_kind`` attribute says what they are. (zarr-python's
     variable-length ``bytes`` type has no zarr v3 specification yet and warns
-    that other zarr libraries may not read it; plain uint8 values can.)"""
+    that other zarr libraries may not read it; plain uint8 values can.)
+
+    A list of strings per record is a group too: ``values`` is a ``string``
+    array of every record's strings in order and ``row_splits`` counts strings
+    (record ``i``'s list is ``values[row_splits[i]:row_splits[i+1]]``). For a
+    list of byte strings ``values`` is uint8 and ``value_splits`` (strings + 1
+    offsets into it) cuts the strings."""
 
     def __init__(
         self, text: Any = None, values: Any = None, splits: Any = None, shapes: Any = None
     ) -> None:
         self.text, self.values, self.splits, self.shapes = text, values, splits, shapes
+        self.value_splits: Any = None
         self.pos = 0
         self.kind: Kind | None = None
 
@@ -127,14 +147,19 @@ class _VarArrays:
             rows = max(
                 1, (1 << 20) // max(1, int(np.prod(inner, dtype=np.int64)) * spec.dtype.itemsize)
             )
-            values = sub.create_array(
-                _VALUES,
-                shape=(0, *inner),
-                dtype=_native(spec.dtype),
-                chunks=(rows, *(max(1, d) for d in inner)),
-                compressors=compressor,
-                fill_value=0,
-            )
+            if isinstance(kind, StringList) and kind.text:
+                values = sub.create_array(
+                    _VALUES, shape=(0,), dtype=VariableLengthUTF8(), chunks=(_VAR_CHUNK,)
+                )
+            else:
+                values = sub.create_array(
+                    _VALUES,
+                    shape=(0, *inner),
+                    dtype=_native(spec.dtype),
+                    chunks=(rows, *(max(1, d) for d in inner)),
+                    compressors=compressor,
+                    fill_value=0,
+                )
             splits = sub.create_array(
                 _ROW_SPLITS,
                 shape=(count + 1,),
@@ -152,6 +177,10 @@ class _VarArrays:
                     chunks=(max(1, min(count, 1 << 16)), ndim),
                 )
             out = cls(values=values, splits=splits, shapes=shapes)
+            if isinstance(kind, StringList) and not kind.text:
+                out.value_splits = sub.create_array(
+                    _VALUE_SPLITS, shape=(1,), dtype="<i8", chunks=(1 << 17,), fill_value=0
+                )
         out.kind = kind
         return out
 
@@ -161,6 +190,20 @@ class _VarArrays:
             return
         if self.text is not None:
             self.text[self.pos : self.pos + n] = np.array(col.to_str_list(), dtype=object)
+        elif isinstance(col.values, VarColumn):
+            strings = col.values
+            base = (
+                self.values.shape[0]
+                if self.value_splits is None
+                else self.value_splits.shape[0] - 1
+            )
+            if self.value_splits is None:
+                if len(strings):
+                    self.values.append(np.array(strings.to_str_list(), dtype=object))
+            elif len(strings):
+                self.value_splits.append(strings.offsets[1:] + self.values.shape[0])
+                self.values.append(strings.values)
+            self.splits[self.pos + 1 : self.pos + n + 1] = col.offsets[1:] + base
         else:
             base = self.values.shape[0]
             if len(col.values):
@@ -211,6 +254,8 @@ class _RaggedGroup:
             raise CodecIOError(
                 f"{where}, record {bad}: row splits do not describe the {self.values.shape[0]} values"
             )
+        if _VALUE_SPLITS in self.group or isinstance(_zdtype(self.values), VariableLengthUTF8):
+            return VarColumn(self._strings(lo, hi, where), offsets - lo)
         values = np.asarray(self.values[lo:hi])
         shapes = (
             None if self.shapes is None else np.asarray(self.shapes[start:stop], dtype=np.int64)
@@ -218,6 +263,17 @@ class _RaggedGroup:
         col = VarColumn(values, offsets - lo, shapes)
         col.check(where)
         return col
+
+    def _strings(self, lo: int, hi: int, where: str) -> VarColumn:
+        """Strings ``lo:hi`` of a list-of-strings group, as a column of strings."""
+        if _VALUE_SPLITS not in self.group:
+            return VarColumn.from_strings(str(x) for x in np.asarray(self.values[lo:hi]).tolist())
+        cuts = np.asarray(self.group[_VALUE_SPLITS][lo : hi + 1], dtype=np.int64)
+        if len(cuts) != hi - lo + 1 or cuts[-1] > self.values.shape[0] or (np.diff(cuts) < 0).any():
+            raise CodecIOError(f"{where}: {_VALUE_SPLITS!r} do not describe the values")
+        strings = VarColumn(np.asarray(self.values[int(cuts[0]) : int(cuts[-1])]), cuts)
+        strings.check(where)
+        return strings
 
 
 def _json_attrs(encoded: dict[str, Any]) -> dict[str, Any]:
@@ -424,6 +480,8 @@ class ZarrReader(ArrayTreeReader):
             stored = arr.attrs.get(_KIND_ATTR)
             if stored is not None:
                 return kind_from_json(stored, where)
+            if isinstance(_zdtype(arr.values), VariableLengthUTF8):
+                return StringList()
             inner = tuple(int(n) for n in arr.values.shape[1:])
             return Ragged(check_dtype(np.dtype(arr.values.dtype), where), inner)
         if isinstance(_zdtype(arr), VariableLengthUTF8):
@@ -455,6 +513,12 @@ class ZarrReader(ArrayTreeReader):
         if isinstance(arr, _RaggedGroup):
             inner = spec.shape if isinstance(spec.kind, Ragged) else ()
             col = arr.read(start, stop, inner, where)
+            if isinstance(spec.kind, StringList):
+                if not isinstance(col.values, VarColumn):
+                    raise CodecIOError(f"{where}: the group holds no strings")
+                if spec.kind.text:
+                    col.check_utf8(where)
+                return col
             return VarColumn(col.values.astype(spec.dtype, copy=False), col.offsets, col.shapes)
         items = arr[start:stop]
         if isinstance(spec.kind, String):
@@ -522,7 +586,7 @@ class ZarrCodec(Codec):
     name = "zarr"
     extensions = (".zarr", ".zarr.zip")
     supports_urls = True
-    kinds = (Tensor, String, Bytes, Ragged, Image)
+    kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     Options = ZarrOptions
 
     def supports(self, dtype: np.dtype) -> bool:

@@ -9,6 +9,10 @@ strings is two arrays, not a million Python objects. Offsets always start at
 
 Raw images whose size varies also carry ``shapes``: each record's full shape,
 its values being the flattened pixels.
+
+A list of strings per record (:class:`~dstore.model.kinds.StringList`) nests:
+its values are themselves a VarColumn of strings (bytes + one offset per
+string) and its offsets count strings, Arrow's ``list<string>``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SchemaError
-from .kinds import Bytes, Image, Kind, Ragged, String, Tensor
+from .kinds import Bytes, Image, Kind, Ragged, String, StringList, Tensor
 
 __all__ = [
     "Column",
@@ -40,7 +44,8 @@ _OFFSET = np.dtype(np.int64)
 class VarColumn:
     """Records of varying size: ``values[offsets[i]:offsets[i+1]]`` is record ``i``."""
 
-    values: np.ndarray
+    #: the values; for a list of strings per record, a VarColumn of the strings
+    values: np.ndarray | VarColumn
     offsets: np.ndarray
     #: per-record full shapes (raw images of varying size), else None
     shapes: np.ndarray | None = None
@@ -55,7 +60,7 @@ class VarColumn:
         if offsets[0] != 0:
             offsets = offsets - offsets[0]
         object.__setattr__(self, "offsets", offsets)
-        if self.values.ndim == 0:
+        if not isinstance(self.values, VarColumn) and self.values.ndim == 0:
             raise SchemaError("values must have a first axis")
 
     def __len__(self) -> int:
@@ -65,6 +70,16 @@ class VarColumn:
     def lengths(self) -> np.ndarray:
         """Values per record (first-axis entries)."""
         return np.diff(self.offsets)
+
+    @property
+    def nested(self) -> bool:
+        """True for a list of strings per record (the values are a VarColumn of strings)."""
+        return isinstance(self.values, VarColumn)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the innermost values (uint8 for strings and bytes)."""
+        return self.values.dtype
 
     @property
     def nbytes(self) -> int:
@@ -95,11 +110,18 @@ class VarColumn:
                     f"{where}: record {bad} has shape {tuple(self.shapes[bad])} but "
                     f"{int(self.lengths[bad])} values"
                 )
+        if isinstance(self.values, VarColumn):
+            try:
+                self.values.check(where)
+            except SchemaError as e:
+                raise SchemaError(f"{e} (of the strings of all records)") from None
 
     def row(self, i: int) -> np.ndarray:
         """Record ``i`` as an array (a view of the values)."""
         lo, hi = int(self.offsets[i]), int(self.offsets[i + 1])
-        out = self.values[lo:hi]
+        out = _cut(self.values, lo, hi)
+        if isinstance(out, VarColumn):
+            raise TypeError("a list of strings per record has no array rows; use record()")
         if self.shapes is not None:
             out = out.reshape(tuple(int(n) for n in self.shapes[i]))
         return out
@@ -108,7 +130,7 @@ class VarColumn:
         """Records ``start:stop`` (values stay a view)."""
         lo, hi = int(self.offsets[start]), int(self.offsets[stop])
         shapes = None if self.shapes is None else self.shapes[start:stop]
-        return VarColumn(self.values[lo:hi], self.offsets[start : stop + 1] - lo, shapes)
+        return VarColumn(_cut(self.values, lo, hi), self.offsets[start : stop + 1] - lo, shapes)
 
     def take(self, indices: Sequence[int] | np.ndarray) -> VarColumn:
         """Records at ``indices``, in that order (a copy)."""
@@ -120,9 +142,9 @@ class VarColumn:
             # one gather over the flat value positions of all picked records
             starts = np.repeat(self.offsets[idx], lengths)
             within = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], lengths)
-            values = self.values[starts + within]
+            values = _gather(self.values, starts + within)
         else:
-            values = self.values[:0]
+            values = _cut(self.values, 0, 0)
         shapes = None if self.shapes is None else self.shapes[idx]
         return VarColumn(values, offsets, shapes)
 
@@ -132,7 +154,13 @@ class VarColumn:
             raise ValueError("concat of no columns")
         if len(parts) == 1:
             return parts[0]
-        values = np.concatenate([p.values for p in parts]).astype(parts[0].values.dtype, copy=False)
+        values: np.ndarray | VarColumn
+        if isinstance(parts[0].values, VarColumn):
+            values = VarColumn.concat([p.values for p in parts if isinstance(p.values, VarColumn)])
+        else:
+            values = np.concatenate([p.values for p in parts]).astype(
+                parts[0].values.dtype, copy=False
+            )
         bases = np.cumsum([0] + [int(p.offsets[-1]) for p in parts[:-1]])
         offsets = np.concatenate(
             [parts[0].offsets[:1]] + [p.offsets[1:] + b for p, b in zip(parts, bases, strict=True)]
@@ -167,7 +195,26 @@ class VarColumn:
     def from_strings(cls, items: Iterable[str]) -> VarColumn:
         return cls.from_bytes(s.encode("utf-8") for s in items)
 
+    @classmethod
+    def from_lists(cls, records: Iterable[Sequence[str] | Sequence[bytes]]) -> VarColumn:
+        """A list-of-strings column from per-record lists of ``str`` (or of ``bytes``)."""
+        lists = [list(r) for r in records]
+        offsets = np.zeros(len(lists) + 1, _OFFSET)
+        np.cumsum([len(r) for r in lists], out=offsets[1:])
+        flat = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for r in lists for s in r]
+        return cls(cls.from_bytes(flat), offsets)
+
+    def to_lists(self, text: bool, where: str = "field") -> list[list[Any]]:
+        """Each record's list of strings (``text``) or of bytes: a nested column only."""
+        if not isinstance(self.values, VarColumn):
+            raise TypeError("to_lists needs a list-of-strings column")
+        items: list[Any] = self.values.to_str_list(where) if text else self.values.to_bytes_list()
+        o = self.offsets.tolist()
+        return [items[o[i] : o[i + 1]] for i in range(len(self))]
+
     def to_bytes_list(self) -> list[bytes]:
+        if isinstance(self.values, VarColumn):
+            raise TypeError("a list of strings per record: use to_lists")
         buf = np.ascontiguousarray(self.values).tobytes()
         o = self.offsets.tolist()
         return [buf[o[i] : o[i + 1]] for i in range(len(self))]
@@ -184,12 +231,26 @@ class VarColumn:
     def check_utf8(self, where: str) -> None:
         """Every record is valid UTF-8 on its own (a record boundary inside a
         multi-byte character is as invalid as a bad byte)."""
+        if isinstance(self.values, VarColumn):
+            bad = self.values.first_invalid_utf8()
+            if bad is not None:
+                # found by string; the user needs the record that holds it
+                string, why = bad
+                rec = int(np.searchsorted(self.offsets, string, side="right")) - 1
+                nth = string - int(self.offsets[rec])
+                raise SchemaError(f"{where}, record {rec}: invalid UTF-8{why} in string {nth}")
+            return
+        bad = self.first_invalid_utf8()
+        if bad is not None:
+            raise SchemaError(f"{where}, record {bad[0]}: invalid UTF-8{bad[1]}")
+
+    def first_invalid_utf8(self) -> tuple[int, str] | None:
+        """The first record that is not valid UTF-8 on its own, and why (or None)."""
         buf = np.ascontiguousarray(self.values).tobytes()
         try:
             buf.decode("utf-8")
         except UnicodeDecodeError as e:
-            rec = int(np.searchsorted(self.offsets, e.start, side="right")) - 1
-            raise SchemaError(f"{where}, record {rec}: invalid UTF-8") from None
+            return int(np.searchsorted(self.offsets, e.start, side="right")) - 1, ""
         starts = self.offsets[:-1][self.lengths > 0]
         if len(starts):
             # a record may not start on a continuation byte (10xxxxxx)
@@ -198,12 +259,19 @@ class VarColumn:
                 rec = int(np.flatnonzero(self.lengths > 0)[int(np.argmax(cont))])
                 # the character began in an earlier record, which ends inside it
                 rec = int(np.searchsorted(self.offsets, self.offsets[rec] - 1, side="right")) - 1
-                raise SchemaError(
-                    f"{where}, record {rec}: invalid UTF-8 (a character split across records)"
-                )
+                return rec, " (a character split across records)"
+        return None
 
 
 Column = np.ndarray | VarColumn
+
+
+def _cut(values: np.ndarray | VarColumn, lo: int, hi: int) -> Any:
+    return values.slice(lo, hi) if isinstance(values, VarColumn) else values[lo:hi]
+
+
+def _gather(values: np.ndarray | VarColumn, idx: np.ndarray) -> Any:
+    return values.take(idx) if isinstance(values, VarColumn) else values[idx]
 
 
 def _is_dense(kind: Kind) -> bool:
@@ -234,6 +302,8 @@ def empty_column(kind: Kind) -> Column:
         return np.empty((0, *kind.shape), kind.dtype)
     if isinstance(kind, Image) and kind.is_dense:
         return np.empty((0, *(kind.shape or ())), kind.dtype)
+    if isinstance(kind, StringList):
+        return VarColumn.from_lists([])
     inner: tuple[int, ...] = kind.inner_shape if isinstance(kind, Ragged) else ()
     shapes = None
     if isinstance(kind, Image) and kind.encoding == "raw":
@@ -245,6 +315,8 @@ def record(kind: Kind, col: Column, i: int) -> Any:
     """Record ``i`` as a user sees it: an ndarray, or ``str`` / ``bytes``."""
     if not isinstance(col, VarColumn):
         return col[i]
+    if isinstance(kind, StringList):
+        return col.slice(i, i + 1).to_lists(kind.text)[0]
     if isinstance(kind, String):
         lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
         return col.values[lo:hi].tobytes().decode("utf-8")
@@ -259,13 +331,27 @@ def to_column(kind: Kind, data: Any, where: str = "field") -> Column:
     a VarColumn, or a list of per-record values (str, bytes, arrays)."""
     if isinstance(data, VarColumn):
         data.check(where)
-        if isinstance(kind, String):
+        if isinstance(data.values, VarColumn) != isinstance(kind, StringList):
+            raise SchemaError(
+                f"{where}: a {kind.describe()} field needs "
+                + ("nested values + offsets" if isinstance(kind, StringList) else "flat values")
+            )
+        if isinstance(kind, String) or (isinstance(kind, StringList) and kind.text):
             data.check_utf8(where)
         return data
     if _is_dense(kind):
         arr = np.asarray(data)
         return arr
     items = list(data)
+    if isinstance(kind, StringList):
+        want = str if kind.text else (bytes, bytearray, memoryview)
+        for i, r in enumerate(items):
+            if isinstance(r, (str, bytes)) or not all(isinstance(s, want) for s in r):
+                raise SchemaError(
+                    f"{where}, record {i}: a {kind.describe()} record must be a list of "
+                    f"{'str' if kind.text else 'bytes'}"
+                )
+        return VarColumn.from_lists(items)
     if isinstance(kind, String):
         bad = next((i for i, s in enumerate(items) if not isinstance(s, str)), None)
         if bad is not None:

@@ -5,6 +5,7 @@
   (fixed-width on disk in npz; held as values + offsets, trailing NULs
   stripped the way numpy strips them);
 * a list of ``str`` / ``bytes`` -> String / Bytes;
+* a list of lists of ``str`` (or of ``bytes``) -> :class:`StringList`;
 * a list (or object array) of numeric arrays whose first axis varies ->
   :class:`Ragged`; if they all have one shape, a Tensor.
 """
@@ -18,7 +19,7 @@ import numpy as np
 
 from ..errors import SchemaError
 from .columns import Column, VarColumn
-from .kinds import Bytes, Kind, Ragged, String, Tensor, check_numeric_dtype
+from .kinds import Bytes, Kind, Ragged, String, StringList, Tensor, check_numeric_dtype
 
 __all__ = ["infer_column", "numpy_strings_to_column"]
 
@@ -55,6 +56,9 @@ def infer_column(data: Any, where: str) -> tuple[Kind, Column]:
         return String(), VarColumn.from_strings(items)
     if all(isinstance(b, (bytes, bytearray)) for b in items):
         return Bytes(), VarColumn.from_bytes(bytes(b) for b in items)
+    lists = _string_lists(items)
+    if lists is not None:
+        return lists
     if isinstance(items[0], (str, bytes, bytearray)):
         text = isinstance(items[0], str)
         bad = next(
@@ -90,3 +94,16 @@ def infer_column(data: Any, where: str) -> tuple[Kind, Column]:
         return Tensor(dtype, arrays[0].shape), np.stack(arrays).astype(dtype, copy=False)
     kind = Ragged(dtype, inner.pop())
     return kind, VarColumn.from_rows(arrays, dtype, kind.inner_shape)
+
+
+def _string_lists(items: Sequence[Any]) -> tuple[Kind, Column] | None:
+    """Records that are lists of str (or of bytes), at least one string among them."""
+    if not all(isinstance(r, (list, tuple)) for r in items):
+        return None
+    flat = [s for r in items for s in r]
+    if not flat or not all(isinstance(s, (str, bytes, bytearray)) for s in flat):
+        return None
+    text = isinstance(flat[0], str)
+    if not all(isinstance(s, str) == text for s in flat):
+        raise SchemaError("lists of strings mix str and bytes; choose one")
+    return StringList(text), VarColumn.from_lists(items)

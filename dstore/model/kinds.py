@@ -33,6 +33,7 @@ __all__ = [
     "Kind",
     "Ragged",
     "String",
+    "StringList",
     "Tensor",
     "check_numeric_dtype",
     "kind_from_json",
@@ -158,6 +159,36 @@ class Bytes(Kind):
 
 
 @dataclass(frozen=True)
+class StringList(Kind):
+    """A list of strings per record (``text``) or of byte strings: the class names of
+    every box of an image, a record's tags. A record is ``list[str]`` / ``list[bytes]``.
+
+    A column nests two value + offset pairs, as Arrow's ``list<string>`` does: a
+    :class:`~dstore.model.columns.VarColumn` of all records' strings (UTF-8 /
+    raw bytes plus one offset per string) inside record offsets into those
+    strings."""
+
+    text: bool = True
+
+    tag: ClassVar[str] = "string_list"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, bool):
+            raise SchemaError(f"string_list: text must be true or false. Got {self.text!r}.")
+
+    @property
+    def item(self) -> Kind:
+        """The kind of one element of a record's list."""
+        return String() if self.text else Bytes()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.tag, "text": self.text}
+
+    def describe(self) -> str:
+        return f"list of {'string' if self.text else 'bytes'}"
+
+
+@dataclass(frozen=True)
 class Ragged(Kind):
     """A variable first axis per record: boxes ``(n_i, 4)``, token lists ``(n_i,)``."""
 
@@ -269,7 +300,9 @@ class Image(Kind):
         return f"image {_dtype_name(self.dtype)} {size} {self.encoding}"
 
 
-_KINDS: dict[str, type[Kind]] = {k.tag: k for k in (Tensor, String, Bytes, Ragged, Image)}
+_KINDS: dict[str, type[Kind]] = {
+    k.tag: k for k in (Tensor, String, Bytes, StringList, Ragged, Image)
+}
 
 
 def kind_from_json(data: Mapping[str, Any], where: str = "field") -> Kind:
@@ -286,6 +319,8 @@ def kind_from_json(data: Mapping[str, Any], where: str = "field") -> Kind:
             return Tensor(np.dtype(data["dtype"]), data.get("shape", ()))
         if cls is Ragged:
             return Ragged(np.dtype(data["dtype"]), data.get("inner_shape", ()))
+        if cls is StringList:
+            return StringList(data.get("text", True))
         if cls is Image:
             return Image(
                 np.dtype(data.get("dtype", "|u1")),

@@ -1,0 +1,103 @@
+"""Lists of strings (or bytes) per record -- the Object Detection API's class text --
+in every format, read natively by each format's own library."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import h5py
+import numpy as np
+import pytest
+import zarr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dstore
+from dstore.errors import SchemaError
+from dstore.model import StringList, VarColumn, infer_column, kind_from_json
+from dstore.schema import FieldSpec
+
+FORMATS = ["npz", "h5", "zarr", "tfrecords"]
+NAMES = [["cat", "dog"], [], ["é", "", "日本"], ["x" * 70], []]
+
+
+def test_kind_json_roundtrip_and_inference():
+    for kind in (StringList(), StringList(text=False)):
+        spec = FieldSpec("names", kind)
+        assert FieldSpec.from_json("names", json.loads(json.dumps(spec.to_json()))) == spec
+        assert kind_from_json(kind.to_json()) == kind
+    kind, col = infer_column(NAMES, "f")
+    assert kind == StringList() and isinstance(col.values, VarColumn)
+    assert col.to_lists(True) == NAMES
+    kind, col = infer_column([[b"\xff"], []], "f")
+    assert kind == StringList(text=False) and col.to_lists(False) == [[b"\xff"], []]
+    with pytest.raises(SchemaError, match="mix str and bytes"):
+        infer_column([["a"], [b"b"]], "f")
+
+
+def test_layouts_each_library_reads_natively(tmp_path):
+    data = {"train": {"names": NAMES, "y": np.arange(5)}}
+    for ext in ("npz", "h5", "zarr"):
+        dstore.save(data, tmp_path / f"d.{ext}")
+    with np.load(tmp_path / "d.npz", allow_pickle=False) as z:
+        values, splits = z["names_train.values"], z["names_train.row_splits"]
+        assert values.dtype.kind == "U"
+        assert [values[a:b].tolist() for a, b in zip(splits[:-1], splits[1:])] == NAMES
+    with h5py.File(tmp_path / "d.h5", "r") as f:
+        values, splits = f["train/names"], f["train/names.row_splits"][:]
+        got = [[s.decode() for s in values[a:b]] for a, b in zip(splits[:-1], splits[1:])]
+        assert got == NAMES
+    g = zarr.open_group(str(tmp_path / "d.zarr"), mode="r")
+    values, splits = g["train/names/values"][:], g["train/names/row_splits"][:]
+    assert [values[a:b].tolist() for a, b in zip(splits[:-1], splits[1:])] == NAMES
+
+
+def test_foreign_files_in_the_same_layout_are_read(tmp_path):
+    """Written by hand with numpy / h5py / zarr (no dstore schema): read as lists of strings."""
+    flat = [s for r in NAMES for s in r]
+    splits = np.cumsum([0] + [len(r) for r in NAMES])
+    np.savez(
+        tmp_path / "f.npz",
+        **{"names_train.values": np.array(flat), "names_train.row_splits": splits},
+    )
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        f.create_dataset("train/names", data=flat, dtype=h5py.string_dtype())
+        f["train/names.row_splits"] = splits
+    g = zarr.open_group(str(tmp_path / "f.zarr"), mode="w")
+    sub = g.create_group("train/names")
+    sub.create_array("values", shape=(len(flat),), dtype=str)[:] = np.array(flat, dtype=object)
+    sub.create_array("row_splits", data=splits)
+    for ext in ("npz", "h5", "zarr"):
+        with dstore.open(tmp_path / f"f.{ext}") as ds:
+            field = ds["train"]["names"]
+            assert field.kind == StringList(), ext
+            assert [field[i] for i in range(len(NAMES))] == NAMES, ext
+
+
+_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=8
+)
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lists=st.lists(st.lists(_text, max_size=6), min_size=1, max_size=12),
+    binary=st.booleans(),
+)
+@pytest.mark.parametrize("ext", FORMATS)
+def test_any_lists_round_trip_every_format(tmp_path, ext, lists, binary):
+    records = [[s.encode() for s in r] for r in lists] if binary else lists
+    path = tmp_path / f"d-{len(os.listdir(tmp_path))}.{ext}"
+    kinds = {("train", "names"): StringList(text=not binary)}
+    dstore.save({"train": {"names": records}}, path, kinds=kinds)
+    with dstore.open(path) as ds:
+        field = ds["train"]["names"]
+        assert field.kind == StringList(text=not binary)
+        assert [field[i] for i in range(len(records))] == records
+        assert field[:] == records
+    back = tmp_path / f"back-{len(os.listdir(tmp_path))}.npz"
+    dstore.convert(path, back)
+    assert dstore.verify(path, back).ok
