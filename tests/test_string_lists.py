@@ -3,6 +3,7 @@ in every format, read natively by each format's own library."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
@@ -43,14 +44,14 @@ def test_layouts_each_library_reads_natively(tmp_path):
     with np.load(tmp_path / "d.npz", allow_pickle=False) as z:
         values, splits = z["names_train.values"], z["names_train.row_splits"]
         assert values.dtype.kind == "U"
-        assert [values[a:b].tolist() for a, b in zip(splits[:-1], splits[1:])] == NAMES
+        assert [values[a:b].tolist() for a, b in itertools.pairwise(splits)] == NAMES
     with h5py.File(tmp_path / "d.h5", "r") as f:
         values, splits = f["train/names"], f["train/names.row_splits"][:]
-        got = [[s.decode() for s in values[a:b]] for a, b in zip(splits[:-1], splits[1:])]
+        got = [[s.decode() for s in values[a:b]] for a, b in itertools.pairwise(splits)]
         assert got == NAMES
     g = zarr.open_group(str(tmp_path / "d.zarr"), mode="r")
     values, splits = g["train/names/values"][:], g["train/names/row_splits"][:]
-    assert [values[a:b].tolist() for a, b in zip(splits[:-1], splits[1:])] == NAMES
+    assert [values[a:b].tolist() for a, b in itertools.pairwise(splits)] == NAMES
 
 
 def test_foreign_files_in_the_same_layout_are_read(tmp_path):
