@@ -173,6 +173,8 @@ def _tfrecord_field(tf: Any, source: Any, name: str, enc: Any) -> tuple[Any, Pos
     shape = (-1, *field.shape) if ragged else field.shape
     string = tf.io.FixedLenFeature([], tf.string)
 
+    if enc.encoding == "strings":  # a list of strings per record: a tf.string vector
+        return tf.io.RaggedFeature(tf.string, row_splits_dtype=tf.int64), lambda v: v
     if enc.encoding in ("bytes", "encoded") or (enc.encoding == "png" and not field.dense):
         if isinstance(kind, (String, Bytes)):
             return string, lambda v: v
@@ -289,7 +291,7 @@ def _generator_dataset(tf: Any, source: Any, shuffle: int, seed: int, determinis
     fields ``tf.RaggedTensorSpec`` from their values + row offsets (a record
     is then a tensor of varying first axis); raw images of varying size their
     pixels as a ragged row plus their shape, put back together per record."""
-    from .model import Bytes, Image, Ragged, String
+    from .model import Bytes, Image, Ragged, String, StringList
 
     spec = source.spec
     signature: dict[str, Any] = {}
@@ -311,6 +313,14 @@ def _generator_dataset(tf: Any, source: Any, shuffle: int, seed: int, determinis
             convert[name] = lambda col: np.array(col.to_bytes_list(), dtype=object)
             if isinstance(kind, Image):
                 post[name] = _image_decoder(tf, kind, where)
+        elif isinstance(kind, StringList):  # a record is a tf.string vector of its strings
+            signature[name] = tf.RaggedTensorSpec(
+                (None, None), tf.string, ragged_rank=1, row_splits_dtype=tf.int64
+            )
+            convert[name] = lambda col: tf.RaggedTensor.from_row_splits(
+                tf.constant(np.array(col.values.to_bytes_list(), dtype=object), tf.string),
+                tf.constant(col.offsets, tf.int64),
+            )
         elif isinstance(kind, (Ragged, Image)):
             # a raw image of varying size travels as its flat pixels + its shape
             image = isinstance(kind, Image)

@@ -102,3 +102,24 @@ def test_any_lists_round_trip_every_format(tmp_path, ext, lists, binary):
     back = tmp_path / f"back-{len(os.listdir(tmp_path))}.npz"
     dstore.convert(path, back)
     assert dstore.verify(path, back).ok
+
+
+@pytest.mark.parametrize("ext", FORMATS)
+def test_training_readers_give_each_records_list(tmp_path, ext):
+    """to_torch: a batch holds each record's ``list[str]``; to_tf_dataset: a tf.string vector."""
+    torch = pytest.importorskip("torch")
+    tf = pytest.importorskip("tensorflow")
+    path = tmp_path / f"d.{ext}"
+    boxes = [np.full((len(r), 4), i, np.float32) for i, r in enumerate(NAMES)]
+    files = [f"f{i}.jpg" for i in range(len(NAMES))]
+    data = {"names": NAMES, "y": np.arange(len(NAMES)), "boxes": boxes, "file": files}
+    dstore.save({"train": data}, path)
+    ds = dstore.to_torch(path, "train")
+    loader = torch.utils.data.DataLoader(ds, batch_size=2, collate_fn=ds.collate_fn())
+    assert [names for b in loader for names in b["names"]] == NAMES
+    got = [[s.decode() for s in ex["names"].numpy()] for ex in dstore.to_tf_dataset(path, "train")]
+    assert got == NAMES
+    for i, ex in enumerate(dstore.to_tf_dataset(path, "train")):  # the other varying kinds
+        np.testing.assert_array_equal(ex["boxes"].numpy(), boxes[i])
+        assert ex["file"].numpy() == files[i].encode()
+    assert tf.is_tensor(next(iter(dstore.to_tf_dataset(path, "train")))["names"])

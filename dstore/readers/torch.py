@@ -23,7 +23,7 @@ import torch
 import torch.utils.data as tud
 
 from ..errors import SchemaError
-from ..model import Bytes, Image, Kind, String, VarColumn
+from ..model import Bytes, Image, Kind, String, StringList, VarColumn
 from .plan import consumer_ranges, epoch_rng, shuffle_buffer
 from .source import SplitSource
 
@@ -42,6 +42,8 @@ def _column(values: Any, kind: Kind, copy: bool) -> Sequence[Any]:
     varying size), which :func:`collate` keeps as a list or pads with a mask.
     """
     if isinstance(values, VarColumn):
+        if isinstance(kind, StringList):  # list[list[str]] (or of bytes)
+            return values.to_lists(kind.text)
         if isinstance(kind, String):
             return values.to_str_list()
         if isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw"):
@@ -200,7 +202,7 @@ def _ragged_names(source: SplitSource) -> tuple[str, ...]:
         name
         for name, kind in source.kinds().items()
         if not source.spec.fields[name].dense
-        and not isinstance(kind, (String, Bytes))
+        and not isinstance(kind, (String, Bytes, StringList))
         and not (isinstance(kind, Image) and kind.encoding != "raw")
     )
 
@@ -259,7 +261,8 @@ def collate(
     Tensors of one shape are stacked (in shared memory, as torch's default
     collate does in a worker); tensors whose first axis varies (ragged fields)
     stay a list, or with ``pad=True`` become one zero-padded tensor plus
-    ``<field>_mask`` (True where a value is real); strings and bytes stay lists.
+    ``<field>_mask`` (True where a value is real); strings, bytes and lists of
+    strings stay lists.
     Fields named in ``ragged`` are treated so even when a batch's records
     happen to share a length (``dataset.collate_fn()`` names them from the schema).
     """
@@ -280,7 +283,7 @@ def collate(
                 out[name], out[f"{name}_mask"] = _pad(values)
             else:
                 out[name] = values
-        elif isinstance(first, (str, bytes)):
+        elif isinstance(first, (str, bytes, list)):  # strings, bytes, lists of strings
             out[name] = values
         else:
             out[name] = tud.default_collate(values)
