@@ -813,3 +813,65 @@ def test_to_tf_dataset_decodes_other_image_encodings(tmp_path, tiles, encoding):
     assert [int(r["k"]) for r in got] == list(range(5))
     for r, want in zip(got, imgs, strict=True):
         np.testing.assert_array_equal(r["img"].numpy(), want)
+
+
+def _partial(i: int) -> bytes:
+    """Written by TensorFlow: every kind of list feature, each absent from some records."""
+    feats: dict = {"label": i}
+    if i % 3:
+        feats["boxes"] = np.full(i % 4, i / 8, np.float32)
+    if i % 2:
+        feats["ids"] = np.arange(i, dtype=np.int64)
+    if i % 4:
+        feats["names"] = [b"n%d" % j for j in range(i % 3)]
+    return _example(**feats)
+
+
+@pytest.mark.parametrize("dest", ["npz", "h5", "zarr", "tfrecords"])
+def test_features_in_only_some_records_read_as_empty_lists(tmp_path, dest):
+    """The documented rule: a list feature a record lacks reads as an empty list, and every
+    other value survives a conversion and comes back to TensorFlow the same."""
+    from dstore.model import Ragged, StringList
+
+    recs = [_partial(i) for i in range(12)]
+    path = str(tmp_path / "train.tfrecord")
+    _tf_write(path, recs)
+    out = str(tmp_path / f"o.{dest}")
+    dstore.convert(path, out)
+    with dstore.open(out) as ds:
+        f = ds["train"]
+        assert f["boxes"].kind == Ragged(np.dtype(np.float32), ())
+        assert f["ids"].kind == Ragged(np.dtype(np.int64), ())
+        assert f["names"].kind == StringList()
+        for i in range(12):
+            np.testing.assert_array_equal(
+                f["boxes"][i], np.full(i % 4 if i % 3 else 0, i / 8, np.float32)
+            )
+            np.testing.assert_array_equal(f["ids"][i], np.arange(i if i % 2 else 0))
+            assert f["names"][i] == ([f"n{j}" for j in range(i % 3)] if i % 4 else [])
+    spec = {
+        "boxes": tf.io.VarLenFeature(tf.float32),
+        "ids": tf.io.VarLenFeature(tf.int64),
+        "names": tf.io.VarLenFeature(tf.string),
+    }
+    back = str(tmp_path / "back.tfrecords")
+    dstore.convert(out, back)
+    files = sorted(tf.io.gfile.glob(back + "/*.tfrecord"))
+    for i, rec in enumerate(tf.data.TFRecordDataset(files)):
+        got, want = tf.io.parse_single_example(rec, spec), tf.io.parse_single_example(recs[i], spec)
+        for k in spec:  # TensorFlow reads an absent list and an empty one the same
+            assert got[k].values.numpy().tolist() == want[k].values.numpy().tolist(), (i, k)
+
+
+def _single_then_absent(i: int) -> bytes:
+    return _example(label=i, **({"filename": f"f{i}.jpg".encode()} if i != 5 else {}))
+
+
+def test_single_value_feature_absent_from_a_record_is_refused_by_name(tmp_path, capsys):
+    _refused(
+        tmp_path,
+        capsys,
+        _single_then_absent,
+        "feature 'filename' has no value in record 5 (first seen in record 0)",
+        "",
+    )
