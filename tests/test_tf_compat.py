@@ -304,14 +304,126 @@ def _sequence(i: int) -> bytes:
     ).SerializeToString()
 
 
-def test_sequence_example_is_refused_not_dropped(tmp_path, capsys):
+def test_sequence_example_with_uneven_steps_is_refused_by_name(tmp_path, capsys):
+    """A feature list whose steps change size has no inner shape: one line naming the record."""
+
+    def uneven(i: int) -> bytes:
+        k = 3 if i == 5 else 2
+        step = tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * k))
+        return tf.train.SequenceExample(
+            feature_lists=tf.train.FeatureLists(
+                feature_list={"x": tf.train.FeatureList(feature=[step, step])}
+            )
+        ).SerializeToString()
+
     _refused(
         tmp_path,
         capsys,
-        _sequence,
-        "record 0 at byte 0 is a tf.train.SequenceExample (feature_lists 'x', 'y'): not supported yet",
+        uneven,
+        "record 5: feature list 'x' has steps of 2 and 3 values: a ragged field's inner shape "
+        "cannot change between steps or records",
         "",
     )
+
+
+def _sequence_records(n: int) -> list[bytes]:
+    """SequenceExamples written by TensorFlow: context features and feature lists of
+    int64 (1 per step), float (3 per step) and bytes, of 0..4 steps, one list absent."""
+
+    def steps(make, k: int) -> tf.train.FeatureList:
+        return tf.train.FeatureList(feature=[make(j) for j in range(k)])
+
+    recs = []
+    for i in range(n):
+        lists = {
+            "tokens": steps(
+                lambda j, i=i: tf.train.Feature(int64_list=tf.train.Int64List(value=[j * i - 7])),
+                i % 4,
+            ),
+            "frames": steps(
+                lambda j, i=i: tf.train.Feature(float_list=tf.train.FloatList(value=[j, i, 0.5])),
+                i % 3,
+            ),
+            "words": steps(
+                lambda j: tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=[f"w{j}é".encode()])
+                ),
+                i % 5,
+            ),
+        }
+        if i == 4:
+            del lists["frames"]  # absent from one record: no steps
+        context = {
+            "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
+            "file": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"f%d" % i])),
+        }
+        recs.append(
+            tf.train.SequenceExample(
+                context=tf.train.Features(feature=context),
+                feature_lists=tf.train.FeatureLists(feature_list=lists),
+            ).SerializeToString()
+        )
+    return recs
+
+
+def test_sequence_examples_tensorflow_wrote_read_as_ragged_fields(tmp_path):
+    """Feature lists are ragged fields (strings: lists of strings); the info snippet runs in
+    TensorFlow with parse_single_sequence_example and gives the same values; TFRecord ->
+    npz/zarr/HDF5 -> TFRecord gives SequenceExamples TensorFlow parses to the same values."""
+    from dstore.model import Ragged, StringList
+
+    n = 10
+    recs = _sequence_records(n)
+    path = str(tmp_path / "train.tfrecord")
+    _tf_write(path, recs)
+    with dstore.open(path) as ds:
+        f = ds["train"]
+        assert f["tokens"].kind == Ragged(np.dtype(np.int64), ())
+        assert f["frames"].kind == Ragged(np.dtype(np.float32), (3,))
+        assert f["words"].kind == StringList()
+        for i in range(n):
+            np.testing.assert_array_equal(f["tokens"][i], np.arange(i % 4) * i - 7)
+            frames = [[j, i, 0.5] for j in range(i % 3 if i != 4 else 0)]
+            np.testing.assert_array_equal(
+                f["frames"][i], np.array(frames, np.float32).reshape(-1, 3)
+            )
+            assert f["words"][i] == [f"w{j}é" for j in range(i % 5)]
+            assert f["file"][i] == f"f{i}" and f["label"][i] == i
+        mine = {k: [f[k][i] for i in range(n)] for k in f}
+    ran = _run_snippet(path, "train")
+    for i, ex in enumerate(ran):
+        for k, v in ex.items():
+            want = mine[k][i]
+            if isinstance(want, list):
+                assert [b.decode() for b in v] == want, (i, k)
+            elif isinstance(want, str):
+                assert v.decode() == want, (i, k)
+            else:
+                np.testing.assert_array_equal(v, want)
+                assert v.shape == want.shape, (i, k)
+    namespace = {"tf": tf}
+    from dstore.codecs.tfrecord import TFRecordReader
+
+    exec("\n".join(TFRecordReader(path).feature_description("train")), namespace)  # noqa: S102
+    context, sequence = namespace["feature_description"], namespace["sequence_features"]
+
+    def parsed(rec: bytes) -> dict:
+        ctx, seq = tf.io.parse_single_sequence_example(rec, context, sequence)
+        return {k: np.asarray(v.numpy()).tolist() for k, v in {**ctx, **seq}.items()}
+
+    for mid in ("m.npz", "m.zarr", "m.h5"):
+        a, b = str(tmp_path / mid), str(tmp_path / (mid + ".tfrecords"))
+        dstore.convert(path, a)
+        dstore.convert(a, b)
+        assert dstore.verify(path, b).ok
+        back = tf.data.TFRecordDataset(sorted(tf.io.gfile.glob(b + "/*.tfrecord")))
+        for i, rec in enumerate(back):
+            assert parsed(rec.numpy()) == parsed(recs[i]), (mid, i)
+            got = tf.train.SequenceExample.FromString(rec.numpy())
+            want = tf.train.SequenceExample.FromString(recs[i])
+            assert got.context == want.context, (mid, i)
+            for k, fl in want.feature_lists.feature_list.items():
+                assert got.feature_lists.feature_list[k] == fl, (mid, i, k)
 
 
 @pytest.mark.parametrize("compression", ["", "ZLIB", "GZIP"])

@@ -199,25 +199,43 @@ def _sequence_example(
     return _encode(context) + field(0x12, entries)
 
 
-def test_sequence_example_is_refused_by_name(tmp_path, capsys):
-    step = encode_feature(FLOAT, np.ones(2, np.float32))
+def test_sequence_example_feature_lists_are_fields(tmp_path):
+    """Hand-encoded SequenceExamples (packed and unpacked steps alike): feature lists are ragged
+    fields beside the context, a list absent or with no steps is an empty record."""
+    from dstore.model import Ragged
+
+    def step(k: int) -> bytes:
+        return encode_feature(FLOAT, np.full(2, k, np.float32))
+
     recs = [
         _sequence_example(
-            {"len": (INT64, np.array([2]))}, {"frames": [step, step], "tokens": [step]}
+            {"len": (INT64, np.array([i]))},
+            {"frames": [step(j) for j in range(i)], **({"tokens": [step(7)]} if i != 1 else {})},
         )
-    ] * 3
-    path = str(tmp_path / "seq.tfrecord")
+        for i in range(4)
+    ]
+    path = str(tmp_path / "train.tfrecord")
     _write(path, recs)
+    with dstore.open(path) as ds:
+        f = ds["train"]
+        assert f["frames"].kind == Ragged(np.dtype(np.float32), (2,))
+        for i in range(4):
+            np.testing.assert_array_equal(
+                f["frames"][i], np.repeat(np.arange(i, dtype=np.float32), 2).reshape(i, 2)
+            )
+            assert f["tokens"][i].shape == ((0, 2) if i == 1 else (1, 2))
+            assert f["len"][i] == i
+
+
+def test_name_both_context_and_feature_list_is_refused(tmp_path, capsys):
+    step = encode_feature(FLOAT, np.ones(2, np.float32))
+    path = str(tmp_path / "seq.tfrecord")
+    _write(path, [_sequence_example({"x": (INT64, np.array([2]))}, {"x": [step]})] * 2)
     out = str(tmp_path / "o.npz")
     for argv in (["info", path], ["convert", path, out], ["verify", path]):
         assert main(argv) == 2
         err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-        assert err == [
-            (
-                f"SchemaError: {path}: record 0 at byte 0 is a tf.train.SequenceExample "
-                "(feature_lists 'frames', 'tokens'): not supported yet"
-            )
-        ]
+        assert len(err) == 1 and "'x' is both a context feature and a feature list" in err[0]
     assert not os.path.exists(out)
 
 

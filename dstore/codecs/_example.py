@@ -15,12 +15,21 @@ path and lets numpy produce packed floats and varints for whole arrays.
 Decoding accepts packed and unpacked repeated fields, as protobuf parsers must.
 A ``SequenceExample`` (``context = 1``, ``feature_lists = 2``) shares the
 Example's field 1, so a parser that only looks at field 1 would read its
-context and drop its feature lists without a word: both decoders here refuse it.
+context and drop its feature lists without a word. Both decoders here read
+the feature lists too::
+
+    FeatureLists { map<string, FeatureList> feature_list = 1; }
+    FeatureList  { repeated Feature feature = 1; }    // one Feature per step
+
+A feature list is reported under its name with kind ``SEQ + kind`` of its
+steps (``SEQ`` alone for a list of no steps, whose kind is unknown); its
+values are the steps' lists.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -31,10 +40,13 @@ __all__ = [
     "FLOAT",
     "INT64",
     "TF_FEATURE_ATTR",
+    "SEQ",
     "FeatureSignature",
     "decode_example",
     "encode_example",
     "encode_feature",
+    "encode_feature_list",
+    "encode_sequence_example",
     "encode_varints",
     "scan_example",
 ]
@@ -45,6 +57,17 @@ KIND_NAMES = {BYTES: "bytes_list", FLOAT: "float_list", INT64: "int64_list"}
 #: which the TFRecord codec writes as they are: how a producer (a layout) writes a list of
 #: several strings per record (the Object Detection API's class/text), which no kind holds yet
 TF_FEATURE_ATTR = "tf_feature"
+#: added to a step's kind for a SequenceExample feature list (alone: a list of no steps)
+SEQ = 10
+KIND_NAMES = {
+    BYTES: "bytes_list",
+    FLOAT: "float_list",
+    INT64: "int64_list",
+    SEQ: "feature list of no steps",
+    SEQ + BYTES: "feature list of bytes_list",
+    SEQ + FLOAT: "feature list of float_list",
+    SEQ + INT64: "feature list of int64_list",
+}
 
 
 def _varint(n: int) -> bytes:
@@ -116,13 +139,27 @@ def encode_feature(kind: int, value: bytes | np.ndarray | list[bytes]) -> bytes:
     return _len_field(0x08 * kind + 2, inner)
 
 
+def _map(entries: dict[str, bytes]) -> bytes:
+    """The entries of a protobuf ``map<string, message>`` (field 1 of the enclosing message)."""
+    return b"".join(
+        _len_field(0x0A, _len_field(0x0A, name.encode()) + _len_field(0x12, value))
+        for name, value in entries.items()
+    )
+
+
 def encode_example(features: dict[str, bytes]) -> bytes:
     """Serialize ``{name: encoded Feature}`` into an ``Example``."""
-    entries = b"".join(
-        _len_field(0x0A, _len_field(0x0A, name.encode()) + _len_field(0x12, feat))
-        for name, feat in features.items()
-    )
-    return _len_field(0x0A, entries)
+    return _len_field(0x0A, _map(features))
+
+
+def encode_feature_list(steps: list[bytes]) -> bytes:
+    """A serialized ``FeatureList`` from its steps' encoded Features."""
+    return b"".join(_len_field(0x0A, step) for step in steps)
+
+
+def encode_sequence_example(context: dict[str, bytes], lists: dict[str, bytes]) -> bytes:
+    """Serialize a ``SequenceExample``: context Features and ``{name: encoded FeatureList}``."""
+    return _len_field(0x0A, _map(context)) + _len_field(0x12, _map(lists))
 
 
 # ---------------------------------------------------------------------- decoding
@@ -229,21 +266,54 @@ def _map_entries(buf: memoryview) -> Iterator[tuple[str, memoryview]]:
         yield name, value
 
 
-def _feature_lists(data: bytes | memoryview, where: str) -> list[memoryview]:
-    """The ``Features`` payloads of an Example; a SequenceExample is refused by name."""
-    features = []
+def _feature_lists(
+    data: bytes | memoryview, where: str
+) -> tuple[list[memoryview], list[memoryview]]:
+    """The ``Features`` payloads of an Example (a SequenceExample's context) and the
+    ``FeatureLists`` payloads of a SequenceExample."""
+    features, lists = [], []
     for num, wire, payload in _fields(memoryview(data)):
         if num == 1 and wire == 2:
             features.append(payload)
         elif num == 2 and wire == 2:
-            names = ", ".join(sorted(repr(name) for name, _ in _map_entries(payload)))  # type: ignore[arg-type]
-            raise SchemaError(
-                f"{where} is a tf.train.SequenceExample (feature_lists {names or 'none'}): "
-                "not supported yet"
-            )
+            lists.append(payload)
         else:
             raise ValueError(f"unknown top-level field {num} (wire type {wire})")
-    return features  # type: ignore[return-value]
+    return features, lists  # type: ignore[return-value]
+
+
+def _steps(name: str, payload: memoryview) -> tuple[int, list[memoryview]]:
+    """The kind (``SEQ + kind``, or ``SEQ`` with no steps) and lists of a FeatureList's steps."""
+    kind, lists = 0, []
+    for num, wire, feature in _fields(payload):
+        if num != 1 or wire != 2:
+            continue
+        k, lst = _feature_kind(name, feature)  # type: ignore[arg-type]
+        if kind and k != kind:
+            raise ValueError(
+                f"feature list {name!r} mixes {KIND_NAMES[kind]} and {KIND_NAMES[k]} steps"
+            )
+        kind = k
+        lists.append(lst)
+    return SEQ + kind, lists
+
+
+def _entries(data: bytes, where: str) -> Iterator[tuple[str, int, memoryview | list[memoryview]]]:
+    """(name, kind, list payload -- or the steps' payloads for a feature list) of each feature."""
+    features, lists = _feature_lists(data, where)
+    context: set[str] = set()
+    for payload in features:
+        for name, feature in _map_entries(payload):
+            context.add(name)
+            yield (name, *_feature_kind(name, feature))
+    for payload in lists:
+        for name, fl in _map_entries(payload):
+            if name in context:
+                raise SchemaError(
+                    f"{where}: {name!r} is both a context feature and a feature list of this "
+                    "SequenceExample; one field cannot be both"
+                )
+            yield (name, *_steps(name, fl))
 
 
 def _feature_kind(name: str, feature: memoryview) -> tuple[int, memoryview]:
@@ -256,14 +326,19 @@ def _feature_kind(name: str, feature: memoryview) -> tuple[int, memoryview]:
     return kind, lst
 
 
-def decode_example(data: bytes, where: str = "") -> dict[str, tuple[int, list[bytes] | np.ndarray]]:
-    """Parse a serialized Example into ``{name: (kind, values)}``."""
+def decode_example(data: bytes, where: str = "") -> dict[str, tuple[int, Any]]:
+    """Parse a serialized Example into ``{name: (kind, values)}`` (a SequenceExample's
+    feature lists as ``(SEQ + kind, [each step's values])``)."""
     try:
-        out: dict[str, tuple[int, list[bytes] | np.ndarray]] = {}
-        for features in _feature_lists(data, where):
-            for name, feature in _map_entries(features):
-                kind, lst = _feature_kind(name, feature)
-                out[name] = (kind, _decode_list(kind, lst))
+        out: dict[str, tuple[int, Any]] = {}
+        for name, kind, lst in _entries(data, where):
+            if kind > SEQ:
+                assert isinstance(lst, list)  # for mypy: a feature list's steps
+                out[name] = (kind, [_decode_list(kind - SEQ, step) for step in lst])
+            elif kind == SEQ:
+                out[name] = (kind, [])
+            else:
+                out[name] = (kind, _decode_list(kind, lst))  # type: ignore[arg-type]
         return out
     except DstoreError:
         raise
@@ -311,10 +386,15 @@ def scan_example(data: bytes, where: str = "") -> dict[str, FeatureSignature]:
     read from its header, packed lists are counted, nothing is decoded."""
     try:
         out: dict[str, FeatureSignature] = {}
-        for features in _feature_lists(data, where):
-            for name, feature in _map_entries(features):
-                kind, lst = _feature_kind(name, feature)
-                out[name] = (kind, *_count_values(kind, lst))
+        for name, kind, lst in _entries(data, where):
+            if kind >= SEQ:
+                assert isinstance(lst, list)  # for mypy: a feature list's steps
+                counts = {_count_values(kind - SEQ, step)[0] for step in lst}
+                # the values per step, when every step has as many: a step's shape
+                per = str(counts.pop()).encode() if len(counts) == 1 else (b"*" if counts else b"")
+                out[name] = (kind, len(lst), per)
+            else:
+                out[name] = (kind, *_count_values(kind, lst))  # type: ignore[arg-type]
         return out
     except DstoreError:
         raise

@@ -48,14 +48,25 @@ from ._example import (
     INT64,
     KIND_NAMES,
     TF_FEATURE_ATTR,
+    SEQ,
     FeatureSignature,
     decode_example,
     encode_example,
     encode_feature,
+    encode_sequence_example,
     scan_example,
 )
 from ._png import decode as png_decode
 from ._png import encoder_id, png_encoder
+from ._sequence import (
+    SEQ_ENCODINGS,
+    SequenceStats,
+    empty_record,
+    encode_steps,
+    sequence_encoding,
+    sequence_value,
+)
+from ._sequence import snippet as sequence_snippet
 from ._sharded import (
     MANIFEST,
     ShardedDirectoryWriter,
@@ -88,6 +99,7 @@ _WIRE_KIND = {
     "float": FLOAT,
     "bytes": BYTES,  # String / Bytes: the record's bytes, one value
     "strings": BYTES,  # StringList: the record's strings, 0..n values
+    **SEQ_ENCODINGS,  # a SequenceExample's feature lists (dstore.codecs._sequence)
     "encoded": BYTES,  # an encoded Image (png/jpeg/...) passed through byte for byte
     "tensor": BYTES,  # foreign only: tf.io.serialize_tensor bytes (label-maker)
     "feature": BYTES,  # Bytes records that are serialized Features (any list kind), as they are
@@ -122,6 +134,9 @@ def choose_encoding(spec: FieldSpec, feature: str, images: set[str] | None) -> F
     kind = spec.kind
     if isinstance(kind, Bytes) and spec.attrs.get(TF_FEATURE_ATTR):
         return FieldEncoding(feature, "feature")
+    seq = sequence_encoding(spec, _number_encoding(spec.dtype))
+    if seq is not None:  # read from a SequenceExample's feature list: written back as one
+        return FieldEncoding(feature, seq)
     if isinstance(kind, (String, Bytes)):
         return FieldEncoding(feature, "bytes")
     if isinstance(kind, StringList):
@@ -174,9 +189,12 @@ def _png_decode(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
 
 
 def _encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> bytes:
-    """One serialized Feature from one record (an ndarray, or bytes for byte-string kinds)."""
+    """One serialized Feature from one record (an ndarray, or bytes for byte-string kinds);
+    a serialized FeatureList for a feature-list field."""
     if enc.encoding == "feature":
         return bytes(value)
+    if enc.encoding in SEQ_ENCODINGS:
+        return encode_steps(enc.encoding, spec, value)
     if enc.encoding in ("bytes", "encoded", "strings"):
         return encode_feature(BYTES, value)
     if enc.encoding == "png":
@@ -213,6 +231,12 @@ def _decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, w
     """One record from its Feature: an ndarray, or bytes for byte-string kinds."""
     if enc.encoding == "feature":  # the same bytes again: encode_feature wrote them canonically
         return encode_feature(kind, values)
+    if enc.encoding in SEQ_ENCODINGS or kind >= SEQ:
+        if enc.encoding not in SEQ_ENCODINGS:
+            raise CodecIOError(
+                f"{where}: {enc.feature!r} is a {KIND_NAMES[kind]}, expected a feature of an Example"
+            )
+        return sequence_value(enc.encoding, spec, kind, values, where)
     expected = _WIRE_KIND[enc.encoding]
     if kind != expected:
         raise CodecIOError(
@@ -441,6 +465,7 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
         spec = self.schema.splits[split]
         encs = self.encodings[split]
         n = len(next(iter(chunk.values())))
+        lists = {encs[name].feature for name in chunk if encs[name].encoding in SEQ_ENCODINGS}
         out = []
         for i in range(n):
             feats = {
@@ -449,7 +474,12 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
                 )
                 for name, col in chunk.items()
             }
-            out.append(rio.frame(encode_example(feats)))
+            if lists:  # fields read from feature lists: a SequenceExample, the rest its context
+                context = {k: v for k, v in feats.items() if k not in lists}
+                steps = {k: v for k, v in feats.items() if k in lists}
+                out.append(rio.frame(encode_sequence_example(context, steps)))
+            else:
+                out.append(rio.frame(encode_example(feats)))
         return out
 
     def encode_shard(self, shard: Shard, batches: Iterator[Batch]) -> Iterator[list[bytes]]:
@@ -821,6 +851,7 @@ class TFRecordReader(Reader):
         files; only byte strings that are not images are looked at (UTF-8,
         serialized tensors)."""
         stats: dict[str, _FeatureStats] = {}
+        seqs: dict[str, SequenceStats] = {}  # a SequenceExample's feature lists
         shards = []
         ref: dict[str, FeatureSignature] | None = None
         total = 0
@@ -834,7 +865,11 @@ class TFRecordReader(Reader):
                     at = (p, index)
                     where = f"{p}: record {index} at byte {offset}"
                     sig = scan_example(rec, where)
-                    if sig == ref and not any(st.looks for st in stats.values()):
+                    if (
+                        sig == ref
+                        and not any(st.looks for st in stats.values())
+                        and not any(sq.looks for sq in seqs.values())
+                    ):
                         for st in stats.values():  # the common case: nothing new to learn
                             st.present += 1
                         total += 1
@@ -844,6 +879,24 @@ class TFRecordReader(Reader):
                     for name in stats.keys() - sig.keys():
                         stats[name].absent(at)
                     for name, (kind, n, head) in sig.items():
+                        if (kind >= SEQ and name in stats) or (kind < SEQ and name in seqs):
+                            raise SchemaError(
+                                f"{p}: {name!r} is a feature list in some records and a feature "
+                                f"in others (record {index}): a feature must keep one kind"
+                            )
+                        if kind >= SEQ:
+                            sq = seqs.setdefault(name, SequenceStats(name))
+                            if kind > SEQ and sq.kind > SEQ and kind != sq.kind:
+                                raise SchemaError(
+                                    f"{p}: feature list {name!r} is a {KIND_NAMES[sq.kind]} and a "
+                                    f"{KIND_NAMES[kind]} in record {index}: it must keep one kind"
+                                )
+                            sq.see(kind, head or b"", at)
+                            if sq.looks and n:
+                                if values is None:
+                                    values = decode_example(rec, where)
+                                sq.look(values[name][1])
+                            continue
                         st = stats.get(name)
                         if st is None:
                             st = stats[name] = _FeatureStats(name, kind, at)
@@ -867,6 +920,8 @@ class TFRecordReader(Reader):
         encs: dict[str, FieldEncoding] = {}
         for name, st in stats.items():
             fields[name], encs[name] = st.field(total)
+        for name, sq in seqs.items():
+            fields[name], encs[name] = sq.field(), FieldEncoding(name, sq.encoding)
         return fields, encs, shards
 
     def _iter_raw(self, split: str, start: int, stop: int) -> Iterator[tuple[bytes, str]]:
@@ -932,6 +987,9 @@ class TFRecordReader(Reader):
                     if enc.encoding == "strings":  # the same rule for lists of strings
                         out[name][offset + i] = []
                         continue
+                    if enc.encoding in SEQ_ENCODINGS:  # and for feature lists: no steps
+                        out[name][offset + i] = empty_record(spec)
+                        continue
                     raise CodecIOError(
                         f"{where}: Example has no feature {enc.feature!r} (field {name!r})"
                     )
@@ -987,11 +1045,17 @@ class TFRecordReader(Reader):
         split's fields) and ``dataset``, with the compression the files have."""
         lines = ["feature_description = {"]
         returns = []
+        sequence = []  # a SequenceExample's feature lists
         for name, spec in self.schema.splits[split].fields.items():
             enc = self.encodings[split][name]
             feature, native = repr(enc.feature), spec.dtype.newbyteorder("=")
             value, shape = f"ex[{feature}]", spec.shape
             kind = spec.kind
+            if enc.encoding in SEQ_ENCODINGS:
+                line, value = sequence_snippet(feature, spec, enc.encoding)
+                sequence.append(line)
+                returns.append(f"        {name!r}: {value},  # {kind.describe()}, one per step")
+                continue
             if not spec.dense and not (isinstance(kind, Ragged) and enc.encoding == "raw"):
                 lines.append(_var_feature_line(feature, enc))
                 returns.append(
@@ -1035,8 +1099,14 @@ class TFRecordReader(Reader):
                     value = f"tf.cast({value}, tf.{native.name})"
             returns.append(f"        {name!r}: {value},  # {native.name} {shape}{note}")
         lines.append("}")
-        lines += ["", "def decode(record):"]
-        lines.append("    ex = tf.io.parse_single_example(record, feature_description)")
+        if sequence:
+            lines += ["sequence_features = {", *sequence, "}", "", "def decode(record):"]
+            lines.append("    ex, seq = tf.io.parse_single_sequence_example(")
+            lines.append("        record, feature_description, sequence_features")
+            lines.append("    )")
+        else:
+            lines += ["", "def decode(record):"]
+            lines.append("    ex = tf.io.parse_single_example(record, feature_description)")
         lines += ["    return {", *returns, "    }", ""]
         paths = [s.path for s in self.shards[split]]
         types = self.tf_compression_types(split)
