@@ -110,6 +110,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             resume=args.resume,
             client=args.scheduler,
             layout=args.layout,
+            keep_encoded=args.keep_encoded,
         )
     finally:
         if bar is not None:
@@ -338,6 +339,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="finish an interrupted sharded (tfrecord) conversion started with the same options, "
         "keeping its finished shards (default: start afresh)",
+    )
+    p.add_argument(
+        "--keep-encoded",
+        action="store_true",
+        help="keep encoded images (PNG/JPEG bytes) encoded in npz, zarr and HDF5 too "
+        "(default: decode them to pixels; TFRecord always keeps them byte for byte)",
     )
     p.add_argument(
         "--scheduler",

@@ -574,7 +574,7 @@ def test_object_detection_records_tensorflow_wrote(tmp_path, tiles, compression)
         )
     for mid in ("m.npz", "m.h5", "m.zarr"):
         a, b = str(tmp_path / mid), str(tmp_path / (mid + ".tfrecords"))
-        dstore.convert(path, a)
+        dstore.convert(path, a, keep_encoded=True)  # the JPEGs as they are, not their pixels
         dstore.convert(a, b)
         assert dstore.verify(path, b).ok
         with dstore.open(a) as ds:  # the middle format holds the lists of class names too
@@ -987,3 +987,68 @@ def test_single_value_feature_absent_from_a_record_is_refused_by_name(tmp_path, 
         "feature 'filename' has no value in record 5 (first seen in record 0)",
         "",
     )
+
+
+def _image_records(encoding: str, tiles: np.ndarray, n: int = 12) -> list[bytes]:
+    """One photo tile per record, encoded by TensorFlow (PNGs of varying size, so the
+    field is an encoded Image, not a fixed-size tensor)."""
+    recs = []
+    for i in range(n):
+        tile = tiles[i % len(tiles), : 40 + i, : 48 - i]
+        data = tf.io.encode_jpeg(tile) if encoding == "jpeg" else tf.io.encode_png(tile)
+        recs.append(_example(image=data.numpy(), label=i))
+    return recs
+
+
+@pytest.mark.parametrize("encoding", ["jpeg", "png"])
+@pytest.mark.parametrize("dest", ["npz", "h5", "zarr"])
+def test_encoded_images_decoded_or_kept_outside_tfrecord(tmp_path, tiles, encoding, dest):
+    """Default: npz/zarr/HDF5 get the pixels TensorFlow decodes; keep_encoded: the bytes
+    TensorFlow wrote, byte for byte, and back to TFRecord unchanged."""
+    from dstore.model import Image
+
+    recs = _image_records(encoding, tiles[0])
+    blobs = [
+        tf.train.Example.FromString(r).features.feature["image"].bytes_list.value[0] for r in recs
+    ]
+    path = str(tmp_path / "train.tfrecord")
+    _tf_write(path, recs)
+    decoded = str(tmp_path / f"pixels.{dest}")
+    dstore.convert(path, decoded)
+    with dstore.open(decoded) as ds:
+        f = ds["train"]["image"]
+        channels = None if encoding == "jpeg" else 3  # a JPEG's channels are not inferred
+        assert f.kind == Image(np.dtype(np.uint8), channels, None, None, "raw")
+        for i, blob in enumerate(blobs):
+            want = (  # libjpeg's standard (ISLOW) DCT; TensorFlow's default is the fast one
+                tf.io.decode_jpeg(blob, channels=3, dct_method="INTEGER_ACCURATE")
+                if encoding == "jpeg"
+                else tf.io.decode_png(blob, channels=3)
+            ).numpy()
+            assert f[i].shape == want.shape and np.array_equal(f[i], want), i
+    assert dstore.verify(path, decoded).ok  # the source's images decoded, then compared
+    kept = str(tmp_path / f"kept.{dest}")
+    dstore.convert(path, kept, keep_encoded=True)
+    with dstore.open(kept) as ds:
+        f = ds["train"]["image"]
+        assert f.kind == Image(
+            np.dtype(np.uint8), None if encoding == "jpeg" else 3, None, None, encoding
+        )
+        assert [f[i] for i in range(len(blobs))] == blobs
+    back = str(tmp_path / "back.tfrecords")
+    dstore.convert(kept, back)
+    for i, rec in enumerate(
+        tf.data.TFRecordDataset(sorted(tf.io.gfile.glob(back + "/*.tfrecord")))
+    ):
+        got = tf.train.Example.FromString(rec.numpy()).features.feature["image"]
+        assert got.bytes_list.value[0] == blobs[i], i  # passed through byte for byte
+
+
+def test_encoded_images_pass_through_to_tfrecord_byte_for_byte(tmp_path, tiles):
+    recs = _image_records("jpeg", tiles[0])
+    path = str(tmp_path / "train.tfrecord")
+    _tf_write(path, recs)
+    out = str(tmp_path / "o.tfrecords")
+    dstore.convert(path, out)
+    back = tf.data.TFRecordDataset(sorted(tf.io.gfile.glob(out + "/*.tfrecord")))
+    assert [r.numpy() for r in back] == recs  # the whole records: nothing decoded or added

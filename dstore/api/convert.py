@@ -184,6 +184,7 @@ def convert(
     resume: bool = False,
     client: Any = None,
     layout: str | None = None,
+    keep_encoded: bool = False,
 ) -> ConvertReport:
     """Convert ``src`` to ``dst``, streaming, with an optional dtype policy.
 
@@ -191,6 +192,10 @@ def convert(
     or a registered one) maps label-maker arrays to a training library's feature
     names, or back when ``src`` already holds them (:mod:`dstore.layouts`); the
     layout's own ``options`` (``class_names``, ``filenames``) are taken out of the codec's.
+
+    Encoded images (PNG/JPEG bytes, e.g. the Object Detection API's) pass
+    through byte for byte to TFRecord; other destinations get them decoded to
+    pixels (:mod:`dstore.decoding`) unless ``keep_encoded=True``.
 
     ``resume=True`` finishes an interrupted sharded (TFRecord) conversion,
     keeping the shards it completed; ``client`` (a ``dask.distributed.Client``)
@@ -222,6 +227,7 @@ def convert(
                 resume=resume,
                 client=connected,
                 layout=layout,
+                keep_encoded=keep_encoded,
             )
     t0 = time.perf_counter()
     with open_reader(src, format=from_format, **dict(src_options or {})) as reader:
@@ -229,6 +235,11 @@ def convert(
             from ..layouts import apply_layout
 
             reader = apply_layout(reader, mapping)
+        if not keep_encoded and not dst_codec.keeps_encoded_images:
+            from ..decoding import DecodedImages, encoded_image_fields
+
+            if encoded_image_fields(reader.schema):
+                reader = DecodedImages(reader)
         stats, run = write_dataset(
             reader,
             dst,

@@ -12,7 +12,7 @@ import numpy as np
 from ..codecs.base import Reader
 from ..errors import DstoreError, SchemaError
 from ..integrity import FieldHasher, stored_checksums
-from ..model import Column, Kind, Ragged, Tensor, VarColumn
+from ..model import Column, Image, Kind, Ragged, Tensor, VarColumn
 from ..schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
 from ..sources import open_reader
 
@@ -138,6 +138,7 @@ def verify(
     a, b = os.fspath(a), os.fspath(b)
     results: list[FieldResult] = []
     with open_reader(a, format=a_format) as ra, open_reader(b, format=b_format) as rb:
+        ra, rb = _decode_against(ra, rb), _decode_against(rb, ra)
         sa, sb = ra.schema, rb.schema
         for split in sorted(set(sa.splits) | set(sb.splits)):
             if split not in sa.splits or split not in sb.splits:
@@ -199,6 +200,21 @@ def verify(
                 else:
                     results.append(FieldResult(split, name, True, f"{pa.count} records {how}"))
     return VerifyReport(a, b, results)
+
+
+def _decode_against(r: Reader, other: Reader) -> Reader:
+    """``r`` with its encoded images decoded where ``other`` holds that field as pixels
+    (a conversion decoded them): then the pixels are what is compared."""
+    from ..decoding import DecodedImages, encoded_image_fields
+
+    fields: dict[str, set[str]] = {}
+    for split, names in encoded_image_fields(r.schema).items():
+        theirs = other.schema.splits.get(split)
+        for name in names:
+            kind = theirs.fields[name].kind if theirs and name in theirs.fields else None
+            if isinstance(kind, Image) and kind.encoding == "raw":
+                fields.setdefault(split, set()).add(name)
+    return DecodedImages(r, fields) if fields else r
 
 
 def _first_bad_record(

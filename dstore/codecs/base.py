@@ -305,6 +305,9 @@ class Codec(ABC):
     reads_folders: ClassVar[bool] = False
     #: Field kinds this format stores (the shared suite tests each one).
     kinds: ClassVar[tuple[type[Kind], ...]] = (Tensor,)
+    #: True when encoded images (PNG/JPEG bytes) are stored as they came; a conversion
+    #: to any other format decodes them to pixels unless asked to keep them encoded
+    keeps_encoded_images: ClassVar[bool] = False
     #: Option dataclass; its fields are the ``-o KEY=VALUE`` options.
     Options: ClassVar[type] = type("Options", (), {})
 

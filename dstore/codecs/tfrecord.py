@@ -1235,6 +1235,7 @@ class TFRecordCodec(Codec):
     reads_folders = True
     extensions = (".tfrecords", ".tfrecord")
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
+    keeps_encoded_images = True  # JPEG/PNG bytes pass through byte for byte
     supports_urls = True
     Options = TFRecordOptions
 
