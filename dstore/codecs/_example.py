@@ -326,12 +326,17 @@ def _feature_kind(name: str, feature: memoryview) -> tuple[int, memoryview]:
     return kind, lst
 
 
-def decode_example(data: bytes, where: str = "") -> dict[str, tuple[int, Any]]:
+def decode_example(
+    data: bytes, where: str = "", only: set[str] | None = None
+) -> dict[str, tuple[int, Any]]:
     """Parse a serialized Example into ``{name: (kind, values)}`` (a SequenceExample's
-    feature lists as ``(SEQ + kind, [each step's values])``)."""
+    feature lists as ``(SEQ + kind, [each step's values])``); with ``only``, the values
+    of those features alone (the inference pass looks at a few byte strings)."""
     try:
         out: dict[str, tuple[int, Any]] = {}
         for name, kind, lst in _entries(data, where):
+            if only is not None and name not in only:
+                continue
             if kind > SEQ:
                 assert isinstance(lst, list)  # for mypy: a feature list's steps
                 out[name] = (kind, [_decode_list(kind - SEQ, step) for step in lst])

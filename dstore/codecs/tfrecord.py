@@ -876,6 +876,8 @@ class TFRecordReader(Reader):
                         continue
                     ref = sig
                     values = None
+                    # number lists are not looked at: decode the byte strings alone
+                    looked = {n for n, (k, _, _) in sig.items() if k % SEQ == BYTES}
                     for name in stats.keys() - sig.keys():
                         stats[name].absent(at)
                     for name, (kind, n, head) in sig.items():
@@ -894,7 +896,7 @@ class TFRecordReader(Reader):
                             sq.see(kind, head or b"", at)
                             if sq.looks and n:
                                 if values is None:
-                                    values = decode_example(rec, where)
+                                    values = decode_example(rec, where, looked)
                                 sq.look(values[name][1])
                             continue
                         st = stats.get(name)
@@ -912,7 +914,7 @@ class TFRecordReader(Reader):
                         st.see(n, head, at)
                         if kind == BYTES and st.looks and n:
                             if values is None:
-                                values = decode_example(rec, where)
+                                values = decode_example(rec, where, looked)
                             st.look(values[name][1], f"{p}: record {index}")
                     total += 1
                 shards.append(_Shard(p, rf.index, rf.compression))
