@@ -34,7 +34,7 @@ import sys
 import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import OUT, dir_size, machine, table, write_report  # noqa: E402
+from _harness import OUT, dir_size, machine, table, write_report
 
 _RSS = """
 def _vmhwm_mb():
@@ -138,7 +138,11 @@ print("RESULT " + json.dumps({{"seconds": time.perf_counter() - t0, "records": r
 def run(code: str) -> dict:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,  # a failed way is reported with its output below
     )
     if proc.returncode != 0:
         raise RuntimeError(f"way failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
