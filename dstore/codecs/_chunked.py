@@ -199,11 +199,21 @@ class ArrayTreeReader(Reader):
                     batch[name] = self._read_column(
                         spec.fields[name], self.arrays[(split, name)], pos, end
                     )
-                except DstoreError:
-                    raise
+                except DstoreError as e:
+                    raise _named(e, self.path, split, name) from None
                 except self.read_errors as e:
                     raise CodecIOError(
                         f"{self.path}: split {split!r}, field {name!r}, records {pos}..{end - 1}: "
                         f"unreadable: {e}"
                     ) from None
             yield batch
+
+
+def _named(e: DstoreError, path: str, split: str, field: str) -> DstoreError:
+    """``e`` naming the split and field it happened in (a column reader names the file,
+    its array and the record; the split and field are known here)."""
+    msg = str(e)
+    if f"split {split!r}" in msg or not msg.startswith(f"{path}: "):
+        return e
+    rest = msg[len(path) + 2 :]
+    return type(e)(f"{path}: split {split!r}, field {field!r}, {rest}")

@@ -509,7 +509,7 @@ class ZarrReader(ArrayTreeReader):
     def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
         if spec.dense:
             return super()._read_column(spec, arr, start, stop)
-        where = f"{self.path}: field {spec.name!r} (array {arr.name!r})"
+        where = f"{self.path}: array {arr.name!r}"  # _chunked names the split and field
         if isinstance(arr, _RaggedGroup):
             inner = spec.shape if isinstance(spec.kind, Ragged) else ()
             col = arr.read(start, stop, inner, where)
@@ -519,7 +519,10 @@ class ZarrReader(ArrayTreeReader):
                 if spec.kind.text:
                     col.check_utf8(where)
                 return col
-            return VarColumn(col.values.astype(spec.dtype, copy=False), col.offsets, col.shapes)
+            out = VarColumn(col.values.astype(spec.dtype, copy=False), col.offsets, col.shapes)
+            if isinstance(spec.kind, String):  # text in a values group (written by hand)
+                out.check_utf8(where)
+            return out
         items = arr[start:stop]
         if isinstance(spec.kind, String):
             col = VarColumn.from_strings(str(x) for x in items.tolist())

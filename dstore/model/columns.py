@@ -95,8 +95,12 @@ class VarColumn:
             bad = int(np.argmax(np.diff(self.offsets) < 0))
             raise SchemaError(f"{where}: offsets decrease at record {bad}")
         if int(self.offsets[-1]) != len(self.values):
+            # the first record that ends past the values, else the last (values left over)
+            past = np.flatnonzero(self.offsets[1:] > len(self.values))
+            rec = int(past[0]) if len(past) else len(self) - 1
             raise SchemaError(
-                f"{where}: offsets end at {int(self.offsets[-1])} but there are {len(self.values)} values"
+                f"{where}, record {rec}: offsets end at {int(self.offsets[-1])} but there are "
+                f"{len(self.values)} values (the offsets do not match the values)"
             )
         if self.shapes is not None:
             if self.shapes.ndim != 2 or len(self.shapes) != len(self):
@@ -370,7 +374,10 @@ def to_column(kind: Kind, data: Any, where: str = "field") -> Column:
             )
         return VarColumn.from_bytes(bytes(b) for b in items)
     if isinstance(kind, Ragged):
-        return VarColumn.from_rows(items, kind.dtype, kind.inner_shape)
+        try:
+            return VarColumn.from_rows(items, kind.dtype, kind.inner_shape)
+        except SchemaError as e:  # names the record; the field is known here
+            raise SchemaError(f"{where}, {e}: a ragged field's inner shape cannot change") from None
     if isinstance(kind, Image):  # raw pixels of varying size
         arrays = [np.asarray(a, dtype=kind.dtype) for a in items]
         col = VarColumn.from_rows([a.reshape(-1) for a in arrays], kind.dtype)

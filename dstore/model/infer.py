@@ -86,9 +86,11 @@ def infer_column(data: Any, where: str) -> tuple[Kind, Column]:
     check_numeric_dtype(dtype, where)
     inner = {a.shape[1:] for a in arrays}
     if len(inner) > 1:
-        shown = sorted(inner)[:3]
+        bad = next(i for i, a in enumerate(arrays) if a.shape[1:] != arrays[0].shape[1:])
         raise SchemaError(
-            f"{where}: records differ beyond their first axis ({shown}); only the first axis may vary"
+            f"{where}, record {bad}: shape {arrays[bad].shape}, record 0 has "
+            f"{arrays[0].shape}: a ragged field's inner shape cannot change (only the first "
+            "axis may vary)"
         )
     if len({a.shape for a in arrays}) == 1:
         return Tensor(dtype, arrays[0].shape), np.stack(arrays).astype(dtype, copy=False)
