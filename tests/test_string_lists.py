@@ -123,3 +123,23 @@ def test_training_readers_give_each_records_list(tmp_path, ext):
         np.testing.assert_array_equal(ex["boxes"].numpy(), boxes[i])
         assert ex["file"].numpy() == files[i].encode()
     assert tf.is_tensor(next(iter(dstore.to_tf_dataset(path, "train")))["names"])
+
+
+def test_varying_fields_cut_across_many_tfrecord_shards(tmp_path):
+    """Batches straddle shard boundaries: the engine cuts values + offsets columns too."""
+    rng = np.random.default_rng(1)
+    n = 300
+    data = {
+        "names": [[f"c{j}" for j in range(i % 4)] for i in range(n)],
+        "boxes": [rng.random((i % 5, 4)).astype(np.float32) for i in range(n)],
+        "file": [f"f{i}" * 20 for i in range(n)],
+    }
+    src = tmp_path / "d.npz"
+    dstore.save({"train": data}, src)
+    out = tmp_path / "d.tfrecords"
+    dstore.convert(src, out, options={"shard_mb": 0.005})
+    shards = [f for f in os.listdir(out) if f.endswith(".tfrecord")]
+    assert len(shards) > 3
+    assert dstore.verify(src, out).ok
+    with dstore.open(out) as ds:
+        assert ds["train"]["names"][:] == data["names"]
