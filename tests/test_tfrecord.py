@@ -202,9 +202,15 @@ def test_images_of_varying_size_read_as_encoded_png(tmp_path):
     src = str(tmp_path / "v.tfrecord")
     _write_records(src, [_example(image=(BYTES, p)) for p in pngs])
     out = str(tmp_path / "o.npz")
-    assert main(["convert", src, out]) == 0
+    assert main(["convert", src, out]) == 0  # npz gets the pixels (the default)
     assert dstore.verify(src, out).ok
     with dstore.open(out) as ds:
+        for i, im in enumerate(imgs):
+            np.testing.assert_array_equal(ds["data"]["image"][i], im)
+    kept = str(tmp_path / "k.npz")
+    assert main(["convert", src, kept, "--keep-encoded"]) == 0  # or the PNGs as they came
+    assert dstore.verify(src, kept).ok
+    with dstore.open(kept) as ds:
         assert [ds["data"]["image"][i] for i in range(2)] == pngs
 
 
