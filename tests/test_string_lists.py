@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 import pytest
 import zarr
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import dstore
@@ -88,6 +88,10 @@ _text = st.text(
     lists=st.lists(st.lists(_text, max_size=6), min_size=1, max_size=12),
     binary=st.booleans(),
 )
+# found by hypothesis: records whose only strings are empty (zarr counted bytes, not
+# strings; h5py cannot write a run of empty vlen arrays in one slice)
+@example(lists=[[""]], binary=True)
+@example(lists=[[], [""], ["", ""]], binary=False)
 @pytest.mark.parametrize("ext", FORMATS)
 def test_any_lists_round_trip_every_format(tmp_path, ext, lists, binary):
     records = [[s.encode() for s in r] for r in lists] if binary else lists

@@ -260,7 +260,7 @@ class _VarDataset:
             for i in range(n):
                 items[i] = flat[int(col.offsets[i]) : int(col.offsets[i + 1])].reshape(-1)
         if n:
-            self.ds[self.pos : self.pos + n] = items
+            _put_vlen(self.ds, self.pos, items)
             if self.shapes is not None and col.shapes is not None:
                 self.shapes[self.pos : self.pos + n] = col.shapes
         self.pos += n
@@ -286,10 +286,21 @@ class _VarDataset:
                 items[i] = strings.values[int(strings.offsets[i]) : int(strings.offsets[i + 1])]
         if len(items):
             self.ds.resize((base + len(items),))
-            self.ds[base:] = items
+            _put_vlen(self.ds, base, items)
         assert self.shapes is not None  # the row splits
         self.shapes[self.pos + 1 : self.pos + len(col) + 1] = col.offsets[1:] + base
         self.pos += len(col)
+
+
+def _put_vlen(ds: Any, start: int, items: np.ndarray) -> None:
+    """Writes ``items`` (an object array of records) at ``start``. h5py reads an object
+    array whose records are all empty arrays as a (n, 0) array it cannot broadcast, so
+    such a run is written record by record."""
+    if items.dtype == object and all(isinstance(x, np.ndarray) and x.size == 0 for x in items):
+        for k, x in enumerate(items):
+            ds[start + k] = x
+    else:
+        ds[start : start + len(items)] = items
 
 
 class HDF5Writer(Writer):

@@ -245,14 +245,20 @@ class _RaggedGroup:
     def read(self, start: int, stop: int, inner: tuple[int, ...], where: str) -> VarColumn:
         offsets = np.asarray(self.splits[start : stop + 1], dtype=np.int64)
         lo, hi = int(offsets[0]), int(offsets[-1])
-        if lo < 0 or hi > self.values.shape[0] or (np.diff(offsets) < 0).any():
+        # a list of bytes counts its strings by value_splits: its values are the bytes
+        count = (
+            self.group[_VALUE_SPLITS].shape[0] - 1
+            if _VALUE_SPLITS in self.group
+            else self.values.shape[0]
+        )
+        if lo < 0 or hi > count or (np.diff(offsets) < 0).any():
             bad = (
                 int(np.argmax(np.diff(offsets) < 0)) + start
                 if (np.diff(offsets) < 0).any()
                 else start
             )
             raise CodecIOError(
-                f"{where}, record {bad}: row splits do not describe the {self.values.shape[0]} values"
+                f"{where}, record {bad}: row splits do not describe the {count} values"
             )
         if _VALUE_SPLITS in self.group or isinstance(_zdtype(self.values), VariableLengthUTF8):
             return VarColumn(self._strings(lo, hi, where), offsets - lo)
