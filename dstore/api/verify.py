@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +26,8 @@ class FieldResult:
     field: str
     ok: bool
     detail: str
+    #: compared by error statistics (a lossy image encoding), not bit for bit
+    lossy: bool = False
 
 
 @dataclass
@@ -50,9 +53,14 @@ class VerifyReport:
                 + ("all passed" if not n_bad else f"{n_bad} failed")
             )
         else:
+            within = (
+                " (lossy fields within their declared error)"
+                if any(r.lossy for r in self.results)
+                else ""
+            )
             out.append(
                 f"{len(self.results)} field(s) compared: "
-                + ("all equal" if not n_bad else f"{n_bad} differ")
+                + (f"all equal{within}" if not n_bad else f"{n_bad} differ")
             )
         out.extend(f"note: {n}" for n in self.notes)
         return out
@@ -167,6 +175,9 @@ def verify(
             if not names:
                 continue
             rows = batch_rows_for(pa, batch_bytes)
+            # lossy image fields: error statistics against the bound their encoding declares
+            lossy = {**ra.lossy_fields(split), **rb.lossy_fields(split)}
+            errors = {n: _lossy_stats(pa.fields[n].dtype) for n in names if n in lossy}
             bad = dict.fromkeys(names, 0)
             first_bad: dict[str, int] = {}
             pos = 0
@@ -179,7 +190,11 @@ def verify(
                 for name in names:
                     if len(bb[name]) != n:
                         raise SchemaError(f"{b}: split {split!r} returned batches of another size")
-                    eq = _compare(ba[name], bb[name])
+                    eq = (
+                        _compare(ba[name], bb[name])
+                        if name not in errors
+                        else _measure(ba[name], bb[name], errors[name])
+                    )
                     k = int(n - np.count_nonzero(eq))
                     if k:
                         bad[name] += k
@@ -187,6 +202,9 @@ def verify(
                 pos += n
             for name in names:
                 fa, fb = pa.fields[name], pb.fields[name]
+                if name in errors and not bad[name]:
+                    results.append(_lossy_result(split, name, pa.count, lossy[name], errors[name]))
+                    continue
                 how = (
                     "bit-exact"
                     if fa.dtype == fb.dtype
@@ -215,6 +233,41 @@ def _decode_against(r: Reader, other: Reader) -> Reader:
             if isinstance(kind, Image) and kind.encoding == "raw":
                 fields.setdefault(split, set()).add(name)
     return DecodedImages(r, fields) if fields else r
+def _lossy_stats(dtype: np.dtype) -> Any:
+    from ..codecs._imagecodec import ErrorStats
+
+    return ErrorStats(dtype)
+
+
+def _measure(a: Column, b: Column, stats: Any) -> np.ndarray:
+    """Accumulate the pixel error of ``b`` against ``a`` into ``stats``; per record, True
+    where the two records have the same shape (a shape that differs is a mismatch)."""
+    if isinstance(a, VarColumn) or isinstance(b, VarColumn):
+        if not (isinstance(a, VarColumn) and isinstance(b, VarColumn)):
+            return np.zeros(len(a), bool)
+        same = a.lengths == b.lengths
+        if a.shapes is not None and b.shapes is not None:
+            same &= (a.shapes == b.shapes).all(axis=1)
+        for i in np.flatnonzero(same):
+            stats.update(a.row(i), b.row(i))
+        return same
+    if a.shape != b.shape:
+        return np.zeros(len(a), bool)
+    stats.update(a, b)
+    return np.ones(len(a), bool)
+
+
+def _lossy_result(split: str, name: str, count: int, lossy: Any, stats: Any) -> FieldResult:
+    """A lossy field passes when its PSNR reaches the floor its encoding declares."""
+    floor = lossy.psnr_floor()
+    ok = stats.psnr >= floor
+    bound = (
+        f"within the PSNR >= {floor:.1f} dB {lossy.describe()} declares"
+        if ok
+        else f"below the PSNR >= {floor:.1f} dB {lossy.describe()} declares"
+    )
+    detail = f"{count} records {lossy.format}: {stats.text()}, {bound}"
+    return FieldResult(split, name, ok, detail, lossy=True)
 
 
 def _first_bad_record(

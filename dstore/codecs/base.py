@@ -206,6 +206,12 @@ class Reader(ABC):
         """Codec-specific lines for ``dstore info`` (storage details)."""
         return []
 
+    def lossy_fields(self, split: str) -> Mapping[str, Any]:
+        """Fields of ``split`` stored in a lossy image encoding, each with its
+        :class:`~dstore.codecs._imagecodec.LossyImage`: ``verify`` measures their error
+        against the bound it declares instead of comparing bits."""
+        return {}
+
     def check_integrity(self) -> list[tuple[bool, str]]:
         """Checks of the stored bytes beyond decoding (checksums in a manifest): (ok, what)."""
         return []

@@ -56,6 +56,7 @@ from ._example import (
     encode_sequence_example,
     scan_example,
 )
+from ._imagecodec import IMAGE_FORMATS, LOSSY_FORMATS, LossyImage, check_quality
 from ._png import decode as png_decode
 from ._png import encoder_id, png_encoder
 from ._sequence import (
@@ -103,6 +104,7 @@ _WIRE_KIND = {
     "encoded": BYTES,  # an encoded Image (png/jpeg/...) passed through byte for byte
     "tensor": BYTES,  # foreign only: tf.io.serialize_tensor bytes (label-maker)
     "feature": BYTES,  # Bytes records that are serialized Features (any list kind), as they are
+    **dict.fromkeys(LOSSY_FORMATS, BYTES),  # pixels encoded by dstore, decoded on read
 }
 
 
@@ -124,13 +126,35 @@ class FieldEncoding:
     """How one field is stored in the Example: the TF feature name and kind."""
 
     feature: str  # feature name in the Example
-    encoding: str  # "png" | "int64" | "float" | "raw"
+    encoding: str  # "png" | "jpeg" | "webp" | "jxl" | "int64" | "float" | "raw" | ...
+    quality: int | None = None  # of a lossy image encoding (jpeg, webp, jxl)
 
-    def to_json(self) -> dict[str, str]:
-        return {"feature": self.feature, "encoding": self.encoding}
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"feature": self.feature, "encoding": self.encoding}
+        if self.quality is not None:
+            out["quality"] = self.quality
+        return out
+
+    @property
+    def lossy(self) -> LossyImage | None:
+        """The lossy image encoding of this field, None for every other encoding."""
+        if self.encoding not in LOSSY_FORMATS:
+            return None
+        return LossyImage(self.encoding, self.quality if self.quality is not None else 0)
 
 
-def choose_encoding(spec: FieldSpec, feature: str, images: set[str] | None) -> FieldEncoding:
+def choose_encoding(
+    spec: FieldSpec, feature: str, images: set[str] | None, lossy: LossyImage | None = None
+) -> FieldEncoding:
+    """How ``spec`` is stored; image fields take ``lossy`` (refused by name when they cannot)."""
+    enc = _choose_encoding(spec, feature, images)
+    if enc.encoding != "png" or lossy is None:
+        return enc
+    lossy.check_field(spec, "tfrecord")
+    return FieldEncoding(feature, lossy.format, lossy.quality)
+
+
+def _choose_encoding(spec: FieldSpec, feature: str, images: set[str] | None) -> FieldEncoding:
     kind = spec.kind
     if isinstance(kind, Bytes) and spec.attrs.get(TF_FEATURE_ATTR):
         return FieldEncoding(feature, "feature")
@@ -197,6 +221,8 @@ def _encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> 
         return encode_steps(enc.encoding, spec, value)
     if enc.encoding in ("bytes", "encoded", "strings"):
         return encode_feature(BYTES, value)
+    if (lossy := enc.lossy) is not None:
+        return encode_feature(BYTES, lossy.encode(value))
     if enc.encoding == "png":
         img = value if value.ndim == 2 or value.shape[2] != 1 else value[..., 0]
         return encode_feature(
@@ -254,7 +280,7 @@ def _decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, w
                         f"not valid UTF-8 at byte {e.start}"
                     ) from None
         return list(values)
-    if enc.encoding in ("png", "raw", "bytes", "encoded") and len(values) != 1:
+    if (enc.encoding in ("png", "raw", "bytes", "encoded") or enc.lossy) and len(values) != 1:
         raise CodecIOError(
             f"{where}: feature {enc.feature!r} holds {len(values)} byte strings, expected 1"
         )
@@ -270,6 +296,15 @@ def _decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, w
         return values[0]
     if enc.encoding == "tensor":
         return _tensor_value(values[0], spec, f"{where}, feature {enc.feature!r}")
+    if (lossy := enc.lossy) is not None:
+        if spec.dense:
+            shape = spec.shape
+        else:  # a raw Image of varying size
+            assert isinstance(spec.kind, Image)
+            shape = (-1, -1) if spec.kind.channels == 0 else (-1, -1, spec.kind.channels or -1)
+        return lossy.decode_record(
+            values[0], shape, spec.dtype, f"{where}, feature {enc.feature!r}"
+        )
     if isinstance(spec.kind, Image) and not spec.dense:
         return _png_decode_any(values[0], spec, f"{where}, feature {enc.feature!r}")
     if isinstance(spec.kind, Ragged):
@@ -377,6 +412,16 @@ class TFRecordOptions:
     rename: dict[str, str] = option(  # noqa: RUF009
         {}, "feature names in the Example, e.g. x=image,y=label"
     )
+    image_format: str = field(
+        default="png",
+        metadata={
+            "help": "image fields as png (lossless), jpeg (libjpeg-turbo), webp or jxl (lossy, "
+            "decoded to pixels on read)"
+        },
+    )
+    quality: int = field(
+        default=90, metadata={"help": "quality 1..100 of jpeg/webp/jxl images (png ignores it)"}
+    )
     workers: int = field(default=0, metadata={"help": "threads encoding PNGs; 0 = one per core"})
 
     def validate(self) -> None:
@@ -392,6 +437,18 @@ class TFRecordOptions:
             raise ValueError(
                 f"tfrecord: png_level must be fast or 0..9. Got {self.png_level!r} instead."
             )
+        if self.image_format not in IMAGE_FORMATS:
+            raise ValueError(
+                f"tfrecord: image_format must be one of {', '.join(IMAGE_FORMATS)}. "
+                f"Got {self.image_format!r} instead."
+            )
+        check_quality(self.quality, "tfrecord")
+
+    def lossy(self) -> LossyImage | None:
+        """The lossy encoding image fields take, None for PNG."""
+        if self.image_format == "png":
+            return None
+        return LossyImage(self.image_format, self.quality)
 
     def image_set(self) -> set[str] | None:
         """The fields stored as PNG, or None: every image-like field."""
@@ -434,7 +491,7 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
             if images is not None and (unknown := images - set(split.fields)):
                 raise SchemaError(f"tfrecord: images= names unknown field(s) {sorted(unknown)}")
             self.encodings[split.name] = {
-                name: choose_encoding(spec, renames.get(name, name), images)
+                name: choose_encoding(spec, renames.get(name, name), images, options.lossy())
                 for name, spec in split.fields.items()
             }
             features = [e.feature for e in self.encodings[split.name].values()]
@@ -455,6 +512,16 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
         libs = {}
         if any(e.encoding == "png" for encs in self.encodings.values() for e in encs.values()):
             libs["png"] = encoder_id(str(self.options.png_level))
+        for fmt in sorted({e.encoding for encs in self.encodings.values() for e in encs.values()}):
+            if fmt in LOSSY_FORMATS:
+                lossy = next(
+                    e.lossy
+                    for encs in self.encodings.values()
+                    for e in encs.values()
+                    if e.encoding == fmt
+                )
+                assert lossy is not None
+                libs[fmt] = lossy.library_id()
         if self.options.compression == "gzip":
             libs["gzip"] = f"zlib {zlib.ZLIB_RUNTIME_VERSION}"
         return libs
@@ -735,7 +802,8 @@ class TFRecordReader(Reader):
             self.schema = Schema.from_json(m["schema"])
             self.encodings = {
                 split: {
-                    name: FieldEncoding(e["feature"], e["encoding"]) for name, e in fields.items()
+                    name: FieldEncoding(e["feature"], e["encoding"], e.get("quality"))
+                    for name, e in fields.items()
                 }
                 for split, fields in m["fields"].items()
             }
@@ -765,6 +833,12 @@ class TFRecordReader(Reader):
                     raise CodecIOError(
                         f"{manifest_path}: split {split!r}, field {name!r}: unknown encoding {enc.encoding!r}"
                     )
+                try:
+                    enc.lossy  # noqa: B018 - checks the quality a lossy field declares
+                except ValueError as e:
+                    raise CodecIOError(
+                        f"{manifest_path}: split {split!r}, field {name!r}: {e} (corrupt manifest)"
+                    ) from None
         for split, shards in self.shards.items():
             for shard in shards:
                 if shard.records <= 0:  # dstore never writes an empty shard
@@ -1027,6 +1101,14 @@ class TFRecordReader(Reader):
         for _ in raw:  # drain: checks the tail of the last shard
             pass
 
+    def lossy_fields(self, split: str) -> dict[str, LossyImage]:
+        """Fields of ``split`` stored in a lossy image encoding (decoded on read)."""
+        return {
+            name: lossy
+            for name, enc in self.encodings.get(split, {}).items()
+            if (lossy := enc.lossy) is not None
+        }
+
     def check_integrity(self) -> list[tuple[bool, str]]:
         """Every shard the manifest lists: present, of its size, with its sha256."""
         if self.manifest is None:
@@ -1066,7 +1148,7 @@ class TFRecordReader(Reader):
                 continue
             if isinstance(kind, Ragged):  # raw bytes of a ragged field of a dtype lists lack
                 shape = (-1, *shape)
-            if enc.encoding in ("png", "raw", "tensor"):
+            if enc.encoding in ("png", "raw", "tensor", *LOSSY_FORMATS):
                 lines.append(f"    {feature}: tf.io.FixedLenFeature([], tf.string),")
             else:
                 kind = "tf.int64" if enc.encoding == "int64" else "tf.float32"
@@ -1075,6 +1157,15 @@ class TFRecordReader(Reader):
             note = ""
             if enc.encoding == "tensor":
                 value = f"tf.io.parse_tensor({value}, out_type=tf.{native.name})"
+            elif enc.encoding in LOSSY_FORMATS:
+                channels = shape[2] if len(shape) == 3 else 1
+                value = _lossy_decode_expr(value, enc.encoding, channels, native.name)
+                if enc.encoding == "jxl":  # TensorFlow has no JPEG XL decoder: give it the shape
+                    value = f"tf.ensure_shape({value}, {[*shape[:2], channels]})"
+                if len(shape) == 2:  # TensorFlow keeps the channel axis dstore drops
+                    note = f"; dstore reads {shape}"
+                    shape = (*shape, 1)
+                note += f"; {enc.encoding} quality {enc.quality}"
             elif enc.encoding == "png":
                 channels = shape[2] if len(shape) == 3 else 1
                 value = f"tf.io.decode_png({value}, channels={channels}, dtype=tf.{native.name})"
@@ -1137,7 +1228,8 @@ class TFRecordReader(Reader):
             comp = "+".join(sorted({t.lower() for t in self.tf_compression_types(split)} - {""}))
             lines.append(f"split {split}: {len(shards)} shard(s)" + (f", {comp}" if comp else ""))
             for name, enc in self.encodings[split].items():
-                lines.append(f"  {name}: feature {enc.feature!r} as {enc.encoding}")
+                how = enc.encoding + (f" quality {enc.quality}" if enc.lossy else "")
+                lines.append(f"  {name}: feature {enc.feature!r} as {how}")
         first = next((s for s, spec in self.schema.splits.items() if spec.fields), None)
         if first is not None:
             lines.append(f"TensorFlow ({first} split):")
@@ -1171,6 +1263,8 @@ def _var_value(value: str, spec: FieldSpec, enc: FieldEncoding) -> str:
         return value
     if isinstance(kind, Image):
         channels = kind.channels or 0
+        if enc.encoding in LOSSY_FORMATS:  # raw pixels of varying size, stored lossy
+            return _lossy_decode_expr(value, enc.encoding, channels, kind.dtype.name)
         if kind.encoding == "raw" or kind.encoding == "png":
             return f"tf.io.decode_png({value}, channels={channels}, dtype=tf.{kind.dtype.newbyteorder('=').name})"
         if kind.encoding == "jpeg":
@@ -1179,6 +1273,19 @@ def _var_value(value: str, spec: FieldSpec, enc: FieldEncoding) -> str:
     if isinstance(kind, String):
         return value  # UTF-8 bytes: .numpy().decode() gives the str
     return value
+
+
+def _lossy_decode_expr(value: str, fmt: str, channels: int, dtype: str) -> str:
+    """TensorFlow decoding a dstore-encoded lossy image to its pixels."""
+    if fmt == "jpeg":
+        return f"tf.io.decode_jpeg({value}, channels={channels})"
+    if fmt == "webp":
+        return f"tf.io.decode_image({value}, channels={channels}, expand_animations=False)"
+    # JPEG XL: TensorFlow has no decoder; imagecodecs (which wrote it) decodes in the pipeline
+    decode = "lambda b: __import__('imagecodecs').jpegxl_decode(b)"
+    if channels in (0, 1):
+        decode = "lambda b: __import__('imagecodecs').jpegxl_decode(b)[..., None]"
+    return f"tf.numpy_function({decode}, [{value}], tf.{dtype})"
 
 
 #: dtypes ``tf.io.decode_raw`` can produce (its ``out_type``), TensorFlow 2.x
@@ -1296,4 +1403,4 @@ class TFRecordCodec(Codec):
         images = self.options.image_set()
         for split in schema.splits.values():
             for spec in split.fields.values():
-                choose_encoding(spec, spec.name, images)
+                choose_encoding(spec, spec.name, images, self.options.lossy())
