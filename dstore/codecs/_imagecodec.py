@@ -33,7 +33,7 @@ and fails, which is the truth about such data.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +41,7 @@ import numpy as np
 
 from ..errors import CodecIOError, DstoreError, UnsupportedDtypeError
 from ..model import Image
-from ..schema import FieldSpec
+from ..schema import FieldSpec, Schema
 
 __all__ = [
     "IMAGE_FORMATS",
@@ -49,6 +49,8 @@ __all__ = [
     "ErrorStats",
     "LossyImage",
     "check_quality",
+    "image_fields",
+    "is_image_like",
     "record_channels",
 ]
 
@@ -69,11 +71,11 @@ _TAKES: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     "webp": (("uint8",), (3, 4)),
     "jxl": (("uint8", "uint16"), (0, 1, 2, 3, 4)),
 }
-_INSTEAD = {
-    "jpeg": "use -o image_format=png (lossless) or jxl",
-    "webp": "use -o image_format=jpeg (1 or 3 channels), jxl or png",
-    "jxl": "use -o image_format=png",
-}
+
+
+def _fits(fmt: str, spec: FieldSpec, channels: int | None) -> bool:
+    dtypes, takes = _TAKES[fmt]
+    return spec.dtype.newbyteorder("=").name in dtypes and channels in takes
 
 
 class CodecLibraryMissing(DstoreError, ImportError):
@@ -100,6 +102,26 @@ def record_channels(shape: tuple[int, ...]) -> int | None:
     if len(shape) == 3:
         return shape[2]
     return None
+
+
+def is_image_like(spec: FieldSpec) -> bool:
+    """uint8/uint16 arrays shaped like an image (and not a tiny vector or one-hot):
+    the fields TFRecord stores as PNG by default and ``image_codec`` applies to."""
+    if spec.dtype.kind != "u" or spec.dtype.itemsize not in (1, 2):
+        return False
+    shape = spec.shape
+    if len(shape) == 3 and shape[2] not in (1, 3, 4):
+        return False
+    return len(shape) in (2, 3) and min(shape[:2]) >= 8
+
+
+def image_fields(schema: Schema) -> Iterator[tuple[str, FieldSpec]]:
+    """(split, field) of every image field a lossy option applies to: raw images of one
+    size and uint8/uint16 tensors shaped like images."""
+    for split in schema.splits.values():
+        for spec in split.fields.values():
+            if spec.dense and (isinstance(spec.kind, Image) or is_image_like(spec)):
+                yield split.name, spec
 
 
 def _imagecodecs(fmt: str, where: str) -> Any:
@@ -137,9 +159,12 @@ class LossyImage:
             )
         object.__setattr__(self, "quality", check_quality(self.quality, self.format))
 
-    def check_field(self, spec: FieldSpec, where: str) -> None:
+    def check_field(self, spec: FieldSpec, where: str, option: str = "image_format") -> None:
         """Refuse, before anything is written, a field this encoding cannot hold exactly
-        in shape (wrong dtype or channels), or whose codec library is missing."""
+        in shape (wrong dtype or channels), or whose codec library is missing.
+
+        ``option`` is the option the user set (``image_format`` for TFRecord,
+        ``image_codec`` for zarr): the message names what to set instead."""
         dtypes, channels = _TAKES[self.format]
         kind = spec.kind
         # a raw image of varying size has its channels in its kind, a dense record in its shape
@@ -149,13 +174,18 @@ class LossyImage:
             else record_channels(spec.shape)
         )
         if spec.dtype.newbyteorder("=").name not in dtypes or c not in channels:
-            shown = "(H, W)" if 0 in channels else ""
-            takes = " or ".join(dtypes) + " with " + ", ".join(str(n) for n in channels if n)
-            takes += " channel(s)" + (f" or {shown}" if shown else "")
+            shapes = " or ".join("(H, W)" if n == 0 else f"(H, W, {n})" for n in channels)
+            shown = spec.kind.describe() if not spec.dense else f"{spec.dtype.name} {spec.shape}"
+            instead = [f for f in ("jpeg", "webp", "jxl") if f != self.format and _fits(f, spec, c)]
+            lossless = "png" if option == "image_format" else "none"
+            hint = f"use -o {option}={lossless} (lossless)" + "".join(
+                f" or {option}={f}" for f in instead
+            )
+            if option == "image_format":
+                hint += ", or leave the field out with -o images=..."
             raise UnsupportedDtypeError(
-                f"{where}: field {spec.name!r} is {spec.dtype.name} {spec.shape}: "
-                f"{self.format} takes {takes}; {_INSTEAD[self.format]}, "
-                "or leave the field out with -o images=..."
+                f"{where}: field {spec.name!r} is {shown}: {self.format} takes "
+                f"{' or '.join(dtypes)} {shapes}; {hint}"
             )
         _imagecodecs(self.format, f"{where}: field {spec.name!r}")
 

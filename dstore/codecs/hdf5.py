@@ -31,6 +31,7 @@ from ..output import TMP_MARK
 from ..parallel import default_workers, ordered_map
 from ..schema import Batch, FieldSpec, Schema, check_dtype, split_key
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
+from ._imagecodec import LOSSY_FORMATS, check_quality, image_fields
 from ._strings import fixed_to_column
 from .base import Codec, Reader, Writer, is_regular_file, read_at
 
@@ -82,7 +83,22 @@ class HDF5Options:
         },
     )
 
+    image_codec: str = field(
+        default="none",
+        metadata={
+            "help": "lossy image fields: refused (no HDF5 filter plugin for jpeg, webp or jxl "
+            "exists in hdf5plugin); use zarr -o image_codec= or TFRecord -o image_format="
+        },
+    )
+    quality: int = field(default=90, metadata={"help": "quality 1..100 of image_codec"})
+
     def validate(self) -> None:
+        if self.image_codec not in ("none", *LOSSY_FORMATS):
+            raise ValueError(
+                f"hdf5: image_codec must be none, {', '.join(LOSSY_FORMATS)}. "
+                f"Got {self.image_codec!r} instead."
+            )
+        check_quality(self.quality, "hdf5")
         if self.compression not in ("gzip", "lzf", "none", "blosc", "zstd"):
             raise ValueError(
                 f"hdf5: compression must be gzip, lzf, none, blosc or zstd. Got {self.compression!r}."
@@ -746,6 +762,25 @@ class HDF5Codec(Codec):
 
     def open_reader(self, path: str) -> Reader:
         return HDF5Reader(path)
+
+    def check_schema(self, schema: Schema) -> None:
+        super().check_schema(schema)
+        fmt = self.options.image_codec
+        if fmt == "none":
+            return
+        # A lossy HDF5 filter would need a plugin every reader installs; hdf5plugin (the
+        # one h5py users have) registers none for these codecs: refuse, naming a way that works.
+        plugins = _plugins()
+        shipped = ", ".join(sorted(plugins.FILTERS)) if plugins is not None else "not installed"
+        where = "hdf5"
+        first = next(image_fields(schema), None)
+        if first is not None:
+            where = f"hdf5: split {first[0]!r}, field {first[1].name!r}"
+        raise UnsupportedDtypeError(
+            f"{where}: no HDF5 filter plugin for {fmt} exists (hdf5plugin: {shipped}); "
+            f"write zarr with -o image_codec={fmt} or TFRecord with -o image_format={fmt}, "
+            "or keep HDF5 lossless"
+        )
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         self.check_schema(schema)

@@ -56,7 +56,7 @@ from ._example import (
     encode_sequence_example,
     scan_example,
 )
-from ._imagecodec import IMAGE_FORMATS, LOSSY_FORMATS, LossyImage, check_quality
+from ._imagecodec import IMAGE_FORMATS, LOSSY_FORMATS, LossyImage, check_quality, is_image_like
 from ._png import decode as png_decode
 from ._png import encoder_id, png_encoder
 from ._sequence import (
@@ -111,16 +111,6 @@ _WIRE_KIND = {
 # ------------------------------------------------------------------ field encoding
 
 
-def is_image_like(spec: FieldSpec) -> bool:
-    """uint8/uint16 arrays shaped like an image (and not a tiny vector or one-hot)."""
-    if spec.dtype.kind != "u" or spec.dtype.itemsize not in (1, 2):
-        return False
-    shape = spec.shape
-    if len(shape) == 3 and shape[2] not in (1, 3, 4):
-        return False
-    return len(shape) in (2, 3) and min(shape[:2]) >= 8
-
-
 @dataclass(frozen=True)
 class FieldEncoding:
     """How one field is stored in the Example: the TF feature name and kind."""
@@ -147,6 +137,10 @@ def choose_encoding(
     spec: FieldSpec, feature: str, images: set[str] | None, lossy: LossyImage | None = None
 ) -> FieldEncoding:
     """How ``spec`` is stored; image fields take ``lossy`` (refused by name when they cannot)."""
+    if lossy is not None and images is not None and spec.name in images and spec.dense:
+        # named an image: the lossy format's own rules apply, not PNG's
+        lossy.check_field(spec, "tfrecord")
+        return FieldEncoding(feature, lossy.format, lossy.quality)
     enc = _choose_encoding(spec, feature, images)
     if enc.encoding != "png" or lossy is None:
         return enc

@@ -27,6 +27,7 @@ from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8
 from .. import fs, names
 from ..attrs import encode, fill_value, for_zarr, group_attrs, is_missing, target_notes
 from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
+from ..integrity import CHECKSUM_ATTR
 from ..model import (
     Bytes,
     Column,
@@ -42,6 +43,8 @@ from ..model import (
 from ..parallel import default_workers, ordered_map
 from ..schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, check_dtype, split_key
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
+from ._imagecodec import LOSSY_FORMATS, LossyImage, check_quality, image_fields
+from ._zarr_imagecodec import lossy_of, zarr_codec  # registers the image codecs with zarr
 from .base import Codec, Reader, Writer, is_regular_file
 
 __all__ = ["ZarrCodec"]
@@ -63,6 +66,14 @@ class ZarrOptions:
         default=0,
         metadata={"help": "chunks per shard file (0 = no sharding): many small chunks, few files"},
     )
+    image_codec: str = field(
+        default="none",
+        metadata={
+            "help": "image fields as none (blosc, lossless), jpeg, webp or jxl (imagecodecs, "
+            "one chunk per image; zarr users open them with imagecodecs, see README)"
+        },
+    )
+    quality: int = field(default=90, metadata={"help": "quality 1..100 of image_codec"})
 
     def validate(self) -> None:
         if self.cname not in ("zstd", "lz4", "lz4hc", "blosclz", "zlib"):
@@ -75,6 +86,37 @@ class ZarrOptions:
             )
         if self.chunk_mb <= 0:
             raise ValueError("zarr: chunk_mb must be > 0")
+        if self.image_codec not in ("none", *LOSSY_FORMATS):
+            raise ValueError(
+                f"zarr: image_codec must be none, {', '.join(LOSSY_FORMATS)}. "
+                f"Got {self.image_codec!r} instead."
+            )
+        check_quality(self.quality, "zarr")
+
+    def lossy(self) -> LossyImage | None:
+        return None if self.image_codec == "none" else LossyImage(self.image_codec, self.quality)
+
+
+def lossy_fields(schema: Schema, options: ZarrOptions) -> dict[tuple[str, str], LossyImage]:
+    """The image fields ``image_codec`` applies to, each checked it can take it (one line
+    naming the field otherwise, before anything is written)."""
+    lossy = options.lossy()
+    out: dict[tuple[str, str], LossyImage] = {}
+    if lossy is None:
+        return out
+    for split in schema.splits.values():
+        for spec in split.fields.values():
+            kind = spec.kind
+            if isinstance(kind, Image) and kind.encoding == "raw" and not spec.dense:
+                raise UnsupportedDtypeError(
+                    f"zarr: split {split.name!r}, field {spec.name!r} holds images of varying "
+                    f"size: image_codec={lossy.format} needs one chunk per image of one size; "
+                    f"use TFRecord with -o image_format={lossy.format}"
+                )
+    for split_name, spec in image_fields(schema):
+        lossy.check_field(spec, f"zarr: split {split_name!r}", "image_codec")
+        out[(split_name, spec.name)] = lossy
+    return out
 
 
 def _codecs_json(metadata: Any) -> str:
@@ -305,6 +347,7 @@ class ZarrWriter(Writer):
         compressor = BloscCodec(cname=options.cname, clevel=options.clevel, shuffle=options.shuffle)
         self._root_attrs, split_attrs = group_attrs(schema.attrs)
         self._fills: dict[tuple[str, str], Any] = {}
+        self._lossy = lossy_fields(schema, options)
         for split in schema.splits.values():
             # require: a nested split (a/b) may have created this group (a) already
             group = self.root.require_group("/".join(names.split_parts(split.name)))
@@ -318,6 +361,10 @@ class ZarrWriter(Writer):
                 fill = fill_value(spec.attrs, _native(spec.dtype))
                 self._fills[(split.name, spec.name)] = 0 if fill is None else fill
                 rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
+                lossy = self._lossy.get((split.name, spec.name))
+                serializer: Any = "auto"
+                if lossy is not None:  # one image per chunk, encoded by imagecodecs
+                    rows, serializer = 1, zarr_codec(lossy)
                 shards = None
                 if options.shard_chunks > 0:
                     shards = (rows * options.shard_chunks, *(max(1, d) for d in spec.shape))
@@ -327,13 +374,14 @@ class ZarrWriter(Writer):
                     dtype=_native(spec.dtype),
                     chunks=(rows, *(max(1, d) for d in spec.shape)),
                     shards=shards,
-                    compressors=compressor,
+                    serializer=serializer,
+                    compressors=compressor if lossy is None else None,
                     fill_value=self._fills[(split.name, spec.name)],
                     attributes=_json_attrs(spec.attrs.get("user", {})),
                 )
                 direct = options.shard_chunks == 0 and "://" not in path and all(spec.shape)
                 store = (
-                    self._direct_fn(arr, split.name, spec.name, rows)
+                    self._direct_fn(arr, split.name, spec.name, rows, serializer)
                     if direct
                     else self._store_fn(arr)
                 )
@@ -341,18 +389,24 @@ class ZarrWriter(Writer):
                     rows * (options.shard_chunks or 1), store
                 )
 
-    def _direct_fn(self, arr: Any, split: str, name: str, rows: int) -> Any:
+    def _direct_fn(self, arr: Any, split: str, name: str, rows: int, serializer: Any) -> Any:
         """Encode whole chunks on all cores and write their files ourselves.
 
         For a local, unsharded array the chunk file is exactly numcodecs'
         Blosc encoding of the (zero-padded) chunk -- byte-identical to what
         zarr writes (tested) -- so zarr's per-chunk machinery can be skipped.
+        A lossy image array's chunk is the image codec's encoding of its one
+        image, which is what zarr's codec wrapper writes too.
         """
-        blosc = numcodecs.Blosc(
-            cname=self.options.cname,
-            clevel=self.options.clevel,
-            shuffle=_BLOSC_SHUFFLE[self.options.shuffle],
-            blocksize=0,
+        blosc: Any = (
+            numcodecs.Blosc(
+                cname=self.options.cname,
+                clevel=self.options.clevel,
+                shuffle=_BLOSC_SHUFFLE[self.options.shuffle],
+                blocksize=0,
+            )
+            if serializer == "auto"
+            else serializer._codec
         )
         parts = names.field_path(split, name)
         zeros = (0,) * (arr.ndim - 1)
@@ -407,7 +461,16 @@ class ZarrWriter(Writer):
         for fut in self._pending:
             fut.result()
         self._pool.shutdown()
-        self.root.attrs.update({**_json_attrs(self._root_attrs), _ATTR: self.schema.to_json()})
+        schema = self.schema
+        sums = schema.attrs.get(CHECKSUM_ATTR)
+        if self._lossy and isinstance(sums, dict):
+            # the checksums hash the values written; a lossy field reads back other values
+            sums = {
+                split: {n: d for n, d in fields.items() if (split, n) not in self._lossy}
+                for split, fields in sums.items()
+            }
+            schema = Schema(schema.splits, {**schema.attrs, CHECKSUM_ATTR: sums})
+        self.root.attrs.update({**_json_attrs(self._root_attrs), _ATTR: schema.to_json()})
 
     def abort(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -557,6 +620,16 @@ class ZarrReader(ArrayTreeReader):
     def _dtype_matches(self, spec: np.dtype, stored: np.dtype) -> bool:
         return _native(spec) == stored  # big-endian fields are stored native-endian
 
+    def lossy_fields(self, split: str) -> dict[str, LossyImage]:
+        """Fields whose array is encoded by imagecodecs' JPEG, WebP or JPEG XL codec."""
+        out = {}
+        for (s, name), arr in self.arrays.items():
+            if s == split and isinstance(arr, zarr.Array):
+                lossy = lossy_of(arr)
+                if lossy is not None:
+                    out[name] = lossy
+        return out
+
     def describe(self) -> list[str]:
         lines = []
         for (split, name), arr in self.arrays.items():
@@ -629,6 +702,10 @@ class ZarrCodec(Codec):
 
     def open_reader(self, path: str) -> Reader:
         return ZarrReader(path)
+
+    def check_schema(self, schema: Schema) -> None:
+        super().check_schema(schema)
+        lossy_fields(schema, self.options)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         self.check_schema(schema)
