@@ -1272,7 +1272,9 @@ def _var_value(value: str, spec: FieldSpec, enc: FieldEncoding) -> str:
 def _lossy_decode_expr(value: str, fmt: str, channels: int, dtype: str) -> str:
     """TensorFlow decoding a dstore-encoded lossy image to its pixels."""
     if fmt == "jpeg":
-        return f"tf.io.decode_jpeg({value}, channels={channels})"
+        # TensorFlow's default IDCT is libjpeg-turbo's fast integer one; the accurate one is
+        # what imagecodecs (dstore's reads) uses: then both give the same pixels
+        return f"tf.io.decode_jpeg({value}, channels={channels}, dct_method='INTEGER_ACCURATE')"
     if fmt == "webp":
         return f"tf.io.decode_image({value}, channels={channels}, expand_animations=False)"
     # JPEG XL: TensorFlow has no decoder; imagecodecs (which wrote it) decodes in the pipeline
