@@ -96,6 +96,20 @@ def _batch(source: Any, ds: Any, batch_size: int, drop_remainder: bool) -> Any:
     return ds.batch(batch_size, drop_remainder=drop_remainder)
 
 
+def _decode_lossy(tf: Any, value: Any, lossy: Any, shape: tuple[int, ...], native: Any) -> Any:
+    """Pixels of a dstore-encoded lossy image, as ``dstore.open`` decodes them."""
+    channels = shape[2] if len(shape) == 3 else 1
+    if lossy.format == "jpeg":  # the accurate IDCT: imagecodecs' (dstore.open's) pixels
+        return tf.io.decode_jpeg(value, channels=channels, dct_method="INTEGER_ACCURATE")
+    if lossy.format == "webp":
+        return tf.io.decode_image(value, channels=channels, expand_animations=False)
+    # JPEG XL: TensorFlow has no decoder; imagecodecs decodes inside the pipeline
+    out = tf.numpy_function(
+        lambda b: lossy.decode(bytes(b)).reshape(shape), [value], tf.as_dtype(native)
+    )
+    return tf.ensure_shape(out, shape)
+
+
 # ------------------------------------------------------------------ images
 
 
@@ -194,6 +208,9 @@ def _tfrecord_field(tf: Any, source: Any, name: str, enc: Any) -> tuple[Any, Pos
         return string, lambda v: tf.reshape(
             tf.io.decode_raw(v, tdtype, little_endian=little), shape
         )
+    if enc.lossy is not None and field.dense:  # dstore's JPEG/WebP/JPEG XL: to its pixels
+        lossy = enc.lossy
+        return string, lambda v: tf.reshape(_decode_lossy(tf, v, lossy, shape, native), shape)
     if enc.encoding == "png":  # a fixed-size image: decoded straight to its shape
         channels = field.shape[2] if len(field.shape) == 3 else 1
         return string, lambda v: tf.reshape(

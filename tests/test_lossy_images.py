@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -45,6 +46,14 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "dstore.cli", *args], capture_output=True, text=True, check=False
     )
+
+
+def _readme_zarr_recipe() -> str:
+    """The README's "Lossy images in zarr without dstore" snippet, as printed there."""
+    readme = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
+    with open(readme) as f:
+        (code,) = re.findall(r"^```py\n(.*?)^```$", f.read(), flags=re.DOTALL | re.MULTILINE)
+    return code
 
 
 def _psnr(a: np.ndarray, b: np.ndarray, peak: float) -> float:
@@ -143,17 +152,9 @@ def test_zarr_image_codec_opens_with_zarr_and_imagecodecs_alone(tmp_path):
         assert np.array_equal(arr[:], back)
         assert back.shape == x.shape and _psnr(x, back, 255) >= 28.5
         # what a zarr user does: zarr + imagecodecs, no dstore (README "Lossy images in zarr")
-        script = f"""
-import sys, numpy as np, zarr, imagecodecs.numcodecs
-from zarr.codecs.numcodecs import _NumcodecsArrayBytesCodec
-imagecodecs.numcodecs.register_codecs()
-for name in ("imagecodecs_jpeg", "imagecodecs_webp", "imagecodecs_jpegxl"):
-    cls = type(name, (_NumcodecsArrayBytesCodec,), {{}}, codec_name=name)
-    zarr.registry.register_codec(cls.codec_name, cls)
-g = zarr.open_group({out!r}, mode="r")
-np.save(sys.stdout.buffer, g["train/x"][:])
-assert "dstore" not in sys.modules
-"""
+        script = _readme_zarr_recipe().replace('"small.zarr"', repr(out))
+        script += "\nimport sys, numpy as np\nnp.save(sys.stdout.buffer, x[:])\n"
+        script += "assert 'dstore' not in sys.modules\n"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         done = subprocess.run(
             [sys.executable, "-W", "ignore", "-c", script],
@@ -299,3 +300,6 @@ def test_tensorflow_snippet_decodes_lossy_images_as_dstore_does(tmp_path):
         # same libjpeg-turbo (TensorFlow's decode_jpeg, imagecodecs' jpeg8_decode), libwebp
         assert np.array_equal(tf_pixels.reshape(ours.shape), ours), fmt
         assert [int(g["y"]) for g in got] == list(range(6))
+        # dstore.to_tf_dataset decodes them the same way
+        via = [ex["x"] for ex in dstore.to_tf_dataset(out, split="train").as_numpy_iterator()]
+        assert np.array_equal(np.stack(via), ours), fmt

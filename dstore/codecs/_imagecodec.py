@@ -131,13 +131,13 @@ def _imagecodecs(fmt: str, where: str) -> Any:
         import imagecodecs
     except ImportError:
         raise CodecLibraryMissing(
-            f"{where}: image_format {fmt} needs imagecodecs, which is not installed: "
-            "pip install 'dstore-ml[tfrecord]' (or pip install imagecodecs)"
+            f"{where}: {fmt} images need imagecodecs, which is not installed: "
+            "pip install 'dstore-ml[tfrecord]' or 'dstore-ml[zarr]' (both bring it)"
         ) from None
     codec = getattr(imagecodecs, flag, None)
     if codec is None or not codec.available:
         raise CodecLibraryMissing(
-            f"{where}: image_format {fmt} needs imagecodecs built with {lib} "
+            f"{where}: {fmt} images need imagecodecs built with {lib} "
             f"(imagecodecs.{flag}.available is False in imagecodecs {imagecodecs.__version__}): "
             "pip install -U 'dstore-ml[tfrecord]' installs a wheel that has it"
         )
