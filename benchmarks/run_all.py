@@ -22,6 +22,7 @@ def main() -> None:
     args = ap.parse_args()
     runs = [
         ["bench_tfrecord.py", "--tiles", str(args.tiles)],
+        ["bench_jpeg.py", "--tiles", str(args.tiles)],
         ["bench_npz.py", "--tiles", str(args.tiles)],
         ["bench_containers.py", "--tiles", str(args.tiles)],
         ["bench_example_encoding.py"],
