@@ -559,9 +559,12 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
             )
 
     def manifest_head(self) -> dict[str, Any]:
+        skip = {"workers"}
+        if self.options.image_format == "png":  # PNG outputs' manifests stay as they were
+            skip |= {"image_format", "quality"}
         return {
             **manifest_base("dstore-tfrecord", self.compression),
-            "options": {k: v for k, v in options_json(self.options).items() if k != "workers"},
+            "options": {k: v for k, v in options_json(self.options).items() if k not in skip},
             "libraries": self.libraries,
             "schema": self.schema.to_json(),
             "fields": {
