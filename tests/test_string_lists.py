@@ -91,6 +91,8 @@ _text = st.text(
 # found by hypothesis: records whose only strings are empty (zarr counted bytes, not
 # strings; h5py cannot write a run of empty vlen arrays in one slice)
 @example(lists=[[""]], binary=True)
+@example(lists=[["00"]], binary=True)
+@example(lists=[["ab", "cd"], ["ef"]], binary=True)
 @example(lists=[[], [""], ["", ""]], binary=False)
 @pytest.mark.parametrize("ext", FORMATS)
 def test_any_lists_round_trip_every_format(tmp_path, ext, lists, binary):

@@ -309,10 +309,11 @@ class _VarDataset:
 
 
 def _put_vlen(ds: Any, start: int, items: np.ndarray) -> None:
-    """Writes ``items`` (an object array of records) at ``start``. h5py reads an object
-    array whose records are all empty arrays as a (n, 0) array it cannot broadcast, so
-    such a run is written record by record."""
-    if items.dtype == object and all(isinstance(x, np.ndarray) and x.size == 0 for x in items):
+    """Writes ``items`` (an object array of records) at ``start``. h5py turns an object
+    array whose records all have one shape into an (n, k) array it cannot broadcast
+    (k = 0 too), so such a run is written record by record."""
+    arrays = all(isinstance(x, np.ndarray) for x in items)
+    if arrays and len({x.shape for x in items}) == 1:
         for k, x in enumerate(items):
             ds[start + k] = x
     else:
