@@ -225,6 +225,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         args.src,
         formats=args.formats.split(",") if args.formats else None,
         dtypes=[d.strip() for d in args.dtypes.split(",") if d.strip()],
+        images=args.images.split(","),
         grid=args.grid,
         evaluate=args.evaluate,
         features=args.features,
@@ -428,7 +429,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dtypes",
         default="keep,float32,float16",
-        help="comma-separated dtype policies: keep, float32, float16, float64 "
+        help="comma-separated dtype policies: keep, float32, float16, float64, bfloat16, "
+        "round:N, int8, uint8; one this dstore cannot write is reported as not supported "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--images",
+        default="png",
+        help="comma-separated image encodings crossed with the formats and dtypes: png "
+        "(each format's lossless default), jpeg:Q, webp:Q, jxl:Q with quality Q 1..100 "
         "(default: %(default)s)",
     )
     p.add_argument(
@@ -448,8 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--evaluate",
         metavar="MODULE:FUNCTION",
-        help="your function(data) -> score replaces the probe; MODULE is imported from the "
-        "working directory or sys.path (default: the logistic-regression probe)",
+        help="your function(data) -> score, (score, n) or per-example correctness replaces "
+        "the probe (the last two give a noise band); MODULE is imported from the working "
+        "directory or sys.path (default: an SGD log-loss probe, as pyspacer trains)",
     )
     p.add_argument(
         "--sample",
@@ -485,7 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="also write a size vs write-time plot (default: none)",
+        help="also write a size vs accuracy plot, Pareto front marked (size vs write time "
+        "when no accuracy is measured) (default: none)",
     )
     p.set_defaults(func=_cmd_bench)
 

@@ -1,4 +1,4 @@
-"""The benchmark loop: every format x dtype policy x codec setting on the user's data.
+"""The benchmark loop: every format x image encoding x dtype policy x codec setting.
 
 Inputs are checked before any work (formats, dtype policies, the probe's fields
 and scikit-learn, the user's evaluation function). Each cell then converts the
@@ -8,7 +8,12 @@ timed ones, so the write time is a median that no import or first-touch cost
 inflates, and the peak memory is that process's peak resident set. Back in
 this process: bytes on disk, full read time (one untimed read, then the median
 of ``repeats``), error against the original, and the probe's accuracy on the
-round-tripped data (or a user's ``evaluate``).
+round-tripped data (or a user's ``evaluate``), with its noise band.
+
+The user's input as it is comes first, as a baseline row: its bytes on disk and
+its read time, beside which every cell is judged. A cell whose image encoding
+or dtype policy this installation (or the format) cannot write is reported as
+"not supported: <why>" and measured no further (see :mod:`.grid`).
 """
 
 from __future__ import annotations
@@ -29,11 +34,22 @@ from typing import Any
 import numpy as np
 
 from .. import api
-from ..dtypes import parse_policy
 from ..errors import DstoreError, UsageError
 from ..output import path_size, remove_path
 from ..registry import available_codecs, default_extension, get_codec_class, registry
-from .accuracy import Evaluate, Task, find_task, load_evaluate, require_sklearn, run_probe
+from .accuracy import (
+    Evaluate,
+    Score,
+    Task,
+    band_points,
+    find_task,
+    is_image_batch,
+    load_evaluate,
+    require_sklearn,
+    run_probe,
+    to_score,
+)
+from .grid import ImageEncoding, dtype_support, image_options, parse_dtypes, parse_images
 
 __all__ = ["Cell", "bench", "default_settings"]
 
@@ -59,6 +75,8 @@ class Cell:
     format: str
     dtype: str
     options: dict[str, Any]
+    images: str = "png"  # the --images value; its -o options are in image_options
+    image_options: dict[str, Any] = field(default_factory=dict)
     bytes: int = 0
     raw_bytes: int = 0
     records: int = 0
@@ -70,14 +88,29 @@ class Cell:
     bit_exact: bool = False
     accuracy: float = float("nan")
     accuracy_delta: float = float("nan")  # points against the original data
-    probe_s: float = float("nan")
-    within_noise: bool | None = None
+    probe_s: float = float("nan")  # the probe's (or evaluate's) training time
+    probe_dtype: str = ""  # the dtype the probe trained on
+    band: float = float("nan")  # noise band of accuracy_delta (points); NaN: cannot be judged
+    within_noise: bool | None = None  # None: no band, the difference cannot be judged
     error: str | None = None
+    unsupported: str | None = None  # why this dstore / format cannot write this cell
+    is_input: bool = False  # the user's input as it is (the baseline row)
 
     @property
     def label(self) -> str:
+        if self.is_input:
+            return f"input ({self.format})"
         opts = ",".join(f"{k}={v}" for k, v in self.options.items())
         return f"{self.format}[{opts}]" if opts else self.format
+
+    @property
+    def write_options(self) -> dict[str, Any]:
+        """Every ``-o`` option of this cell's conversion."""
+        return {**self.options, **self.image_options}
+
+    @property
+    def measured(self) -> bool:
+        return self.error is None and self.unsupported is None and self.bytes > 0
 
     @property
     def ratio(self) -> float:
@@ -94,13 +127,15 @@ class BenchReport:
     task: Task | None
     baseline_accuracy: float
     baseline_probe_s: float
-    noise_points: float
+    noise_points: float  # twice the baseline's binomial standard error; NaN: unknown
     cells: list[Cell]
     machine: dict[str, Any]
     settings: dict[str, Any]
     recommendation: Cell | None = None
     reason: str = ""
     warnings: list[str] = field(default_factory=list)
+    input: Cell | None = None  # the user's input as it is
+    probe_dtype: str = ""  # the dtype the baseline probe trained on
 
 
 def _machine() -> dict[str, Any]:
@@ -120,9 +155,12 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def _read_all(path: str, fmt: str) -> dict[str, dict[str, np.ndarray]]:
+def _read_all(path: str, fmt: str, stop: int | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """Every field of every split (the first ``stop`` records of each, if given)."""
     with api.open(path, format=fmt) as ds:
-        return {s: ds[s].read() for s in ds}
+        if stop is None:
+            return {s: ds[s].read() for s in ds}
+        return {s: {n: ds[s][n][: min(stop, ds[s].count)] for n in ds[s]} for s in ds}
 
 
 def _errors(
@@ -165,7 +203,6 @@ def _sample_source(
 
 def _check_inputs(
     formats: Sequence[str] | None,
-    dtypes: Sequence[str],
     repeats: int,
     sample: int | None,
     objective: str,
@@ -179,10 +216,6 @@ def _check_inputs(
         chosen = list(formats)
     else:
         chosen = [n for n, hint in available_codecs().items() if hint is None]
-    if not dtypes:
-        raise UsageError("dtypes: give at least one dtype policy (keep, float32, float16, ...)")
-    for dtype in dtypes:
-        parse_policy(dtype)  # DtypePolicyError listing the valid policies
     if repeats < 1:
         raise UsageError(f"repeats must be >= 1. Got {repeats}.")
     if sample is not None and sample < 1:
@@ -197,6 +230,7 @@ def bench(
     *,
     formats: Sequence[str] | None = None,
     dtypes: Sequence[str] = ("keep", "float32", "float16"),
+    images: Sequence[str] = ("png",),
     grid: bool = False,
     evaluate: Evaluate | str | None = None,
     features: str | None = None,
@@ -207,25 +241,30 @@ def bench(
     max_accuracy_drop: float = 0.1,
     progress: Callable[[str], None] | None = None,
 ) -> BenchReport:
-    """Measure every format x dtype policy (x codec setting) on ``src``; see the module doc.
+    """Measure every format x image encoding x dtype policy (x codec setting) on ``src``.
 
-    ``evaluate`` is a function ``data -> score`` or a ``"module:function"`` name
-    (imported from the working directory first); without it the accuracy probe
-    runs when the features and labels are named or recognisable.
+    ``images`` are ``png`` (each format's lossless default) or ``jpeg:Q``,
+    ``webp:Q``, ``jxl:Q``; ``dtypes`` are dtype policies (``keep``, ``float16``,
+    ``bfloat16``, ``round:N``, ``int8`` ...); see :mod:`.grid`. ``evaluate`` is a
+    function ``data -> score | (score, n) | per-example correctness`` or a
+    ``"module:function"`` name (imported from the working directory first);
+    without it the accuracy probe runs when the features and labels are named
+    or recognisable. The first row is ``src`` itself, as it is.
     """
     from .report import recommend
 
     src = os.fspath(src)
-    dtypes = list(dtypes)
-    formats = _check_inputs(formats, dtypes, repeats, sample, objective)
+    dtypes = parse_dtypes(dtypes)
+    encodings = parse_images(images)
+    formats = _check_inputs(formats, repeats, sample, objective)
     if isinstance(evaluate, str):
         evaluate = load_evaluate(evaluate)
-    schema = api.info(src).schema
+    src_info = api.info(src)
     task: Task | None = None
     warnings: list[str] = []
     if evaluate is None:
         try:
-            task = find_task(schema, features, labels)
+            task = find_task(src_info.schema, features, labels)
         except DstoreError as e:
             if features is not None or labels is not None:
                 raise type(e)(f"{src}: {e}") from None
@@ -236,39 +275,64 @@ def bench(
     try:
         source, original = _sample_source(src, sample, workdir)
         schema = api.info(source).schema
-        baseline = probe_s = noise = float("nan")
-        if task is not None:
-            base = run_probe(original, task)
-            baseline, probe_s, noise = base.accuracy, base.seconds, 2 * base.stderr_points
-        elif evaluate is not None:
-            t = time.perf_counter()
-            baseline = float(evaluate(original))
-            probe_s = time.perf_counter() - t
+        has_images = any(is_image_batch(a) for fields in original.values() for a in fields.values())
+        if not has_images and any(not e.lossless for e in encodings):
+            # Lossy encodings would repeat the png rows: drop them, say so once.
+            skipped = ",".join(str(e) for e in encodings if not e.lossless)
+            warnings.append(f"no image field in the data: --images {skipped} not measured")
+            encodings = [e for e in encodings if e.lossless] or [parse_images(["png"])[0]]
+        base = _baseline_score(original, task, evaluate)
+        baseline = base.value if base is not None else float("nan")
+        noise = float("nan")
+        if base is not None and base.n:
+            p = base.value
+            noise = 200 * (max(p * (1 - p), 1e-12) / base.n) ** 0.5
+        if evaluate is not None and base is not None and base.n is None:
+            warnings.append(
+                "evaluate returned a bare score: differences cannot be judged against noise "
+                "(return (score, n) or per-example correctness for a band); "
+                "only lossless cells can be recommended"
+            )
+        input_cell = _measure_input(src, src_info, sample, original, schema, repeats)
+        input_cell.accuracy, input_cell.accuracy_delta = baseline, 0.0
+        input_cell.probe_s = base.seconds if base is not None else float("nan")
+        input_cell.probe_dtype = base.dtype if base is not None else ""
         cells: list[Cell] = []
         for fmt in formats:
             ext = default_extension(fmt)
+            codec_cls = get_codec_class(fmt)
             for options in default_settings(fmt, grid):
-                for dtype in dtypes:
-                    cell = Cell(
-                        fmt, dtype, dict(options), raw_bytes=schema.nbytes, records=schema.records
-                    )
-                    if progress is not None:
-                        progress(f"{cell.label} {dtype}")
-                    out = os.path.join(workdir, f"cell-{len(cells)}{ext}")
-                    _measure(cell, source, out, original, task, evaluate, baseline, noise, repeats)
-                    if cell.error:  # name the user's file, not the bench's working copy
-                        cell.error = cell.error.replace(source, src)
-                    cells.append(cell)
+                for enc in encodings:
+                    for dtype in dtypes:
+                        cell = Cell(
+                            fmt,
+                            dtype,
+                            dict(options),
+                            images=str(enc),
+                            raw_bytes=schema.nbytes,
+                            records=schema.records,
+                        )
+                        cells.append(cell)
+                        cell.unsupported = _unsupported(cell, codec_cls, enc)
+                        if cell.unsupported:
+                            continue
+                        if progress is not None:
+                            progress(f"{cell.label} {cell.images} {dtype}")
+                        out = os.path.join(workdir, f"cell-{len(cells)}{ext}")
+                        _measure(cell, source, out, original, task, evaluate, base, repeats)
+                        if cell.error:  # name the user's file, not the bench's working copy
+                            cell.error = cell.error.replace(source, src)
         report = BenchReport(
             src,
             task,
             baseline,
-            probe_s,
+            base.seconds if base is not None else float("nan"),
             noise,
             cells,
             _machine(),
             {
                 "formats": formats,
+                "images": [str(e) for e in encodings],
                 "dtypes": dtypes,
                 "grid": grid,
                 "sample": sample,
@@ -277,11 +341,99 @@ def bench(
                 "max_accuracy_drop": max_accuracy_drop,
             },
             warnings=warnings,
+            input=input_cell,
+            probe_dtype=input_cell.probe_dtype,
         )
         report.recommendation, report.reason = recommend(report, objective, max_accuracy_drop)
         return report
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@dataclass
+class _Timed:
+    """A score with the seconds it took and the dtype the probe trained on."""
+
+    score: Score
+    seconds: float
+    dtype: str
+
+    @property
+    def value(self) -> float:
+        return self.score.value
+
+    @property
+    def n(self) -> int | None:
+        return self.score.n
+
+
+def _score(
+    data: Mapping[str, Mapping[str, np.ndarray]], task: Task | None, evaluate: Evaluate | None
+) -> _Timed | None:
+    if evaluate is not None:
+        t = time.perf_counter()
+        result = evaluate(data)
+        seconds = time.perf_counter() - t
+        name = getattr(evaluate, "__name__", "evaluate")
+        return _Timed(to_score(result, name), seconds, "")
+    if task is not None:
+        res = run_probe(data, task)
+        return _Timed(res.score, res.seconds, res.dtype)
+    return None
+
+
+def _baseline_score(
+    original: Mapping[str, Mapping[str, np.ndarray]], task: Task | None, evaluate: Evaluate | None
+) -> _Timed | None:
+    return _score(original, task, evaluate)
+
+
+def _unsupported(cell: Cell, codec_cls: Any, enc: ImageEncoding) -> str | None:
+    """Why this dstore (or this format) cannot write ``cell``; None when it can."""
+    why = dtype_support(cell.dtype)
+    if why:
+        return why
+    if enc.lossless:
+        return None
+    opts = image_options(codec_cls, cell.format, enc)
+    if isinstance(opts, str):
+        return opts
+    cell.image_options = opts
+    return None
+
+
+def _measure_input(
+    src: str,
+    info: Any,
+    sample: int | None,
+    original: Mapping[str, Mapping[str, np.ndarray]],
+    schema: Any,
+    repeats: int,
+) -> Cell:
+    """The user's input as it is: bytes on disk (pro rata when sampled) and read time."""
+    cell = Cell(
+        info.format,
+        "as is",
+        {},
+        images="as is",
+        raw_bytes=schema.nbytes,
+        records=schema.records,
+        is_input=True,
+        bit_exact=True,
+    )
+    total = info.schema.records or 1
+    cell.bytes = round(info.bytes_on_disk * schema.records / total)
+    try:
+        _read_all(src, info.format, sample)  # untimed, as for every cell
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            _read_all(src, info.format, sample)
+            times.append(time.perf_counter() - t)
+        cell.read_s = statistics.median(times)
+    except DstoreError as e:
+        cell.error = f"{type(e).__name__}: {e}"
+    return cell
 
 
 def _child_env() -> dict[str, str]:
@@ -302,7 +454,7 @@ def _write_in_child(cell: Cell, source: str, out: str, repeats: int) -> None:
         "out": out,
         "format": cell.format,
         "dtype": cell.dtype,
-        "options": cell.options,
+        "options": cell.write_options,
         "repeats": repeats,
         "result": result_path,
         "codec_target": None if builtin else registry[cell.format].target,
@@ -334,6 +486,10 @@ def _write_in_child(cell: Cell, source: str, out: str, repeats: int) -> None:
         cell.write_s = statistics.median(result["write_s"])
 
 
+#: Errors that mean "this format cannot store that", not "something broke".
+_UNSUPPORTED_ERRORS = ("MissingDependencyError", "UnsupportedDtypeError")
+
+
 def _measure(
     cell: Cell,
     source: str,
@@ -341,13 +497,14 @@ def _measure(
     original: dict,
     task: Task | None,
     evaluate: Evaluate | None,
-    baseline: float,
-    noise: float,
+    base: _Timed | None,
     repeats: int,
 ) -> None:
     try:
         _write_in_child(cell, source, out, repeats)
         if cell.error:
+            if cell.error.split(":", 1)[0] in _UNSUPPORTED_ERRORS:
+                cell.unsupported, cell.error = cell.error.split(": ", 1)[-1], None
             return
         cell.bytes = path_size(out)
         got = _read_all(out, cell.format)  # untimed: the first read pays imports and caches
@@ -358,17 +515,19 @@ def _measure(
             times.append(time.perf_counter() - t)
         cell.read_s = statistics.median(times)
         cell.max_abs_error, cell.max_rel_error, cell.bit_exact = _errors(original, got)
-        if evaluate is not None:
-            t = time.perf_counter()
-            cell.accuracy = float(evaluate(got))
-            cell.probe_s = time.perf_counter() - t
-        elif task is not None:
-            res = run_probe(got, task)
-            cell.accuracy, cell.probe_s = res.accuracy, res.seconds
-        if not np.isnan(cell.accuracy):
-            cell.accuracy_delta = 100 * (cell.accuracy - baseline)
-            cell.within_noise = abs(cell.accuracy_delta) <= noise if not np.isnan(noise) else None
-            if cell.bit_exact and cell.accuracy != baseline:
+        scored = _score(got, task, evaluate)
+        if scored is not None and base is not None:
+            cell.accuracy, cell.probe_s, cell.probe_dtype = (
+                scored.value,
+                scored.seconds,
+                scored.dtype,
+            )
+            cell.accuracy_delta = 100 * (cell.accuracy - base.value)
+            cell.band = band_points(base.score, scored.score)
+            cell.within_noise = (
+                None if np.isnan(cell.band) else bool(abs(cell.accuracy_delta) <= cell.band)
+            )
+            if cell.bit_exact and cell.accuracy != base.value:
                 cell.error = "honesty check failed: lossless data gave a different accuracy"
     except DstoreError as e:
         cell.error = f"{type(e).__name__}: {e}"

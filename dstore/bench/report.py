@@ -24,6 +24,7 @@ OBJECTIVES = {
 
 COLUMNS = [
     ("format", "format"),
+    ("images", "images"),
     ("dtype", "dtype"),
     ("size", "size"),
     ("ratio", "raw/out"),
@@ -35,7 +36,9 @@ COLUMNS = [
     ("exact", "bit-exact"),
     ("acc", "accuracy"),
     ("delta", "delta pts"),
-    ("probe_s", "probe s"),
+    ("band", "noise +/-"),
+    ("probe_s", "train s"),
+    ("probe_dtype", "trained as"),
     ("note", "note"),
 ]
 
@@ -48,8 +51,23 @@ def _fmt_size(n: float) -> str:
     return str(n)
 
 
+def acceptable(cell: Cell, max_drop: float) -> bool:
+    """May ``cell`` be recommended when accuracy was measured?
+
+    Bit-exact cells always; a lossy cell only with a noise band (else its
+    difference cannot be judged), and then when it loses at most ``max_drop``
+    points or its difference is within the band -- so a wobble of noise does
+    not flip the recommendation either way.
+    """
+    if cell.bit_exact:
+        return True
+    if math.isnan(cell.accuracy_delta) or cell.within_noise is None:
+        return False
+    return cell.accuracy_delta >= -max_drop or cell.within_noise
+
+
 def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cell | None, str]:
-    """Best cell by ``objective`` among those losing at most ``max_drop`` accuracy points.
+    """Best cell by ``objective`` among those :func:`acceptable` (never the input row).
 
     When no accuracy was measured (no labels, no evaluation function), nothing says
     what a lossy cast costs, so only bit-exact cells are candidates.
@@ -57,10 +75,10 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}. Got {objective!r}.")
     key, word = OBJECTIVES[objective]
-    ok = [c for c in report.cells if c.error is None]
+    ok = [c for c in report.cells if c.error is None and c.unsupported is None and not c.is_input]
     measured = not math.isnan(report.baseline_accuracy)
     if measured:
-        ok = [c for c in ok if not math.isnan(c.accuracy_delta) and c.accuracy_delta >= -max_drop]
+        ok = [c for c in ok if acceptable(c, max_drop)]
     else:
         ok = [c for c in ok if c.bit_exact]
     if not ok:
@@ -72,9 +90,14 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
         )
     best = min(ok, key=lambda c: (getattr(c, key), c.bytes))
     if measured:
-        reason = f"{word} of {len(ok)} configurations that lose at most {max_drop} accuracy points"
+        reason = (
+            f"{word} of {len(ok)} configurations that lose at most {max_drop} accuracy points "
+            "or lie within noise"
+        )
         reason += f" (this one: {best.accuracy_delta:+.2f} pts"
-        reason += ", within the probe's noise)" if best.within_noise else ")"
+        if not math.isnan(best.band) and not best.bit_exact:
+            reason += f", noise +/- {best.band:.2f}"
+        reason += ")"
     else:
         reason = (
             f"{word} of {len(ok)} lossless configurations; no accuracy measured, "
@@ -85,35 +108,60 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
     )
     if not best.bit_exact:
         reason += f", max abs error {best.max_abs_error:.3g}"
+    inp = report.input
+    if inp is not None and inp.error is None and inp.bytes and best.bytes:
+        if objective == "read" and not math.isnan(inp.read_s) and best.read_s > 0:
+            reason += f"; {inp.read_s / best.read_s:.1f}x your input's read speed"
+        else:
+            reason += f"; {inp.bytes / best.bytes:.2f}x smaller than your input"
     return best, reason
 
 
+def _note(c: Cell) -> str:
+    if c.unsupported:
+        return f"not supported: {c.unsupported}"
+    if c.error:
+        return c.error
+    if c.is_input:
+        return "your input as it is (baseline)"
+    if c.bit_exact or math.isnan(c.accuracy_delta):
+        return ""
+    if c.within_noise is None:
+        return "cannot be judged (no noise band)"
+    if c.within_noise:
+        return "within noise" if c.accuracy_delta != 0 else ""
+    return "outside noise"
+
+
+def _num(v: float, fmt: str) -> str:
+    return "-" if math.isnan(v) else format(v, fmt)
+
+
 def table_rows(report: BenchReport) -> list[dict[str, str]]:
+    """One row per cell, the user's input first."""
     rows = []
-    for c in report.cells:
-        note = c.error or ("" if c.within_noise in (None, True) else "outside noise")
-        if (
-            c.within_noise
-            and not c.bit_exact
-            and not math.isnan(c.accuracy_delta)
-            and c.accuracy_delta != 0
-        ):
-            note = "within noise"
+    cells = ([report.input] if report.input is not None else []) + list(report.cells)
+    for c in cells:
+        note = _note(c)
+        has = bool(c.bytes) and not c.unsupported
         rows.append(
             {
                 "format": c.label,
+                "images": c.images,
                 "dtype": c.dtype,
-                "size": _fmt_size(c.bytes) if c.bytes else "-",
-                "ratio": f"{c.ratio:.2f}" if c.bytes else "-",
-                "B/rec": f"{c.bytes_per_record:,.0f}" if c.bytes else "-",
-                "write_s": f"{c.write_s:.2f}" if not math.isnan(c.write_s) else "-",
-                "read_s": f"{c.read_s:.2f}" if not math.isnan(c.read_s) else "-",
-                "peak_mb": f"{c.peak_write_mb:.0f}" if not math.isnan(c.peak_write_mb) else "-",
-                "max_abs": f"{c.max_abs_error:.2g}" if c.bytes else "-",
-                "exact": "yes" if c.bit_exact else ("no" if c.bytes else "-"),
-                "acc": f"{100 * c.accuracy:.2f}" if not math.isnan(c.accuracy) else "-",
-                "delta": f"{c.accuracy_delta:+.2f}" if not math.isnan(c.accuracy_delta) else "-",
-                "probe_s": f"{c.probe_s:.2f}" if not math.isnan(c.probe_s) else "-",
+                "size": _fmt_size(c.bytes) if has else "-",
+                "ratio": f"{c.ratio:.2f}" if has else "-",
+                "B/rec": f"{c.bytes_per_record:,.0f}" if has else "-",
+                "write_s": _num(c.write_s, ".2f"),
+                "read_s": _num(c.read_s, ".2f"),
+                "peak_mb": _num(c.peak_write_mb, ".0f"),
+                "max_abs": f"{c.max_abs_error:.2g}" if has else "-",
+                "exact": "yes" if c.bit_exact and has else ("no" if has else "-"),
+                "acc": _num(100 * c.accuracy, ".2f"),
+                "delta": _num(c.accuracy_delta, "+.2f"),
+                "band": _num(c.band, ".2f"),
+                "probe_s": _num(c.probe_s, ".2f"),
+                "probe_dtype": c.probe_dtype or "-",
                 "note": note.splitlines()[0] if note else "",
             }
         )
@@ -127,13 +175,18 @@ def _header(report: BenchReport) -> list[str]:
     if report.task is not None:
         test = report.task.test or f"seeded 25% hold-out of {report.task.train}"
         lines.append(
-            f"probe: logistic regression on {report.task.features!r} -> {report.task.labels!r}, "
-            f"train {report.task.train!r}, test {test!r}; original data: "
-            f"{100 * report.baseline_accuracy:.2f}% in {report.baseline_probe_s:.2f} s "
-            f"(noise +/- {report.noise_points:.2f} pts)"
+            f"probe: SGD log-loss classifier on {report.task.features!r} -> "
+            f"{report.task.labels!r}, train {report.task.train!r}, test {test!r}; original data: "
+            f"{100 * report.baseline_accuracy:.2f}% trained in {report.baseline_probe_s:.2f} s "
+            f"as {report.probe_dtype or '?'} (noise +/- {report.noise_points:.2f} pts)"
         )
     elif not math.isnan(report.baseline_accuracy):
-        lines.append(f"user evaluation on the original data: {report.baseline_accuracy:.4g}")
+        band = (
+            f" (noise +/- {report.noise_points:.2f} pts)"
+            if not math.isnan(report.noise_points)
+            else " (no noise band: differences cannot be judged)"
+        )
+        lines.append(f"user evaluation on the original data: {report.baseline_accuracy:.4g}{band}")
     lines.extend(report.warnings)
     return lines
 
@@ -156,9 +209,10 @@ def _recommendation_line(report: BenchReport) -> str:
     command = ["dstore", "convert", report.source, f"out{default_extension(best.format)}"]
     if best.dtype != "keep":
         command += ["--dtype", best.dtype]
-    for k, v in best.options.items():
+    for k, v in best.write_options.items():
         command += ["-o", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
-    return f"recommendation: {best.label} {best.dtype} ({report.reason}); {shlex.join(command)}"
+    what = _describe(best)
+    return f"recommendation: {what} ({report.reason}); {shlex.join(command)}"
 
 
 def to_markdown(report: BenchReport) -> str:
@@ -174,6 +228,10 @@ def to_markdown(report: BenchReport) -> str:
     return "\n".join(out)
 
 
+def _describe(c: Cell) -> str:
+    return f"{c.label} {c.dtype}" if c.images == "png" else f"{c.label} {c.images} {c.dtype}"
+
+
 def to_json(report: BenchReport) -> dict[str, Any]:
     def clean(v: Any) -> Any:
         if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
@@ -185,7 +243,7 @@ def to_json(report: BenchReport) -> dict[str, Any]:
         return v
 
     cells = []
-    for c in report.cells:
+    for c in ([report.input] if report.input is not None else []) + list(report.cells):
         d = asdict(c)
         d.update(label=c.label, ratio=c.ratio, bytes_per_record=c.bytes_per_record)
         cells.append(d)
@@ -196,12 +254,11 @@ def to_json(report: BenchReport) -> dict[str, Any]:
             "baseline_accuracy": report.baseline_accuracy,
             "baseline_probe_s": report.baseline_probe_s,
             "noise_points": report.noise_points,
+            "probe_dtype": report.probe_dtype,
             "machine": report.machine,
             "settings": report.settings,
             "cells": cells,
-            "recommendation": report.recommendation.label + " " + report.recommendation.dtype
-            if report.recommendation
-            else None,
+            "recommendation": _describe(report.recommendation) if report.recommendation else None,
             "reason": report.reason,
             "warnings": report.warnings,
         }
@@ -229,22 +286,25 @@ def save_report(report: BenchReport, path: str) -> None:
         f.write(text + ("\n" if not text.endswith("\n") else ""))
 
 
-def pareto(cells: list[Cell]) -> list[Cell]:
-    """Cells no other cell beats on both size and write time."""
-    ok = [c for c in cells if c.error is None and c.bytes]
-    return [
-        c
-        for c in ok
-        if not any(
-            (o.bytes <= c.bytes and o.write_s <= c.write_s)
-            and (o.bytes < c.bytes or o.write_s < c.write_s)
-            for o in ok
-        )
-    ]
+def pareto(cells: list[Cell], y: str = "write_s", higher_better: bool = False) -> list[Cell]:
+    """Cells no other cell beats on both size and ``y`` (lower is better unless told)."""
+    ok = [c for c in cells if c.measured and not math.isnan(getattr(c, y))]
+
+    def better(o: Cell, c: Cell) -> bool:
+        oy, cy = getattr(o, y), getattr(c, y)
+        if higher_better:
+            oy, cy = -oy, -cy
+        return o.bytes <= c.bytes and oy <= cy and (o.bytes < c.bytes or oy < cy)
+
+    return [c for c in ok if not any(better(o, c) for o in ok)]
 
 
 def save_plot(report: BenchReport, path: str) -> None:
-    """Size vs write time, accuracy delta as colour, the Pareto front joined."""
+    """Size against accuracy, the Pareto front (smaller and at least as accurate) marked.
+
+    Without a measured accuracy, size against write time instead. The user's
+    input is drawn as a star; error bars are the noise bands.
+    """
     try:
         import matplotlib
 
@@ -254,41 +314,46 @@ def save_plot(report: BenchReport, path: str) -> None:
         from ..errors import MissingDependencyError
 
         raise MissingDependencyError("bench plot", "bench", "matplotlib") from e
-    cells = [c for c in report.cells if c.error is None and c.bytes]
+    cells = [c for c in report.cells if c.measured]
+    with_accuracy = not math.isnan(report.baseline_accuracy)
+    y = "accuracy" if with_accuracy else "write_s"
+    scale = 100.0 if with_accuracy else 1.0
+
+    def ys(cs: list[Cell]) -> list[float]:
+        return [scale * getattr(c, y) for c in cs]
+
     fig, ax = plt.subplots(figsize=(8, 5))
-    deltas = [0.0 if math.isnan(c.accuracy_delta) else c.accuracy_delta for c in cells]
-    span = max(0.1, *(abs(d) for d in deltas)) if deltas else 1
-    sc = ax.scatter(
-        [c.write_s for c in cells],
-        [c.bytes / 1e6 for c in cells],
-        c=deltas,
-        cmap="RdYlGn",
-        vmin=-span,
-        vmax=span,
-        s=60,
-        edgecolors="k",
+    front = pareto(cells, y, higher_better=with_accuracy)
+    rest = [c for c in cells if c not in front]
+    err = [0.0 if math.isnan(c.band) else c.band for c in rest] if with_accuracy else None
+    ax.errorbar(
+        [c.bytes / 1e6 for c in rest], ys(rest), yerr=err, fmt="o", color="0.6", label="cells"
     )
+    front.sort(key=lambda c: c.bytes)
+    if front:
+        ax.errorbar(
+            [c.bytes / 1e6 for c in front],
+            ys(front),
+            yerr=[0.0 if math.isnan(c.band) else c.band for c in front] if with_accuracy else None,
+            fmt="o-",
+            color="tab:red",
+            label="Pareto front",
+        )
+    inp = report.input
+    if inp is not None and inp.measured and not math.isnan(getattr(inp, y)):
+        ax.plot([inp.bytes / 1e6], ys([inp]), "*", ms=14, color="tab:blue", label=inp.label)
     for c in cells:
         ax.annotate(
-            f"{c.label} {c.dtype}",
-            (c.write_s, c.bytes / 1e6),
+            _describe(c),
+            (c.bytes / 1e6, scale * getattr(c, y)),
             fontsize=7,
             xytext=(4, 4),
             textcoords="offset points",
         )
-    front = sorted(pareto(cells), key=lambda c: c.write_s)
-    if front:
-        ax.plot(
-            [c.write_s for c in front],
-            [c.bytes / 1e6 for c in front],
-            "k--",
-            lw=1,
-            label="Pareto front",
-        )
-        ax.legend(loc="upper right")
-    fig.colorbar(sc, ax=ax, label="accuracy delta (points)")
-    ax.set_xlabel("write time (s)")
-    ax.set_ylabel("size on disk (MB)")
+    ax.set_xscale("log")
+    ax.set_xlabel("size on disk (MB, log scale)")
+    ax.set_ylabel("accuracy (%)" if with_accuracy else "write time (s)")
+    ax.legend(loc="lower right" if with_accuracy else "upper right", fontsize=8)
     ax.set_title(f"dstore bench: {os.path.basename(report.source)}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -1,0 +1,153 @@
+"""The bench grid's axes: image encodings and feature precisions, parsed strictly.
+
+``--images png,jpeg:95,webp:90`` and ``--dtypes keep,float16,round:10,int8`` name
+values from a fixed vocabulary. A value outside it (``jpeg:0``, ``float8``) is a
+usage error before any work. A value inside it that this installation cannot
+write yet (a codec without the ``image_format`` option, a dtype policy the
+dtype module does not know) is not an error: its cells are reported as
+"not supported: <why>", so one grid runs on every dstore version and fills in
+as codecs gain encodings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..dtypes import parse_policy
+from ..errors import DstoreError, UsageError
+
+__all__ = [
+    "DTYPE_VOCABULARY",
+    "IMAGE_ENCODINGS",
+    "ImageEncoding",
+    "dtype_support",
+    "image_options",
+    "parse_dtypes",
+    "parse_images",
+]
+
+#: Lossy image encodings the grid knows; ``png`` is each format's lossless default.
+IMAGE_ENCODINGS = ("png", "jpeg", "webp", "jxl")
+#: Per format, the ``-o`` option that chooses the image encoding (issue #14's names).
+_IMAGE_OPTION = {"tfrecord": "image_format", "zarr": "image_codec", "hdf5": "image_codec"}
+#: Feature precisions the grid knows (``round:N`` keeps N float32 mantissa bits).
+DTYPE_VOCABULARY = ("keep", "float32", "float16", "float64", "bfloat16", "round:N", "int8", "uint8")
+_ROUND = re.compile(r"round:(\d+)$")
+_QUANT = re.compile(r"u?int8(:channel)?$")
+
+
+@dataclass(frozen=True)
+class ImageEncoding:
+    """One value of ``--images``: an encoding and, for lossy ones, a quality 1..100."""
+
+    name: str
+    quality: int | None = None
+
+    def __str__(self) -> str:
+        return self.name if self.quality is None else f"{self.name}:{self.quality}"
+
+    @property
+    def lossless(self) -> bool:
+        return self.name == "png"
+
+
+def parse_images(values: Sequence[str]) -> list[ImageEncoding]:
+    """``["png", "jpeg:95"]`` -> encodings; anything else is one UsageError line."""
+    out: list[ImageEncoding] = []
+    for raw in values:
+        text = raw.strip().lower()
+        name, sep, q = text.partition(":")
+        if name not in IMAGE_ENCODINGS:
+            raise UsageError(
+                f"--images: {raw!r} is not an image encoding; valid: png, jpeg:Q, webp:Q, jxl:Q "
+                "(Q = quality 1..100)"
+            )
+        if name == "png":
+            if sep:
+                raise UsageError(f"--images: {raw!r}: png is lossless and takes no quality")
+            enc = ImageEncoding("png")
+        else:
+            if not q.isdigit() or not 1 <= int(q) <= 100:
+                raise UsageError(
+                    f"--images: {raw!r}: give a quality 1..100 after the colon, e.g. {name}:90"
+                )
+            enc = ImageEncoding(name, int(q))
+        if enc in out:
+            raise UsageError(f"--images: {raw!r} is given twice")
+        out.append(enc)
+    if not out:
+        raise UsageError("--images: give at least one image encoding (png, jpeg:90, ...)")
+    return out
+
+
+def _in_vocabulary(target: str) -> bool:
+    m = _ROUND.match(target)
+    if m:
+        return 1 <= int(m.group(1)) <= 23  # float32 has 23 explicit mantissa bits
+    return target in DTYPE_VOCABULARY or bool(_QUANT.match(target))
+
+
+def dtype_support(spec: str) -> str | None:
+    """None when this dstore applies ``spec``; else why not (one line).
+
+    A spec outside the vocabulary is a UsageError: a typo must not become a
+    quiet "not supported" row.
+    """
+    try:
+        parse_policy(spec)
+        return None
+    except DstoreError:
+        targets = [part.partition("=")[2] or part for part in spec.split(",") if part.strip()]
+        if targets and all(_in_vocabulary(t.strip()) for t in targets):
+            return f"dtype policy {spec!r} is not in this dstore"
+        raise UsageError(
+            f"--dtypes: {spec!r} is not a dtype policy; valid: keep, float32, float16, float64, "
+            "bfloat16, round:N (N = 1..23 mantissa bits), int8, uint8 (or FIELD=POLICY)"
+        ) from None
+
+
+def parse_dtypes(values: Sequence[str]) -> list[str]:
+    """Strip, refuse duplicates and unknown policies (see :func:`dtype_support`)."""
+    out = [v.strip() for v in values if v.strip()]
+    if not out:
+        raise UsageError("--dtypes: give at least one dtype policy (keep, float32, float16, ...)")
+    for v in out:
+        dtype_support(v)
+        if out.count(v) > 1:
+            raise UsageError(f"--dtypes: {v!r} is given twice")
+    return out
+
+
+def image_options(codec_cls: Any, fmt: str, enc: ImageEncoding) -> dict[str, Any] | str:
+    """The ``-o`` options that make format ``fmt`` store images as ``enc``, or why it can't.
+
+    ``png`` is each format's lossless default (no option). A lossy encoding maps
+    to ``image_format`` + ``quality`` (TFRecord) or ``image_codec`` + ``quality``
+    (zarr, HDF5); a codec whose options lack them, or that refuses the values,
+    cannot take it here.
+    """
+    if enc.lossless:
+        return {}
+    key = _IMAGE_OPTION.get(fmt)
+    options_cls = getattr(codec_cls, "Options", None)
+    fields = (
+        {f.name for f in dataclasses.fields(options_cls)}
+        if options_cls is not None and dataclasses.is_dataclass(options_cls)
+        else set()
+    )
+    if key is None:  # a third-party codec: whichever of the two names it declares
+        key = next((k for k in ("image_format", "image_codec") if k in fields), None)
+    if key is None or key not in fields or "quality" not in fields:
+        return (
+            f"{fmt} has no -o {key or 'image_format'}=/quality= option (no lossy image encodings)"
+        )
+    options = {key: enc.name, "quality": enc.quality}
+    try:
+        codec_cls.parse_options(options)
+    except (ValueError, DstoreError) as e:
+        return f"{fmt} -o {key}={enc.name} quality={enc.quality}: {e}".splitlines()[0]
+    return options
