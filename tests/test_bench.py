@@ -78,8 +78,12 @@ def test_bench_rows_and_honesty(feats_npz, tmp_path):
         and data["machine"]["cores"]
         and data["settings"]["dtypes"] == ["keep", "float16"]
     )
+    assert data["input"]["label"] == "input (npz)" and data["input"]["bytes"] == os.path.getsize(
+        path
+    )
     with open(tmp_path / "r.csv") as f:
-        assert len(list(csv.DictReader(f))) == 8
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 9 and rows[0]["is_input"] == "True"  # the input as it is, then the cells
     save_plot(report, str(tmp_path / "p.png"))
     with open(tmp_path / "p.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
@@ -172,15 +176,27 @@ def _one_error_line(capsys, argv: list[str], contains: str) -> None:
 
 @pytest.mark.parametrize(
     "dtypes",
-    ["foo", "keep,float8", "float16,bfloat17", "keep,FLOAT16", "round", "int8x", "keep,,float33"],
+    [
+        "foo",
+        "keep,float8",
+        "float16,bfloat17",
+        "keep,FLOAT16",
+        "round",
+        "round:0",
+        "round:24",
+        "round:x",
+        "int8x",
+        "int4",
+        "keep,,float33",
+    ],
 )
 def test_unknown_dtype_is_one_line(feats_npz, capsys, dtypes):
     path, _, _ = feats_npz
-    _one_error_line(
-        capsys, ["bench", path, "--dtypes", dtypes], "DtypePolicyError: dtype policy for '*'"
-    )
+    _one_error_line(capsys, ["bench", path, "--dtypes", dtypes], "UsageError: --dtypes: '")
     # the valid policies are named in the same line
-    _one_error_line(capsys, ["bench", path, "--dtypes", dtypes], "keep, float16, float32")
+    _one_error_line(
+        capsys, ["bench", path, "--dtypes", dtypes], "keep, float32, float16, float64, bfloat16"
+    )
 
 
 @pytest.mark.parametrize(
