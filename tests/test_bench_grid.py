@@ -392,3 +392,60 @@ def test_pareto_front_and_plot(tmp_path):
     save_plot(report, out)
     with open(out, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------ the pyspacer evaluator
+
+
+def test_pyspacer_example_evaluator_gets_a_band(feats_npz, capsys):
+    from dstore.bench.examples import pyspacer
+
+    with np.load(feats_npz) as z:
+        data = {
+            "train": {"features": z["features_train"], "labels": z["labels_train"]},
+            "test": {"features": z["features_test"], "labels": z["labels_test"]},
+        }
+    correct = pyspacer.evaluate(data)
+    assert correct.dtype == bool and correct.shape == data["test"]["labels"].shape
+    assert correct.mean() > 2 / 7  # well above chance (7 photographs: 1/7)
+    for dtype, trained in (
+        (np.float16, np.float32),
+        (np.float32, np.float32),
+        (np.float64, np.float64),
+    ):
+        x, _ = pyspacer._xy(
+            {"features": data["train"]["features"].astype(dtype), "labels": data["train"]["labels"]}
+        )
+        assert x.dtype == trained  # the stored dtype, widened only where scikit-learn must
+    rc = main(
+        [
+            "bench",
+            feats_npz,
+            "--formats",
+            "npz",
+            "--dtypes",
+            "float32,float16",
+            "--repeats",
+            "1",
+            "--evaluate",
+            "dstore.bench.examples.pyspacer:evaluate",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0 and "user evaluation on the original data" in out and "noise +/-" in out
+    assert "cannot be judged" not in out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("recommendation:")]
+    assert "npz" in line
+
+
+def test_pixel_error_is_measured():
+    """A JPEG'd tile field reports its pixel error (not 0), chunk by chunk."""
+    from dstore.bench.harness import _errors
+
+    x, _ = photo_tiles(40, 64, seed=2)
+    for q in (20, 95):
+        j = np.stack([imagecodecs.jpeg8_decode(imagecodecs.jpeg8_encode(t, level=q)) for t in x])
+        max_abs, _, exact = _errors({"s": {"x": x}}, {"s": {"x": j}})
+        want = np.abs(x.astype(np.int16) - j.astype(np.int16)).max()
+        assert not exact and max_abs == want > 0
+    assert _errors({"s": {"x": x}}, {"s": {"x": x.copy()}}) == (0.0, 0.0, True)

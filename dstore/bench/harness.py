@@ -166,24 +166,44 @@ def _read_all(path: str, fmt: str, stop: int | None = None) -> dict[str, dict[st
 def _errors(
     orig: Mapping[str, Mapping[str, np.ndarray]], got: Mapping[str, Mapping[str, np.ndarray]]
 ) -> tuple[float, float, bool]:
+    """Max absolute and relative error over numeric fields (floats and pixels), and bit-exactness.
+
+    Integer fields count too, so a JPEG'd image shows its pixel error; the
+    comparison runs a few MiB of records at a time, so 7,000 tiles never become
+    one float64 copy.
+    """
     max_abs = max_rel = 0.0
     exact = True
     for split, fields in orig.items():
         for name, a in fields.items():
             b = got[split][name]
-            if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
-                exact = False
-            if a.dtype.kind in "fc" or b.dtype.kind in "fc":
-                a64 = a.astype(np.complex128 if "c" in a.dtype.kind + b.dtype.kind else np.float64)
-                b64 = b.astype(a64.dtype)
+            if a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes():
+                continue  # identical: no error
+            exact = False
+            kinds = a.dtype.kind + b.dtype.kind
+            # "V": ml_dtypes' bfloat16 (numpy has no kind for it), cast like a float below
+            numeric = all(
+                k in "biufc" or (k == "V" and not dt.names)
+                for k, dt in zip(kinds, (a.dtype, b.dtype))
+            )
+            if a.shape != b.shape or not numeric or not len(a):
+                continue
+            wide = np.complex128 if "c" in kinds else np.float64
+            step = max(1, (8 << 20) // max(1, a[0].size * 16))
+            for i in range(0, len(a), step):
+                try:
+                    a64, b64 = a[i : i + step].astype(wide), b[i : i + step].astype(wide)
+                except (TypeError, ValueError):  # opaque bytes ("V16"): not a number
+                    break
                 ok = np.isfinite(a64) & np.isfinite(b64)
-                if ok.any():
-                    err = np.abs(a64[ok] - b64[ok])
-                    max_abs = max(max_abs, float(err.max()))
-                    denom = np.abs(a64[ok])
-                    nz = denom > 0
-                    if nz.any():
-                        max_rel = max(max_rel, float((err[nz] / denom[nz]).max()))
+                if not ok.any():
+                    continue
+                err = np.abs(a64[ok] - b64[ok])
+                max_abs = max(max_abs, float(err.max()))
+                denom = np.abs(a64[ok])
+                nz = denom > 0
+                if nz.any():
+                    max_rel = max(max_rel, float((err[nz] / denom[nz]).max()))
     return max_abs, max_rel, exact
 
 
@@ -281,7 +301,13 @@ def bench(
             skipped = ",".join(str(e) for e in encodings if not e.lossless)
             warnings.append(f"no image field in the data: --images {skipped} not measured")
             encodings = [e for e in encodings if e.lossless] or [parse_images(["png"])[0]]
-        base = _baseline_score(original, task, evaluate)
+        base = _score(original, task, evaluate)
+        if evaluate is not None and base is not None:
+            # The first call paid the user's imports (scikit-learn: seconds): time a second,
+            # as every cell's call is timed with those imports done.
+            again = _score(original, task, evaluate)
+            if again is not None:
+                base.seconds = again.seconds
         baseline = base.value if base is not None else float("nan")
         noise = float("nan")
         if base is not None and base.n:
@@ -308,7 +334,7 @@ def bench(
                             fmt,
                             dtype,
                             dict(options),
-                            images=str(enc),
+                            images=str(enc) if has_images else "-",
                             raw_bytes=schema.nbytes,
                             records=schema.records,
                         )
@@ -380,12 +406,6 @@ def _score(
         res = run_probe(data, task)
         return _Timed(res.score, res.seconds, res.dtype)
     return None
-
-
-def _baseline_score(
-    original: Mapping[str, Mapping[str, np.ndarray]], task: Task | None, evaluate: Evaluate | None
-) -> _Timed | None:
-    return _score(original, task, evaluate)
 
 
 def _unsupported(cell: Cell, codec_cls: Any, enc: ImageEncoding) -> str | None:
@@ -487,7 +507,11 @@ def _write_in_child(cell: Cell, source: str, out: str, repeats: int) -> None:
 
 
 #: Errors that mean "this format cannot store that", not "something broke".
-_UNSUPPORTED_ERRORS = ("MissingDependencyError", "UnsupportedDtypeError")
+_UNSUPPORTED_ERRORS = (
+    "MissingDependencyError",
+    "UnsupportedDtypeError",
+    "CodecLibraryMissing",  # an image codec library imagecodecs was built without
+)
 
 
 def _measure(

@@ -229,7 +229,9 @@ def to_markdown(report: BenchReport) -> str:
 
 
 def _describe(c: Cell) -> str:
-    return f"{c.label} {c.dtype}" if c.images == "png" else f"{c.label} {c.images} {c.dtype}"
+    if c.images in ("png", "-"):  # the lossless default, or no image field at all
+        return f"{c.label} {c.dtype}"
+    return f"{c.label} {c.images} {c.dtype}"
 
 
 def to_json(report: BenchReport) -> dict[str, Any]:
@@ -242,11 +244,12 @@ def to_json(report: BenchReport) -> dict[str, Any]:
             return [clean(x) for x in v]
         return v
 
-    cells = []
-    for c in ([report.input] if report.input is not None else []) + list(report.cells):
+    def cell_dict(c: Cell) -> dict[str, Any]:
         d = asdict(c)
         d.update(label=c.label, ratio=c.ratio, bytes_per_record=c.bytes_per_record)
-        cells.append(d)
+        return d
+
+    cells = [cell_dict(c) for c in report.cells]
     return clean(
         {
             "source": report.source,
@@ -257,6 +260,7 @@ def to_json(report: BenchReport) -> dict[str, Any]:
             "probe_dtype": report.probe_dtype,
             "machine": report.machine,
             "settings": report.settings,
+            "input": cell_dict(report.input) if report.input is not None else None,
             "cells": cells,
             "recommendation": _describe(report.recommendation) if report.recommendation else None,
             "reason": report.reason,
@@ -272,7 +276,8 @@ def save_report(report: BenchReport, path: str) -> None:
         text = json.dumps(to_json(report), indent=1)
     elif ext == ".csv":
         buf = io.StringIO()
-        cells = to_json(report)["cells"]
+        data = to_json(report)
+        cells = ([data["input"]] if data["input"] else []) + data["cells"]  # input row first
         writer = csv.DictWriter(buf, fieldnames=list(cells[0]) if cells else ["format"])
         writer.writeheader()
         for c in cells:
