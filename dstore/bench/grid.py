@@ -60,6 +60,8 @@ def parse_images(values: Sequence[str]) -> list[ImageEncoding]:
     out: list[ImageEncoding] = []
     for raw in values:
         text = raw.strip().lower()
+        if not text:
+            continue
         name, sep, q = text.partition(":")
         if name not in IMAGE_ENCODINGS:
             raise UsageError(
