@@ -256,8 +256,10 @@ def load_evaluate(spec: str) -> Evaluate:
     return fn
 
 
-def is_image_batch(x: np.ndarray) -> bool:
+def is_image_batch(x: object) -> bool:
     """uint8/uint16 records shaped ``(H, W)`` or ``(H, W, 1|3|4)``, at least 8 pixels a side."""
+    if not isinstance(x, np.ndarray):  # strings and ragged fields are columns, not images
+        return False
     if x.dtype.kind != "u" or x.dtype.itemsize > 2 or x.ndim not in (3, 4):
         return False
     return min(x.shape[1:3]) >= 8 and (x.ndim == 3 or x.shape[3] in (1, 3, 4))
