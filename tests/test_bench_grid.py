@@ -449,3 +449,25 @@ def test_pixel_error_is_measured():
         want = np.abs(x.astype(np.int16) - j.astype(np.int16)).max()
         assert not exact and max_abs == want > 0
     assert _errors({"s": {"x": x}}, {"s": {"x": x.copy()}}) == (0.0, 0.0, True)
+
+
+def test_string_fields_ride_along(feats_npz, tmp_path):
+    """A dataset with a string field (as JSON sources give: file names) benches like any other:
+    lossless cells are bit-exact, the input row is first, nothing is taken for an image."""
+    with np.load(feats_npz) as z:
+        n = len(z["features_train"])
+        path = str(tmp_path / "named.npz")
+        np.savez(
+            path,
+            features=z["features_train"],
+            labels=z["labels_train"],
+            source=np.array([f"img-{i // 30:04d}.json" for i in range(n)]),
+        )
+    report = dstore.bench(path, formats=["npz", "zarr"], dtypes=["keep", "float16"], repeats=1)
+    by = {(c.format, c.dtype): c for c in report.cells}
+    for fmt in ("npz", "zarr"):
+        assert by[fmt, "keep"].error is None, by[fmt, "keep"].error
+        assert by[fmt, "keep"].bit_exact and by[fmt, "keep"].images == "-"
+        assert by[fmt, "keep"].accuracy == report.baseline_accuracy
+        assert not by[fmt, "float16"].bit_exact and by[fmt, "float16"].max_abs_error > 0
+    assert report.input.label == "input (npz)"
