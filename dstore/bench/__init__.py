@@ -1,6 +1,10 @@
 """``dstore bench``: size, speed, memory, fidelity and accuracy impact of each format on your data.
 
-Needs the ``bench`` extra (scikit-learn for the probe, matplotlib for plots).
+Formats x image encodings x dtype policies (:mod:`.grid`), measured by
+:mod:`.harness` against the input as it is, the accuracy probe and noise bands
+in :mod:`.accuracy`, tables, recommendation and plot in :mod:`.report`;
+:mod:`.examples` holds evaluation functions for ``--evaluate``. Needs the
+``bench`` extra (scikit-learn for the probe, matplotlib for plots).
 """
 
 from __future__ import annotations
