@@ -163,6 +163,15 @@ def test_cli_bench(feats_npz, tmp_path, capsys):
 # ------------------------------------------------------------- inputs checked up front
 
 
+@pytest.fixture(autouse=True)
+def _own_tempdir(tmp_path, monkeypatch):
+    """The bench's working folders go to this test's own temp dir, so that the check "no
+    working folder was made" cannot see another test's or another process's folders."""
+    own = tmp_path / "tmp"
+    own.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
+
+
 def _one_error_line(capsys, argv: list[str], contains: str) -> None:
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "dstore-bench-*")))
     rc = main(argv)
