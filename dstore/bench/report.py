@@ -356,6 +356,10 @@ def save_plot(report: BenchReport, path: str) -> None:
             textcoords="offset points",
         )
     ax.set_xscale("log")
+    from matplotlib.ticker import FormatStrFormatter
+
+    for axis in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
+        axis(FormatStrFormatter("%g"))  # 0.4, 2, 6 rather than 4x10^-1
     ax.set_xlabel("size on disk (MB, log scale)")
     ax.set_ylabel("accuracy (%)" if with_accuracy else "write time (s)")
     ax.legend(loc="lower right" if with_accuracy else "upper right", fontsize=8)
