@@ -16,6 +16,7 @@ from typing import Any
 from .codecs.base import Codec, Reader
 from .errors import CodecIOError
 from .output import path_size
+from .precision import logical_reader
 from .registry import get_codec_class, infer_codec
 
 __all__ = ["codec_for", "open_reader", "open_source", "size_or_zero"]
@@ -52,24 +53,35 @@ def check_local_input(path: str) -> None:
         raise CodecIOError(f"{path}: is {kind}, not a regular file or folder; refusing to read it")
 
 
-def open_source(path: str, format: str | None, options: Mapping[str, Any]) -> tuple[Codec, Reader]:
+def open_source(
+    path: str, format: str | None, options: Mapping[str, Any], decode: bool = True
+) -> tuple[Codec, Reader]:
     """The codec and an open reader for the dataset at ``path``; a glob, a folder of files
-    or ``@list`` is many files read as one dataset (:mod:`dstore.multisource`)."""
+    or ``@list`` is many files read as one dataset (:mod:`dstore.multisource`).
+
+    bfloat16 bits and int8 codes read back as numbers; ``decode=False`` gives them as stored."""
     from . import multisource  # imported here: it needs the codec registry only when used
 
     if multisource.is_multi(path, format):
         reader = multisource.open_sources(path, format, options)
-        return reader.codec, reader
+        return reader.codec, logical_reader(reader) if decode else reader
     check_local_input(path)
     codec = codec_for(path, format, options)
-    return codec, codec.open_reader(path)
+    reader = codec.open_reader(path)
+    return codec, logical_reader(reader) if decode else reader
 
 
 def open_reader(
-    path: str | os.PathLike[str], *, format: str | None = None, **options: Any
+    path: str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    decode: bool = True,
+    **options: Any,
 ) -> Reader:
-    """A codec reader for ``path`` (format from the extension unless given)."""
-    return open_source(os.fspath(path), format, options)[1]
+    """A codec reader for ``path`` (format from the extension unless given).
+
+    ``decode=False`` gives the values as stored (int8 codes, bfloat16 bits)."""
+    return open_source(os.fspath(path), format, options, decode)[1]
 
 
 def size_or_zero(path: str) -> int:

@@ -72,7 +72,9 @@ class ConvertReport:
             worst_abs = max(s.max_abs_error for s in self.cast.values())
             worst_rel = max(s.max_rel_error for s in self.cast.values())
             clipped = sum(s.clipped for s in self.cast.values())
-            line += f"; cast error max abs {worst_abs:.3g}, max rel {worst_rel:.3g}"
+            n = sum(s.count for s in self.cast.values())
+            mean = sum(s.sum_abs_error for s in self.cast.values()) / n if n else 0.0
+            line += f"; cast error max abs {worst_abs:.3g}, mean abs {mean:.3g}, max rel {worst_rel:.3g}"
             if clipped:
                 line += f", {clipped} value(s) clipped"
         if self.shards is not None and self.shards.kept:
@@ -102,6 +104,7 @@ def write_dataset(
 
     Sharded formats go through ``dstore.shards`` (resumable, distributable);
     the others are written by one writer, split after split."""
+    policy = policy.prepare(reader, codec)  # int8 ranges (one read), bfloat16 storage
     out_schema = policy.apply_schema(reader.schema)
     # the source's checksums describe the source's values, not these
     out_schema = Schema(

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..precision import describe_precision
 from ..registry import infer_codec
 from ..schema import Schema
 from ..sources import open_reader, size_or_zero
@@ -18,6 +19,8 @@ __all__ = ["InfoReport", "dtype_name", "info"]
 
 def dtype_name(dtype: np.dtype) -> str:
     """numpy's name (``uint8``, ``float32``), with the byte order only where it is not native."""
+    if dtype.name == "bfloat16":
+        return "bfloat16"
     if dtype.kind in "USVO" or dtype.fields:  # numpy's names ("str96") say less than "U3"
         return dtype.str.lstrip("<>|=") if not dtype.fields else str(dtype)
     name = dtype.newbyteorder("=").name if not dtype.isnative else dtype.name
@@ -59,9 +62,11 @@ class InfoReport:
                         f"    {f.name:<16} {f.kind.describe():<31} {split.count} records{key}"
                     )
                     continue
+                lossy = describe_precision(f)
                 out.append(
                     f"    {f.name:<16} {dtype_name(f.dtype):<{width}} {(split.count, *f.shape)!s:<24}"
                     f" {fmt_bytes(f.record_bytes * split.count)}{key}"
+                    + (f"  [{lossy}]" if lossy else "")
                 )
         out.extend(self.details)
         return out

@@ -14,6 +14,7 @@ from ..codecs.base import Reader
 from ..errors import DstoreError, SchemaError
 from ..integrity import FieldHasher, stored_checksums
 from ..model import Column, Image, Kind, Ragged, Tensor, VarColumn
+from ..precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
 from ..schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
 from ..sources import open_reader
 
@@ -121,9 +122,9 @@ def _same_kind_but_float_width(ka: Kind, kb: Kind) -> bool:
     if ka == kb:
         return True
     if isinstance(ka, Tensor) and isinstance(kb, Tensor):
-        return ka.shape == kb.shape and ka.dtype.kind == kb.dtype.kind == "f"
+        return ka.shape == kb.shape and is_floating(ka.dtype) and is_floating(kb.dtype)
     if isinstance(ka, Ragged) and isinstance(kb, Ragged):
-        return ka.inner_shape == kb.inner_shape and ka.dtype.kind == kb.dtype.kind == "f"
+        return ka.inner_shape == kb.inner_shape and is_floating(ka.dtype) and is_floating(kb.dtype)
     return False
 
 
@@ -178,6 +179,16 @@ def verify(
             # lossy image fields: error statistics against the bound their encoding declares
             lossy = {**ra.lossy_fields(split), **rb.lossy_fields(split)}
             errors = {n: _lossy_stats(pa.fields[n].dtype) for n in names if n in lossy}
+            # a lossy encoding in b (int8, round:N, bfloat16) is checked against the error
+            # it declares, unless a holds the very same encoding
+            declared = {
+                n: tol
+                for n in names
+                if n not in errors
+                and (tol := tolerance(pb.fields[n])) is not None
+                and pa.fields[n].attrs.get(PRECISION_ATTR) != pb.fields[n].attrs.get(PRECISION_ATTR)
+            }
+            precise = {n: ErrorStats() for n in declared}
             bad = dict.fromkeys(names, 0)
             first_bad: dict[str, int] = {}
             pos = 0
@@ -190,6 +201,9 @@ def verify(
                 for name in names:
                     if len(bb[name]) != n:
                         raise SchemaError(f"{b}: split {split!r} returned batches of another size")
+                    if name in precise:
+                        precise[name].update(ba[name], bb[name], *declared[name][1:])
+                        continue
                     eq = (
                         _compare(ba[name], bb[name])
                         if name not in errors
@@ -202,6 +216,10 @@ def verify(
                 pos += n
             for name in names:
                 fa, fb = pa.fields[name], pb.fields[name]
+                if name in precise:
+                    ok, detail = precise[name].verdict(pa.count, declared[name][0])
+                    results.append(FieldResult(split, name, ok, detail, lossy=True))
+                    continue
                 if name in errors and not bad[name]:
                     results.append(_lossy_result(split, name, pa.count, lossy[name], errors[name]))
                     continue
@@ -233,6 +251,8 @@ def _decode_against(r: Reader, other: Reader) -> Reader:
             if isinstance(kind, Image) and kind.encoding == "raw":
                 fields.setdefault(split, set()).add(name)
     return DecodedImages(r, fields) if fields else r
+
+
 def _lossy_stats(dtype: np.dtype) -> Any:
     from ..codecs._imagecodec import ErrorStats
 
@@ -316,7 +336,8 @@ def check(
     path = os.fspath(path)
     results: list[FieldResult] = []
     notes: list[str] = []
-    with open_reader(path, format=format) as reader:
+    # the stored values: the checksums were taken of them (int8 codes, not their floats)
+    with open_reader(path, format=format, decode=False) as reader:
         integrity = reader.check_integrity()
         for ok, what in integrity:
             results.append(FieldResult("*", "manifest", ok, what))

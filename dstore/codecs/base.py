@@ -314,6 +314,9 @@ class Codec(ABC):
     #: True when encoded images (PNG/JPEG bytes) are stored as they came; a conversion
     #: to any other format decodes them to pixels unless asked to keep them encoded
     keeps_encoded_images: ClassVar[bool] = False
+    #: The dtype bfloat16 values are stored as ("uint16": their bits; "float32": widened,
+    #: exact), the schema recording them as bfloat16; None refuses ``--dtype bfloat16``.
+    bfloat16_as: ClassVar[str | None] = None
     #: Option dataclass; its fields are the ``-o KEY=VALUE`` options.
     Options: ClassVar[type] = type("Options", (), {})
 

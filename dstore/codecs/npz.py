@@ -918,6 +918,7 @@ class NpzCodec(Codec):
     name = "npz"
     extensions = (".npz",)
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
+    bfloat16_as = "uint16"  # np.save writes ml_dtypes' bfloat16 as opaque V2
     Options = NpzOptions
 
     @classmethod

@@ -1344,6 +1344,7 @@ class TFRecordCodec(Codec):
     extensions = (".tfrecords", ".tfrecord")
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_encoded_images = True  # JPEG/PNG bytes pass through byte for byte
+    bfloat16_as = "float32"  # float_list is float32: bfloat16 values widen exactly
     supports_urls = True
     Options = TFRecordOptions
 

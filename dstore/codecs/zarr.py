@@ -669,6 +669,7 @@ class ZarrCodec(Codec):
     extensions = (".zarr", ".zarr.zip")
     supports_urls = True
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
+    bfloat16_as = "uint16"  # zarr 3.1's dtype registry has no bfloat16
     Options = ZarrOptions
 
     def supports(self, dtype: np.dtype) -> bool:

@@ -59,7 +59,8 @@ def check_numeric_dtype(dtype: Any, where: str) -> np.dtype:
         )
     if dt.fields is not None or dt.subdtype is not None:
         raise UnsupportedDtypeError(f"{where}: structured dtype {dt} is not supported")
-    if dt.kind not in "biufc":
+    # ml_dtypes' bfloat16 (numpy kind "V"): what dstore reads back from bfloat16 storage
+    if dt.kind not in "biufc" and dt.name != "bfloat16":
         raise UnsupportedDtypeError(f"{where}: dtype {dt} is not supported (numbers and bool only)")
     if (dt.kind == "f" and dt.itemsize > 8) or (dt.kind == "c" and dt.itemsize > 16):
         raise UnsupportedDtypeError(

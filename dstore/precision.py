@@ -1,0 +1,425 @@
+"""Lossy number encodings of floating fields: bfloat16, bit rounding and int8/uint8 codes.
+
+A dtype policy (:mod:`dstore.dtypes`) names a *target* per field; this module
+knows what each target stores and how a reader turns it back into numbers:
+
+* ``float16`` / ``float32`` / ``float64``: a plain cast (no record needed);
+* ``bfloat16``: values rounded to bfloat16 (``ml_dtypes``). None of the
+  libraries has a bfloat16 type (zarr 3.1's dtype registry has none, h5py and
+  ``np.save`` write ml_dtypes' bfloat16 as opaque ``V2``), so the 16 bits are
+  stored as ``uint16`` (``codes.view(ml_dtypes.bfloat16)`` in the other
+  library); TFRecord's float_list is float32, so there the bfloat16 values are
+  stored widened to float32 (exact). dstore reads bfloat16 back;
+* ``round:N``: float32 with N explicit mantissa bits kept, rounded to nearest
+  (ties to even) exactly as numcodecs' ``BitRound`` does; stored and read as
+  float32 (no decoding), and compresses far better;
+* ``int8`` / ``uint8`` (``:channel`` for one scale per last-axis channel):
+  linear codes ``x = code * scale + offset`` from the field's range over all
+  splits; read back as float32.
+
+What was done is recorded in the stored field's ``attrs["precision"]`` (the
+schema every format keeps); for int8/uint8 the scale and offset are also
+written as the array's own ``scale_factor`` / ``add_offset`` attributes (the
+CF convention xarray decodes) where the format has attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from .codecs.base import RANGE_BYTES, Reader
+from .errors import DtypePolicyError, MissingDependencyError
+from .model import Ragged, Tensor, VarColumn
+from .schema import Batch, FieldSpec, Schema, SplitSpec
+
+__all__ = [
+    "PRECISION_ATTR",
+    "Target",
+    "bitround",
+    "decode_column",
+    "is_floating",
+    "logical_schema",
+    "parse_target",
+    "tolerance",
+]
+
+#: Key of ``FieldSpec.attrs`` recording a lossy encoding.
+PRECISION_ATTR = "precision"
+#: Explicit mantissa bits of float32; ``round:23`` changes nothing.
+FLOAT32_MANTISSA = 23
+#: Explicit mantissa bits of bfloat16 (what its rounding keeps of a float32).
+BFLOAT16_MANTISSA = 7
+_CASTS = ("float16", "float32", "float64")
+_QUANT = ("int8", "uint8")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One parsed target of a dtype policy."""
+
+    spec: str  # as the user wrote it: "float16", "round:8", "int8:channel"
+    op: str  # "keep", "cast", "bfloat16", "round" or "quant"
+    dtype: np.dtype | None = None  # the cast dtype, or the codes' dtype
+    keepbits: int = FLOAT32_MANTISSA
+    per_channel: bool = False
+
+    @property
+    def lossy_record(self) -> bool:
+        """True when the stored field records what was done (everything but plain casts)."""
+        return self.op in ("bfloat16", "round", "quant")
+
+
+def parse_target(text: str, where: str = "*") -> Target:
+    """``keep``, ``float16|32|64``, ``bfloat16``, ``round:N`` (0..23), ``int8``/``uint8``
+    with an optional ``:channel``; anything else is one error line."""
+    spec = str(text).strip()
+    base, _, arg = spec.partition(":")
+    if spec == "keep":
+        return Target(spec, "keep")
+    if spec in _CASTS:
+        return Target(spec, "cast", np.dtype(spec))
+    if spec == "bfloat16":
+        return Target(spec, "bfloat16")
+    if base == "round":
+        if not (arg.isdigit() and 0 <= int(arg) <= FLOAT32_MANTISSA):
+            raise DtypePolicyError(
+                f"dtype policy for {where!r}: {spec!r}: round:N keeps N of float32's "
+                f"{FLOAT32_MANTISSA} mantissa bits, so N must be an integer 0..{FLOAT32_MANTISSA}"
+            )
+        return Target(spec, "round", np.dtype("float32"), keepbits=int(arg))
+    if base in _QUANT and arg in ("", "channel"):
+        return Target(spec, "quant", np.dtype(base), per_channel=arg == "channel")
+    raise DtypePolicyError(
+        f"dtype policy for {where!r}: {spec!r} is not one of keep, float32, float16, float64, "
+        "bfloat16, round:N (N=0..23), int8, uint8, int8:channel, uint8:channel"
+    )
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    """numpy floats and ml_dtypes' bfloat16 (whose numpy kind is 'V')."""
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+def bfloat16_dtype(what: str) -> np.dtype:
+    """ml_dtypes' bfloat16, or one line naming the extra that installs it."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise MissingDependencyError(what, "bfloat16", "ml_dtypes", what="bfloat16") from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def bitround(a: np.ndarray, keepbits: int) -> np.ndarray:
+    """float32 ``a`` with ``keepbits`` mantissa bits, rounded to nearest, ties to even.
+
+    The same integer arithmetic as ``numcodecs.BitRound`` (tests compare them
+    bit for bit); not imported from there so that npz and HDF5 need no numcodecs.
+    May round the largest values up to inf: the caller applies the overflow rule."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if keepbits >= FLOAT32_MANTISSA:
+        return a.copy()
+    drop = FLOAT32_MANTISSA - keepbits
+    b = a.view(np.int32).copy()
+    mask = np.int32((-1 >> drop) << drop)
+    half_minus_one = np.int32((1 << (drop - 1)) - 1)
+    with np.errstate(over="ignore"):
+        b += ((b >> drop) & 1) + half_minus_one
+    b &= mask
+    return b.view(np.float32)
+
+
+def truncate(a: np.ndarray, keepbits: int) -> np.ndarray:
+    """``a`` with the dropped mantissa bits zeroed (rounding toward zero): never overflows."""
+    drop = FLOAT32_MANTISSA - keepbits
+    b = np.ascontiguousarray(a, dtype=np.float32).view(np.int32) & np.int32((-1 >> drop) << drop)
+    return b.view(np.float32)
+
+
+# ------------------------------------------------------------------ int8 / uint8 codes
+
+
+def quant_params(lo: np.ndarray, hi: np.ndarray, codes: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """float32 scale and offset mapping [lo, hi] onto the codes' full range.
+
+    Both are float32 so that a reader in any language dequantizes with the
+    stored numbers exactly as dstore does (``code * scale + offset`` in float32)."""
+    info = np.iinfo(codes)
+    span = hi.astype(np.float64) - lo.astype(np.float64)
+    levels = float(info.max) - float(info.min)
+    scale = np.where(span > 0, span / levels, 1.0).astype(np.float32)
+    # the lowest code maps to lo
+    offset = (lo.astype(np.float64) - float(info.min) * scale.astype(np.float64)).astype(np.float32)
+    return scale, offset
+
+
+def quantize(
+    values: np.ndarray, scale: np.ndarray, offset: np.ndarray, codes: np.dtype
+) -> np.ndarray:
+    """Nearest codes (values broadcast against ``scale``/``offset`` on the last axis)."""
+    info = np.iinfo(codes)
+    q = np.rint((values.astype(np.float64) - offset.astype(np.float64)) / scale.astype(np.float64))
+    return np.clip(q, info.min, info.max).astype(codes)
+
+
+def dequantize(codes: np.ndarray, scale: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    return codes.astype(np.float32) * scale + offset
+
+
+def quant_record(target: Target, scale: np.ndarray, offset: np.ndarray) -> dict[str, Any]:
+    return {
+        "policy": target.spec,
+        "codes": target.dtype.name if target.dtype is not None else "",
+        "axis": -1 if target.per_channel else None,
+        "scale": [float(s) for s in np.atleast_1d(scale)],
+        "offset": [float(o) for o in np.atleast_1d(offset)],
+    }
+
+
+def _params(rec: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    scale = np.asarray(rec["scale"], np.float32)
+    offset = np.asarray(rec["offset"], np.float32)
+    if rec.get("axis") is None:
+        return scale.reshape(()), offset.reshape(())
+    return scale, offset
+
+
+@dataclass
+class RangeScan:
+    """Running finite min/max of one field (per channel when asked) over every split."""
+
+    per_channel: bool
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+
+    def update(self, values: np.ndarray) -> None:
+        if not values.size:
+            return
+        v = values.reshape(-1, values.shape[-1]) if self.per_channel else values.reshape(-1, 1)
+        lo, hi = v.min(axis=0), v.max(axis=0)
+        self.lo = lo if self.lo is None else np.minimum(self.lo, lo)
+        self.hi = hi if self.hi is None else np.maximum(self.hi, hi)
+
+    def params(self, codes: np.dtype, channels: int) -> tuple[np.ndarray, np.ndarray]:
+        n = channels if self.per_channel else 1
+        lo = np.zeros(n) if self.lo is None else self.lo
+        hi = np.zeros(n) if self.hi is None else self.hi
+        return quant_params(lo, hi, codes)
+
+
+# ------------------------------------------------------------------ reading back
+
+
+def _decoded_kind(spec: FieldSpec, dtype: np.dtype) -> Tensor | Ragged:
+    if isinstance(spec.kind, Ragged):
+        return Ragged(dtype, spec.kind.inner_shape)
+    return Tensor(dtype, spec.shape)
+
+
+def logical_spec(spec: FieldSpec) -> FieldSpec:
+    """The field as dstore reads it: bfloat16 for bfloat16 bits, float32 for int8 codes."""
+    rec = spec.attrs.get(PRECISION_ATTR)
+    if not isinstance(rec, Mapping) or not isinstance(spec.kind, (Tensor, Ragged)):
+        return spec
+    policy = str(rec.get("policy", ""))
+    if policy == "bfloat16" and spec.dtype.name in ("uint16", "float32"):
+        return replace(spec, kind=_decoded_kind(spec, bfloat16_dtype("bfloat16 field")))
+    if policy.split(":")[0] in _QUANT and spec.dtype.name == rec.get("codes"):
+        return replace(spec, kind=_decoded_kind(spec, np.dtype(np.float32)))
+    return spec
+
+
+def logical_schema(schema: Schema) -> Schema:
+    out = schema
+    for split in schema.splits.values():
+        fields = [logical_spec(f) for f in split.fields.values()]
+        if any(f is not g for f, g in zip(fields, split.fields.values())):
+            out = out.with_fields(split.name, fields)
+    return out
+
+
+def decode_values(stored: FieldSpec, values: np.ndarray) -> np.ndarray:
+    rec = stored.attrs[PRECISION_ATTR]
+    if rec["policy"] == "bfloat16":
+        bf16 = bfloat16_dtype("bfloat16 field")
+        if values.dtype.kind == "u":
+            return np.ascontiguousarray(values, values.dtype.newbyteorder("=")).view(bf16)
+        return values.astype(bf16)  # float32 widened from bfloat16: exact
+    scale, offset = _params(rec)
+    return dequantize(values, scale, offset)
+
+
+def decode_column(stored: FieldSpec, col: Any) -> Any:
+    if isinstance(col, VarColumn):
+        return VarColumn(decode_values(stored, col.values), col.offsets, col.shapes)
+    return decode_values(stored, col)
+
+
+def decode_batch(stored: SplitSpec, logical: SplitSpec, batch: Batch) -> Batch:
+    return {
+        name: decode_column(stored.fields[name], col)
+        if logical.fields[name] is not stored.fields[name]
+        else col
+        for name, col in batch.items()
+    }
+
+
+class LogicalReader(Reader):
+    """A reader whose schema and batches are the decoded values (bfloat16, float32 from
+    int8 codes); everything else (integrity, ranges, describe) is the stored reader's.
+
+    Checksums are of the stored values, so ``iter_batches`` verifies before decoding."""
+
+    def __init__(self, reader: Reader, schema: Schema) -> None:
+        self._inner = reader
+        self.stored_schema = reader.schema
+        self.schema = schema
+        self.path = reader.path
+        self.random_access = reader.random_access
+        self.notes = reader.notes
+
+    def iter_batches(self, split: str, **kwargs: Any) -> Iterator[Batch]:
+        stored, logical = self.stored_schema.splits.get(split), self.schema.splits.get(split)
+        for batch in self._inner.iter_batches(split, **kwargs):
+            yield decode_batch(stored, logical, batch) if stored is not None else batch
+
+    def _iter(
+        self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
+    ) -> Iterator[Batch]:
+        stored = self.stored_schema.splits[spec.name]
+        for batch in self._inner._iter(stored, names, start, stop, rows):
+            yield decode_batch(stored, spec, batch)
+
+    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
+        return self._inner.record_ranges(split, target_bytes)
+
+    def describe(self) -> list[str]:
+        return self._inner.describe()
+
+    def check_integrity(self) -> list[tuple[bool, str]]:
+        return self._inner.check_integrity()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def __getattr__(self, name: str) -> Any:  # codec-specific attributes of the stored reader
+        return getattr(self.__dict__["_inner"], name)
+
+
+def logical_reader(reader: Any) -> Any:
+    """``reader`` itself unless some field needs decoding on read."""
+    schema = logical_schema(reader.schema)
+    return reader if schema is reader.schema else LogicalReader(reader, schema)
+
+
+# ------------------------------------------------------------------ tolerance (verify)
+
+
+def tolerance(spec: FieldSpec) -> tuple[str, float, float] | None:
+    """The error the stored field declares: (what, absolute bound, relative bound).
+
+    int8/uint8: half a quantization step (absolute); round:N and bfloat16: half
+    a unit in the last kept mantissa bit (relative), plus float32's own rounding
+    when the source was float64. None for fields stored without a lossy record."""
+    rec = spec.attrs.get(PRECISION_ATTR)
+    if not isinstance(rec, Mapping):
+        return None
+    policy = str(rec.get("policy", ""))
+    if policy.split(":")[0] in _QUANT:
+        step = max(rec.get("scale") or [0.0])
+        return f"{policy}: |error| <= scale/2 = {step / 2:.3g}", step / 2 * (1 + 1e-6), 0.0
+    bits = BFLOAT16_MANTISSA if policy == "bfloat16" else int(rec.get("keepbits", FLOAT32_MANTISSA))
+    rel = 2.0 ** -(bits + 1) + 2.0**-24
+    return f"{policy}: relative error <= 2^-{bits + 1}", 0.0, rel
+
+
+def describe_precision(spec: FieldSpec) -> str:
+    """One phrase for ``dstore info``: how the field's values are stored, '' if plainly."""
+    rec = spec.attrs.get(PRECISION_ATTR)
+    if not isinstance(rec, Mapping):
+        return ""
+    policy = str(rec.get("policy", ""))
+    if policy.split(":")[0] in _QUANT:
+        scales = rec.get("scale") or []
+        where = f"{len(scales)} channel scales" if rec.get("axis") is not None else "one scale"
+        return f"{policy}: {rec.get('codes')} codes, {where} + offset in attrs, read as float32"
+    if policy == "bfloat16":
+        return f"bfloat16, stored as {rec.get('stored')}"
+    return f"{policy}: float32 with {rec.get('keepbits')} mantissa bits"
+
+
+@dataclass
+class ErrorStats:
+    """Absolute error of finite values, accumulated over batches."""
+
+    max_abs: float = 0.0
+    sum_abs: float = 0.0
+    count: int = 0
+    max_excess: float = 0.0  # how far past the tolerance the worst value is (0: within)
+    nonfinite_mismatch: int = 0
+    layout_mismatch: int = 0
+
+    @property
+    def mean_abs(self) -> float:
+        return self.sum_abs / self.count if self.count else 0.0
+
+    def _update(self, a: np.ndarray, b: np.ndarray, abs_tol: float, rel_tol: float) -> None:
+        a64 = np.asarray(a, np.float64)
+        b64 = np.asarray(b, np.float64)
+        fa, fb = np.isfinite(a64), np.isfinite(b64)
+        # NaN stays NaN, inf stays inf: anything else is a difference, not an error size
+        self.nonfinite_mismatch += int(
+            np.count_nonzero((fa != fb) | (~fa & ~(np.isnan(a64) & np.isnan(b64)) & (a64 != b64)))
+        )
+        both = fa & fb
+        err = np.abs(a64[both] - b64[both])
+        if err.size:
+            self.max_abs = max(self.max_abs, float(err.max()))
+            self.sum_abs += float(err.sum())
+            self.count += int(err.size)
+            bound = abs_tol + rel_tol * np.abs(a64[both])
+            self.max_excess = max(self.max_excess, float((err - bound).max()))
+
+    def update(self, a: Any, b: Any, abs_tol: float, rel_tol: float) -> None:
+        """Add the errors of batch columns ``a`` (source) and ``b`` (decoded output)."""
+        if isinstance(a, VarColumn) or isinstance(b, VarColumn):
+            if not (
+                isinstance(a, VarColumn)
+                and isinstance(b, VarColumn)
+                and np.array_equal(a.offsets, b.offsets)
+            ):
+                self.layout_mismatch += len(a)
+                return
+            a, b = a.values, b.values
+        self._update(np.asarray(a), np.asarray(b), abs_tol, rel_tol)
+
+    @property
+    def within(self) -> bool:
+        return self.max_excess <= 0 and not self.nonfinite_mismatch and not self.layout_mismatch
+
+    def verdict(self, records: int, declared: str) -> tuple[bool, str]:
+        """(ok, detail) for ``dstore verify``: the error measured against the one declared."""
+        measured = f"max abs error {self.max_abs:.3g}, mean abs {self.mean_abs:.3g}"
+        if self.layout_mismatch:
+            return False, f"{self.layout_mismatch} records differ in length"
+        if self.nonfinite_mismatch:
+            return False, f"{self.nonfinite_mismatch} NaN/inf value(s) not kept; {measured}"
+        if self.max_excess > 0:
+            return False, f"error exceeds the declared {declared}: {measured}"
+        return True, f"{records} records within the declared {declared}: {measured}"
+
+
+def column_values(col: Any) -> np.ndarray:
+    return col.values if isinstance(col, VarColumn) else np.asarray(col)
+
+
+def finite_or_raise(values: np.ndarray, where: str, target: str, first: int) -> None:
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise DtypePolicyError(
+            f"{where}: {int(np.count_nonzero(bad))} NaN/inf value(s) cannot be {target} codes, "
+            f"first at record {first}; use a float policy for this field"
+        )
