@@ -237,7 +237,18 @@ class DtypePolicy:
         for name, (f, t) in quant.items():
             assert t.dtype is not None
             channels = f.shape[-1] if t.per_channel else 1
-            records[name] = prec.quant_record(t, *scans[name].params(t.dtype, channels))
+            scale, offset = scans[name].params(t.dtype, channels)
+            info = np.iinfo(t.dtype)
+            with np.errstate(over="ignore"):
+                ends = prec.dequantize(np.array([[info.min], [info.max]], t.dtype), scale, offset)
+            if not np.isfinite(ends).all():  # the codes could not be read back as float32
+                raise DtypePolicyError(
+                    f"{reader.path}: field {name!r}: its range reaches float32's limit "
+                    f"({float(np.abs(scans[name].lo).max()):g} .. "
+                    f"{float(np.abs(scans[name].hi).max()):g}), so {t.spec} codes would "
+                    "dequantize to inf; use round:N or bfloat16 for this field"
+                )
+            records[name] = prec.quant_record(t, scale, offset)
         return replace(self, quant=records, bfloat16_as=bfloat16_as)
 
     def apply_schema(self, schema: Schema) -> Schema:
@@ -325,9 +336,14 @@ class DtypePolicy:
                 at = int(np.argwhere(overflow)[0][0])  # along the first axis
                 first = (record_of(at) if record_of is not None else at) + first_record
                 where = f"{source}: " if source else ""
+                what = (
+                    f"(|x| > {float(limit):g})"
+                    if t.op == "cast"
+                    else f"(they round to inf; its largest finite value is {float(limit):g})"
+                )
                 raise DtypePolicyError(
                     f"{where}split {split!r}, field {name!r}: {n_over} value(s) overflow "
-                    f"{t.spec} (|x| > {float(limit):g}), first at record {first}; "
+                    f"{t.spec} {what}, first at record {first}; "
                     f"use --on-overflow clip or a wider dtype"
                 )
             # Clip only what overflowed: infinities already in the input stay.
