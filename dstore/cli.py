@@ -320,8 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--dtype",
         action="append",
         metavar="POLICY",
-        help="float cast: keep, float32, float16, float64, or per field x=float16; "
-        "repeatable (default: keep)",
+        help="floating fields: keep, float32, float16, float64, bfloat16, round:N (N mantissa "
+        "bits kept in float32), int8 or uint8 (codes with a scale and offset; int8:channel "
+        "for one per channel), or per field x=int8; repeatable (default: keep)",
     )
     p.add_argument(
         "--on-overflow",

@@ -213,6 +213,14 @@ class RangeScan:
 # ------------------------------------------------------------------ reading back
 
 
+def dequant_params(spec: FieldSpec) -> tuple[np.ndarray, np.ndarray] | None:
+    """float32 (scale, offset) of a field read back from int8/uint8 codes, else None."""
+    rec = spec.attrs.get(PRECISION_ATTR)
+    if isinstance(rec, Mapping) and str(rec.get("policy", "")).split(":")[0] in _QUANT:
+        return _params(rec)
+    return None
+
+
 def _decoded_kind(spec: FieldSpec, dtype: np.dtype) -> Tensor | Ragged:
     if isinstance(spec.kind, Ragged):
         return Ragged(dtype, spec.kind.inner_shape)

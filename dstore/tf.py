@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .errors import MissingDependencyError, SchemaError
+from .precision import dequant_params
 
 __all__ = ["to_tf_dataset"]
 
@@ -182,7 +183,8 @@ def _tfrecord_field(tf: Any, source: Any, name: str, enc: Any) -> tuple[Any, Pos
     kind = field.kind
     where = f"{source.path}: split {source.split!r}, field {name!r}"
     native = _native(field.dtype)
-    tdtype = tf.as_dtype(native) if native.kind in "biufc" else None
+    bf16 = native.name == "bfloat16"  # TensorFlow's bfloat16 is ml_dtypes'
+    tdtype = tf.as_dtype(native) if native.kind in "biufc" or bf16 else None
     ragged = isinstance(kind, Ragged)
     shape = (-1, *field.shape) if ragged else field.shape
     string = tf.io.FixedLenFeature([], tf.string)
@@ -251,6 +253,9 @@ def _tfrecord_dataset(
     post: dict[str, Post] = {}
     for name in names:
         description[encs[name].feature], post[name] = _tfrecord_field(tf, source, name, encs[name])
+        quant = dequant_params(source.spec.fields[name])
+        if quant is not None:  # int8/uint8 codes (cast to float32 by post) back to their values
+            post[name] = lambda v, f=post[name], q=quant: f(v) * q[0] + q[1]
 
     # Traced once, with Python control flow over the schema only: autograph would
     # spend about a second rewriting this function for nothing (measured: 0.93x of

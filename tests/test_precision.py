@@ -365,3 +365,22 @@ def test_format_without_bfloat16_refuses_by_name(tmp_path):
     with open_reader(src) as reader, pytest.raises(UnsupportedDtypeError) as e:
         parse_policy("bfloat16").prepare(reader, PlainNpz())
     assert "plainnpz: field 'x': this format cannot carry bfloat16" in str(e.value)
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("policy", ["int8", "uint8:channel", "bfloat16", "round:5"])
+def test_to_tf_dataset_gives_the_values_dstore_reads(tmp_path, features, policy):
+    """TFRecord read by TensorFlow itself: int8 codes are dequantized in the tf.data map."""
+    import tensorflow as tf
+
+    data = _data(features)
+    out = str(tmp_path / "q.tfrecords")
+    dstore.save(data, out, dtype=f"x={policy},w={policy}")
+    with dstore.open(out) as ds:
+        want = {n: np.asarray(ds["test"][n]) for n in ("x", "w")}
+    got = next(iter(dstore.to_tf_dataset(out, split="test", batch_size=1000)))
+    for name in ("x", "w"):
+        value = got[name].numpy()
+        if policy == "bfloat16":
+            assert got[name].dtype == tf.bfloat16
+        _bits_equal(value.astype(want[name].dtype), want[name])
