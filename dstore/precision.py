@@ -143,17 +143,25 @@ def truncate(a: np.ndarray, keepbits: int) -> np.ndarray:
 
 
 def quant_params(lo: np.ndarray, hi: np.ndarray, codes: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """float32 scale and offset mapping [lo, hi] onto the codes' full range.
+    """float32 scale and offset mapping [lo, hi] onto the codes' range, with 0.0 exact.
 
-    Both are float32 so that a reader in any language dequantizes with the
-    stored numbers exactly as dstore does (``code * scale + offset`` in float32)."""
+    Where the range holds 0, the offset is a whole number of steps (a zero point,
+    as TFLite and PyTorch quantize) so that zeros -- most of a ReLU feature
+    vector -- read back as exactly 0 and stay one repeated code that compresses;
+    one code of slack keeps every value within half a step. Both numbers are
+    float32 so that any reader dequantizes (``code * scale + offset`` in float32)
+    exactly as dstore does."""
     info = np.iinfo(codes)
-    span = hi.astype(np.float64) - lo.astype(np.float64)
+    lo64, hi64 = lo.astype(np.float64), hi.astype(np.float64)
+    span = hi64 - lo64
     levels = float(info.max) - float(info.min)
-    scale = np.where(span > 0, span / levels, 1.0).astype(np.float32)
-    # the lowest code maps to lo
-    offset = (lo.astype(np.float64) - float(info.min) * scale.astype(np.float64)).astype(np.float32)
-    return scale, offset
+    spans_zero = (lo64 <= 0) & (hi64 >= 0)
+    scale = np.where(span > 0, span / np.where(spans_zero, levels - 1, levels), 1.0)
+    scale = scale.astype(np.float32).astype(np.float64)
+    zero_point = np.clip(np.rint(info.min - lo64 / scale), info.min, info.max)
+    # elsewhere the lowest code maps to lo
+    offset = np.where(spans_zero, -zero_point * scale, lo64 - info.min * scale)
+    return scale.astype(np.float32), offset.astype(np.float32)
 
 
 def quantize(
@@ -179,7 +187,7 @@ def quant_record(target: Target, scale: np.ndarray, offset: np.ndarray) -> dict[
     }
 
 
-def _params(rec: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def quant_arrays(rec: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     scale = np.asarray(rec["scale"], np.float32)
     offset = np.asarray(rec["offset"], np.float32)
     if rec.get("axis") is None:
@@ -217,7 +225,7 @@ def dequant_params(spec: FieldSpec) -> tuple[np.ndarray, np.ndarray] | None:
     """float32 (scale, offset) of a field read back from int8/uint8 codes, else None."""
     rec = spec.attrs.get(PRECISION_ATTR)
     if isinstance(rec, Mapping) and str(rec.get("policy", "")).split(":")[0] in _QUANT:
-        return _params(rec)
+        return quant_arrays(rec)
     return None
 
 
@@ -256,7 +264,7 @@ def decode_values(stored: FieldSpec, values: np.ndarray) -> np.ndarray:
         if values.dtype.kind == "u":
             return np.ascontiguousarray(values, values.dtype.newbyteorder("=")).view(bf16)
         return values.astype(bf16)  # float32 widened from bfloat16: exact
-    scale, offset = _params(rec)
+    scale, offset = quant_arrays(rec)
     return dequantize(values, scale, offset)
 
 

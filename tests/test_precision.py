@@ -223,8 +223,26 @@ def test_per_channel_scales_follow_each_channel(tmp_path, fmt):
         rec = ds["data"]["x"].spec.attrs["precision"]
         got = np.asarray(ds["data"]["x"])
     assert rec["axis"] == -1 and len(rec["scale"]) == 2
-    np.testing.assert_allclose(rec["scale"], [1 / 255, 2e4 / 255], rtol=1e-6)
-    assert np.abs(got[:, 0] - x[:, 0]).max() <= 0.5 / 255 + 1e-7
+    # both ranges hold 0: one code of slack for an exact zero point
+    np.testing.assert_allclose(rec["scale"], [1 / 254, 2e4 / 254], rtol=1e-6)
+    assert np.abs(got[:, 0] - x[:, 0]).max() <= 0.5 / 254 + 1e-7
+    assert got[0, 0] == 0.0
+
+
+@pytest.mark.parametrize("policy", ["int8", "uint8", "int8:channel", "uint8:channel"])
+def test_zeros_stay_exactly_zero(tmp_path, policy):
+    """ReLU-like features (mostly 0): zeros read back as 0.0, whatever the range around them."""
+    rng = np.random.default_rng(3)
+    x = np.maximum(rng.standard_normal((200, 8)) * rng.uniform(0.01, 50, 8), -0.3)
+    x = x.astype(np.float32)
+    x[rng.random(x.shape) < 0.6] = 0.0
+    out = str(tmp_path / "z.npz")
+    dstore.save({"data": {"x": x}}, out, dtype=policy)
+    with dstore.open(out) as ds:
+        got = np.asarray(ds["data"]["x"])
+        step = max(ds["data"]["x"].spec.attrs["precision"]["scale"])
+    assert (got[x == 0] == 0).all()
+    assert np.abs(got.astype(np.float64) - x).max() <= step / 2 * (1 + 1e-6)
 
 
 def test_ragged_float_field_int8_and_round(tmp_path):
