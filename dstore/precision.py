@@ -94,7 +94,7 @@ def parse_target(text: str, where: str = "*") -> Target:
     if base in _QUANT and arg in ("", "channel"):
         return Target(spec, "quant", np.dtype(base), per_channel=arg == "channel")
     raise DtypePolicyError(
-        f"dtype policy for {where!r}: {spec!r} is not one of keep, float32, float16, float64, "
+        f"dtype policy for {where!r}: {spec!r} is not one of keep, float16, float32, float64, "
         "bfloat16, round:N (N=0..23), int8, uint8, int8:channel, uint8:channel"
     )
 
