@@ -361,7 +361,9 @@ def describe_precision(spec: FieldSpec) -> str:
     if policy.split(":")[0] in _QUANT:
         scales = rec.get("scale") or []
         where = f"{len(scales)} channel scales" if rec.get("axis") is not None else "one scale"
-        return f"{policy}: {rec.get('codes')} codes, {where} + offset in attrs, read as float32"
+        return (
+            f"{policy}: {rec.get('codes')} codes, {where} + offset in the schema, read as float32"
+        )
     if policy == "bfloat16":
         return f"bfloat16, stored as {rec.get('stored')}"
     return f"{policy}: float32 with {rec.get('keepbits')} mantissa bits"

@@ -402,3 +402,23 @@ def test_to_tf_dataset_gives_the_values_dstore_reads(tmp_path, features, policy)
         if policy == "bfloat16":
             assert got[name].dtype == tf.bfloat16
         _bits_equal(value.astype(want[name].dtype), want[name])
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("policy", ["int8", "uint8:channel"])
+def test_info_tensorflow_snippet_dequantizes(tmp_path, features, policy):
+    """The snippet `dstore info` prints, pasted as is, gives the floats dstore reads."""
+    import tensorflow as tf
+
+    from dstore.codecs.tfrecord import TFRecordReader
+
+    data = _data(features)
+    out = str(tmp_path / "s.tfrecords")
+    dstore.save(data, out, dtype=f"x={policy}")
+    lines = TFRecordReader(out).feature_description("train")
+    namespace = {"tf": tf}
+    exec("\n".join(lines), namespace)  # noqa: S102 - our own snippet, as a user pastes it
+    with dstore.open(out) as ds:
+        want = np.asarray(ds["train"]["x"])
+    got = np.stack([r["x"].numpy() for r in namespace["dataset"]])
+    _bits_equal(got, want)

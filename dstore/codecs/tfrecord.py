@@ -40,6 +40,7 @@ from ..model import Bytes, Image, Ragged, String, StringList, Tensor, VarColumn
 from ..model.columns import slice_column
 from ..options import option, options_json
 from ..parallel import default_workers, ordered_map
+from ..precision import dequant_params
 from ..schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, Schema, SplitSpec
 from . import _tfrecord_io as rio
 from ._example import (
@@ -1183,7 +1184,15 @@ class TFRecordReader(Reader):
             else:
                 if len(shape) > 1:
                     value = f"tf.reshape({value}, {list(shape)})"
-                if native == np.uint64:  # stored as the int64 bit pattern
+                quant = dequant_params(spec)
+                if quant is not None:  # int8/uint8 codes: the values dstore reads
+                    scale, offset = (repr(a.tolist()) for a in quant)
+                    if quant[0].ndim:
+                        scale, offset = (f"tf.constant({c}, tf.float32)" for c in (scale, offset))
+                    value = f"tf.cast({value}, tf.float32) * {scale} + {offset}"
+                    note = f"; {spec.dtype.name} codes dequantized"
+                    native = np.dtype(np.float32)
+                elif native == np.uint64:  # stored as the int64 bit pattern
                     value = f"tf.bitcast({value}, tf.uint64)"
                 elif native.name not in ("int64", "float32"):
                     value = f"tf.cast({value}, tf.{native.name})"
