@@ -84,7 +84,7 @@ def parse_target(text: str, where: str = "*") -> Target:
         return Target(spec, "cast", np.dtype(spec))
     if spec == "bfloat16":
         return Target(spec, "bfloat16")
-    if base == "round":
+    if base == "round" and ":" in spec:
         if not (arg.isdigit() and 0 <= int(arg) <= FLOAT32_MANTISSA):
             raise DtypePolicyError(
                 f"dtype policy for {where!r}: {spec!r}: round:N keeps N of float32's "
