@@ -139,7 +139,7 @@ class DtypePolicy:
         elif t.op == "quant":
             rec = self._quant_record(spec)
             attrs[prec.PRECISION_ATTR] = rec
-            scale, offset = prec._params(rec)
+            scale, offset = prec.quant_arrays(rec)
             user["scale_factor"] = encode(scale)
             user["add_offset"] = encode(offset)
         if user:
@@ -322,7 +322,7 @@ class DtypePolicy:
             return self._bf16_store(arr)
         if t.op == "quant":
             rec = self._quant_record(spec)
-            scale, offset = prec._params(rec)
+            scale, offset = prec.quant_arrays(rec)
             assert t.dtype is not None
             codes = prec.quantize(arr, scale, offset, t.dtype)
             self._account(st, arr, prec.dequantize(codes, scale, offset))
@@ -347,8 +347,8 @@ class DtypePolicy:
                     f"use --on-overflow clip or a wider dtype"
                 )
             # Clip only what overflowed: infinities already in the input stay.
-            approx = np.where(overflow, np.copysign(limit, arr).astype(approx.dtype), approx)
-            approx = approx.astype(limit.dtype)
+            dtype = approx.dtype  # np.where would make a big-endian cast native
+            approx = np.where(overflow, np.copysign(limit, arr).astype(dtype), approx).astype(dtype)
             st.clipped += n_over
         self._account(st, arr, approx)
         return self._bf16_store(approx) if t.op == "bfloat16" else approx
@@ -358,9 +358,7 @@ class DtypePolicy:
         with np.errstate(over="ignore", invalid="ignore"):
             if t.op == "bfloat16":
                 bf16 = prec.bfloat16_dtype("bfloat16")
-                import ml_dtypes
-
-                return arr.astype(bf16), ml_dtypes.finfo(bf16).max
+                return arr.astype(bf16), prec.bfloat16_max()
             assert t.dtype is not None
             new = t.dtype.newbyteorder(">") if arr.dtype.byteorder == ">" else t.dtype
             if t.op == "round":

@@ -113,6 +113,13 @@ def bfloat16_dtype(what: str) -> np.dtype:
     return np.dtype(ml_dtypes.bfloat16)
 
 
+def bfloat16_max() -> np.generic:
+    """The largest finite bfloat16 (3.39e38)."""
+    import ml_dtypes
+
+    return ml_dtypes.finfo(ml_dtypes.bfloat16).max
+
+
 def bitround(a: np.ndarray, keepbits: int) -> np.ndarray:
     """float32 ``a`` with ``keepbits`` mantissa bits, rounded to nearest, ties to even.
 

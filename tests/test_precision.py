@@ -422,3 +422,14 @@ def test_info_tensorflow_snippet_dequantizes(tmp_path, features, policy):
         want = np.asarray(ds["train"]["x"])
     got = np.stack([r["x"].numpy() for r in namespace["dataset"]])
     _bits_equal(got, want)
+
+
+def test_clipped_big_endian_cast_keeps_its_byte_order(tmp_path):
+    x = np.array([[1.0], [1e6], [-1e6]], ">f4")
+    src = str(tmp_path / "be.npz")
+    np.savez(src, x=x)
+    out = str(tmp_path / "o.h5")
+    dstore.convert(src, out, dtype="float16", on_overflow="clip")
+    with h5py.File(out) as f:
+        assert f["data/x"].dtype == np.dtype(">f2")
+        np.testing.assert_array_equal(f["data/x"][:, 0], [1.0, 65504.0, -65504.0])
