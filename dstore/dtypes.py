@@ -239,13 +239,13 @@ class DtypePolicy:
             channels = f.shape[-1] if t.per_channel else 1
             scale, offset = scans[name].params(t.dtype, channels)
             info = np.iinfo(t.dtype)
-            with np.errstate(over="ignore"):
+            with np.errstate(over="ignore", invalid="ignore"):
                 ends = prec.dequantize(np.array([[info.min], [info.max]], t.dtype), scale, offset)
             if not np.isfinite(ends).all():  # the codes could not be read back as float32
                 raise DtypePolicyError(
                     f"{reader.path}: field {name!r}: its range reaches float32's limit "
-                    f"({float(np.abs(scans[name].lo).max()):g} .. "
-                    f"{float(np.abs(scans[name].hi).max()):g}), so {t.spec} codes would "
+                    f"({float(np.min(scans[name].lo)):g} .. "
+                    f"{float(np.max(scans[name].hi)):g}), so {t.spec} codes would "
                     "dequantize to inf; use round:N or bfloat16 for this field"
                 )
             records[name] = prec.quant_record(t, scale, offset)

@@ -164,11 +164,15 @@ def quant_params(lo: np.ndarray, hi: np.ndarray, codes: np.dtype) -> tuple[np.nd
     levels = float(info.max) - float(info.min)
     spans_zero = (lo64 <= 0) & (hi64 >= 0)
     scale = np.where(span > 0, span / np.where(spans_zero, levels - 1, levels), 1.0)
-    scale = scale.astype(np.float32).astype(np.float64)
+    # a step below float32's smallest subnormal would be 0: subnormals are whole multiples
+    # of the smallest one, so that step still holds every value exactly
+    tiny = float(np.finfo(np.float32).smallest_subnormal)
+    scale = np.maximum(scale.astype(np.float32).astype(np.float64), tiny)
     zero_point = np.clip(np.rint(info.min - lo64 / scale), info.min, info.max)
     # elsewhere the lowest code maps to lo
     offset = np.where(spans_zero, -zero_point * scale, lo64 - info.min * scale)
-    return scale.astype(np.float32), offset.astype(np.float32)
+    with np.errstate(over="ignore"):  # past float32's range: the caller refuses it by name
+        return scale.astype(np.float32), offset.astype(np.float32)
 
 
 def quantize(

@@ -97,7 +97,8 @@ def test_quantization_error_is_half_a_step(values, codes):
     scale, offset = np.float32(rec["scale"][0]), np.float32(rec["offset"][0])
     back = out.astype(np.float32) * scale + offset
     err = np.abs(back.astype(np.float64) - x)
-    bound = scale / 2 * (1 + 1e-6) + 4 * np.spacing(np.abs(x).max() + abs(offset))
+    bound = float(scale) / 2 * (1 + 1e-6) + 4 * float(np.spacing(np.float32(np.abs(x).max())))
+    bound += 4 * float(np.spacing(np.float32(abs(offset))))
     assert err.max() <= bound
     assert stats["v"].max_abs_error == pytest.approx(err.max())
 
