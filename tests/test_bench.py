@@ -192,7 +192,6 @@ def _one_error_line(capsys, argv: list[str], contains: str) -> None:
         "float16,bfloat17",
         "keep,FLOAT16",
         "round",
-        "round:0",
         "round:24",
         "round:x",
         "int8x",

@@ -89,7 +89,7 @@ def parse_images(values: Sequence[str]) -> list[ImageEncoding]:
 def _in_vocabulary(target: str) -> bool:
     m = _ROUND.match(target)
     if m:
-        return 1 <= int(m.group(1)) <= 23  # float32 has 23 explicit mantissa bits
+        return 0 <= int(m.group(1)) <= 23  # float32 has 23 explicit mantissa bits
     return target in DTYPE_VOCABULARY or bool(_QUANT.match(target))
 
 
@@ -108,7 +108,7 @@ def dtype_support(spec: str) -> str | None:
             return f"dtype policy {spec!r} is not in this dstore"
         raise UsageError(
             f"--dtypes: {spec!r} is not a dtype policy; valid: keep, float32, float16, float64, "
-            "bfloat16, round:N (N = 1..23 mantissa bits), int8, uint8 (or FIELD=POLICY)"
+            "bfloat16, round:N (N = 0..23 mantissa bits), int8, uint8 (or FIELD=POLICY)"
         ) from None
 
 
