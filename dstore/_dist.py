@@ -9,10 +9,13 @@ The version is read from here by the build too (``[tool.setuptools.dynamic]``).
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import re
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # importlib.metadata costs ~25 ms: imported where a report needs it
+    import importlib.metadata
 
 __all__ = [
     "DIST_NAME",
@@ -55,6 +58,8 @@ def _top_level_index() -> dict[str, list[importlib.metadata.Distribution]]:
     not names: two installed distributions may share a name (an old install of
     this project as ``dstore`` beside the index's ``dstore``), and each counts.
     """
+    import importlib.metadata
+
     index: dict[str, list[importlib.metadata.Distribution]] = {}
     for dist in importlib.metadata.distributions():
         names = (dist.read_text("top_level.txt") or "").split()
@@ -79,6 +84,8 @@ def _owners(
 
 def version_report() -> list[str]:
     """The lines of ``dstore --version``: dstore, Python, found backends, conflicts."""
+    import importlib.metadata
+
     here = os.path.dirname(os.path.abspath(__file__))
     lines = [f"{DIST_NAME} {__version__} ({here})"]
     try:
@@ -124,6 +131,8 @@ def installed_package_dir() -> str | None:
     None when it is not installed, or installed editable (its files then stay
     in the source tree and the metadata does not list them).
     """
+    import importlib.metadata
+
     try:
         dist = importlib.metadata.distribution(DIST_NAME)
     except importlib.metadata.PackageNotFoundError:
