@@ -81,6 +81,26 @@ def test_object_detection_api_parses_the_records(tmp_path):
             assert text.tolist() == [[b"building", b"road"][c - 1] for c in labels]
 
 
+def test_to_tf_dataset_reads_the_layout_records(tmp_path):
+    """dstore's own tf.data reader on the layout's output: boxes, labels and class text
+    per record as variable-length tensors (class text is a list of strings)."""
+    src = str(tmp_path / "data.npz")
+    arrays = write_od_npz(src, seed=5, size=64, most=5)
+    out = str(tmp_path / "od.tfrecords")
+    dstore.convert(src, out, layout="tf-object-detection", options={"class_names": "building,road"})
+    y = arrays["y_train"]
+    got = list(dstore.to_tf_dataset(out, split="train", ordered=True))
+    assert len(got) == len(y)
+    for i, rec in enumerate(got):
+        rows = y[i][y[i].any(axis=1)]
+        labels = rec["image/object/class/label"].numpy()
+        assert labels.tolist() == rows[:, 4].tolist()
+        names = rec["image/object/class/text"].numpy().tolist()
+        assert names == [[b"building", b"road"][c - 1] for c in labels]
+        xmin = rec["image/object/bbox/xmin"].numpy()
+        np.testing.assert_allclose(xmin, rows[:, 0].astype(np.float64) / 64, rtol=2**-24, atol=0)
+
+
 def test_clipped_boxes_stay_in_the_unit_square_for_tensorflow(tmp_path):
     rng = np.random.default_rng(12)
     x, _ = photo_tiles(5, 32, seed=12)

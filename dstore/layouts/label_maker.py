@@ -28,15 +28,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any, Literal
 
 import numpy as np
 
-from ..codecs._example import BYTES, TF_FEATURE_ATTR, encode_feature
 from ..codecs.base import Reader
 from ..errors import CodecIOError, OptionError, SchemaError
-from ..model import Bytes, Image, Kind, Ragged, String, Tensor, VarColumn, kind_from_json
+from ..model import (
+    Bytes,
+    Image,
+    Kind,
+    Ragged,
+    String,
+    StringList,
+    Tensor,
+    VarColumn,
+    kind_from_json,
+)
 from ..options import option
 from ..schema import Batch, FieldSpec, SplitSpec
 from .base import Layout
@@ -223,7 +231,7 @@ class ObjectDetection(Layout):
             FieldSpec(LABEL, Ragged(_I64, ())),
         ]
         if self.class_names:
-            fields.append(FieldSpec(TEXT, Bytes(), attrs={TF_FEATURE_ATTR: "bytes_list"}))
+            fields.append(FieldSpec(TEXT, StringList()))
         fields += _passthrough(split, used)
         saved = {
             "x": split.fields["x"].kind.to_json(),
@@ -278,11 +286,10 @@ class ObjectDetection(Layout):
         for k, f in enumerate(BOX_FIELDS):
             out[f] = VarColumn(np.ascontiguousarray(norm[:, k]), offsets)
         if self.class_names:
-            # one serialized bytes_list Feature per record, written as is by the TFRecord codec
-            names_b = [c.encode() for c in self.class_names]
-            out[TEXT] = VarColumn.from_bytes(
-                encode_feature(BYTES, [names_b[int(c) - 1] for c in labels[lo:hi]])
-                for lo, hi in pairwise(offsets)
+            # each box's class name: a list of strings per record (a bytes_list in TFRecord)
+            class_names = self.class_names
+            out[TEXT] = VarColumn(
+                VarColumn.from_strings(class_names[int(c) - 1] for c in labels), offsets.copy()
             )
         for name, col in batch.items():
             if name not in ("x", "y", self.options.filenames):
