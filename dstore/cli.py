@@ -538,6 +538,11 @@ def _run(argv: Sequence[str] | None) -> int:
             raise
         text = getattr(e, "cli_message", None) or str(e)  # e.g. --overwrite, not overwrite=True
         message = text.splitlines()[0] if text else repr(e)
+        if isinstance(e, OSError) and not isinstance(e, DstoreError) and e.filename is None:
+            # a write that ran out of room (errno 28) names no file: name what we wrote
+            where = getattr(args, "dst", None) or getattr(args, "path", None)
+            if where:
+                message = f"{where}: {e.strerror or message} (errno {e.errno})"
         print(f"{type(e).__name__}: {message}", file=sys.stderr)
         return EXIT_ERROR
 
