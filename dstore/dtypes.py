@@ -405,8 +405,8 @@ def parse_policy(
     default = "keep"
     per_field: dict[str, str] = {}
     for spec in specs:
-        for part in str(spec).split(","):
-            part = part.strip()
+        for raw in str(spec).split(","):
+            part = raw.strip()
             if not part:
                 continue
             if "=" in part:

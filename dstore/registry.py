@@ -82,7 +82,7 @@ registry = types.MappingProxyType(_entries)
 
 
 def _load_entry_points() -> None:
-    global _entry_points_loaded
+    global _entry_points_loaded  # noqa: PLW0603 - a module flag that tests/test_registry.py resets
     if _entry_points_loaded:
         return
     _entry_points_loaded = True
@@ -117,9 +117,9 @@ def get_codec_class(name: str) -> type[Codec]:
     entry = _entries.get(name)
     if entry is None:
         raise UnknownCodecError(name, list(_entries))
-    for module in entry.requires:
-        if importlib.util.find_spec(module) is None:
-            raise MissingDependencyError(name, entry.extra or name, module)
+    for required in entry.requires:
+        if importlib.util.find_spec(required) is None:
+            raise MissingDependencyError(name, entry.extra or name, required)
     module_name, _, attr = entry.target.partition(":")
     try:
         module = importlib.import_module(module_name)

@@ -29,7 +29,7 @@ def _same(a, b) -> bool:
             and isinstance(b, np.ndarray)
             and a.dtype == b.dtype
             and a.shape == b.shape
-            and (a.dtype == object and a.tolist() == b.tolist() or a.tobytes() == b.tobytes())
+            and ((a.dtype == object and a.tolist() == b.tolist()) or a.tobytes() == b.tobytes())
         )
     if isinstance(a, np.generic) or isinstance(b, np.generic):
         return type(a) is type(b) and np.asarray(a).tobytes() == np.asarray(b).tobytes()

@@ -368,7 +368,7 @@ def test_recommend_without_accuracy_picks_among_lossless_cells():
     rng = random.Random(7)
     for trial in range(300):
         cells = []
-        for i in range(rng.randint(1, 12)):
+        for _i in range(rng.randint(1, 12)):
             exact = rng.random() < 0.5
             cell = Cell(
                 rng.choice(["npz", "zarr", "hdf5"]),

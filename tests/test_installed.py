@@ -34,7 +34,7 @@ def _files() -> list[str]:
 
 def test_dstore_is_imported_from_the_installed_wheel():
     site = Path(sysconfig.get_paths()["purelib"]).resolve()
-    assert PACKAGE == site / "dstore", f"imported {PACKAGE}, not the wheel in {site}"
+    assert site / "dstore" == PACKAGE, f"imported {PACKAGE}, not the wheel in {site}"
     assert not PACKAGE.is_relative_to(ROOT), "the checkout's dstore/ shadows the wheel"
     assert Path(_dist.installed_package_dir() or "").resolve() == PACKAGE
     assert importlib.metadata.version(_dist.DIST_NAME) == dstore.__version__

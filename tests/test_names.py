@@ -506,7 +506,7 @@ def test_lone_surrogates_in_names(tmp_path, fmt):
     dst = str(tmp_path / ("o" + EXT[fmt]))
     if fmt == "tfrecord":
         with pytest.raises(
-            SchemaError, match="field '.*': feature name .* is not valid Unicode text"
+            SchemaError, match=r"field '.*': feature name .* is not valid Unicode text"
         ):
             dstore.save(data, dst)
         assert os.listdir(tmp_path) == []
@@ -522,7 +522,7 @@ def test_npz_refuses_escaped_names_it_could_not_restore(tmp_path):
     dstore.save({"train": many}, plain)  # plain names are inferred back from the keys
     assert len(zipfile.ZipFile(plain).comment) == 0
     _assert_same({"train": many}, _read_back(plain))
-    with pytest.raises(SchemaError, match="does not fit in the 64 KiB zip comment.*'train/a/b'"):
+    with pytest.raises(SchemaError, match=r"does not fit in the 64 KiB zip comment.*'train/a/b'"):
         dstore.save({"train": {**many, "a/b": np.arange(2)}}, str(tmp_path / "escaped.npz"))
     assert sorted(os.listdir(tmp_path)) == ["plain.npz"]
 

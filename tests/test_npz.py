@@ -99,7 +99,7 @@ def test_non_npy_member_refused(tmp_path):
     src = str(tmp_path / "odd.npz")
     with zipfile.ZipFile(src, "w") as z:
         z.writestr("notes.txt", "hello")
-    with pytest.raises(dstore.SchemaError, match="notes.txt"):
+    with pytest.raises(dstore.SchemaError, match=r"notes\.txt"):
         dstore.open(src)
 
 

@@ -214,7 +214,7 @@ def test_every_extra_names_only_packages_dstore_uses(project, hints):
 def test_no_other_install_name_is_printed_or_documented():
     """Every `pip install NAME[extra]` in the package and the README names this distribution."""
     pattern = re.compile(r"""pip install\s+(?:-\S+\s+)*['"]?([A-Za-z0-9][A-Za-z0-9._-]*)\[""")
-    files = sorted(PACKAGE.rglob("*.py")) + [ROOT / "README.md"]
+    files = [*sorted(PACKAGE.rglob("*.py")), ROOT / "README.md"]
     found = 0
     for path in files:
         if not path.exists():  # README is beside the tests in a checkout

@@ -19,7 +19,7 @@ def _usable() -> list[str]:
 @pytest.mark.parametrize(("a", "b"), list(itertools.permutations(_usable(), 2)))
 def test_pair_and_back(tmp_path, tiles, features, a, b):
     x, y = tiles
-    feats, labels = features
+    feats, _labels = features
     data = {
         "train": {
             "x": x[:30],

@@ -66,6 +66,7 @@ def start_and_stop_after(src: str, dst: str, shards: int, sig: int, *extra: str)
 def resume(src: str, dst: str, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "dstore.cli", "convert", src, dst, *OPTIONS, "--resume", *extra],
+        check=False,
         capture_output=True,
         text=True,
         timeout=300,
@@ -140,6 +141,7 @@ def test_resume_refuses_changed_options_and_keeps_the_work(tmp_path, source):
             "png_level=9",
             "--resume",
         ],
+        check=False,
         capture_output=True,
         text=True,
         timeout=120,

@@ -54,7 +54,7 @@ def test_plain_object_arrays_load_like_numpy(items: list[Any], protocol: int) ->
     assert got.dtype == object and got.shape == arr.shape
     # the reference is what numpy's own unpickling gives (protocol 2 makes arrays
     # native-endian); this test made the data itself, so loading it is safe here
-    reference = pickle.loads(buf.getvalue())
+    reference = pickle.loads(buf.getvalue())  # noqa: S301 - bytes this test pickled itself
     for a, b in zip(reference, got, strict=True):
         if isinstance(a, np.ndarray):
             assert isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape

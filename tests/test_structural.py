@@ -163,7 +163,7 @@ def _record_offsets(blob: bytes) -> list[tuple[int, int]]:
 def test_tfrecord_length_claiming_terabytes(tmp_path, tfrecord_dir, claimed):
     from dstore.codecs._tfrecord_io import masked_crc
 
-    data, valid, shard = tfrecord_dir
+    _data, valid, shard = tfrecord_dir
     blob = shard.read_bytes()
     for pos, _ in _record_offsets(blob)[:3]:
         buf = bytearray(blob)
@@ -181,12 +181,12 @@ def test_tfrecord_length_claiming_terabytes(tmp_path, tfrecord_dir, claimed):
             else:
                 target = tmp_path / "train.tfrecord"
                 target.write_bytes(bytes(buf))
-            with pytest.raises(dstore.DstoreError, match="implausible|truncated"):
+            with pytest.raises(dstore.DstoreError, match=r"implausible|truncated"):
                 read_bounded(target)
 
 
 def test_tfrecord_truncated_at_every_record_boundary(tmp_path, tfrecord_dir):
-    data, valid, shard = tfrecord_dir
+    _data, valid, shard = tfrecord_dir
     blob = shard.read_bytes()
     cuts = set()
     for pos, length in _record_offsets(blob):
@@ -202,7 +202,7 @@ def test_tfrecord_truncated_at_every_record_boundary(tmp_path, tfrecord_dir):
 
 
 def test_tfrecord_manifest_with_extreme_counts(tmp_path, tfrecord_dir):
-    data, valid, shard = tfrecord_dir
+    _data, valid, _shard = tfrecord_dir
     for count in (10**12, -1, 0, 13):
         target = tmp_path / "m.tfrecords"
         shutil.rmtree(target, ignore_errors=True)
@@ -257,7 +257,7 @@ def test_zarr_metadata_with_extreme_values(tmp_path, zarr_store, key, value):
 
 
 def test_zarr_chunks_truncated_or_emptied(tmp_path, zarr_store):
-    data, valid = zarr_store
+    _data, valid = zarr_store
     chunk_root = valid / "train" / "x" / "c"
     chunks = sorted(
         os.path.relpath(os.path.join(r, f), valid) for r, _, fs in os.walk(chunk_root) for f in fs

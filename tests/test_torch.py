@@ -158,7 +158,7 @@ def test_streaming_npz_gives_each_worker_one_block():
 def test_map_style(stores, data, fmt):
     ds = dstore.to_torch(stores[fmt], "train", map_style=True, range_mb=RANGE_MB)
     assert len(ds) == N
-    for i in list(range(N)) + [-1, -N]:
+    for i in [*list(range(N)), -1, -N]:
         rec = ds[i]
         np.testing.assert_array_equal(rec["x"].numpy(), data["x"][i])
         np.testing.assert_array_equal(rec["y"].numpy(), data["y"][i])
@@ -318,7 +318,7 @@ def test_string_bytes_and_ragged_columns_become_lists_then_pad():
     for copy in (False, True):
         recs = list(_records(iter([batch]), kinds, copy))
         assert [r["name"] for r in recs] == names and [r["raw"] for r in recs] == blobs
-        for r, ref in zip(recs, boxes):
+        for r, ref in zip(recs, boxes, strict=True):
             assert r["boxes"].dtype == torch.float32 and tuple(r["boxes"].shape) == ref.shape
             np.testing.assert_array_equal(r["boxes"].numpy(), ref)
         out = pad_collate(recs)

@@ -187,10 +187,8 @@ def test_check_does_not_blame_a_record_for_a_member_crc(tmp_path, compressed, ba
         (np.savez_compressed if compressed else np.savez)(path, x=x)
         with open(path, "rb") as f:
             data = bytearray(f.read())
-        if compressed:
-            at = len(data) // 2 + k  # somewhere in the deflate stream
-        else:
-            at = data.find(x[k].tobytes()) + 3  # inside record k
+        # somewhere in the deflate stream, or inside record k
+        at = len(data) // 2 + k if compressed else data.find(x[k].tobytes()) + 3
         data[at] ^= 0x01
         with open(path, "wb") as f:
             f.write(data)

@@ -65,7 +65,7 @@ class _Reconstruct(_Guarded):
             raise pickle.UnpicklingError("_reconstruct of something other than numpy.ndarray")
         if (
             not isinstance(shape, tuple)
-            or not all(type(n) is int and 0 <= n for n in shape)
+            or not all(type(n) is int and n >= 0 for n in shape)
             or int(np.prod(shape, dtype=np.int64)) > _MAX_RECONSTRUCT
         ):
             raise pickle.UnpicklingError(f"_reconstruct with shape {shape!r}")

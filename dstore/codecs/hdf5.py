@@ -10,6 +10,7 @@ compressed with a filter that is not installed are refused by name.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -476,10 +477,8 @@ class HDF5Writer(Writer):
 
     def abort(self) -> None:
         self._pool.shutdown(cancel_futures=True)
-        try:
+        with contextlib.suppress(Exception):  # the output is deleted anyway
             self.file.close()
-        except Exception:  # noqa: BLE001, S110 - the output is deleted anyway
-            pass
 
 
 def _check_filters(ds: Any, where: str) -> None:
@@ -661,8 +660,8 @@ class HDF5Reader(ArrayTreeReader):
             items = arr[start:stop]
             inner = spec.shape if isinstance(spec.kind, Ragged) else ()
             rows = []
-            for i, item in enumerate(items):
-                item = np.asarray(item, dtype=spec.dtype)
+            for i, raw_item in enumerate(items):
+                item = np.asarray(raw_item, dtype=spec.dtype)
                 size = int(np.prod(inner, dtype=np.int64))
                 if size and item.size % size:
                     raise CodecIOError(

@@ -65,8 +65,8 @@ def shuffle_buffer(items: Iterable[T], size: int, rng: np.random.Generator) -> I
             buf.append(item)
             continue
         i = int(rng.integers(size))
-        buf[i], item = item, buf[i]
-        yield item
+        buf[i], out = item, buf[i]
+        yield out
     order = rng.permutation(len(buf))
     for i in order:
         yield buf[i]
