@@ -275,6 +275,7 @@ def _with_lazy_epilog(parser: argparse.ArgumentParser, make: Callable[[], str]) 
         parser.epilog = make()
         return plain()
 
+    # argparse has no hook for a lazy epilog: the instance's bound method is replaced
     parser.format_help = format_help  # type: ignore[method-assign]
 
 

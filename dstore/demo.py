@@ -141,11 +141,11 @@ def run_demo(directory: str = "dstore-demo", records: int = 300) -> Iterator[str
     except ImportError as e:  # pragma: no cover - bench extra missing
         yield f"bench: skipped ({e})"
     else:
-        report = run_bench(feats, dtypes=["keep", "float16"], repeats=1)
-        yield to_text(report)
-        save_report(report, os.path.join(directory, "bench.md"))
+        bench_report = run_bench(feats, dtypes=["keep", "float16"], repeats=1)
+        yield to_text(bench_report)
+        save_report(bench_report, os.path.join(directory, "bench.md"))
         try:
-            save_plot(report, os.path.join(directory, "bench.png"))
+            save_plot(bench_report, os.path.join(directory, "bench.png"))
         except MissingDependencyError as e:
             yield f"plot: skipped ({e})"
     yield f"outputs are in {os.path.abspath(directory)}"

@@ -140,10 +140,10 @@ def check_tree(schema: Schema, where: str) -> None:
     Nested splits share groups (``a/b`` beside ``a/b/c`` is fine), but a field
     ``x`` of split ``train`` and a split ``train/x`` both need ``train/x``."""
     groups: dict[tuple[str, ...], str] = {}
-    for split in schema.splits:
-        parts = split_parts(split)
+    for split_name in schema.splits:
+        parts = split_parts(split_name)
         for n in range(1, len(parts) + 1):
-            groups.setdefault(tuple(parts[:n]), split)
+            groups.setdefault(tuple(parts[:n]), split_name)
     for split in schema.splits.values():
         for field in split.fields:
             path = tuple(field_path(split.name, field))

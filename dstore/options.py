@@ -38,7 +38,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from .errors import DstoreError, OptionError
 
@@ -51,7 +51,10 @@ __all__ = [
     "parse_options",
 ]
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -142,7 +145,7 @@ def parse_options(cls: type[T], values: Mapping[str, Any], codec: str) -> T:
     """An instance of the option dataclass ``cls`` from ``values`` (text or typed).
 
     Raises :class:`~dstore.errors.OptionError` naming the codec, key and value."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise OptionError(
@@ -186,12 +189,17 @@ def options_json(opts: Any) -> dict[str, Any]:
     }
 
 
-def option_help(cls: type) -> list[tuple[str, str, str]]:
+def option_help(cls: type[DataclassInstance]) -> list[tuple[str, str, str]]:
     """(key, default as text, help) of each option, for ``--help`` and ``dstore formats``."""
     hints = _hints(cls)
     out = []
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:  # every option has a default: a codec's bug, not the user's
+            raise TypeError(f"option {f.name!r} of {cls.__name__} has no default")
         shown = option_text(default, f.metadata.get("none"))
         shown = str(shown).lower() if isinstance(shown, bool) else str(shown)
         text = f.metadata.get("help", "")

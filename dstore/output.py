@@ -93,10 +93,10 @@ def _remove_local(path: str) -> OSError | None:
             return None
         if not all(isinstance(e, OSError) and e.errno == errno.ENOTEMPTY for _, e in errors):
             break
-    for where, e in errors:
-        if isinstance(e, OSError):
-            e.filename = where  # rmtree names files relative to an open folder
-            return e
+    for where, err in errors:
+        if isinstance(err, OSError):
+            err.filename = where  # rmtree names files relative to an open folder
+            return err
     return OSError(errno.ENOTEMPTY, "could not be removed", path)
 
 
@@ -340,7 +340,8 @@ def _atomic_rename(
     tmp = os.path.join(parent, f".{base}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
     if adopt is not None:
         os.replace(adopt, tmp)
-    old, failure = None, None
+    old: str | None = None
+    left: tuple[str, OSError] | None = None  # the old output, and why it could not go
     try:
         yield tmp
         if not os.path.lexists(tmp):
@@ -365,6 +366,8 @@ def _atomic_rename(
                 ) from None
             if old is not None:
                 failure = _remove_local(old)
+                if failure is not None:
+                    left = (old, failure)
         else:
             os.replace(tmp, dst_abs)
         fd = os.open(parent, os.O_RDONLY)
@@ -382,7 +385,8 @@ def _atomic_rename(
                 )  # the old output moved aside, the new one not in: put it back
         remove_path(tmp)
         raise
-    if failure is not None:
+    if left is not None:
+        old, failure = left
         raise OldOutputLeftError(
             f"{dst}: written, but the old output could not be removed entirely: it is left at "
             f"{old} ({_describe(failure)}); remove it by hand (the next run to {base} retries)",

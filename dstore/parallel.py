@@ -11,7 +11,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 __all__ = ["ParallelDeflate", "default_workers", "ordered_map", "prefetch"]
 
@@ -49,7 +49,11 @@ def prefetch(items: Iterable[T], depth: int = 1) -> Iterator[T]:
     import queue
     import threading
 
-    q: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=depth)
+    q: queue.Queue[
+        tuple[Literal["item"], T]
+        | tuple[Literal["end"], None]
+        | tuple[Literal["error"], BaseException]
+    ] = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
     def produce() -> None:
@@ -71,12 +75,12 @@ def prefetch(items: Iterable[T], depth: int = 1) -> Iterator[T]:
     thread.start()
     try:
         while True:
-            kind, value = q.get()
-            if kind == "end":
+            msg = q.get()
+            if msg[0] == "end":
                 return
-            if kind == "error":
-                raise value  # type: ignore[misc]
-            yield value  # type: ignore[misc]
+            if msg[0] == "error":
+                raise msg[1]
+            yield msg[1]
     finally:
         stop.set()
         while thread.is_alive():

@@ -63,8 +63,8 @@ class ArrayReader(Reader):
                     kind, col = infer_column(value, where)
                 columns[name] = col
                 counts[name] = len(col)
-                key = next((k for k in flat if split_key(k) == (split, name)), None)
-                specs[name] = FieldSpec(name, kind, key)
+                flat_key = next((k for k in flat if split_key(k) == (split, name)), None)
+                specs[name] = FieldSpec(name, kind, flat_key)
             if len(set(counts.values())) > 1:
                 detail = ", ".join(f"{n} has {c}" for n, c in counts.items())
                 raise SchemaError(

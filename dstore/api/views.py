@@ -138,7 +138,7 @@ class Split(Mapping[str, FieldView]):
     def iter_batches(self, **kwargs: Any) -> Iterator[Batch]:
         return self._reader.iter_batches(self.spec.name, **kwargs)
 
-    def read(self) -> dict[str, np.ndarray]:
+    def read(self) -> dict[str, Column]:
         return self._reader.read(self.spec.name)
 
 

@@ -72,6 +72,8 @@ class ArrayTreeReader(Reader):
     path: str
     arrays: dict[tuple[str, str], Any]
     by_path: dict[str, Any]
+    #: what the tree holds that dstore cannot carry (filled while reading attributes)
+    notes: list[str]
     #: groups that are splits (split name -> group), for their attributes
     groups: dict[str, Any]
 

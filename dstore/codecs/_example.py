@@ -180,9 +180,13 @@ def _read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def _fields(buf: memoryview) -> list[tuple[int, int, memoryview | int]]:
-    """(field number, wire type, payload) for each field of a message."""
-    out = []
+def _fields(buf: memoryview) -> list[tuple[int, int, Any]]:
+    """(field number, wire type, payload) for each field of a message.
+
+    The payload is an ``int`` for wire type 0 and a ``memoryview`` for the
+    others; callers test the wire type first, a link the type system cannot
+    express on a tuple (hence ``Any`` rather than an ignore at every use)."""
+    out: list[tuple[int, int, Any]] = []
     pos = 0
     end = len(buf)
     while pos < end:
@@ -222,7 +226,7 @@ def _fields(buf: memoryview) -> list[tuple[int, int, memoryview | int]]:
 
 def _decode_list(kind: int, buf: memoryview) -> list[bytes] | np.ndarray:
     if kind == BYTES:
-        return [bytes(p) for num, wire, p in _fields(buf) if num == 1 and wire == 2]  # type: ignore[arg-type]
+        return [bytes(p) for num, wire, p in _fields(buf) if num == 1 and wire == 2]
     parts: list[np.ndarray] = []
     for num, wire, p in _fields(buf):
         if num != 1:
@@ -230,11 +234,11 @@ def _decode_list(kind: int, buf: memoryview) -> list[bytes] | np.ndarray:
         if kind == FLOAT:
             if wire not in (2, 5):
                 raise ValueError("float_list value with wrong wire type")
-            if len(p) % 4:  # type: ignore[arg-type]
+            if len(p) % 4:
                 raise ValueError("packed floats not a multiple of 4 bytes")
-            parts.append(np.frombuffer(p, "<f4"))  # type: ignore[arg-type]
+            parts.append(np.frombuffer(p, "<f4"))
         elif wire == 2:
-            parts.append(_decode_varints(p))  # type: ignore[arg-type]
+            parts.append(_decode_varints(p))
         elif wire == 0:
             parts.append(np.array([p], np.uint64).view(np.int64))
         else:
@@ -256,11 +260,11 @@ def _map_entries(buf: memoryview) -> Iterator[tuple[str, memoryview]]:
             continue
         name = None
         value = memoryview(b"")
-        for enum_, ewire, payload in _fields(entry):  # type: ignore[arg-type]
+        for enum_, ewire, payload in _fields(entry):
             if enum_ == 1 and ewire == 2:
-                name = bytes(payload).decode()  # type: ignore[arg-type]
+                name = bytes(payload).decode()
             elif enum_ == 2 and ewire == 2:
-                value = payload  # type: ignore[assignment]
+                value = payload
         if name is None:
             raise ValueError("map entry without a key")
         yield name, value
@@ -320,7 +324,7 @@ def _feature_kind(name: str, feature: memoryview) -> tuple[int, memoryview]:
     kind, lst = 0, memoryview(b"")
     for knum, kwire, payload in _fields(feature):
         if knum in (BYTES, FLOAT, INT64) and kwire == 2:
-            kind, lst = knum, payload  # type: ignore[assignment]
+            kind, lst = knum, payload
     if kind == 0:
         raise ValueError(f"feature {name!r} holds no list")
     return kind, lst
@@ -369,16 +373,16 @@ def _count_values(kind: int, lst: memoryview) -> tuple[int, bytes | None]:
             n += 1
             # the IHDR chunk (size, bit depth, colour type) without decoding the image
             if n == 1:
-                head = bytes(p[:8])  # type: ignore[index]
+                head = bytes(p[:8])
                 if head == _PNG_SIGNATURE:
-                    png = bytes(p[8:26])  # type: ignore[index]
+                    png = bytes(p[8:26])
                 elif head[:3] == _JPEG_SIGNATURE:
                     png = b"jpeg"  # a JPEG: its size is not needed, its kind is
                 else:
                     png = None
         elif wire == 2:
-            size = len(p)  # type: ignore[arg-type]
-            n += size // 4 if kind == FLOAT else size - len(bytes(p).translate(None, _LOW_BYTES))  # type: ignore[arg-type]
+            size = len(p)
+            n += size // 4 if kind == FLOAT else size - len(bytes(p).translate(None, _LOW_BYTES))
         else:
             n += 1
     return n, png if n == 1 else None

@@ -41,7 +41,7 @@ _IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
 _SIGNED_COST = np.minimum(np.arange(256), 256 - np.arange(256)).astype(np.uint16)
 
 
-def _chunk(kind: bytes, data: bytes) -> bytes:
+def _chunk(kind: bytes, data: bytes | bytearray) -> bytes:
     return (
         struct.pack(">I", len(data))
         + kind
@@ -58,7 +58,9 @@ def encode_fast(img: np.ndarray) -> bytes:
     if len(rows):
         filtered[0, 1:] = rows[0]
         np.subtract(rows[1:], rows[:-1], out=filtered[1:, 1:])
-    idat = imagecodecs.deflate_encode(filtered, level=1)  # zlib-wrapped, as IDAT wants
+    # zlib-wrapped, as IDAT wants; imagecodecs' stubs list bytes/bytearray/mmap, but
+    # the function takes any buffer, and a copy of the image to satisfy them would cost
+    idat = imagecodecs.deflate_encode(filtered, level=1)  # type: ignore[arg-type]
     return b"".join((_SIGNATURE, ihdr, _chunk(b"IDAT", idat), _IEND))
 
 
@@ -103,7 +105,7 @@ def encode_adaptive(img: np.ndarray, level: int) -> bytes:
     filtered[:, 0] = choice
     filtered[:, 1:] = cand[choice, np.arange(h)]
     comp = zlib.compressobj(level, zlib.DEFLATED, 15, 8, zlib.Z_FILTERED)
-    idat = comp.compress(filtered) + comp.flush()
+    idat = comp.compress(filtered.data) + comp.flush()
     return b"".join((_SIGNATURE, ihdr, _chunk(b"IDAT", idat), _IEND))
 
 

@@ -29,8 +29,8 @@ import hashlib
 import json
 import os
 from abc import abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, BinaryIO, ClassVar
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from typing import IO, Any, ClassVar
 
 from .. import __version__, fs, names
 from ..errors import CodecIOError, DstoreError
@@ -92,7 +92,7 @@ def plan_by_size(
 
 
 @contextlib.contextmanager
-def open_for_write(root: str, name: str) -> Iterator[BinaryIO]:
+def open_for_write(root: str, name: str) -> Iterator[IO[bytes]]:
     """A file under ``root`` that exists under ``name`` only once complete.
 
     Locally: written as ``name.part``, fsynced, renamed. On an object store a
@@ -126,7 +126,7 @@ def open_for_write(root: str, name: str) -> Iterator[BinaryIO]:
 class _HashingFile:
     """Counts and sha256-hashes the bytes that reach the file."""
 
-    def __init__(self, f: BinaryIO) -> None:
+    def __init__(self, f: IO[bytes]) -> None:
         self.f = f
         self.sha = hashlib.sha256()
         self.size = 0
@@ -169,7 +169,9 @@ class ShardedDirectoryWriter(ShardWriter):
         return dict(self.libraries)
 
     @abstractmethod
-    def encode_shard(self, shard: Shard, batches: Iterator[Batch]) -> Iterator[list[bytes]]:
+    def encode_shard(
+        self, shard: Shard, batches: Iterator[Batch]
+    ) -> Generator[list[bytes], None, None]:
         """The shard's records encoded, in record order, in groups (one item per record)."""
 
     @abstractmethod
@@ -199,7 +201,7 @@ class ShardedDirectoryWriter(ShardWriter):
             hashed = _HashingFile(raw)
             out: Any = hashed
             if self.compression == "gzip":
-                out = gzip.GzipFile(fileobj=hashed, mode="wb", mtime=0, filename="")  # type: ignore[arg-type]
+                out = gzip.GzipFile(fileobj=hashed, mode="wb", mtime=0, filename="")
             for encoded in encoded_groups:
                 for rec in encoded:
                     out.write(rec)

@@ -73,7 +73,7 @@ def _shape(buf: memoryview) -> tuple[int, ...]:
         if num != 2 or wire != 2:
             continue
         size = 0
-        for dnum, dwire, v in _fields(dim):  # type: ignore[arg-type]
+        for dnum, dwire, v in _fields(dim):
             if dnum == 1 and dwire == 0:
                 size = int(v)
         if size >= 1 << 63:
@@ -94,7 +94,7 @@ def parse_tensor_proto(data: bytes, where: str) -> np.ndarray | StringTensor:
             if num == 1 and wire == 0:
                 dtype_enum = int(payload)
             elif num == 2 and wire == 2:
-                shape = _shape(payload)  # type: ignore[arg-type]
+                shape = _shape(payload)
             elif num == 4 and wire == 2:
                 content = bytes(payload)
             elif num == 8 and wire == 2:
@@ -102,15 +102,15 @@ def parse_tensor_proto(data: bytes, where: str) -> np.ndarray | StringTensor:
             elif num in _VAL_FIELDS:
                 wire_dtype, packing = _VAL_FIELDS[num]
                 if wire == 2 and packing == "varint":
-                    typed.setdefault(num, []).append(_decode_varints(payload))  # type: ignore[arg-type]
+                    typed.setdefault(num, []).append(_decode_varints(payload))
                 elif wire == 2:
-                    if len(payload) % np.dtype(wire_dtype).itemsize:  # type: ignore[arg-type]
+                    if len(payload) % np.dtype(wire_dtype).itemsize:
                         raise ValueError(f"packed field {num} is not whole values")
-                    typed.setdefault(num, []).append(np.frombuffer(payload, wire_dtype))  # type: ignore[arg-type]
+                    typed.setdefault(num, []).append(np.frombuffer(payload, wire_dtype))
                 elif wire == 0:
                     typed.setdefault(num, []).append(np.array([payload], np.uint64).view(np.int64))
                 elif wire in (1, 5):
-                    typed.setdefault(num, []).append(np.frombuffer(payload, wire_dtype))  # type: ignore[arg-type]
+                    typed.setdefault(num, []).append(np.frombuffer(payload, wire_dtype))
         count = math.prod(shape)
         if count > _MAX_ELEMENTS:
             raise ValueError(f"shape {shape} is too large")

@@ -20,7 +20,7 @@ import os
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, BinaryIO
+from typing import IO, TYPE_CHECKING, Protocol
 
 import google_crc32c
 
@@ -83,10 +83,18 @@ def detect_compression(path: str) -> str | None:
         return _compression_of(f.read(12))
 
 
+class _Stream(Protocol):
+    """What a record reader needs of its (maybe decompressing) stream."""
+
+    def read(self, n: int, /) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
 class _ZlibReader:
     """``read(n)`` over a zlib stream (TensorFlow's ZLIB TFRecords); concatenated streams follow on."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: IO[bytes]) -> None:
         self._raw = raw
         self._z = zlib.decompressobj()
         self._in = b""  # compressed bytes not fed yet
@@ -121,18 +129,18 @@ class RecordFile:
     def __init__(self, path: str, compression: str | None = None) -> None:
         self.path = path
         try:
-            raw: BinaryIO = open_binary(path)  # type: ignore[assignment]
+            raw = open_binary(path)
         except OSError as e:
             raise CodecIOError(f"{path}: cannot open: {e.strerror or e}") from None
         if compression is None:
             compression = _compression_of(raw.read(12))
             raw.seek(0)
         self._raw = raw
-        self._f: IO[bytes] = raw
+        self._f: _Stream = raw  # uncompressed: seek and tell go to ``self._raw``, the same file
         if compression == "gzip":
             self._f = gzip.GzipFile(fileobj=raw, mode="rb")
         elif compression == "zlib":
-            self._f = _ZlibReader(raw)  # type: ignore[assignment]
+            self._f = _ZlibReader(raw)
         self.compression = compression
         self.compressed = compression in ("gzip", "zlib")
         self.index = 0  # records read so far
@@ -195,7 +203,7 @@ class RecordFile:
             length = self._header()
             if length is None:
                 raise CodecIOError(f"{self.path}: ended after {self.index} records")
-            self._f.seek(length + 4, 1)
+            self._raw.seek(length + 4, 1)
             self.index += 1
             self.offset += 16 + length
 
@@ -210,8 +218,8 @@ class RecordFile:
                 body = self._read(length + 4)
                 got = len(body)
             else:
-                pos = self._f.tell()
-                self._f.seek(length + 4, 1)
+                pos = self._raw.tell()
+                self._raw.seek(length + 4, 1)
                 got = min(length + 4, _size(self._raw) - pos)
             if got < length + 4:
                 raise CodecIOError(
@@ -236,7 +244,7 @@ class RecordFile:
         self.close()
 
 
-def _size(f: BinaryIO) -> int:
+def _size(f: IO[bytes]) -> int:
     size = getattr(f, "size", None)  # fsspec files know their size
     if isinstance(size, int):
         return size

@@ -216,7 +216,7 @@ class Reader(ABC):
         """Checks of the stored bytes beyond decoding (checksums in a manifest): (ok, what)."""
         return []
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: readers without handles keep it
         """Release file handles."""
 
     def _range(self, split: str, start: int, stop: int | None) -> tuple[SplitSpec, int, int]:
@@ -252,7 +252,7 @@ class Writer(ABC):
     def close(self) -> None:
         """Flush everything and finalise metadata; after this the output is complete."""
 
-    def abort(self) -> None:
+    def abort(self) -> None:  # noqa: B027 - optional hook: writers without handles keep it
         """Release handles after a failure; the caller deletes the output."""
 
 
@@ -353,7 +353,7 @@ class Codec(ABC):
         return cls(**options)
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.get_config() == other.get_config()  # type: ignore[attr-defined]
+        return type(self) is type(other) and self.get_config() == other.get_config()
 
     def __hash__(self) -> int:
         return hash(self.name)

@@ -38,6 +38,7 @@ ever unpickled.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -223,12 +224,13 @@ class NpzReader(Reader):
         corrupt and silently returns fewer members: that would drop fields.
         """
         with fs.open_binary(self.path) as f:
-            end = zipfile._EndRecData(f)  # private but stable since Python 2; no public equivalent
+            # private but stable since Python 2, no public equivalent (so not in typeshed)
+            end = zipfile._EndRecData(f)  # type: ignore[attr-defined]
         if end is None:
             raise CodecIOError(
                 f"{self.path}: not a valid npz (zip) file: no end of central directory"
             )
-        declared = end[zipfile._ECD_ENTRIES_TOTAL]
+        declared = end[zipfile._ECD_ENTRIES_TOTAL]  # type: ignore[attr-defined]
         found = len(self._zip.infolist())
         if declared != found:
             raise CodecIOError(
@@ -655,10 +657,8 @@ class NpzWriter(Writer):
     def abort(self) -> None:
         if self._current is not None:
             self._current.abort()
-        try:
+        with contextlib.suppress(Exception):  # the output is deleted anyway; keep the first error
             self._zip.close()
-        except Exception:  # noqa: BLE001 - the output is deleted anyway; keep the first error
-            pass
 
     def _open_member(self, key: str) -> IO[bytes]:
         names.check_relative(self.path, key)  # a member unzip would write outside its folder
@@ -686,6 +686,11 @@ def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
         buf = io.BytesIO()
         np.lib.format.write_array_header_2_0(buf, header)
     return buf.getvalue()
+
+
+def _spool_file(folder: str) -> IO[bytes]:
+    """An anonymous temporary file that lives as long as its split writer (closed by it)."""
+    return tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
 
 
 class _VarSpool:
@@ -844,7 +849,8 @@ class _SplitWriter:
             fp = (
                 parent._open_member(self.keys[n])
                 if n == self.direct
-                else tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
+                # closed by finish() or abort(), after this call returns
+                else tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")  # noqa: SIM115
             )
             self.streams[n] = fp
             fp.write(_npy_header(f.dtype, (spec.count, *f.shape)))
@@ -887,11 +893,10 @@ class _SplitWriter:
         self.spools.clear()
 
     def abort(self) -> None:
-        for fp in [*self.streams.values(), *self.spools.values()]:
-            try:
+        handles: list[IO[bytes] | _VarSpool] = [*self.streams.values(), *self.spools.values()]
+        for fp in handles:
+            with contextlib.suppress(Exception):  # cleaning up after the real error
                 fp.close()
-            except Exception:  # noqa: BLE001, S110 - cleaning up after the real error
-                pass
 
 
 def _check_member_names(spec: SplitSpec, keys: dict[str, str]) -> None:

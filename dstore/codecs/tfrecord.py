@@ -24,7 +24,7 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from glob import escape as glob_escape
@@ -544,7 +544,9 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
                 out.append(rio.frame(encode_example(feats)))
         return out
 
-    def encode_shard(self, shard: Shard, batches: Iterator[Batch]) -> Iterator[list[bytes]]:
+    def encode_shard(
+        self, shard: Shard, batches: Iterator[Batch]
+    ) -> Generator[list[bytes], None, None]:
         """Chunks of ``_CHUNK`` records encoded on all cores (PNG releases the GIL), in order."""
         workers = self.options.workers or default_workers()
         png = png_encoder(str(self.options.png_level))
@@ -643,17 +645,13 @@ class _FeatureStats:
     present: int = 0
     min_n: int = -1
     max_n: int = -1
-    heads: set[bytes | None] = None  # type: ignore[assignment]
+    heads: set[bytes | None] = field(default_factory=set)
     missing_at: tuple[str, int] | None = None
     utf8: bool = True
     tensor: bool = True
     tensor_dtype: np.dtype | None = None
     tensor_shapes: set[tuple[int, ...]] = None  # type: ignore[assignment]
     bad_at: tuple[str, int] | None = None  # a byte-string feature with n != 1: a list
-
-    def __post_init__(self) -> None:
-        self.heads = set()
-        self.tensor_shapes = set()
 
     @property
     def looks(self) -> bool:
@@ -720,17 +718,18 @@ class _FeatureStats:
             )
         heads = self.heads
         if heads and None not in heads:
-            if len(heads) == 1 and b"jpeg" not in heads:
+            images = {h for h in heads if h is not None}  # all of them: None is not in heads
+            if len(images) == 1 and b"jpeg" not in images:
                 # PNGs of one size: a fixed-size image, decoded to pixels as before
-                return self._fixed_png(next(iter(heads))), FieldEncoding(name, "png")
-            if heads == {b"jpeg"}:
+                return self._fixed_png(next(iter(images))), FieldEncoding(name, "png")
+            if images == {b"jpeg"}:
                 return FieldSpec(
                     name, Image(np.dtype(np.uint8), None, None, None, "jpeg")
                 ), FieldEncoding(name, "encoded")
-            if b"jpeg" not in heads:
-                depth = {h[16] for h in heads if h}  # type: ignore[index]
+            if b"jpeg" not in images:
+                depth = {h[16] for h in images if h}
                 dtype = np.dtype(np.uint16 if depth == {16} else np.uint8)
-                colours = {h[17] for h in heads if h}  # type: ignore[index]
+                colours = {h[17] for h in images if h}
                 channels = _PNG_CHANNELS.get(next(iter(colours))) if len(colours) == 1 else None
                 return FieldSpec(name, Image(dtype, channels, None, None, "png")), FieldEncoding(
                     name, "encoded"
@@ -1045,7 +1044,7 @@ class TFRecordReader(Reader):
         encs: dict[str, FieldEncoding],
         names: Sequence[str],
         recs: list[tuple[bytes, str]],
-        out: Batch,
+        out: dict[str, np.ndarray | list[Any]],
         offset: int,
     ) -> None:
         for i, (rec, where) in enumerate(recs):
@@ -1081,7 +1080,7 @@ class TFRecordReader(Reader):
             while pos < stop:
                 n = min(rows, stop - pos)
                 # dense fields fill an array in place; others collect records, joined below
-                out: dict[str, Any] = {
+                out: dict[str, np.ndarray | list[Any]] = {
                     name: np.empty((n, *f.shape), f.dtype) if f.dense else [None] * n
                     for name in names
                     for f in (spec.fields[name],)
@@ -1149,9 +1148,9 @@ class TFRecordReader(Reader):
             if enc.encoding in ("png", "raw", "tensor", *LOSSY_FORMATS):
                 lines.append(f"    {feature}: tf.io.FixedLenFeature([], tf.string),")
             else:
-                kind = "tf.int64" if enc.encoding == "int64" else "tf.float32"
+                tf_type = "tf.int64" if enc.encoding == "int64" else "tf.float32"
                 dims = [] if shape == () else [int(np.prod(shape))]
-                lines.append(f"    {feature}: tf.io.FixedLenFeature({dims}, {kind}),")
+                lines.append(f"    {feature}: tf.io.FixedLenFeature({dims}, {tf_type}),")
             note = ""
             if enc.encoding == "tensor":
                 value = f"tf.io.parse_tensor({value}, out_type=tf.{native.name})"

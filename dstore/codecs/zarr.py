@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import numcodecs
 import numpy as np
 import zarr
-from zarr.codecs import BloscCodec
+from zarr.codecs import BloscCname, BloscCodec, BloscShuffle
 from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8
 
 from .. import fs, names
@@ -269,7 +270,7 @@ class _RaggedGroup:
         self.group = group
         self.values = group[_VALUES]
         self.splits = group[_ROW_SPLITS]
-        self.shapes = group[_SHAPES] if _SHAPES in group else None
+        self.shapes = group.get(_SHAPES)
         self.name = self.path = group.path
         if (
             self.splits.ndim != 1
@@ -344,7 +345,12 @@ class ZarrWriter(Writer):
         self._pending: list[Future[None]] = []
         self._appenders: dict[tuple[str, str], AlignedAppender] = {}
         self._var: dict[tuple[str, str], _VarArrays] = {}
-        compressor = BloscCodec(cname=options.cname, clevel=options.clevel, shuffle=options.shuffle)
+        # the names were checked by ZarrOptions.validate; zarr's enums type them
+        compressor = BloscCodec(
+            cname=BloscCname(options.cname),
+            clevel=options.clevel,
+            shuffle=BloscShuffle(options.shuffle),
+        )
         self._root_attrs, split_attrs = group_attrs(schema.attrs)
         self._fills: dict[tuple[str, str], Any] = {}
         self._lossy = lossy_fields(schema, options)
@@ -508,7 +514,12 @@ class ZarrReader(ArrayTreeReader):
             raise CodecIOError(
                 f"{path}: unreadable zarr metadata: {type(e).__name__}: {e}"
             ) from None
-        self.schema = self._build_schema(node.attrs.get(_ATTR))
+        stored = node.attrs.get(_ATTR)
+        if stored is not None and not isinstance(stored, Mapping):
+            raise CodecIOError(
+                f"{path}: dstore's stored schema is unreadable (corrupt?): not a JSON object"
+            )
+        self.schema = self._build_schema(stored)
 
     def _add(self, split: str, name: str, arr: Any, key: str) -> None:
         if arr.ndim == 0:
@@ -693,10 +704,10 @@ class ZarrCodec(Codec):
             return False
         try:
             with fs.open_binary(path) as f, zipfile.ZipFile(f) as z:
-                name = next((n for n in _METADATA if n in z.namelist()), None)
-                if name is None:
+                member_name = next((n for n in _METADATA if n in z.namelist()), None)
+                if member_name is None:
                     return False
-                with z.open(name) as member:
+                with z.open(member_name) as member:
                     return _is_zarr_metadata(member.read(_META_MAX))
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
             return False
