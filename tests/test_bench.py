@@ -407,3 +407,49 @@ def test_peak_memory_is_the_writing_process_own(feats_npz):
     for cell in report.cells:
         assert cell.error is None, cell.error
         assert 15 < cell.peak_write_mb < 300, (cell.label, cell.peak_write_mb)
+
+
+@pytest.fixture(scope="module")
+def varying_npz(tmp_path_factory, feats_npz):
+    """The features plus a ragged box list and a string per record (dstore writes them)."""
+    _, feats, labels = feats_npz
+    rng = np.random.default_rng(7)
+    n = 120
+    data = {
+        "train": {
+            "features": feats[:n],
+            "labels": labels[:n],
+            "boxes": [rng.random((int(k), 4), dtype=np.float32) for k in rng.integers(0, 6, n)],
+            "names": [f"tile {i} é" * int(i % 3) for i in range(n)],
+        }
+    }
+    path = str(tmp_path_factory.mktemp("varying") / "varying.npz")
+    dstore.save(data, path)
+    return path
+
+
+def test_bench_measures_ragged_and_string_fields(varying_npz):
+    report = dstore.bench(
+        varying_npz,
+        formats=["npz", "zarr", "hdf5", "tfrecord"],
+        dtypes=["keep", "float16"],
+        repeats=1,
+    )
+    assert report.task.features == "features" and report.task.labels == "labels"
+    assert len(report.cells) == 8
+    for cell in report.cells:
+        assert cell.error is None, (cell.label, cell.error)
+        if cell.dtype == "keep":  # values, offsets and strings all come back bit for bit
+            assert cell.bit_exact and cell.max_abs_error == 0, cell.label
+        else:  # float16 rounds the features and the box coordinates, never the offsets
+            assert not cell.bit_exact and 0 < cell.max_abs_error < 1e-2, cell.label
+
+
+@pytest.mark.parametrize("option,name", [("--features", "boxes"), ("--labels", "names")])
+def test_probe_refuses_a_field_of_varying_size(varying_npz, capsys, option, name):
+    role = option.lstrip("-")
+    _one_error_line(
+        capsys,
+        ["bench", varying_npz, option, name],
+        f"SchemaError: {varying_npz}: {role} field {name!r} of split 'train' is ",
+    )
