@@ -317,7 +317,9 @@ def _tf_pairs(tf_ways: list[tuple[str, str, str]], pairs: int, paths: dict[str, 
     rows[1]["vs peer"] = statistics.median(
         h["seconds"] / o["seconds"] for h, o in zip(hand, ours, strict=True)
     )
-    rows[1]["pair ratios"] = [round(h["seconds"] / o["seconds"], 2) for h, o in zip(hand, ours)]
+    rows[1]["pair ratios"] = [
+        round(h["seconds"] / o["seconds"], 2) for h, o in zip(hand, ours, strict=True)
+    ]
     return rows
 
 

@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING, Any
 from ._dist import __version__
 
 if TYPE_CHECKING:
-    from .api import ConvertReport, Dataset, VerifyReport, convert, info, open, save, verify
+    # the functions from their modules: dstore.api.convert etc. are also submodule names
+    from .api import ConvertReport, Dataset, VerifyReport, open, save
+    from .api.convert import convert
+    from .api.info import info
+    from .api.verify import verify
     from .bench import bench
     from .dtypes import DtypePolicy, parse_policy
     from .errors import (

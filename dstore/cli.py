@@ -159,7 +159,7 @@ def _dataclass_option_lines(options: Any) -> list[str]:
 
     from .options import option_help
 
-    if not dataclasses.is_dataclass(options):
+    if not (isinstance(options, type) and dataclasses.is_dataclass(options)):
         return ["    (no -o options)"]
     # the keys, their defaults and help come from the codec's option dataclass
     keys = [(f"-o {key}={shown}", text) for key, shown, text in option_help(options)]

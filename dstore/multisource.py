@@ -68,7 +68,7 @@ def _has_magic(path: str) -> bool:
 def is_multi(path: str, format: str | None = None) -> bool:
     """True when ``path`` names many files: ``@list``, a glob, or a folder that is not
     itself a dataset (its name claims no format and no format's marker is inside)."""
-    if "://" in path or os.path.exists(path) and not os.path.isdir(path):
+    if "://" in path or (os.path.exists(path) and not os.path.isdir(path)):
         return False
     if path.startswith("@") or _has_magic(path):
         return True
@@ -130,12 +130,12 @@ def expand(spec: str, format: str | None = None) -> tuple[list[str], list[str]]:
     for folder, dirs, files in os.walk(spec):
         # a folder that is a dataset itself (x.zarr, x.tfrecords) is not walked into
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and _claimed(d) is None)
-        for f in sorted(files):
-            if f.startswith("."):
+        for fname in sorted(files):
+            if fname.startswith("."):
                 continue
-            fmt = _claimed(f)
+            fmt = _claimed(fname)
             if fmt is not None and (format is None or fmt == format):
-                paths.append(os.path.join(folder, f))
+                paths.append(os.path.join(folder, fname))
     if not paths:
         raise UnknownCodecError(
             spec,
@@ -350,7 +350,7 @@ class MultiReader(Reader):
                 self._files.append(
                     _File(path, name, counts, kinds, _flat_attrs(reader.schema.attrs))
                 )
-                if self._spool is not None and getattr(reader, "memory_bytes", 0):
+                if self._spool is not None and getattr(reader, "memory_bytes", False):
                     self._spooled[i] = {
                         s: self._spool.put(reader.read(s)) for s in reader.schema.splits
                     }

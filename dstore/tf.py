@@ -345,9 +345,8 @@ def _generator_dataset(tf: Any, source: Any, shuffle: int, seed: int, determinis
             )
         elif isinstance(kind, (Ragged, Image)):
             # a raw image of varying size travels as its flat pixels + its shape
-            image = isinstance(kind, Image)
             dtype = tf.as_dtype(_native(field.dtype))
-            inner = () if image else kind.inner_shape
+            inner = kind.inner_shape if isinstance(kind, Ragged) else ()
             signature[name] = tf.RaggedTensorSpec(
                 (None, None, *inner), dtype, ragged_rank=1, row_splits_dtype=tf.int64
             )
@@ -355,7 +354,7 @@ def _generator_dataset(tf: Any, source: Any, shuffle: int, seed: int, determinis
                 tf.constant(col.values.astype(_native(col.values.dtype), copy=False), dtype),
                 tf.constant(col.offsets, tf.int64),
             )
-            if image:
+            if isinstance(kind, Image):
                 # a key no field has (field names never hold NUL)
                 shaped[name] = f"{name}\0shape"
                 signature[shaped[name]] = tf.TensorSpec(

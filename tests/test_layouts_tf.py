@@ -217,7 +217,7 @@ def test_image_format_is_passed_to_the_codec_and_written(tmp_path):
     options = {"image_format": "jpeg"}
     if "image_format" not in {f.name for f in dataclasses.fields(TFRecordOptions)}:
         # before JPEG encoding lands the codec refuses the key by name, with nothing written
-        with pytest.raises(ValueError, match="unknown option.*image_format"):
+        with pytest.raises(ValueError, match=r"unknown option.*image_format"):
             dstore.convert(src, out, layout="tf-object-detection", options=options)
         assert not os.path.exists(out)
         return

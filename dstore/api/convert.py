@@ -233,7 +233,8 @@ def convert(
                 keep_encoded=keep_encoded,
             )
     t0 = time.perf_counter()
-    with open_reader(src, format=from_format, **dict(src_options or {})) as reader:
+    with open_reader(src, format=from_format, **dict(src_options or {})) as opened:
+        reader = opened
         if mapping is not None:
             from ..layouts import apply_layout
 

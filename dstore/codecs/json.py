@@ -36,11 +36,12 @@ with line and column is the one reported for a broken file.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, ClassVar, TypeGuard
 
 import numpy as np
 
@@ -70,6 +71,7 @@ def _stdlib_loads(data: bytes) -> Any:
     return json.loads(data)
 
 
+@functools.cache  # chosen once per process
 def _pick_loads() -> Callable[[bytes], Any]:
     try:
         import orjson
@@ -87,15 +89,9 @@ def _pick_loads() -> Callable[[bytes], Any]:
     return loads
 
 
-_loads: Callable[[bytes], Any] | None = None
-
-
 def loads(data: bytes) -> Any:
     """Parse one JSON text (orjson if installed, else the standard library)."""
-    global _loads
-    if _loads is None:
-        _loads = _pick_loads()
-    return _loads(data)
+    return _pick_loads()(data)
 
 
 # ---------------------------------------------------------------------------- reading
@@ -247,7 +243,7 @@ def _column_of(kind: Kind, values: list[Any], where: str) -> Column:
             return arr
         if isinstance(kind, String):
             return VarColumn.from_strings(values)
-        if isinstance(kind, Bytes) or isinstance(kind, Image) and kind.encoding != "raw":
+        if isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw"):
             return VarColumn.from_bytes(base64.b64decode(v, validate=True) for v in values)
         if isinstance(kind, Ragged):
             rows = [_numbers(v, kind.dtype).reshape((-1, *kind.inner_shape)) for v in values]
@@ -271,7 +267,7 @@ def _records_key(schema: Schema, split: str) -> str:
     return split
 
 
-def _is_records(value: Any) -> bool:
+def _is_records(value: Any) -> TypeGuard[list[dict[str, Any]]]:
     return isinstance(value, list) and all(isinstance(v, dict) for v in value)
 
 
@@ -448,7 +444,7 @@ class JsonReader(Reader):
         for pos in range(start, stop, rows):
             end = min(stop, pos + rows)
             yield {
-                n: cols[n].slice(pos, end) if isinstance(cols[n], VarColumn) else cols[n][pos:end]
+                n: c.slice(pos, end) if isinstance(c := cols[n], VarColumn) else c[pos:end]
                 for n in names
             }
 
@@ -468,7 +464,7 @@ def _records_of(kind: Kind, col: Column) -> list[Any]:
     """One field's batch as JSON-ready values, one per record."""
     if isinstance(kind, String):
         return col.to_str_list()  # type: ignore[union-attr]
-    if isinstance(kind, Bytes) or isinstance(kind, Image) and kind.encoding != "raw":
+    if isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw"):
         return [base64.b64encode(b).decode("ascii") for b in col.to_bytes_list()]  # type: ignore[union-attr]
     if isinstance(col, VarColumn):
         return [_json_numbers(col.row(i)) for i in range(len(col))]
@@ -522,7 +518,9 @@ class JsonWriter(Writer):
         dumps = _dumper(batch)
         out = []
         for values in zip(*columns, strict=True):
-            text = "{" + ", ".join(f"{k}: {dumps(v)}" for k, v in zip(keys, values)) + "}"
+            text = (
+                "{" + ", ".join(f"{k}: {dumps(v)}" for k, v in zip(keys, values, strict=True)) + "}"
+            )
             if self.lines:
                 out.append(text + "\n")
             else:
@@ -544,8 +542,8 @@ class JsonWriter(Writer):
                     sep = ",\n" if self._any_split else "\n"
                     self._f.write(f"{sep}{json.dumps(name)}: {json.dumps(value)}".encode())
                     self._any_split = True  # a member was written: the next needs a comma
-            sep = b",\n" if self._any_split else b"\n"
-            self._f.write(sep + b'"' + SCHEMA_MEMBER.encode() + b'": ' + schema_json.encode())
+            last = b",\n" if self._any_split else b"\n"
+            self._f.write(last + b'"' + SCHEMA_MEMBER.encode() + b'": ' + schema_json.encode())
             self._f.write(b"}\n")
         self._f.close()
 
@@ -585,7 +583,7 @@ class JsonCodec(Codec):
     """A JSON document of records (``.json``)."""
 
     name = "json"
-    extensions = (".json",)
+    extensions: ClassVar[tuple[str, ...]] = (".json",)
     kinds = (Tensor, String, Bytes, Ragged, Image)
     Options = _NoOptions
     lines = False

@@ -41,7 +41,7 @@ _entry_points_loaded = False
 
 
 def _load_entry_points() -> None:
-    global _entry_points_loaded
+    global _entry_points_loaded  # noqa: PLW0603 - a module flag, as registry.py's
     if _entry_points_loaded:
         return
     _entry_points_loaded = True

@@ -19,13 +19,16 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..codecs.base import Reader
 from ..errors import SchemaError
 from ..integrity import CHECKSUM_ATTR
 from ..options import parse_options
 from ..schema import Batch, Schema, SplitSpec
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["LAYOUT_ATTR", "Layout", "LayoutReader"]
 
@@ -50,12 +53,15 @@ class Layout(ABC):
 
     name: ClassVar[str]
     help: ClassVar[str] = ""
-    Options: ClassVar[type] = dataclasses.make_dataclass("Options", [], frozen=True)
+    Options: ClassVar[type[DataclassInstance]] = dataclasses.make_dataclass(
+        "Options", [], frozen=True
+    )
     shared_options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **options: Any) -> None:
         # read by type like the codecs' options; a mistake is one OptionError line
-        self.options = parse_options(self.Options, options, f"layout {self.name}")
+        # Any, as Codec.options: each layout reads the fields of its own dataclass
+        self.options: Any = parse_options(self.Options, options, f"layout {self.name}")
 
     @classmethod
     def option_names(cls) -> tuple[str, ...]:

@@ -123,7 +123,7 @@ def _pixels(
     if not isinstance(col, VarColumn):
         arr = np.asarray(col)
         if arr.shape[1:] != shape:
-            if arr.shape[1:] + (1,) == shape or arr.shape[1:] == shape + (1,):
+            if (*arr.shape[1:], 1) == shape or arr.shape[1:] == (*shape, 1):
                 return arr.reshape((len(arr), *shape))
             raise SchemaError(f"{where}, field {name!r}: images of shape {arr.shape[1:]}")
         return arr
@@ -316,7 +316,10 @@ class ObjectDetection(Layout):
         kind = image.kind
         shape = image.shape if image.dense else (kind.shape if isinstance(kind, Image) else None)
         x_kind = _saved_kind(
-            saved, "x", Tensor(image.dtype, shape) if shape else Tensor(np.uint8, ()), where
+            saved,
+            "x",
+            Tensor(image.dtype, shape) if shape else Tensor(np.dtype(np.uint8), ()),
+            where,
         )
         if not isinstance(x_kind, Tensor) or len(x_kind.shape) < 2:
             raise SchemaError(
@@ -491,7 +494,10 @@ class Segmentation(Layout):
             )
         x_kind = _saved_kind(saved, "x", Tensor(image.dtype, shape), where)
         y_kind = _saved_kind(
-            saved, "y", Tensor(getattr(mask.kind, "dtype", np.uint8), (*shape[:2], 1)), where
+            saved,
+            "y",
+            Tensor(getattr(mask.kind, "dtype", np.dtype(np.uint8)), (*shape[:2], 1)),
+            where,
         )
         assert isinstance(x_kind, Tensor) and isinstance(y_kind, Tensor)
         self._decode[split.name] = (x_kind, y_kind)
