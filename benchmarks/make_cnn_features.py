@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         padded = np.pad(img, ((half, half), (half, half), (0, 0)), mode="reflect")
         rows = rng.integers(0, side, args.points)
         cols = rng.integers(0, side, args.points)
-        patches = np.stack([padded[r : r + PATCH, c : c + PATCH] for r, c in zip(rows, cols)])
+        patches = np.stack(
+            [padded[r : r + PATCH, c : c + PATCH] for r, c in zip(rows, cols, strict=True)]
+        )
         feats.append(embed(model, patches))
         points.append(np.stack([rows, cols], axis=1))
         centre = patches[:, half - 16 : half + 16, half - 16 : half + 16]
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = {
             "point_features": [
                 {"row": int(r), "col": int(c), "data": v.tolist(), "label": int(lab)}
-                for (r, c), v, lab in zip(points[i], x[mine], y[mine])
+                for (r, c), v, lab in zip(points[i], x[mine], y[mine], strict=True)
             ],
             "valid_rowcol": True,
             "feature_dim": int(x.shape[1]),

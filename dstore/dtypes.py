@@ -242,10 +242,13 @@ class DtypePolicy:
             with np.errstate(over="ignore", invalid="ignore"):
                 ends = prec.dequantize(np.array([[info.min], [info.max]], t.dtype), scale, offset)
             if not np.isfinite(ends).all():  # the codes could not be read back as float32
+                lo, hi = scans[name].lo, scans[name].hi
+                # a field with no values scans as range 0..0, whose codes are always finite
+                assert lo is not None and hi is not None
                 raise DtypePolicyError(
                     f"{reader.path}: field {name!r}: its range reaches float32's limit "
-                    f"({float(np.min(scans[name].lo)):g} .. "
-                    f"{float(np.max(scans[name].hi)):g}), so {t.spec} codes would "
+                    f"({float(np.min(lo)):g} .. "
+                    f"{float(np.max(hi)):g}), so {t.spec} codes would "
                     "dequantize to inf; use round:N or bfloat16 for this field"
                 )
             records[name] = prec.quant_record(t, scale, offset)

@@ -48,14 +48,16 @@ class FieldHasher:
         fields = self.schema.splits[split].fields
         for name, col in batch.items():
             hashes = self._hashes[(split, name)]
-            if isinstance(col, VarColumn) and isinstance(col.values, VarColumn):
+            if isinstance(col, VarColumn) and col.nested:
                 # a list of strings per record: bytes, records' list lengths, string lengths
-                hashes[0].update(np.ascontiguousarray(col.values.values))
+                hashes[0].update(np.ascontiguousarray(col.strings.flat_values))
                 hashes[1].update(np.ascontiguousarray(col.lengths, dtype="<i8"))
-                hashes[2].update(np.ascontiguousarray(col.values.lengths, dtype="<i8"))
+                hashes[2].update(np.ascontiguousarray(col.strings.lengths, dtype="<i8"))
                 continue
             if isinstance(col, VarColumn):
-                values = np.ascontiguousarray(col.values.astype(fields[name].dtype, copy=False))
+                values = np.ascontiguousarray(
+                    col.flat_values.astype(fields[name].dtype, copy=False)
+                )
                 hashes[0].update(values)
                 hashes[1].update(np.ascontiguousarray(col.lengths, dtype="<i8"))
                 if col.shapes is not None:

@@ -175,7 +175,7 @@ def _coerce(col: Column, have: Kind, want: Kind) -> Column:
         return np.asarray(col).astype(want.dtype)
     assert isinstance(want, Ragged)
     if isinstance(col, VarColumn):
-        return VarColumn(col.values.astype(want.dtype), col.offsets)
+        return VarColumn(col.flat_values.astype(want.dtype), col.offsets)
     arr = np.asarray(col)
     width = arr.shape[1] if arr.ndim > 1 else 0
     offsets = np.arange(len(arr) + 1, dtype=np.int64) * width
@@ -240,7 +240,9 @@ class _Spool:
         out: dict[str, _Desc] = {}
         for name, col in cols.items():
             if isinstance(col, VarColumn):
-                parts = [col.values, col.offsets] + ([] if col.shapes is None else [col.shapes])
+                # JSON, the only parsed (spooled) format, has no list-of-strings fields
+                parts = [col.flat_values, col.offsets]
+                parts += [] if col.shapes is None else [col.shapes]
                 out[name] = (True, [self._write(a) for a in parts])
             else:
                 out[name] = (False, [self._write(col)])

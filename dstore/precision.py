@@ -263,7 +263,7 @@ def logical_schema(schema: Schema) -> Schema:
     out = schema
     for split in schema.splits.values():
         fields = [logical_spec(f) for f in split.fields.values()]
-        if any(f is not g for f, g in zip(fields, split.fields.values())):
+        if any(f is not g for f, g in zip(fields, split.fields.values(), strict=True)):
             out = out.with_fields(split.name, fields)
     return out
 
@@ -281,7 +281,7 @@ def decode_values(stored: FieldSpec, values: np.ndarray) -> np.ndarray:
 
 def decode_column(stored: FieldSpec, col: Any) -> Any:
     if isinstance(col, VarColumn):
-        return VarColumn(decode_values(stored, col.values), col.offsets, col.shapes)
+        return VarColumn(decode_values(stored, col.flat_values), col.offsets, col.shapes)
     return decode_values(stored, col)
 
 
@@ -311,7 +311,11 @@ class LogicalReader(Reader):
     def iter_batches(self, split: str, **kwargs: Any) -> Iterator[Batch]:
         stored, logical = self.stored_schema.splits.get(split), self.schema.splits.get(split)
         for batch in self._inner.iter_batches(split, **kwargs):
-            yield decode_batch(stored, logical, batch) if stored is not None else batch
+            if stored is None:
+                yield batch
+                continue
+            assert logical is not None  # self.schema is logical_schema(stored_schema): same splits
+            yield decode_batch(stored, logical, batch)
 
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
@@ -442,7 +446,7 @@ class ErrorStats:
 
 
 def column_values(col: Any) -> np.ndarray:
-    return col.values if isinstance(col, VarColumn) else np.asarray(col)
+    return col.flat_values if isinstance(col, VarColumn) else np.asarray(col)
 
 
 def finite_or_raise(values: np.ndarray, where: str, target: str, first: int) -> None:

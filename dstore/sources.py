@@ -63,8 +63,8 @@ def open_source(
     from . import multisource  # imported here: it needs the codec registry only when used
 
     if multisource.is_multi(path, format):
-        reader = multisource.open_sources(path, format, options)
-        return reader.codec, logical_reader(reader) if decode else reader
+        multi = multisource.open_sources(path, format, options)
+        return multi.codec, logical_reader(multi) if decode else multi
     check_local_input(path)
     codec = codec_for(path, format, options)
     reader = codec.open_reader(path)

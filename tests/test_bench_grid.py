@@ -298,14 +298,14 @@ def test_evaluate_returns_give_a_band_or_say_they_cannot(feats_npz):
     ],
 )
 def test_bad_evaluate_results_are_one_line(result, contains):
-    with pytest.raises(UsageError, match="^my_eval returned") as e:
+    with pytest.raises(UsageError, match=r"^my_eval returned") as e:
         to_score(result, "my_eval")
     assert contains in str(e.value) and "\n" not in str(e.value)
 
 
 def test_band_points_paired_and_binomial():
     rng = np.random.default_rng(0)
-    for trial in range(200):
+    for _ in range(200):
         n = int(rng.integers(2, 300))
         a = (rng.random(n) < rng.random()).astype(float)
         flip = rng.random(n) < rng.random() * 0.3

@@ -146,8 +146,8 @@ def verify(
     """
     a, b = os.fspath(a), os.fspath(b)
     results: list[FieldResult] = []
-    with open_reader(a, format=a_format) as ra, open_reader(b, format=b_format) as rb:
-        ra, rb = _decode_against(ra, rb), _decode_against(rb, ra)
+    with open_reader(a, format=a_format) as raw_a, open_reader(b, format=b_format) as raw_b:
+        ra, rb = _decode_against(raw_a, raw_b), _decode_against(raw_b, raw_a)
         sa, sb = ra.schema, rb.schema
         for split in sorted(set(sa.splits) | set(sb.splits)):
             if split not in sa.splits or split not in sb.splits:
@@ -268,7 +268,7 @@ def _measure(a: Column, b: Column, stats: Any) -> np.ndarray:
         same = a.lengths == b.lengths
         if a.shapes is not None and b.shapes is not None:
             same &= (a.shapes == b.shapes).all(axis=1)
-        for i in np.flatnonzero(same):
+        for i in np.flatnonzero(same).tolist():
             stats.update(a.row(i), b.row(i))
         return same
     if a.shape != b.shape:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MissingDependencyError, SchemaError, UsageError
+from ..model import Column
 from ..schema import Schema
 
 __all__ = [
@@ -66,7 +67,8 @@ FEATURE_NAMES = (
 LABEL_NAMES = ("labels", "label", "y", "target", "targets", "class", "classes")
 
 #: ``evaluate(data)`` returns a score, ``(score, n)`` or per-example correctness.
-Evaluate = Callable[[Mapping[str, Mapping[str, np.ndarray]]], object]
+#: Fixed-size fields are arrays; strings and ragged fields are VarColumns.
+Evaluate = Callable[[Mapping[str, Mapping[str, Column]]], object]
 
 
 @dataclass(frozen=True)
@@ -355,19 +357,30 @@ def labels_1d(y: np.ndarray) -> np.ndarray:
     return y.reshape(len(y))
 
 
+def _probe_array(data: Mapping[str, Mapping[str, Column]], split: str, name: str) -> np.ndarray:
+    col = data[split][name]
+    if not isinstance(col, np.ndarray):
+        raise TypeError(
+            f"the probe needs a fixed-size field; {name!r} of split {split!r} varies in size"
+        )
+    return col
+
+
 def split_data(
-    data: Mapping[str, Mapping[str, np.ndarray]], task: Task, seed: int = 0
+    data: Mapping[str, Mapping[str, Column]], task: Task, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    x_train, y_train = data[task.train][task.features], data[task.train][task.labels]
+    x_train = _probe_array(data, task.train, task.features)
+    y_train = _probe_array(data, task.train, task.labels)
     if task.test is not None:
-        return x_train, y_train, data[task.test][task.features], data[task.test][task.labels]
+        x_test = _probe_array(data, task.test, task.features)
+        return x_train, y_train, x_test, _probe_array(data, task.test, task.labels)
     order = np.random.default_rng(seed).permutation(len(x_train))
     cut = int(len(order) * 0.75)
     tr, te = order[:cut], order[cut:]
     return x_train[tr], y_train[tr], x_train[te], y_train[te]
 
 
-def run_probe(data: Mapping[str, Mapping[str, np.ndarray]], task: Task) -> ProbeResult:
+def run_probe(data: Mapping[str, Mapping[str, Column]], task: Task) -> ProbeResult:
     """Train the probe on the task's train part and score it on its test part.
 
     The timed part is the fit alone (scaling included), on the stored dtype.

@@ -18,6 +18,7 @@ or dtype policy this installation (or the format) cannot write is reported as
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -36,6 +37,7 @@ import numpy as np
 
 from .. import api
 from ..errors import DstoreError, UsageError
+from ..model import Column
 from ..output import path_size, remove_path
 from ..registry import available_codecs, default_extension, get_codec_class, registry
 from .accuracy import (
@@ -60,7 +62,7 @@ def default_settings(fmt: str, grid: bool) -> list[dict[str, Any]]:
     base: list[dict[str, Any]] = [{}]
     if not grid:
         return base
-    extra = {
+    extra: dict[str, list[dict[str, Any]]] = {
         "npz": [{"level": 1}, {"level": 9}, {"compress": False}],
         "zarr": [{"cname": "lz4"}, {"cname": "zstd", "clevel": 7}, {"shuffle": "bitshuffle"}],
         "hdf5": [{"compression": "lzf"}, {"level": 9, "shuffle": True}, {"compression": "none"}],
@@ -144,10 +146,8 @@ def _machine() -> dict[str, Any]:
 
     versions = {}
     for pkg in ("numpy", "zarr", "h5py", "imagecodecs", "isal", "scikit-learn"):
-        try:
+        with contextlib.suppress(md.PackageNotFoundError):
             versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
     return {
         "cores": os.cpu_count(),
         "python": platform.python_version(),
@@ -156,7 +156,7 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def _read_all(path: str, fmt: str, stop: int | None = None) -> dict[str, dict[str, np.ndarray]]:
+def _read_all(path: str, fmt: str, stop: int | None = None) -> dict[str, dict[str, Column]]:
     """Every field of every split (the first ``stop`` records of each, if given)."""
     with api.open(path, format=fmt) as ds:
         if stop is None:
@@ -165,7 +165,7 @@ def _read_all(path: str, fmt: str, stop: int | None = None) -> dict[str, dict[st
 
 
 def _errors(
-    orig: Mapping[str, Mapping[str, np.ndarray]], got: Mapping[str, Mapping[str, np.ndarray]]
+    orig: Mapping[str, Mapping[str, Column]], got: Mapping[str, Mapping[str, Column]]
 ) -> tuple[float, float, bool]:
     """Max absolute and relative error over numeric fields (floats and pixels), and bit-exactness.
 
@@ -188,7 +188,7 @@ def _errors(
             # "V": ml_dtypes' bfloat16 (numpy has no kind for it), cast like a float below
             numeric = all(
                 k in "biufc" or (k == "V" and not dt.names)
-                for k, dt in zip(kinds, (a.dtype, b.dtype))
+                for k, dt in zip(kinds, (a.dtype, b.dtype), strict=True)
             )
             if a.shape != b.shape or not numeric or not len(a):
                 continue
@@ -219,7 +219,7 @@ def _same_column(a: object, b: object) -> bool:
         return all(
             _same_column(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)
         )
-    if isinstance(a, np.ndarray):
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):  # b: the same type as a
         return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
     try:
         return bool(a == b)
@@ -229,7 +229,7 @@ def _same_column(a: object, b: object) -> bool:
 
 def _sample_source(
     src: str, sample: int | None, workdir: str
-) -> tuple[str, dict[str, dict[str, np.ndarray]]]:
+) -> tuple[str, dict[str, dict[str, Column]]]:
     """The data every cell starts from, held in memory (the first ``sample`` records per split)."""
     with api.open(src) as ds:
         data = {}
@@ -416,7 +416,7 @@ class _Timed:
 
 
 def _score(
-    data: Mapping[str, Mapping[str, np.ndarray]], task: Task | None, evaluate: Evaluate | None
+    data: Mapping[str, Mapping[str, Column]], task: Task | None, evaluate: Evaluate | None
 ) -> _Timed | None:
     if evaluate is not None:
         t = time.perf_counter()
@@ -448,7 +448,7 @@ def _measure_input(
     src: str,
     info: Any,
     sample: int | None,
-    original: Mapping[str, Mapping[str, np.ndarray]],
+    original: Mapping[str, Mapping[str, Column]],
     schema: Any,
     repeats: int,
 ) -> Cell:

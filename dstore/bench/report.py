@@ -77,10 +77,7 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
     key, word = OBJECTIVES[objective]
     ok = [c for c in report.cells if c.error is None and c.unsupported is None and not c.is_input]
     measured = not math.isnan(report.baseline_accuracy)
-    if measured:
-        ok = [c for c in ok if acceptable(c, max_drop)]
-    else:
-        ok = [c for c in ok if c.bit_exact]
+    ok = [c for c in ok if acceptable(c, max_drop)] if measured else [c for c in ok if c.bit_exact]
     if not ok:
         return None, (
             "no configuration met the accuracy bound"

@@ -39,8 +39,8 @@ __all__ = [
     "BYTES",
     "FLOAT",
     "INT64",
-    "TF_FEATURE_ATTR",
     "SEQ",
+    "TF_FEATURE_ATTR",
     "FeatureSignature",
     "decode_example",
     "encode_example",
@@ -283,7 +283,7 @@ def _feature_lists(
             lists.append(payload)
         else:
             raise ValueError(f"unknown top-level field {num} (wire type {wire})")
-    return features, lists  # type: ignore[return-value]
+    return features, lists
 
 
 def _steps(name: str, payload: memoryview) -> tuple[int, list[memoryview]]:
@@ -292,7 +292,7 @@ def _steps(name: str, payload: memoryview) -> tuple[int, list[memoryview]]:
     for num, wire, feature in _fields(payload):
         if num != 1 or wire != 2:
             continue
-        k, lst = _feature_kind(name, feature)  # type: ignore[arg-type]
+        k, lst = _feature_kind(name, feature)
         if kind and k != kind:
             raise ValueError(
                 f"feature list {name!r} mixes {KIND_NAMES[kind]} and {KIND_NAMES[k]} steps"

@@ -79,7 +79,7 @@ def _valid_codes(codes: np.ndarray) -> bool:
 def char_counts(col: VarColumn) -> np.ndarray:
     """Characters per record of a UTF-8 column (bytes that do not continue a character)."""
     n = len(col)
-    starts = (col.values & 0xC0) != 0x80
+    starts = (col.flat_values & 0xC0) != 0x80
     record = np.repeat(np.arange(n), col.lengths)
     return np.bincount(record, weights=starts, minlength=n).astype(np.int64)
 
@@ -87,7 +87,7 @@ def char_counts(col: VarColumn) -> np.ndarray:
 def ends_with_nul(col: VarColumn) -> bool:
     """True when any record ends in a NUL byte (numpy's fixed-width strings would drop it)."""
     nonempty = col.lengths > 0
-    return bool(nonempty.any() and (col.values[col.offsets[1:][nonempty] - 1] == 0).any())
+    return bool(nonempty.any() and (col.flat_values[col.offsets[1:][nonempty] - 1] == 0).any())
 
 
 def utf8_to_fixed_unicode(col: VarColumn, width: int) -> np.ndarray:
@@ -95,7 +95,7 @@ def utf8_to_fixed_unicode(col: VarColumn, width: int) -> np.ndarray:
     n = len(col)
     chars = char_counts(col)
     out = np.zeros((n, max(width, 1)), "<u4")
-    text = col.values.tobytes().decode("utf-8")
+    text = col.flat_values.tobytes().decode("utf-8")
     codes = np.frombuffer(text.encode("utf-32-le"), "<u4")
     record = np.repeat(np.arange(n), chars)
     within = np.arange(len(codes)) - np.repeat(np.cumsum(chars) - chars, chars)
@@ -108,6 +108,7 @@ def bytes_to_fixed(col: VarColumn, width: int) -> np.ndarray:
     n = len(col)
     out = np.zeros((n, max(width, 1)), np.uint8)
     record = np.repeat(np.arange(n), col.lengths)
-    within = np.arange(len(col.values)) - np.repeat(col.offsets[:-1], col.lengths)
-    out[record, within] = col.values
+    values = col.flat_values
+    within = np.arange(len(values)) - np.repeat(col.offsets[:-1], col.lengths)
+    out[record, within] = values
     return out.view(f"S{max(width, 1)}").reshape(n)

@@ -40,16 +40,18 @@ class _ImageCodec(_NumcodecsArrayBytesCodec):
         object.__setattr__(self, "codec_config", {"id": own, **codec_config})
 
     @property
-    def _codec(self) -> Any:  # type: ignore[override]
+    def _codec(self) -> Any:
         # imagecodecs' own numcodecs class, built from the stored configuration
         # (zarr's base asks numcodecs' registry, which needs register_codecs() first)
         import imagecodecs.numcodecs as icn
 
         cached = self.__dict__.get("_built")
         if cached is None:
-            cls = {"imagecodecs_jpeg": icn.Jpeg, "imagecodecs_webp": icn.Webp}.get(
-                self.codec_config["id"], icn.Jpegxl
-            )
+            classes: dict[str, type[icn.Jpeg | icn.Webp | icn.Jpegxl]] = {
+                "imagecodecs_jpeg": icn.Jpeg,
+                "imagecodecs_webp": icn.Webp,
+            }
+            cls = classes.get(str(self.codec_config["id"]), icn.Jpegxl)
             cached = cls.from_config({k: v for k, v in self.codec_config.items() if k != "id"})
             object.__setattr__(self, "_built", cached)
         return cached
@@ -68,10 +70,12 @@ class Jpegxl(_ImageCodec, codec_name="imagecodecs_jpegxl"):
 
 
 _BY_FORMAT: dict[str, type[_ImageCodec]] = {"jpeg": Jpeg, "webp": Webp, "jxl": Jpegxl}
-_FORMAT_OF = {cls.codec_name: fmt for fmt, cls in _BY_FORMAT.items()}
+# zarr annotates codec_name as an instance field, though its __init_subclass__ sets it
+# on the class (as codec_name= above does): mypy sees no class attribute.
+_FORMAT_OF = {cls.codec_name: fmt for fmt, cls in _BY_FORMAT.items()}  # type: ignore[misc]
 
 for _cls in _BY_FORMAT.values():
-    zarr.registry.register_codec(_cls.codec_name, _cls)
+    zarr.registry.register_codec(_cls.codec_name, _cls)  # type: ignore[misc]
 
 
 def zarr_codec(lossy: LossyImage) -> _ImageCodec:

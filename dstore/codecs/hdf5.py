@@ -284,12 +284,12 @@ class _VarDataset:
 
     def _write_lists(self, spec: FieldSpec, col: VarColumn) -> None:
         """Appends the records' strings to the strings dataset; row splits count them."""
-        assert isinstance(col.values, VarColumn)  # for mypy: write() checked it
-        strings = col.values
+        strings = col.strings  # write() checked that the column is nested
+        values = strings.flat_values
         base = self.ds.shape[0]
         if isinstance(spec.kind, StringList) and spec.kind.text:
-            if (strings.values == 0).any():
-                at = int(np.argmax(strings.values == 0))
+            if (values == 0).any():
+                at = int(np.argmax(values == 0))
                 string = int(np.searchsorted(strings.offsets, at, side="right")) - 1
                 rec = int(np.searchsorted(col.offsets, string, side="right")) - 1
                 raise UnsupportedDtypeError(
@@ -300,7 +300,7 @@ class _VarDataset:
         else:
             items = np.empty(len(strings), dtype=object)
             for i in range(len(strings)):
-                items[i] = strings.values[int(strings.offsets[i]) : int(strings.offsets[i + 1])]
+                items[i] = values[int(strings.offsets[i]) : int(strings.offsets[i + 1])]
         if len(items):
             self.ds.resize((base + len(items),))
             _put_vlen(self.ds, base, items)

@@ -463,9 +463,11 @@ def _is_json_scalar(value: Any) -> bool:
 def _records_of(kind: Kind, col: Column) -> list[Any]:
     """One field's batch as JSON-ready values, one per record."""
     if isinstance(kind, String):
-        return col.to_str_list()  # type: ignore[union-attr]
+        assert isinstance(col, VarColumn)  # a string field's column always is
+        return col.to_str_list()
     if isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw"):
-        return [base64.b64encode(b).decode("ascii") for b in col.to_bytes_list()]  # type: ignore[union-attr]
+        assert isinstance(col, VarColumn)  # as is a bytes or encoded-image field's
+        return [base64.b64encode(b).decode("ascii") for b in col.to_bytes_list()]
     if isinstance(col, VarColumn):
         return [_json_numbers(col.row(i)) for i in range(len(col))]
     return _json_numbers(col)
@@ -560,7 +562,9 @@ def _dumper(batch: Batch) -> Callable[[Any], str]:
     """orjson where installed and every float is finite (it writes NaN as null), else
     the standard library: the same JSON for the values a batch holds."""
     for col in batch.values():
-        values = col.values if isinstance(col, VarColumn) else col
+        if isinstance(col, VarColumn) and col.nested:
+            continue  # lists of strings: no floats
+        values = col.flat_values if isinstance(col, VarColumn) else col
         if values.dtype.kind in "fc" and not np.isfinite(values).all():
             return _dumps
     try:

@@ -705,11 +705,12 @@ class _VarSpool:
 
     def __init__(self, folder: str, spec: FieldSpec) -> None:
         self.spec = spec
-        self.values = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
-        self.lengths = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
-        self.shapes = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
+        # SIM115: the spool files live as long as this field's spool; close() closes them
+        self.values = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")  # noqa: SIM115
+        self.lengths = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")  # noqa: SIM115
+        self.shapes = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")  # noqa: SIM115
         #: lists of strings: values/lengths spool the strings, this each record's list length
-        self.list_lengths = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")
+        self.list_lengths = tempfile.TemporaryFile(dir=folder, prefix=".dstore-spool-")  # noqa: SIM115
         self.strings = 0
         self.total = 0  # values (first-axis entries) so far
         self.width = 0  # widest record, in characters (strings) or bytes

@@ -48,8 +48,8 @@ from ._example import (
     FLOAT,
     INT64,
     KIND_NAMES,
-    TF_FEATURE_ATTR,
     SEQ,
+    TF_FEATURE_ATTR,
     FeatureSignature,
     decode_example,
     encode_example,
@@ -836,7 +836,7 @@ class TFRecordReader(Reader):
                     raise CodecIOError(
                         f"{manifest_path}: split {split!r}, field {name!r}: {e} (corrupt manifest)"
                     ) from None
-        for split, shards in self.shards.items():
+        for shards in self.shards.values():
             for shard in shards:
                 if shard.records <= 0:  # dstore never writes an empty shard
                     raise CodecIOError(
@@ -941,8 +941,8 @@ class TFRecordReader(Reader):
                         and not any(st.looks for st in stats.values())
                         and not any(sq.looks for sq in seqs.values())
                     ):
-                        for st in stats.values():  # the common case: nothing new to learn
-                            st.present += 1
+                        for seen in stats.values():  # the common case: nothing new to learn
+                            seen.present += 1
                         total += 1
                         continue
                     ref = sig

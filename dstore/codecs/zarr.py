@@ -599,7 +599,7 @@ class ZarrReader(ArrayTreeReader):
                 if spec.kind.text:
                     col.check_utf8(where)
                 return col
-            out = VarColumn(col.values.astype(spec.dtype, copy=False), col.offsets, col.shapes)
+            out = VarColumn(col.flat_values.astype(spec.dtype, copy=False), col.offsets, col.shapes)
             if isinstance(spec.kind, String):  # text in a values group (written by hand)
                 out.check_utf8(where)
             return out

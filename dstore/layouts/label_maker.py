@@ -362,13 +362,17 @@ class ObjectDetection(Layout):
         x = _pixels(batch[IMAGE], x_kind, x_kind.shape, where, IMAGE, start).astype(x_kind.dtype)
         n = len(x)
         h, w = x_kind.shape[0], x_kind.shape[1]
-        cols = [batch[f] for f in (*BOX_FIELDS, LABEL)]
-        lengths = cols[-1].lengths  # type: ignore[union-attr]
+        cols: list[VarColumn] = []
+        for f in (*BOX_FIELDS, LABEL):
+            col = batch[f]
+            assert isinstance(col, VarColumn)  # the layout matched these as lists per record
+            cols.append(col)
+        lengths = cols[-1].lengths
         for f, c in zip(BOX_FIELDS, cols, strict=False):
-            if not np.array_equal(c.lengths, lengths):  # type: ignore[union-attr]
-                i = int(np.argmax(c.lengths != lengths))  # type: ignore[union-attr]
+            if not np.array_equal(c.lengths, lengths):
+                i = int(np.argmax(c.lengths != lengths))
                 raise SchemaError(
-                    f"{where}, record {start + i}: {f!r} has {int(c.lengths[i])} values, "  # type: ignore[union-attr]
+                    f"{where}, record {start + i}: {f!r} has {int(c.lengths[i])} values, "
                     f"{LABEL!r} {int(lengths[i])}"
                 )
         most = y_kind.shape[0]
@@ -381,8 +385,8 @@ class ObjectDetection(Layout):
         rows = np.empty((int(lengths.sum()), 5), np.float64)
         for k, c in enumerate(cols[:4]):
             # pixels back from float32(p / W): exact after rounding, far from the .5 boundary
-            rows[:, k] = np.rint(c.values.astype(np.float64) * scale[k])  # type: ignore[union-attr]
-        rows[:, 4] = cols[4].values  # type: ignore[union-attr]
+            rows[:, k] = np.rint(c.flat_values.astype(np.float64) * scale[k])
+        rows[:, 4] = cols[4].flat_values
         info = np.iinfo(y_kind.dtype)
         if len(rows) and (rows.min() < info.min or rows.max() > info.max):
             i = int(np.argmax(((rows < info.min) | (rows > info.max)).any(axis=1)))

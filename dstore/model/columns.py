@@ -72,6 +72,20 @@ class VarColumn:
         return np.diff(self.offsets)
 
     @property
+    def flat_values(self) -> np.ndarray:
+        """The values as one array: every column but a list of strings per record."""
+        if isinstance(self.values, VarColumn):
+            raise TypeError("a list of strings per record has no flat values; use .strings")
+        return self.values
+
+    @property
+    def strings(self) -> VarColumn:
+        """A list of strings per record: the column of all records' strings."""
+        if not isinstance(self.values, VarColumn):
+            raise TypeError("not a list of strings per record: use .flat_values")
+        return self.values
+
+    @property
     def nested(self) -> bool:
         """True for a list of strings per record (the values are a VarColumn of strings)."""
         return isinstance(self.values, VarColumn)
@@ -200,7 +214,9 @@ class VarColumn:
         return cls.from_bytes(s.encode("utf-8") for s in items)
 
     @classmethod
-    def from_lists(cls, records: Iterable[Sequence[str] | Sequence[bytes]]) -> VarColumn:
+    def from_lists(
+        cls, records: Iterable[Sequence[str | bytes | bytearray | memoryview]]
+    ) -> VarColumn:
         """A list-of-strings column from per-record lists of ``str`` (or of ``bytes``)."""
         lists = [list(r) for r in records]
         offsets = np.zeros(len(lists) + 1, _OFFSET)
@@ -250,7 +266,8 @@ class VarColumn:
 
     def first_invalid_utf8(self) -> tuple[int, str] | None:
         """The first record that is not valid UTF-8 on its own, and why (or None)."""
-        buf = np.ascontiguousarray(self.values).tobytes()
+        values = self.flat_values
+        buf = np.ascontiguousarray(values).tobytes()
         try:
             buf.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -258,7 +275,7 @@ class VarColumn:
         starts = self.offsets[:-1][self.lengths > 0]
         if len(starts):
             # a record may not start on a continuation byte (10xxxxxx)
-            cont = (self.values[starts] & 0xC0) == 0x80
+            cont = (values[starts] & 0xC0) == 0x80
             if cont.any():
                 rec = int(np.flatnonzero(self.lengths > 0)[int(np.argmax(cont))])
                 # the character began in an earlier record, which ends inside it
@@ -323,10 +340,10 @@ def record(kind: Kind, col: Column, i: int) -> Any:
         return col.slice(i, i + 1).to_lists(kind.text)[0]
     if isinstance(kind, String):
         lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
-        return col.values[lo:hi].tobytes().decode("utf-8")
+        return col.flat_values[lo:hi].tobytes().decode("utf-8")
     if isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw"):
         lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
-        return col.values[lo:hi].tobytes()
+        return col.flat_values[lo:hi].tobytes()
     return col.row(i)
 
 
