@@ -650,7 +650,7 @@ class _FeatureStats:
     utf8: bool = True
     tensor: bool = True
     tensor_dtype: np.dtype | None = None
-    tensor_shapes: set[tuple[int, ...]] = None  # type: ignore[assignment]
+    tensor_shapes: set[tuple[int, ...]] = field(default_factory=set)
     bad_at: tuple[str, int] | None = None  # a byte-string feature with n != 1: a list
 
     @property
@@ -710,7 +710,8 @@ class _FeatureStats:
             text = self.utf8 and not any(h is not None for h in self.heads)
             return FieldSpec(name, StringList(text)), FieldEncoding(name, "strings")
         if missing:
-            path, index = self.missing_at  # type: ignore[misc]
+            assert self.missing_at is not None  # set with the first record that lacks it
+            path, index = self.missing_at
             raise SchemaError(
                 f"{path}: feature {name!r} has no value in record {index} (first seen in record "
                 f"{self.first[1]}): a byte-string feature with one value in every other record "
