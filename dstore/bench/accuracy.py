@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import MissingDependencyError, SchemaError, UsageError
-from ..model import Column
+from ..model import Column, Tensor
 from ..schema import Schema
 
 __all__ = [
@@ -197,13 +197,25 @@ def find_task(schema: Schema, features: str | None = None, labels: str | None = 
     if features is None:
         features = next((n for n in FEATURE_NAMES if n in fields and n != labels), None)
         if features is None:
-            candidates = [f for f in fields.values() if f.name != labels and f.dtype.kind in "fiu"]
+            candidates = [
+                f
+                for f in fields.values()
+                if f.name != labels and f.dtype.kind in "fiu" and isinstance(f.kind, Tensor)
+            ]
             features = max(candidates, key=lambda f: f.record_bytes).name if candidates else None
     if labels is None or features is None:
         raise SchemaError(
             f"cannot tell features and labels apart in fields {list(fields)}; "
             "name them with --features and --labels"
         )
+    for role, name in (("labels", labels), ("features", features)):
+        kind = fields[name].kind
+        if not isinstance(kind, Tensor):  # strings, ragged lists, images of varying size
+            raise SchemaError(
+                f"{role} field {name!r} of split {train!r} is {kind.describe()}: the probe needs "
+                f"one fixed-size numeric array per record (name another with --{role}, or "
+                "measure with --evaluate)"
+            )
     return Task(train, test, features, labels)
 
 
