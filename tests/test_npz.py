@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import zipfile
 
 import numpy as np
@@ -111,3 +112,82 @@ def test_hdf5_paths_become_npz_keys(tmp_path):
     out = str(tmp_path / "a.npz")
     dstore.convert(src, out)
     assert set(_load(out)) == {"train/x"}
+
+
+def _stored_kinds_file(path: str) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    arrays = {
+        "x_train": rng.integers(0, 256, (97, 5, 3), dtype=np.uint8),
+        "y_train": rng.standard_normal(97).astype(">f8"),  # big-endian, 8-byte rows
+        "k_train": np.arange(97, dtype=np.int16) * 3 - 50,  # 2-byte rows: offsets off the page
+        "s_train": np.array([f"r{i}" * (i % 4) for i in range(97)]),
+    }
+    np.savez(path, **arrays)
+    return arrays
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_partial_reads_of_a_stored_member_equal_np_load(tmp_path, monkeypatch, mapped):
+    """Ranges not covering a whole stored member are memory-mapped (or, when mapping is not
+    possible, read with plain seeks): the same values, element by element, either way."""
+    from dstore.codecs.npz import NpzReader
+
+    src = str(tmp_path / "s.npz")
+    arrays = _stored_kinds_file(src)
+    if not mapped:
+        monkeypatch.setattr(NpzReader, "_map_stored", lambda self, m, offset, length: None)
+    finishes = []
+    real_finish = NpzReader._finish
+    monkeypatch.setattr(
+        NpzReader, "_finish", lambda self, *a: finishes.append(1) or real_finish(self, *a)
+    )
+    with dstore.open(src) as ds:
+        for start, stop, rows in [(0, 10, 3), (1, 97, 7), (50, 97, 64), (96, 97, 1), (13, 14, 5)]:
+            batches = list(ds["train"].iter_batches(start=start, stop=stop, batch_rows=rows))
+            assert sum(len(b["x"]) for b in batches) == stop - start
+            for key in ("x", "y", "k"):
+                got = np.concatenate([b[key] for b in batches])
+                np.testing.assert_array_equal(got, arrays[f"{key}_train"][start:stop])
+            strings = [s for b in batches for s in b["s"].to_str_list()]
+            assert strings == list(arrays["s_train"][start:stop])
+    # a partial read to a member's end never reads on through the file looking for a CRC
+    assert not finishes
+
+
+def test_mapped_rows_are_private_copies_of_the_file(tmp_path):
+    """Mapped rows are writeable (torch takes them without a copy) but copy-on-write: a write
+    changes neither the file nor what a later read of the same records gives."""
+    src = str(tmp_path / "s.npz")
+    arrays = _stored_kinds_file(src)
+    with open(src, "rb") as f:
+        before = f.read()
+    with dstore.open(src) as ds:
+        (batch,) = ds["train"].iter_batches(start=5, stop=20, fields=["x"])
+        assert batch["x"].flags.writeable
+        batch["x"][:] = 0
+        (again,) = ds["train"].iter_batches(start=5, stop=20, fields=["x"])
+        np.testing.assert_array_equal(again["x"], arrays["x_train"][5:20])
+    with open(src, "rb") as f:
+        assert f.read() == before
+
+
+def test_stored_member_damage_is_reported_as_before(tmp_path):
+    """A whole read still checks the member's CRC-32 (zipfile); a file truncated after it was
+    opened gives a clear error on a partial read (the range is not mapped), not a SIGBUS."""
+    src = str(tmp_path / "c.npz")
+    np.savez(src, x=np.arange(1000, dtype=np.int64))
+    with open(src, "rb") as f:
+        raw = bytearray(f.read())
+    pos = raw.index(np.arange(1000, dtype=np.int64)[500:501].tobytes())
+    raw[pos] ^= 0xFF
+    with open(src, "wb") as f:
+        f.write(raw)
+    with dstore.open(src) as ds:
+        with pytest.raises(CodecIOError, match="CRC"):
+            list(ds["data"].iter_batches(batch_rows=100))
+        # a partial read has never covered the CRC: the damaged value comes back as stored
+        (part,) = ds["data"].iter_batches(start=400, stop=600)
+        assert part["x"][100] != 500 and part["x"][99] == 499
+        os.truncate(src, pos - 8 * 100)  # records from 400 on are gone
+        with pytest.raises(CodecIOError, match="truncated: data ends at record 400"):
+            list(ds["data"].iter_batches(start=300, stop=600))

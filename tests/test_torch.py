@@ -532,3 +532,18 @@ def test_corrupt_deflated_npz_is_never_skipped_silently(tmp_path, data):
         assert "records" in msg
         if on_error == "skip":
             assert "cannot leave out single records" in msg
+
+
+def test_stored_npz_records_are_writeable_and_private(stores, data):
+    """Records of a stored npz are tensors over a private copy-on-write mapping: writing one
+    in place (a transform) changes neither the file nor the next epoch's records."""
+    ds = dstore.to_torch(stores["npz"], "train", range_mb=RANGE_MB)
+    first = [r["x"] for r in ds]
+    for t in first:
+        t.zero_()
+    again = [r["x"].numpy() for r in ds]
+    np.testing.assert_array_equal(np.stack(again), data["x"])
+    loader = DataLoader(ds, batch_size=16, num_workers=2)
+    np.testing.assert_array_equal(
+        np.sort(np.concatenate([b["k"].numpy() for b in loader])), np.sort(data["k"])
+    )

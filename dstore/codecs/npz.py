@@ -4,10 +4,15 @@ Reading parses each member's ``.npy`` header and then reads rows in chunks
 from the zip member stream, so memory is bounded by the batch size and every
 byte is decompressed once (indexing ``np.load(...)[key][i]`` per record
 re-reads the whole member each time: that is what made label-maker's
-conversion take hours). Writing puts the ``.npy`` header first and appends
-rows; a zip file can only have one member open for writing, so the largest
-field of a split is streamed straight into the archive and the others are
-spooled to an anonymous temporary file and copied in when the split ends.
+conversion take hours). A range of records that is not a whole member of
+a *stored* (uncompressed) npz -- what training readers' workers read -- is
+memory-mapped instead (private copy-on-write pages, no read buffer and no
+copy); like every partial read it goes without the member's CRC-32, which a
+whole read through zipfile still checks. Writing puts the ``.npy`` header
+first and appends rows; a zip file can only have one member open for
+writing, so the largest field of a split is streamed straight into the
+archive and the others are spooled to an anonymous temporary file and
+copied in when the split ends.
 Deflate runs on all cores (see :class:`dstore.parallel.ParallelDeflate`).
 The schema travels in the zip comment, which ``np.load`` ignores.
 
@@ -41,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import mmap
 import os
 import shutil
 import tempfile
@@ -489,7 +495,17 @@ class NpzReader(Reader):
                 pos += n
             return
         skip = m.data_offset + start * row_bytes
+        whole = start == 0 and stop == count
+        mapped = None if whole else self._map_stored(m, skip, (stop - start) * row_bytes)
+        if mapped is not None:
+            rows_mapped = mapped.reshape((stop - start, *record_shape))
+            pos = 0
+            for n in sizes:
+                yield rows_mapped[pos : pos + n]
+                pos += n
+            return
         fp = self._open_stored_at(m, skip, (stop - start) * row_bytes) if start else None
+        in_zip = fp is None
         if fp is None:
             fp = self._zip.open(m.zip_name)
             self._seek(fp, m, skip, spec.name, name)
@@ -498,11 +514,59 @@ class NpzReader(Reader):
             for n in sizes:
                 yield self._read_rows(fp, m, spec, name, pos, n, row_bytes, count)
                 pos += n
-            if stop == count:
-                # Reading past the end makes zipfile check the member's CRC.
+            if stop == count and in_zip:
+                # Reading past the end makes zipfile check the member's CRC (a plain
+                # file would read on through the members after this one, unchecked).
                 self._finish(fp, spec, name)
         finally:
             fp.close()
+
+    def _map_stored(self, m: _Member, offset: int, length: int) -> np.ndarray | None:
+        """``length`` bytes from ``offset`` into a stored member, memory-mapped, or None.
+
+        For reads of part of a member (a training reader's record range): the
+        pages come from the page cache as they are touched, with no read
+        buffer and no copy. The mapping is private copy-on-write (the arrays
+        are writeable, so torch uses them without a copy; a write changes the
+        caller's pages only, never the file) and made afresh for each read, so
+        a caller's writes are never seen by a later read. Like any partial
+        read of a stored member (see :meth:`_open_stored_at`) it does not
+        check the member's CRC-32, which covers the whole member: a read of
+        the whole member goes through zipfile and keeps that check. The file
+        must hold the whole range when it is mapped (else the plain read runs
+        and reports the truncation); a file truncated *while* its arrays are
+        in use raises SIGBUS, as with ``np.load(mmap_mode="r")``. None for
+        remote files, deflated members and empty ranges."""
+        info = self._zip.getinfo(m.zip_name)
+        if (
+            self._remote is not None
+            or length <= 0
+            or info.compress_type != zipfile.ZIP_STORED
+            or offset + length > info.file_size
+            or m.dtype.hasobject
+        ):
+            return None
+        try:
+            with fs.open_binary(self.path) as f:
+                begin = self._stored_data_start(f, m, info) + offset
+                fileno = f.fileno()
+                if begin + length > os.fstat(fileno).st_size:
+                    return None
+                base = begin - begin % mmap.ALLOCATIONGRANULARITY
+                mm = mmap.mmap(fileno, begin + length - base, access=mmap.ACCESS_COPY, offset=base)
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            return None  # no file descriptor, or the system would not map it: read instead
+        return np.frombuffer(mm, m.dtype, length // m.dtype.itemsize, begin - base)
+
+    def _stored_data_start(self, f: IO[bytes], m: _Member, info: zipfile.ZipInfo) -> int:
+        """Where a stored member's bytes begin in the file (after its local header)."""
+        f.seek(info.header_offset)
+        local = f.read(30)
+        if len(local) != 30 or local[:4] != b"PK\x03\x04":
+            raise CodecIOError(f"{self.path}: member {m.zip_name}: bad local header")
+        name_len = int.from_bytes(local[26:28], "little")
+        extra_len = int.from_bytes(local[28:30], "little")
+        return info.header_offset + 30 + name_len + extra_len
 
     def _open_stored_at(self, m: _Member, offset: int, length: int) -> IO[bytes] | None:
         """A plain file positioned ``offset`` bytes into a stored member, or None.
@@ -516,13 +580,7 @@ class NpzReader(Reader):
             return None
         f = fs.open_binary(self.path)
         try:
-            f.seek(info.header_offset)
-            local = f.read(30)
-            if len(local) != 30 or local[:4] != b"PK\x03\x04":
-                raise CodecIOError(f"{self.path}: member {m.zip_name}: bad local header")
-            name_len = int.from_bytes(local[26:28], "little")
-            extra_len = int.from_bytes(local[28:30], "little")
-            f.seek(info.header_offset + 30 + name_len + extra_len + offset)
+            f.seek(self._stored_data_start(f, m, info) + offset)
         except BaseException:
             f.close()
             raise
