@@ -17,7 +17,11 @@ TensorFlow, the hand-written pipeline, all measured in the same run. Peak RSS
 of each DataLoader worker is sampled from the parent after every batch (psutil, in
 the `test` extra). The two tf.data ways run alternately `--tf-pairs` times.
 
-    python benchmarks/bench_read.py [--tiles 7000] [--repeats 1] [--tf-pairs 3]
+    python benchmarks/bench_read.py [--tiles 7000] [--repeats 1] [--tf-pairs 3] [--only WAYS]
+
+``--repeats N`` runs N rounds (each way once per round, the order reversed every
+other round); ``--only npz-stored,np.load`` runs (and writes the files of) only
+the ways named.
 """
 
 from __future__ import annotations
@@ -74,8 +78,9 @@ def loader_way(setup: str, key: str, imports: str = _DSTORE_IMPORTS, extra: str 
     )
 
 
-def prepare(tiles: int) -> dict[str, str]:
-    """Every stored form of the same tiles (cached in benchmarks/out/)."""
+def prepare(tiles: int, need: set[str] | None = None) -> dict[str, str]:
+    """Every stored form of the same tiles (cached in benchmarks/out/); with ``need``,
+    only those forms are written (the others' paths are still named)."""
     import dstore
 
     src = label_maker_npz(tiles)
@@ -89,7 +94,8 @@ def prepare(tiles: int) -> dict[str, str]:
         ("npz-deflated", "z.npz", {"compress": "true"}),
     ]:
         path = os.path.join(base, name)
-        if not os.path.exists(path):
+        wanted = need is None or key in need or (key == "tfrecord" and need & {"wds", "tf"})
+        if wanted and not os.path.exists(path):
             print(f"writing {path}", file=sys.stderr)
             dstore.convert(src, path, options=opts)
         paths[key] = path
@@ -101,8 +107,8 @@ def prepare(tiles: int) -> dict[str, str]:
         os.replace(npy + ".tmp.npy", npy)
         np.save(os.path.join(base, "y_train.npy"), y)
     paths["npy"] = npy
-    paths["wds"] = _webdataset_tar(base, paths["tfrecord"])
-    paths["hf"] = _hf_dataset(base, x, y)
+    paths["wds"] = _webdataset_tar(base, paths["tfrecord"]) if need is None or "wds" in need else ""
+    paths["hf"] = _hf_dataset(base, x, y) if need is None or "hf" in need else ""
     return paths
 
 
@@ -292,6 +298,54 @@ def _row(name: str, group: str, r: dict, paths: dict[str, str]) -> dict:
     return row
 
 
+def _merge_runs(runs: list[dict]) -> dict:
+    """Single runs of one way as one result: median seconds, the largest peak RSS."""
+    merged = dict(runs[-1])
+    merged["seconds"] = statistics.median(r["seconds"] for r in runs)
+    merged["rss_mb"] = max(r["rss_mb"] for r in runs)
+    merged["worker_mb"] = max(r.get("worker_mb", 0) for r in runs) or merged.get("worker_mb", "")
+    merged["runs"] = [r["runs"][0] for r in runs]
+    return merged
+
+
+def _round_ratios(results: dict[str, list[dict]], way: str, group: str) -> list[float]:
+    """``way``'s speed over its peer's in each round (the two ran minutes, not hours, apart)."""
+    peers = ("webdataset",) if group == "PNG" else ("HF datasets", "np.load")
+    out = []
+    for r, res in enumerate(results[way]):
+        ref = max(
+            (
+                runs[r]["records"] / runs[r]["seconds"]
+                for name, runs in results.items()
+                if any(p in name for p in peers)
+            ),
+            default=None,
+        )
+        if ref:
+            out.append(round(res["records"] / res["seconds"] / ref, 2))
+    return out
+
+
+def _warm(paths: dict[str, str], need: set[str] | None) -> None:
+    """Read the files the chosen ways read once before any is timed: every way then starts
+    from a warm page cache (the stored forms were just written, or cached from a former run)."""
+    keys = [k for k in paths if paths[k] and (need is None or k in need or k == "npy")]
+    for key in keys:
+        path = paths[key]
+        path = os.path.dirname(path) if "{" in path else path  # webdataset's shard pattern
+        files = (
+            [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+            if os.path.isdir(path)
+            else [path, os.path.join(os.path.dirname(path), "y_train.npy")]
+            if key == "npy"
+            else [path]
+        )
+        for name in files:
+            with open(name, "rb") as f:
+                while f.read(1 << 24):
+                    pass
+
+
 def _tf_pairs(tf_ways: list[tuple[str, str, str]], pairs: int, paths: dict[str, str]) -> list[dict]:
     """The hand-written pipeline and to_tf_dataset run alternately ``pairs`` times: on a
     shared machine the load drifts, and a ratio of two runs side by side drifts less than
@@ -306,13 +360,10 @@ def _tf_pairs(tf_ways: list[tuple[str, str, str]], pairs: int, paths: dict[str, 
             f" tiles/s, to_tf_dataset {ours[-1]['records'] / ours[-1]['seconds']:.0f} tiles/s",
             file=sys.stderr,
         )
-    rows = []
-    for name, runs in ((hand_name, hand), (ours_name, ours)):
-        merged = dict(runs[-1])
-        merged["seconds"] = statistics.median(r["seconds"] for r in runs)
-        merged["rss_mb"] = max(r["rss_mb"] for r in runs)
-        merged["runs"] = [r["runs"][0] for r in runs]
-        rows.append(_row(name, group, merged, paths))
+    rows = [
+        _row(name, group, _merge_runs(runs), paths)
+        for name, runs in ((hand_name, hand), (ours_name, ours))
+    ]
     rows[0]["vs peer"] = 1.0
     rows[1]["vs peer"] = statistics.median(
         h["seconds"] / o["seconds"] for h, o in zip(hand, ours, strict=True)
@@ -321,6 +372,30 @@ def _tf_pairs(tf_ways: list[tuple[str, str, str]], pairs: int, paths: dict[str, 
         round(h["seconds"] / o["seconds"], 2) for h, o in zip(hand, ours, strict=True)
     ]
     return rows
+
+
+#: the stored form each way reads, by a part of the way's name
+_FORMS = {
+    "tfrecord": "tfrecord",
+    "zarr": "zarr",
+    "hdf5": "hdf5",
+    "npz-stored": "npz-stored",
+    "npz-deflated": "npz-deflated",
+    "webdataset": "wds",
+    "HF datasets": "hf",
+    "tf.data": "tf",
+    "to_tf_dataset": "tf",
+}
+
+
+def _needed(only: str) -> set[str] | None:
+    """The stored forms the ways picked by ``--only`` read (None: all of them)."""
+    if not only:
+        return None
+    parts = only.split(",")
+    return {
+        form for needle, form in _FORMS.items() if any(p in needle or needle in p for p in parts)
+    }
 
 
 def main() -> None:
@@ -332,20 +407,29 @@ def main() -> None:
     )
     ap.add_argument("--only", default="", help="comma-separated: run ways whose name contains one")
     args = ap.parse_args()
-    paths = prepare(args.tiles)
-    rows = []
+    need = _needed(args.only)
+    paths = prepare(args.tiles, need)
     tf_ways = []
+    picked = []
     for name, group, code in ways(paths):
         if args.only and not any(part in name for part in args.only.split(",")):
             continue
-        if group == "tf":
-            tf_ways.append((name, group, code))
-            continue
-        row = _row(name, group, run_way(code, args.repeats), paths)
-        rows.append(row)
-        print(
-            f"{name}: {row['tiles/s']:.0f} tiles/s, worker {row['worker MB']} MB", file=sys.stderr
-        )
+        (tf_ways if group == "tf" else picked).append((name, group, code))
+    _warm(paths, need)
+    # Rounds: every way once per round, the order reversed every other round, so
+    # no way always runs first (or right after another way's files) on a machine
+    # whose load drifts.
+    results: dict[str, list[dict]] = {name: [] for name, _, _ in picked}
+    for r in range(args.repeats):
+        for name, _, code in picked if r % 2 == 0 else picked[::-1]:
+            res = run_way(code)
+            results[name].append(res)
+            print(
+                f"round {r + 1}: {name}: {res['records'] / res['seconds']:.0f} tiles/s, "
+                f"worker {res.get('worker_mb', 0):.0f} MB",
+                file=sys.stderr,
+            )
+    rows = [_row(name, group, _merge_runs(results[name]), paths) for name, group, _ in picked]
     if len(tf_ways) == 2:
         rows += _tf_pairs(tf_ways, args.tf_pairs, paths)
     else:
@@ -364,6 +448,8 @@ def main() -> None:
         ref = peers.get(group) or peers["none"]
         if ref and group != "tf" and not r["way"].startswith(("webdataset", "HF", "Dataset over")):
             r["vs peer"] = r["tiles/s"] / ref
+            if args.repeats > 1:
+                r["round ratios"] = _round_ratios(results, r["way"], group)
     cols = [
         ("way", "way"),
         ("storage", "compression"),
@@ -373,12 +459,14 @@ def main() -> None:
         ("main MB", "peak RSS main MB"),
         ("stored MB", "stored MB"),
         ("runs", "runs (s)"),
+        ("round ratios", "ratios in each round"),
         ("pair ratios", "tf pair ratios"),
     ]
     text = (
         f"Reading the train split ({rows[0]['records'] if rows else 0} of {args.tiles} real-photo tiles "
         f"256x256x3) in batches of {BATCH}, DataLoader num_workers={WORKERS}; "
-        f"median of {args.repeats}; the tf.data pair alternated {args.tf_pairs} times.\n"
+        f"median of {args.repeats} round(s), each way once per round, the order reversed every "
+        f"other round, page cache warmed first; the tf.data pair alternated {args.tf_pairs} times.\n"
         "vs peer: PNG ways against webdataset (same PNG bytes in a tar, "
         "PIL), uncompressed and other ways against the best of mmap npy and HF datasets, "
         "to_tf_dataset against the hand-written tf.data pipeline (median of the pairs' ratios).\n"
