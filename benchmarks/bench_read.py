@@ -43,10 +43,11 @@ WORKERS = 2
 
 #: Runs a DataLoader over ``ds`` (defined by the way's setup) and prints the result line.
 _LOADER = """
-import json, time, psutil, torch
+import json, resource, time, psutil, torch
 from torch.utils.data import DataLoader
 {imports}
 me = psutil.Process()
+cpu0 = resource.getrusage(resource.RUSAGE_SELF)
 t = time.perf_counter()  # imports excluded: opening the data and reading it are timed
 {setup}
 loader = DataLoader(ds, batch_size={batch}, num_workers={workers}{extra})
@@ -60,7 +61,11 @@ for batch in loader:
         except psutil.NoSuchProcess:
             pass
 s = time.perf_counter() - t
-print("RESULT", json.dumps({{"seconds": s, "records": n,
+del loader  # the workers have exited (and been waited for) when the loop ended
+me_ru, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = (me_ru.ru_utime + me_ru.ru_stime - cpu0.ru_utime - cpu0.ru_stime
+       + kids.ru_utime + kids.ru_stime)
+print("RESULT", json.dumps({{"seconds": s, "records": n, "cpu_s": cpu,
                             "worker_mb": max(peak.values(), default=0) / 2**20}}))
 """
 
@@ -291,6 +296,7 @@ def _row(name: str, group: str, r: dict, paths: dict[str, str]) -> dict:
         "worker MB": r.get("worker_mb", ""),
         "main MB": r["rss_mb"],
         "runs": r["runs"],
+        "cpu s": r.get("cpu_s", ""),
     }
     if name.startswith("dstore.to_torch"):
         path = paths[name.split()[-1]]
@@ -305,6 +311,8 @@ def _merge_runs(runs: list[dict]) -> dict:
     merged["rss_mb"] = max(r["rss_mb"] for r in runs)
     merged["worker_mb"] = max(r.get("worker_mb", 0) for r in runs) or merged.get("worker_mb", "")
     merged["runs"] = [r["runs"][0] for r in runs]
+    if all("cpu_s" in r for r in runs):
+        merged["cpu_s"] = statistics.median(r["cpu_s"] for r in runs)
     return merged
 
 
@@ -426,7 +434,7 @@ def main() -> None:
             results[name].append(res)
             print(
                 f"round {r + 1}: {name}: {res['records'] / res['seconds']:.0f} tiles/s, "
-                f"worker {res.get('worker_mb', 0):.0f} MB",
+                f"CPU {res.get('cpu_s', 0):.2f} s, worker {res.get('worker_mb', 0):.0f} MB",
                 file=sys.stderr,
             )
     rows = [_row(name, group, _merge_runs(results[name]), paths) for name, group, _ in picked]
@@ -459,6 +467,7 @@ def main() -> None:
         ("main MB", "peak RSS main MB"),
         ("stored MB", "stored MB"),
         ("runs", "runs (s)"),
+        ("cpu s", "CPU s, all processes"),
         ("round ratios", "ratios in each round"),
         ("pair ratios", "tf pair ratios"),
     ]
