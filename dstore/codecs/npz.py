@@ -495,8 +495,8 @@ class NpzReader(Reader):
                 pos += n
             return
         skip = m.data_offset + start * row_bytes
-        whole = start == 0 and stop == count
-        mapped = None if whole else self._map_stored(m, skip, (stop - start) * row_bytes)
+        entire = start == 0 and stop == count  # read whole through zipfile: CRC-checked
+        mapped = None if entire else self._map_stored(m, skip, (stop - start) * row_bytes)
         if mapped is not None:
             rows_mapped = mapped.reshape((stop - start, *record_shape))
             pos = 0
