@@ -31,21 +31,56 @@ from .model import (
     check_numeric_dtype,
     kind_from_json,
 )
+from .model.columns import slice_column
 
 __all__ = [
     "DEFAULT_SPLIT",
     "FieldSpec",
     "Schema",
+    "SerializedBatch",
     "SplitSpec",
     "batch_rows_for",
     "check_batch",
     "check_dtype",
     "key_for",
+    "slice_batch",
     "split_key",
 ]
 
 #: One batch: field name -> column (an ndarray, or values + offsets where records vary).
 Batch = dict[str, Column]
+
+
+class SerializedBatch(dict):  # type: ignore[type-arg]
+    """A batch that also carries each record as its reader found it serialized
+    (None where it is not the form the writer would produce), for a writer that
+    would write those same bytes to copy instead of encode them.
+
+    ``signature`` names what the bytes are valid for (a TFRecord reader: each
+    field's feature name, encoding and dtype); a writer whose own differs, or a
+    batch rebuilt by a dtype policy, a layout or a rename (a plain dict then),
+    encodes the values as usual."""
+
+    __slots__ = ("records", "signature")
+
+    def __init__(
+        self, columns: Batch, records: list[bytes | None], signature: tuple[Any, ...]
+    ) -> None:
+        super().__init__(columns)
+        self.records = records
+        self.signature = signature
+
+    def __reduce__(self) -> Any:
+        return (SerializedBatch, (dict(self), self.records, self.signature))
+
+
+def slice_batch(batch: Batch, start: int, stop: int) -> Batch:
+    """Records ``start:stop`` of every column (and of a :class:`SerializedBatch`'s records)."""
+    columns = {k: slice_column(v, start, stop) for k, v in batch.items()}
+    if isinstance(batch, SerializedBatch):
+        return SerializedBatch(columns, batch.records[start:stop], batch.signature)
+    return columns
+
 
 #: Split name used when the source has no notion of splits.
 DEFAULT_SPLIT = "data"

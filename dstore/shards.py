@@ -28,10 +28,9 @@ from .dtypes import CastStats, DtypePolicy
 from .engine import Progress, cast_batches
 from .errors import CodecIOError, DstoreError, OutputExistsError, ResumableInterrupt
 from .fs import is_url, url_fs
-from .model import slice_column
 from .output import atomic_output, url_output
 from .parallel import prefetch
-from .schema import DEFAULT_BATCH_BYTES, Batch, Schema
+from .schema import DEFAULT_BATCH_BYTES, Batch, Schema, slice_batch
 from .sources import open_reader
 
 __all__ = ["ShardRun", "SourceRef", "write_sharded"]
@@ -153,9 +152,9 @@ def _cut(batches: Iterator[Batch], sizes: Sequence[int]) -> Iterator[Iterator[Ba
                 return
             m = len(next(iter(batch.values())))
             if m > n:
-                # slice_column: a ragged/string column is values + offsets, not an ndarray
-                carry.append({k: slice_column(v, n, m) for k, v in batch.items()})
-                batch = {k: slice_column(v, 0, n) for k, v in batch.items()}
+                # slice_batch: a ragged/string column is values + offsets, not an ndarray
+                carry.append(slice_batch(batch, n, m))
+                batch = slice_batch(batch, 0, n)
                 m = n
             n -= m
             yield batch

@@ -42,13 +42,16 @@ __all__ = [
     "SEQ",
     "TF_FEATURE_ATTR",
     "FeatureSignature",
+    "decode_canonical",
     "decode_example",
     "encode_example",
     "encode_feature",
     "encode_feature_list",
     "encode_sequence_example",
     "encode_varints",
+    "is_canonical_example",
     "scan_example",
+    "signature_of",
 ]
 
 BYTES, FLOAT, INT64 = 1, 2, 3
@@ -70,7 +73,13 @@ KIND_NAMES = {
 }
 
 
+#: the one-byte varints, looked up (most lengths, keys and labels are below 128)
+_SMALL_VARINTS = [bytes((i,)) for i in range(0x80)]
+
+
 def _varint(n: int) -> bytes:
+    if n < 0x80:
+        return _SMALL_VARINTS[n]
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -388,6 +397,25 @@ def _count_values(kind: int, lst: memoryview) -> tuple[int, bytes | None]:
     return n, png if n == 1 else None
 
 
+def _head(value: bytes) -> bytes | None:
+    """What :func:`_count_values` reports for a list of one byte string."""
+    head = value[:8]
+    if head == _PNG_SIGNATURE:
+        return bytes(value[8:26])
+    if head[:3] == _JPEG_SIGNATURE:
+        return b"jpeg"
+    return None
+
+
+def signature_of(values: dict[str, tuple[int, Any]]) -> dict[str, FeatureSignature]:
+    """:func:`scan_example` of an Example from its decoded values (no feature lists:
+    from :func:`decode_canonical`)."""
+    return {
+        name: (kind, len(v), _head(v[0]) if kind == BYTES and len(v) == 1 else None)
+        for name, (kind, v) in values.items()
+    }
+
+
 def scan_example(data: bytes, where: str = "") -> dict[str, FeatureSignature]:
     """``{name: (kind, number of values, PNG header)}`` of an Example, without decoding values.
 
@@ -409,3 +437,136 @@ def scan_example(data: bytes, where: str = "") -> dict[str, FeatureSignature]:
         raise
     except (ValueError, UnicodeDecodeError, IndexError) as e:
         raise CodecIOError(f"{where}: not a valid tf.train.Example: {e}") from None
+
+
+# ------------------------------------------------------------ canonical form check
+
+
+def _length_at(buf: bytes, pos: int) -> tuple[int, int]:
+    """A length varint at ``pos`` and the position after it; IndexError unless minimal."""
+    n = buf[pos]
+    if n < 0x80:
+        return n, pos + 1
+    n, end = _read_varint(buf, pos)  # type: ignore[arg-type]
+    if buf[end - 1] == 0:  # a trailing zero group: not the shortest form
+        raise IndexError("non-minimal varint")
+    return n, end
+
+
+def is_canonical_example(data: bytes, features: list[tuple[bytes, int]]) -> bool:
+    """True when ``data`` is byte for byte what :func:`encode_example` writes from its
+    own decoded values: one ``Features`` whose entries are exactly ``features``
+    (UTF-8 name, kind) in that order, each entry a key then a value, each Feature
+    one list of that kind, byte strings one field each, numbers one packed field
+    (none for an empty list), every length and varint in its shortest form.
+
+    A serialized Example that passes can be written again as it is instead of
+    re-encoding its values: the bytes are the same."""
+    return decode_canonical(data, features) is not None
+
+
+def decode_canonical(
+    data: bytes, features: list[tuple[bytes, int]]
+) -> dict[str, tuple[int, Any]] | None:
+    """:func:`decode_example` of an Example in canonical form (see
+    :func:`is_canonical_example`), the same values in one walk; None for any
+    other Example (decode it with :func:`decode_example`)."""
+    out: dict[str, tuple[int, Any]] = {}
+    try:
+        ok = _canonical(data, features, out)
+    except (IndexError, ValueError):
+        return None
+    return out if ok else None
+
+
+def _canonical_ints(p: bytes) -> np.ndarray | None:
+    """Packed varints each in their shortest form (negatives: 10 bytes ending 0x01), as
+    :func:`encode_varints` writes them, decoded; None when one is not."""
+    if len(p) > 64:
+        b = np.frombuffer(p, np.uint8)
+        if b[-1] & 0x80:
+            return None
+        ends = np.flatnonzero(b < 0x80)
+        lengths = np.diff(ends, prepend=-1)
+        last = b[ends]
+        if (
+            (lengths > 10).any()
+            or ((lengths > 1) & (last == 0)).any()
+            or ((lengths == 10) & (last != 1)).any()
+        ):
+            return None
+        return _decode_varints(p)
+    vals = []
+    run = value = 0
+    for byte in p:
+        if byte & 0x80:
+            value |= (byte & 0x7F) << (7 * run)
+            run += 1
+            continue
+        if (run and byte == 0) or (run == 9 and byte != 1) or run > 9:
+            return None
+        vals.append(value | (byte << (7 * run)))
+        run = value = 0
+    if run:
+        return None
+    return np.array(vals, np.uint64).view(np.int64)
+
+
+def _canonical(
+    b: bytes, features: list[tuple[bytes, int]], out: dict[str, tuple[int, Any]]
+) -> bool:
+    end = len(b)
+    if not end or b[0] != 0x0A:
+        return False
+    n, pos = _length_at(b, 1)
+    if pos + n != end:
+        return False
+    for name, kind in features:
+        if b[pos] != 0x0A:
+            return False
+        n, pos = _length_at(b, pos + 1)
+        entry_end = pos + n
+        if b[pos] != 0x0A:
+            return False
+        n, pos = _length_at(b, pos + 1)
+        if b[pos : pos + n] != name:
+            return False
+        pos += n
+        if b[pos] != 0x12:
+            return False
+        n, pos = _length_at(b, pos + 1)
+        if pos + n != entry_end or b[pos] != 0x08 * kind + 2:
+            return False
+        n, pos = _length_at(b, pos + 1)
+        if pos + n != entry_end:
+            return False
+        values: Any
+        if kind == BYTES:
+            values = []
+            while pos < entry_end:
+                if b[pos] != 0x0A:
+                    return False
+                n, pos = _length_at(b, pos + 1)
+                values.append(b[pos : pos + n])
+                pos += n
+            if pos != entry_end:
+                return False
+        elif not n:
+            values = np.empty(0, np.float32 if kind == FLOAT else np.int64)
+        else:
+            if b[pos] != 0x0A:
+                return False
+            n, pos = _length_at(b, pos + 1)
+            if not n or pos + n != entry_end:
+                return False
+            if kind == FLOAT:
+                if n % 4:
+                    return False
+                values = np.frombuffer(b, "<f4", n // 4, pos).astype(np.float32, copy=False)
+            else:
+                values = _canonical_ints(b[pos:entry_end])
+                if values is None:
+                    return False
+            pos = entry_end
+        out[name.decode()] = (kind, values)
+    return pos == end

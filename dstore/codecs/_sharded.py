@@ -203,8 +203,11 @@ class ShardedDirectoryWriter(ShardWriter):
             if self.compression == "gzip":
                 out = gzip.GzipFile(fileobj=hashed, mode="wb", mtime=0, filename="")
             for encoded in encoded_groups:
-                for rec in encoded:
-                    out.write(rec)
+                if out is hashed:  # one write and hash per group: the GIL is let go less often
+                    out.write(b"".join(encoded))
+                else:
+                    for rec in encoded:
+                        out.write(rec)
                 records += len(encoded)
                 if progress is not None:
                     progress(len(encoded))

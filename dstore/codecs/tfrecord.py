@@ -37,11 +37,19 @@ from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..fs import is_url
 from ..integrity import CHECKSUM_ATTR
 from ..model import Bytes, Image, Ragged, String, StringList, Tensor, VarColumn
-from ..model.columns import slice_column
 from ..options import option, options_json
 from ..parallel import default_workers, ordered_map
 from ..precision import dequant_params
-from ..schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, Schema, SplitSpec
+from ..schema import (
+    DEFAULT_SPLIT,
+    KNOWN_SPLITS,
+    Batch,
+    FieldSpec,
+    Schema,
+    SerializedBatch,
+    SplitSpec,
+    slice_batch,
+)
 from . import _tfrecord_io as rio
 from ._example import (
     BYTES,
@@ -51,11 +59,13 @@ from ._example import (
     SEQ,
     TF_FEATURE_ATTR,
     FeatureSignature,
+    decode_canonical,
     decode_example,
     encode_example,
     encode_feature,
     encode_sequence_example,
     scan_example,
+    signature_of,
 )
 from ._imagecodec import IMAGE_FORMATS, LOSSY_FORMATS, LossyImage, check_quality, is_image_like
 from ._png import decode as png_decode
@@ -231,6 +241,26 @@ def _encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> 
         return encode_feature(FLOAT, value.reshape(-1))
     # astype: indexing a 1-d array gives a native-endian scalar, lose no byte order
     return encode_feature(BYTES, np.asarray(value).astype(spec.dtype).tobytes())
+
+
+def _copy_signature(enc: FieldEncoding, spec: FieldSpec) -> tuple[str, str, str] | None:
+    """What a field's Feature bytes, as read, are valid for when written again -- or None
+    for an encoding whose decoded record is written as other bytes (PNG decoded to
+    pixels, a tensor, a lossy image, a feature list; numbers read into another dtype
+    than the int64/float32 the wire holds)."""
+    if enc.encoding in ("bytes", "encoded", "strings") or (
+        (enc.encoding, spec.dtype.str) in (("int64", "<i8"), ("float", "<f4"))
+    ):
+        return (enc.feature, enc.encoding, spec.dtype.str)
+    return None
+
+
+def _batch_signature(
+    encs: dict[str, FieldEncoding], split: SplitSpec, names: Sequence[str]
+) -> tuple[Any, ...] | None:
+    """The fields' copy signatures in ``names`` order; None when one cannot be copied."""
+    sig = tuple(_copy_signature(encs[name], split.fields[name]) for name in names)
+    return None if None in sig else sig
 
 
 def _record(spec: FieldSpec, col: Any, i: int) -> Any:
@@ -528,8 +558,17 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
         encs = self.encodings[split]
         n = len(next(iter(chunk.values())))
         lists = {encs[name].feature for name in chunk if encs[name].encoding in SEQ_ENCODINGS}
+        # records read as exactly the Example this loop would encode: framed as they are
+        copies = None
+        if isinstance(chunk, SerializedBatch) and chunk.signature == _batch_signature(
+            encs, spec, list(chunk)
+        ):
+            copies = chunk.records
         out = []
         for i in range(n):
+            if copies is not None and (rec := copies[i]) is not None:
+                out.append(rio.frame(rec))
+                continue
             feats = {
                 encs[name].feature: _encode_value(
                     encs[name], spec.fields[name], _record(spec.fields[name], col, i), png
@@ -551,7 +590,7 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
         workers = self.options.workers or default_workers()
         png = png_encoder(str(self.options.png_level))
         chunks = (
-            {k: slice_column(v, i, min(i + _CHUNK, n)) for k, v in batch.items()}
+            slice_batch(batch, i, min(i + _CHUNK, n))
             for batch in batches
             for n in (len(next(iter(batch.values()))),)
             for i in range(0, n, _CHUNK)
@@ -926,6 +965,9 @@ class TFRecordReader(Reader):
         seqs: dict[str, SequenceStats] = {}  # a SequenceExample's feature lists
         shards = []
         ref: dict[str, FeatureSignature] | None = None
+        # the features (UTF-8 name, kind) of the last record scanned, in order: a record in
+        # their canonical form is decoded in one walk, its signature read off its values
+        canon: list[tuple[bytes, int]] | None = None
         total = 0
         for p in paths:
             with rio.RecordFile(p) as rf:
@@ -936,7 +978,14 @@ class TFRecordReader(Reader):
                         break
                     at = (p, index)
                     where = f"{p}: record {index} at byte {offset}"
-                    sig = scan_example(rec, where)
+                    values = None if canon is None else decode_canonical(rec, canon)
+                    if values is not None:
+                        sig = signature_of(values)
+                    else:
+                        sig = scan_example(rec, where)
+                        canon = [(name.encode(), k) for name, (k, _, _) in sig.items()]
+                        if any(k >= SEQ for k, _, _ in sig.values()):
+                            canon = None
                     if (
                         sig == ref
                         and not any(st.looks for st in stats.values())
@@ -947,7 +996,6 @@ class TFRecordReader(Reader):
                         total += 1
                         continue
                     ref = sig
-                    values = None
                     # number lists are not looked at: decode the byte strings alone
                     looked = {n for n, (k, _, _) in sig.items() if k % SEQ == BYTES}
                     for name in stats.keys() - sig.keys():
@@ -1047,9 +1095,18 @@ class TFRecordReader(Reader):
         recs: list[tuple[bytes, str]],
         out: dict[str, np.ndarray | list[Any]],
         offset: int,
+        records: list[bytes | None] | None = None,
+        canon: list[tuple[bytes, int]] | None = None,
     ) -> None:
+        """Decode ``recs`` into ``out`` from ``offset``. With ``canon`` (the features'
+        UTF-8 names and kinds, in order) a record in that canonical form is decoded in
+        one walk and, with ``records``, kept there for a writer to copy (None otherwise)."""
         for i, (rec, where) in enumerate(recs):
-            feats = decode_example(rec, where)
+            feats = None if canon is None else decode_canonical(rec, canon)
+            if records is not None:
+                records[offset + i] = None if feats is None else rec
+            if feats is None:
+                feats = decode_example(rec, where)
             for name in names:
                 enc = encs[name]
                 spec = split.fields[name]
@@ -1076,6 +1133,11 @@ class TFRecordReader(Reader):
         split = spec.name
         encs = self.encodings[split]
         raw = self._iter_raw(split, start, stop)
+        # every field copyable: batches carry the records a TFRecord writer can reuse
+        signature = _batch_signature(encs, spec, names) if names == list(spec.fields) else None
+        canon = None
+        if signature is not None:
+            canon = [(encs[n].feature.encode(), _WIRE_KIND[encs[n].encoding]) for n in names]
         with ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-decode") as pool:
             pos = start
             while pos < stop:
@@ -1086,15 +1148,19 @@ class TFRecordReader(Reader):
                     for name in names
                     for f in (spec.fields[name],)
                 }
+                records: list[bytes | None] | None = None if signature is None else [None] * n
                 futures = []
                 for off in range(0, n, _CHUNK):
                     recs = [next(raw) for _ in range(min(_CHUNK, n - off))]
                     futures.append(
-                        pool.submit(self._decode_chunk, spec, encs, names, recs, out, off)
+                        pool.submit(
+                            self._decode_chunk, spec, encs, names, recs, out, off, records, canon
+                        )
                     )
                 for fut in futures:
                     fut.result()
-                yield {name: _to_column(spec.fields[name], col) for name, col in out.items()}
+                cols = {name: _to_column(spec.fields[name], col) for name, col in out.items()}
+                yield cols if records is None else SerializedBatch(cols, records, signature)
                 pos += n
         for _ in raw:  # drain: checks the tail of the last shard
             pass
