@@ -518,26 +518,46 @@ def _canonical(
     end = len(b)
     if not end or b[0] != 0x0A:
         return False
-    n, pos = _length_at(b, 1)
+    n = b[1]  # a one-byte length, else the general reader
+    if n < 0x80:
+        pos = 1 + 1
+    else:
+        n, pos = _length_at(b, 1)
     if pos + n != end:
         return False
     for name, kind in features:
         if b[pos] != 0x0A:
             return False
-        n, pos = _length_at(b, pos + 1)
+        n = b[pos + 1]  # a one-byte length, else the general reader
+        if n < 0x80:
+            pos = pos + 1 + 1
+        else:
+            n, pos = _length_at(b, pos + 1)
         entry_end = pos + n
         if b[pos] != 0x0A:
             return False
-        n, pos = _length_at(b, pos + 1)
-        if b[pos : pos + n] != name:
+        n = b[pos + 1]  # a one-byte length, else the general reader
+        if n < 0x80:
+            pos = pos + 1 + 1
+        else:
+            n, pos = _length_at(b, pos + 1)
+        if n != len(name) or not b.startswith(name, pos):
             return False
         pos += n
         if b[pos] != 0x12:
             return False
-        n, pos = _length_at(b, pos + 1)
+        n = b[pos + 1]  # a one-byte length, else the general reader
+        if n < 0x80:
+            pos = pos + 1 + 1
+        else:
+            n, pos = _length_at(b, pos + 1)
         if pos + n != entry_end or b[pos] != 0x08 * kind + 2:
             return False
-        n, pos = _length_at(b, pos + 1)
+        n = b[pos + 1]  # a one-byte length, else the general reader
+        if n < 0x80:
+            pos = pos + 1 + 1
+        else:
+            n, pos = _length_at(b, pos + 1)
         if pos + n != entry_end:
             return False
         values: Any
@@ -546,7 +566,11 @@ def _canonical(
             while pos < entry_end:
                 if b[pos] != 0x0A:
                     return False
-                n, pos = _length_at(b, pos + 1)
+                n = b[pos + 1]  # a one-byte length, else the general reader
+                if n < 0x80:
+                    pos = pos + 1 + 1
+                else:
+                    n, pos = _length_at(b, pos + 1)
                 values.append(b[pos : pos + n])
                 pos += n
             if pos != entry_end:
@@ -556,7 +580,11 @@ def _canonical(
         else:
             if b[pos] != 0x0A:
                 return False
-            n, pos = _length_at(b, pos + 1)
+            n = b[pos + 1]  # a one-byte length, else the general reader
+            if n < 0x80:
+                pos = pos + 1 + 1
+            else:
+                n, pos = _length_at(b, pos + 1)
             if not n or pos + n != entry_end:
                 return False
             if kind == FLOAT:

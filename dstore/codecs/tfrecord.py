@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import os
 import re
 import zlib
@@ -334,7 +335,7 @@ def _decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, w
         return _png_decode_any(values[0], spec, f"{where}, feature {enc.feature!r}")
     if isinstance(spec.kind, Ragged):
         return _ragged_value(enc, spec, values, where)
-    size = int(np.prod(spec.shape))
+    size = math.prod(spec.shape)  # a tuple of ints: math.prod, not numpy per record
     if enc.encoding in ("png", "raw"):
         if enc.encoding == "png":
             return _png_decode(values[0], spec, f"{where}, feature {enc.feature!r}")
@@ -371,7 +372,7 @@ def _tensor_value(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
 def _ragged_value(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> np.ndarray:
     """A Ragged record ``(n, *inner)`` from its flat list (or raw bytes)."""
     inner = spec.shape
-    per = int(np.prod(inner))
+    per = math.prod(inner)
     if enc.encoding == "raw":
         if len(values[0]) % (spec.dtype.itemsize * max(per, 1)):
             raise CodecIOError(
