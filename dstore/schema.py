@@ -51,7 +51,7 @@ __all__ = [
 Batch = dict[str, Column]
 
 
-class SerializedBatch(dict):  # type: ignore[type-arg]
+class SerializedBatch(dict[str, Column]):
     """A batch that also carries each record as its reader found it serialized
     (None where it is not the form the writer would produce), for a writer that
     would write those same bytes to copy instead of encode them.

@@ -216,7 +216,7 @@ def test_tensorflow_reads_the_copied_records(tmp_path):
     rng = np.random.default_rng(3)
     src = str(tmp_path / "od.tfrecord")
     with tf.io.TFRecordWriter(src) as w:
-        for i in range(30):
+        for _ in range(30):
             k = int(rng.integers(0, 5))
             feats = {
                 "image/encoded": tf.train.Feature(

@@ -1161,7 +1161,10 @@ class TFRecordReader(Reader):
                 for fut in futures:
                     fut.result()
                 cols = {name: _to_column(spec.fields[name], col) for name, col in out.items()}
-                yield cols if records is None else SerializedBatch(cols, records, signature)
+                if records is None or signature is None:
+                    yield cols
+                else:
+                    yield SerializedBatch(cols, records, signature)
                 pos += n
         for _ in raw:  # drain: checks the tail of the last shard
             pass
