@@ -19,6 +19,17 @@ from dstore.codecs.tfrecord import TFRecordCodec, TFRecordShardWriter
 OPTIONS = {"shard_mb": "0.25"}
 
 
+@pytest.fixture(autouse=True)
+def _codecs_registered_here_leave(monkeypatch):
+    """The test codecs registered below (flaky-tfrecord, late-tfrecord) leave with their
+    test: ``dstore demo`` converts to every registered format, and met them in a later
+    test when this file ran first."""
+    from dstore import registry
+
+    registry._load_entry_points()  # loaded into the dict that stays, not into the copy
+    monkeypatch.setattr(registry, "_entries", dict(registry._entries))
+
+
 @pytest.fixture(scope="module")
 def client():
     """Two worker processes, as a real cluster has (separate interpreters, pickled tasks).
