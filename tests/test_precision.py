@@ -403,7 +403,7 @@ def test_to_tf_dataset_gives_the_values_dstore_reads(tmp_path, features, policy)
     dstore.save(data, out, dtype=f"x={policy},w={policy}")
     with dstore.open(out) as ds:
         want = {n: np.asarray(ds["test"][n]) for n in ("x", "w")}
-    got = next(iter(dstore.to_tf_dataset(out, split="test", batch_size=1000)))
+    got = next(iter(dstore.to_tf_dataset(out, split="test", batch_size=1000, ordered=True)))
     for name in ("x", "w"):
         value = got[name].numpy()
         if policy == "bfloat16":

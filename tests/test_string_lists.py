@@ -123,9 +123,14 @@ def test_training_readers_give_each_records_list(tmp_path, ext):
     ds = dstore.to_torch(path, "train")
     loader = torch.utils.data.DataLoader(ds, batch_size=2, collate_fn=ds.collate_fn())
     assert [names for b in loader for names in b["names"]] == NAMES
-    got = [[s.decode() for s in ex["names"].numpy()] for ex in dstore.to_tf_dataset(path, "train")]
+    got = [
+        [s.decode() for s in ex["names"].numpy()]
+        for ex in dstore.to_tf_dataset(path, "train", ordered=True)
+    ]
     assert got == NAMES
-    for i, ex in enumerate(dstore.to_tf_dataset(path, "train")):  # the other varying kinds
+    for i, ex in enumerate(
+        dstore.to_tf_dataset(path, "train", ordered=True)
+    ):  # the other varying kinds
         np.testing.assert_array_equal(ex["boxes"].numpy(), boxes[i])
         assert ex["file"].numpy() == files[i].encode()
     assert tf.is_tensor(next(iter(dstore.to_tf_dataset(path, "train")))["names"])
