@@ -183,3 +183,42 @@ def test_mutated_pickles_give_plain_data_or_a_clean_error(data: st.DataObject) -
     except CodecIOError:
         return
     assert isinstance(got, np.ndarray) and got.dtype == object
+
+
+class _FlagsDtype:
+    """numpy.dtype('b1') whose BUILD state claims object references (flags 63)."""
+
+    def __reduce__(self) -> Any:
+        return (np.dtype, ("b1", False, True), (3, "|", None, None, None, -1, -1, 63))
+
+
+class _ArrayOf:
+    def __init__(self, dtype: Any, raw: Any, n: int) -> None:
+        self.dtype, self.raw, self.n = dtype, raw, n
+
+    def __reduce__(self) -> Any:
+        from numpy._core.multiarray import _reconstruct
+
+        return (_reconstruct, (np.ndarray, (0,), b"b"), (1, (self.n,), self.dtype, False, self.raw))
+
+
+@pytest.mark.parametrize("flags", [1, 8, 63])
+def test_a_dtype_state_claiming_object_references_is_refused(flags: int) -> None:
+    """Found by the mutation test: numpy trusts a dtype's pickled flags, so a bool
+    dtype 'holding references' made numpy treat bytes as object pointers ("get_clear_loop
+    not set for the DType 'bool'", SystemError). BUILD on a dtype may set its byte
+    order only."""
+
+    class Flags(_FlagsDtype):
+        def __reduce__(self) -> Any:
+            fn, args, state = super().__reduce__()
+            return (fn, args, (*state[:7], flags))
+
+    inner = _ArrayOf(Flags(), b"\x01" * 8, 8)
+    outer = _ArrayOf(np.dtype("O"), [inner], 1)
+    with pytest.raises(CodecIOError, match="dtype bool with a state of its own"):
+        load_object_array(pickle.dumps(outer, protocol=2), "x.npz")
+    # a byte order is all BUILD may change: big-endian numbers still load
+    ok = _ArrayOf(np.dtype("O"), [np.arange(3, dtype=">i4")], 1)
+    (value,) = load_object_array(pickle.dumps(ok, protocol=2), "x.npz")
+    np.testing.assert_array_equal(value, [0, 1, 2])

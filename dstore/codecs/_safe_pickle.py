@@ -17,7 +17,8 @@ from __future__ import annotations
 import io
 import pickle
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -162,7 +163,39 @@ for _mod in ("numpy.core.numeric", "numpy._core.numeric"):
     _ALLOWED[(_mod, "_frombuffer")] = _FromBuffer()
 
 
-class _RestrictedUnpickler(pickle.Unpickler):
+def _check_dtype_state(dtype: np.dtype, state: Any) -> None:
+    """A dtype's BUILD may set its byte order and nothing else.
+
+    numpy's ``dtype.__setstate__`` trusts its flags: a pickle that sets the
+    "holds object references" flags on a bool or int dtype makes numpy treat
+    the array's bytes as object pointers (found by the mutation fuzz test:
+    numpy's internal errors, and memory unsafety in principle). So the state
+    must be the fresh descriptor's own, with only the byte order free."""
+    fresh = dtype.__reduce__()[2]
+    if (
+        not isinstance(state, tuple)
+        or len(state) != len(fresh)
+        or state[1] not in ("<", ">", "|", "=")
+        or state[:1] + state[2:] != fresh[:1] + fresh[2:]
+    ):
+        raise pickle.UnpicklingError(f"dtype {dtype} with a state of its own: {state!r:.80}")
+
+
+class _RestrictedUnpickler(pickle._Unpickler):
+    """The pure-Python unpickler: its opcode table can be extended, here to check
+    what BUILD hands a dtype before numpy sees it (the C one cannot be)."""
+
+    dispatch: ClassVar[dict[int, Callable[[Any], None]]] = dict(pickle._Unpickler.dispatch)
+
+    def _load_build(self) -> None:
+        stack: list[Any] = self.stack  # type: ignore[attr-defined]  # made by load()
+        state, inst = stack[-1], stack[-2]
+        if isinstance(inst, np.dtype):
+            _check_dtype_state(inst, state)
+        pickle._Unpickler.load_build(self)  # type: ignore[attr-defined]  # not in the stubs
+
+    dispatch[pickle.BUILD[0]] = _load_build
+
     def find_class(self, module: str, name: str) -> Any:
         try:
             return _ALLOWED[(module, name)]
