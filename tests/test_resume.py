@@ -277,7 +277,7 @@ def test_dask_run_is_byte_identical_to_local(tmp_path, photo_npz):
     dstore.convert(photo_npz, ref, options={"shard_mb": "0.25"})
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import struct
 import tracemalloc
@@ -271,3 +272,22 @@ def test_zarr_chunks_truncated_or_emptied(tmp_path, zarr_store):
             (target / rel).write_bytes(blob[:cut] if cut >= 0 else blob[:-1])
             with pytest.raises(dstore.DstoreError):
                 read_bounded(target)
+
+
+def test_every_dask_cluster_takes_a_free_dashboard_port():
+    """A LocalCluster with ``dashboard_address=None`` still binds :8787; on a shared machine
+    another run holds it, and the warning is an error under filterwarnings=error (the flake
+    test_resume met). Every cluster the code, tests and benchmarks start says ``":0"``."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found = 0
+    for folder in ("dstore", "tests", "benchmarks"):
+        for dirpath, _, files in os.walk(os.path.join(root, folder)):
+            for f in files:
+                if not f.endswith(".py"):
+                    continue
+                with open(os.path.join(dirpath, f), encoding="utf-8") as fh:
+                    text = fh.read()
+                for m in re.finditer(r"LocalCluster\((.*?)\)", text, re.S):
+                    found += 1
+                    assert 'dashboard_address=":0"' in m.group(1), (f, m.group(0)[:120])
+    assert found >= 3  # the tests' clusters at least
