@@ -56,6 +56,15 @@ def _readme_zarr_recipe() -> str:
     return code
 
 
+_WITHOUT_DSTORE = """\
+import importlib.metadata as _md, sys
+sys.modules["dstore"] = None
+_md.entry_points = lambda **kw: _md.EntryPoints(
+    e for d in _md.distributions() for e in d.entry_points if not e.value.startswith("dstore")
+).select(**kw)
+"""
+
+
 def _psnr(a: np.ndarray, b: np.ndarray, peak: float) -> float:
     mse = np.mean((a.astype(float) - b.astype(float)) ** 2)
     return np.inf if mse == 0 else 10 * np.log10(peak**2 / mse)
@@ -152,9 +161,11 @@ def test_zarr_image_codec_opens_with_zarr_and_imagecodecs_alone(tmp_path):
         assert np.array_equal(arr[:], back)
         assert back.shape == x.shape and _psnr(x, back, 255) >= 28.5
         # what a zarr user does: zarr + imagecodecs, no dstore (README "Lossy images in zarr")
-        script = _readme_zarr_recipe().replace('"small.zarr"', repr(out))
+        # as if dstore were not installed: not importable, and its zarr.codecs entry
+        # points (which make zarr import dstore's codec classes) not there
+        script = _WITHOUT_DSTORE + _readme_zarr_recipe().replace('"small.zarr"', repr(out))
         script += "\nimport sys, numpy as np\nnp.save(sys.stdout.buffer, x[:])\n"
-        script += "assert 'dstore' not in sys.modules\n"
+        script += "assert sys.modules['dstore'] is None\n"  # blocked, never imported
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         done = subprocess.run(
             [sys.executable, "-W", "ignore", "-c", script],
