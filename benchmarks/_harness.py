@@ -26,6 +26,14 @@ OUT = os.path.join(HERE, "out")
 TIME = "/usr/bin/time"
 
 
+#: Code the TensorFlow ways run: one Example of an encoded image ``x`` and its labels ``y``.
+TF_WRITE_EXAMPLE = (
+    "example = lambda img, label: tf.train.Example(features=tf.train.Features(feature={"
+    '"x": tf.train.Feature(bytes_list=tf.train.BytesList(value=[img])), '
+    '"y": tf.train.Feature(int64_list=tf.train.Int64List(value=label.tolist()))})).SerializeToString()'
+)
+
+
 def machine() -> str:
     import dstore
 

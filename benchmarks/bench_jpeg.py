@@ -17,13 +17,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import OUT, label_maker_npz, machine, run_way, table, write_report
-
-_TF_WRITE_EXAMPLE = (
-    "example = lambda img, label: tf.train.Example(features=tf.train.Features(feature={"
-    '"x": tf.train.Feature(bytes_list=tf.train.BytesList(value=[img])), '
-    '"y": tf.train.Feature(int64_list=tf.train.Int64List(value=label.tolist()))})).SerializeToString()'
-)
+from _harness import OUT, TF_WRITE_EXAMPLE, label_maker_npz, machine, run_way, table, write_report
 
 
 def ways(src: str, out: str, quality: int) -> dict[str, str]:
@@ -31,7 +25,7 @@ def ways(src: str, out: str, quality: int) -> dict[str, str]:
         f"TF eager loop (tf.io.encode_jpeg, quality={quality})": f"""
             import json, os, time, numpy as np
             import tensorflow as tf
-            {_TF_WRITE_EXAMPLE}
+            {TF_WRITE_EXAMPLE}
             os.makedirs({out!r}, exist_ok=True)
             t = time.perf_counter()
             with np.load({src!r}) as npz:

@@ -19,13 +19,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import OUT, label_maker_npz, machine, run_way, table, write_report
-
-_TF_WRITE_EXAMPLE = (
-    "example = lambda png, label: tf.train.Example(features=tf.train.Features(feature={"
-    '"x": tf.train.Feature(bytes_list=tf.train.BytesList(value=[png])), '
-    '"y": tf.train.Feature(int64_list=tf.train.Int64List(value=label.tolist()))})).SerializeToString()'
-)
+from _harness import OUT, TF_WRITE_EXAMPLE, label_maker_npz, machine, run_way, table, write_report
 
 
 def ways(src: str, out: str, n_labelmaker: int) -> dict[str, str]:
@@ -44,7 +38,7 @@ def ways(src: str, out: str, n_labelmaker: int) -> dict[str, str]:
         "TF eager loop (arrays loaded once)": f"""
             import json, os, time, numpy as np
             import tensorflow as tf
-            {_TF_WRITE_EXAMPLE}
+            {TF_WRITE_EXAMPLE}
             os.makedirs({out!r}, exist_ok=True)
             t = time.perf_counter()
             with np.load({src!r}) as npz:
@@ -60,7 +54,7 @@ def ways(src: str, out: str, n_labelmaker: int) -> dict[str, str]:
         "tf.data map(encode_png, AUTOTUNE)": f"""
             import json, os, time, numpy as np
             import tensorflow as tf
-            {_TF_WRITE_EXAMPLE}
+            {TF_WRITE_EXAMPLE}
             os.makedirs({out!r}, exist_ok=True)
             t = time.perf_counter()
             with np.load({src!r}) as npz:

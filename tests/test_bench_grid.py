@@ -5,11 +5,9 @@ recommendation that does not flip on noise -- on real photo tiles and real-image
 from __future__ import annotations
 
 import dataclasses
-import glob
 import math
 import os
 import random
-import tempfile
 
 import numpy as np
 import pytest
@@ -29,25 +27,9 @@ pytest.importorskip("sklearn")
 imagecodecs = pytest.importorskip("imagecodecs")
 
 
-@pytest.fixture(autouse=True)
-def _own_tempdir(tmp_path, monkeypatch):
-    """The bench's working folders go to this test's own temp dir, so that the check "no
-    working folder was made" cannot see another test's or another process's folders."""
-    own = tmp_path / "tmp"
-    own.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(own))
-
-
-def _one_error_line(capsys, argv: list[str], contains: str) -> None:
-    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "dstore-bench-*")))
-    rc = main(argv)
-    captured = capsys.readouterr()
-    lines = [ln for ln in captured.err.splitlines() if ln.strip()]
-    assert rc == 2, captured
-    assert len(lines) == 1 and contains in lines[0], (argv, lines)
-    assert captured.out == ""
-    # no working folder was made (another test's may come and go meanwhile)
-    assert not set(glob.glob(os.path.join(tempfile.gettempdir(), "dstore-bench-*"))) - before
+# the bench's working folders in this test's own temp dir (autouse), and the one-line
+# refusal check: the same as test_bench's
+from test_bench import _one_error_line, _own_tempdir  # noqa: F401  # tests/ is on sys.path
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ from ..errors import CodecIOError, SchemaError
 from ..model import Ragged, StringList
 from ..schema import FieldSpec
 from ._example import BYTES, FLOAT, INT64, SEQ, encode_feature, encode_feature_list
+from ._strings import first_invalid_utf8
 
 __all__ = [
     "FEATURE_LIST_ATTR",
@@ -138,13 +139,11 @@ def sequence_value(encoding: str, spec: FieldSpec, kind: int, steps: list[Any], 
                 )
         out = [step[0] for step in steps]
         if isinstance(spec.kind, StringList) and spec.kind.text:
-            for j, b in enumerate(out):
-                try:
-                    b.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise CodecIOError(
-                        f"{where}: {feature} step {j}: not valid UTF-8 at byte {e.start}"
-                    ) from None
+            bad = first_invalid_utf8(out)
+            if bad is not None:
+                raise CodecIOError(
+                    f"{where}: {feature} step {bad[0]}: not valid UTF-8 at byte {bad[1]}"
+                )
         return out
     per = int(np.prod(spec.shape))
     for j, step in enumerate(steps):

@@ -8,6 +8,8 @@ converted with array arithmetic, so a million strings are a few numpy calls.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from ..errors import CodecIOError
@@ -17,9 +19,20 @@ __all__ = [
     "bytes_to_fixed",
     "char_counts",
     "ends_with_nul",
+    "first_invalid_utf8",
     "fixed_to_column",
     "utf8_to_fixed_unicode",
 ]
+
+
+def first_invalid_utf8(items: Iterable[bytes]) -> tuple[int, int] | None:
+    """The first of ``items`` that is not valid UTF-8 and the byte where it fails, or None."""
+    for j, b in enumerate(items):
+        try:
+            b.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return j, e.start
+    return None
 
 
 def _trimmed_lengths(units: np.ndarray) -> np.ndarray:

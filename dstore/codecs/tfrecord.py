@@ -88,6 +88,7 @@ from ._sharded import (
     manifest_base,
     plan_by_size,
 )
+from ._strings import first_invalid_utf8
 from ._tensorproto import parse_tensor_proto
 from .base import (
     RANGE_BYTES,
@@ -297,14 +298,12 @@ def _decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, w
         )
     if enc.encoding == "strings":
         if isinstance(spec.kind, StringList) and spec.kind.text:
-            for j, v in enumerate(values):
-                try:
-                    v.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise CodecIOError(
-                        f"{where}: feature {enc.feature!r} (field {spec.name!r}), string {j}: "
-                        f"not valid UTF-8 at byte {e.start}"
-                    ) from None
+            bad = first_invalid_utf8(values)
+            if bad is not None:
+                raise CodecIOError(
+                    f"{where}: feature {enc.feature!r} (field {spec.name!r}), string {bad[0]}: "
+                    f"not valid UTF-8 at byte {bad[1]}"
+                )
         return list(values)
     if (enc.encoding in ("png", "raw", "bytes", "encoded") or enc.lossy) and len(values) != 1:
         raise CodecIOError(
