@@ -183,6 +183,10 @@ def test_mutated_pickles_give_plain_data_or_a_clean_error(data: st.DataObject) -
     except CodecIOError:
         return
     assert isinstance(got, np.ndarray) and got.dtype == object
+    # use it as a caller would: a descriptor numpy should not have accepted
+    # fails here (as SIGSEGV: the byte-order sweep below runs such cases in a child)
+    assert got.copy().shape == got.shape
+    assert len(np.concatenate([got.reshape(-1), got.reshape(-1)])) == 2 * got.size
 
 
 class _FlagsDtype:
@@ -222,3 +226,112 @@ def test_a_dtype_state_claiming_object_references_is_refused(flags: int) -> None
     ok = _ArrayOf(np.dtype("O"), [np.arange(3, dtype=">i4")], 1)
     (value,) = load_object_array(pickle.dumps(ok, protocol=2), "x.npz")
     np.testing.assert_array_equal(value, [0, 1, 2])
+
+
+# Run in a child process: a dtype numpy should never have been given shows up as
+# SIGSEGV, which in this process would take the whole test run down with it.
+_EXERCISE_LOADS = r"""
+import pickle
+import sys
+
+import numpy as np
+
+from dstore.codecs._safe_pickle import load_object_array
+from dstore.errors import CodecIOError
+
+
+def exercise(value):
+    # what any caller does with a loaded array: compare, copy, join, free
+    for array in [value, *[v for v in value.reshape(-1).tolist() if isinstance(v, np.ndarray)]]:
+        try:
+            array == array
+            array.copy()
+            np.concatenate([array.reshape(-1), array.reshape(-1)])
+        except Exception:
+            pass
+
+
+loaded = refused = 0
+for data in pickle.load(sys.stdin.buffer):  # a list of bytes written by the test
+    try:
+        value = load_object_array(data, "k")
+    except CodecIOError:
+        refused += 1
+        continue
+    exercise(value)
+    del value
+    loaded += 1
+print(loaded, refused)
+"""
+
+
+def _run_loads(payloads: list[bytes]) -> tuple[int, int]:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _EXERCISE_LOADS],
+        input=pickle.dumps(payloads),
+        capture_output=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr.decode()[-2000:])
+    loaded, refused = map(int, done.stdout.split())
+    return loaded, refused
+
+
+class _OrderedDtype:
+    """numpy.dtype(spec) whose BUILD state carries the byte order ``order``."""
+
+    def __init__(self, spec: str, order: str) -> None:
+        self.spec, self.order = spec, order
+
+    def __reduce__(self) -> Any:
+        fn, args, state = np.dtype(self.spec).__reduce__()
+        return (fn, args, (state[0], self.order, *state[2:]))
+
+
+_SPECS = ["b1", "i1", "u1", "i2", "u4", "i8", "f2", "f4", "f8", "c8", "c16", "S3", "U2"]
+
+
+def test_a_byte_order_set_on_any_dtype_is_refused_or_harmless() -> None:
+    """Found by a loaded run of the whole suite that died with SIGSEGV: the mutation
+    test had turned an object dtype's '|' into '>', and numpy then byte-swapped
+    the array's object pointers on the next comparison or free. Every byte order
+    on every dtype the reader rebuilds: an object dtype keeps '|' (refused
+    otherwise); numbers and text with a byte order load, and survive use."""
+    items = {"b1": [True, False], "S3": [b"ab", b""], "U2": ["x", "yz"]}
+    payloads, expect_loaded = [], 0
+    for order in "<>|=":
+        payloads.append(pickle.dumps(_ArrayOf(_OrderedDtype("O", order), ["a", b"b"], 2)))
+        for spec in _SPECS:
+            raw = np.array(items.get(spec, [1, 2]), np.dtype(spec)).tobytes()
+            inner = _ArrayOf(_OrderedDtype(spec, order), raw, 2)
+            payloads.append(pickle.dumps(_ArrayOf(np.dtype("O"), [inner], 1), protocol=2))
+            has_order = np.dtype(spec).byteorder != "|"
+            expect_loaded += order in "<>=" if has_order else order == "|"
+        expect_loaded += order == "|"  # the object dtype
+    loaded, refused = _run_loads(payloads)
+    assert (loaded, refused) == (expect_loaded, len(payloads) - expect_loaded)
+    # in this process: the refusals name the dtype, and a big-endian float reads right
+    with pytest.raises(CodecIOError, match="dtype object with a state of its own"):
+        load_object_array(payloads[len(_SPECS) + 1], "x.npz")
+    big_one = _ArrayOf(_OrderedDtype("f8", ">"), b"?\xf0" + b"\0" * 6, 1)
+    (value,) = load_object_array(pickle.dumps(_ArrayOf(np.dtype("O"), [big_one], 1)), "x.npz")
+    np.testing.assert_array_equal(value, [1.0])
+
+
+def test_every_byte_set_to_a_byte_order_mark_is_refused_or_harmless() -> None:
+    """The mutation test's SIGSEGV case as a sweep, not a 1-in-10,000 draw: each byte
+    of each plain pickle set to each byte-order mark, loaded and used in a child."""
+    payloads = []
+    for items in PLAIN:
+        for protocol in (2, 4):
+            base = pickle.dumps(_object_array(items), protocol=protocol)
+            for pos in range(len(base)):
+                for mark in b"<>|=":
+                    if base[pos] != mark:
+                        payloads.append(base[:pos] + bytes([mark]) + base[pos + 1 :])
+    loaded, refused = _run_loads(payloads)
+    assert loaded + refused == len(payloads) and refused > 0

@@ -15,6 +15,7 @@ callable a pickle can reach comes through ``Unpickler.find_class``.
 from __future__ import annotations
 
 import io
+import math
 import pickle
 import re
 from collections.abc import Callable
@@ -164,26 +165,59 @@ for _mod in ("numpy.core.numeric", "numpy._core.numeric"):
 
 
 def _check_dtype_state(dtype: np.dtype, state: Any) -> None:
-    """A dtype's BUILD may set its byte order and nothing else.
+    """A dtype's BUILD may set the byte order of a multi-byte number or text, and
+    nothing else.
 
-    numpy's ``dtype.__setstate__`` trusts its flags: a pickle that sets the
-    "holds object references" flags on a bool or int dtype makes numpy treat
-    the array's bytes as object pointers (found by the mutation fuzz test:
-    numpy's internal errors, and memory unsafety in principle). So the state
-    must be the fresh descriptor's own, with only the byte order free."""
+    numpy's ``dtype.__setstate__`` trusts what it is given: a pickle that sets
+    the "holds object references" flags on a bool or int dtype makes numpy
+    treat the array's bytes as object pointers (found by the mutation fuzz
+    test: numpy's internal errors), and a big-endian *object* dtype (``'>O'``,
+    which ``numpy.dtype()`` itself never makes) makes numpy byte-swap the
+    pointers: the process dies with SIGSEGV on the next comparison, copy or
+    free of the array (found by a loaded run of the whole suite that crashed).
+    So the state must be the fresh descriptor's own; only a descriptor that
+    has a byte order (``'<'``/``'>'``, not ``'|'``) may change it."""
     fresh = dtype.__reduce__()[2]
+    orders = ("<", ">", "=") if fresh[1] in ("<", ">", "=") else (fresh[1],)
     if (
         not isinstance(state, tuple)
         or len(state) != len(fresh)
-        or state[1] not in ("<", ">", "|", "=")
+        or state[1] not in orders
         or state[:1] + state[2:] != fresh[:1] + fresh[2:]
     ):
         raise pickle.UnpicklingError(f"dtype {dtype} with a state of its own: {state!r:.80}")
 
 
+def _check_array_state(state: Any) -> None:
+    """An array's BUILD state must describe exactly the data it carries.
+
+    numpy's ``ndarray.__setstate__`` fills an object array from the state's
+    list without checking its length against the shape: ``(60,)`` with a
+    three-item list reads past the list and the process dies with SIGSEGV
+    (found by the byte-sweep test). So the element count is checked here,
+    before numpy sees it: an object array needs a list of exactly that many
+    items, any other array exactly that many bytes."""
+    if not isinstance(state, tuple) or len(state) not in (4, 5):
+        raise pickle.UnpicklingError("an array state that is not numpy's")
+    shape, dtype, fortran, raw = state[-4:]
+    if (
+        not isinstance(shape, tuple)
+        or not all(type(n) is int and n >= 0 for n in shape)
+        or not isinstance(dtype, np.dtype)
+        or fortran not in (0, 1)
+    ):
+        raise pickle.UnpicklingError(f"an array state with shape {shape!r}, dtype {dtype!r}")
+    count = math.prod(shape)
+    if dtype.hasobject:
+        if type(raw) is not list or len(raw) != count:
+            raise pickle.UnpicklingError(f"an object array of shape {shape} without its items")
+    elif not isinstance(raw, (bytes, bytearray)) or len(raw) != count * dtype.itemsize:
+        raise pickle.UnpicklingError(f"an array of shape {shape} without its bytes")
+
+
 class _RestrictedUnpickler(pickle._Unpickler):
     """The pure-Python unpickler: its opcode table can be extended, here to check
-    what BUILD hands a dtype before numpy sees it (the C one cannot be)."""
+    what BUILD hands a dtype or an array before numpy sees it (the C one cannot be)."""
 
     dispatch: ClassVar[dict[int, Callable[[Any], None]]] = dict(pickle._Unpickler.dispatch)
 
@@ -192,6 +226,8 @@ class _RestrictedUnpickler(pickle._Unpickler):
         state, inst = stack[-1], stack[-2]
         if isinstance(inst, np.dtype):
             _check_dtype_state(inst, state)
+        elif isinstance(inst, np.ndarray):
+            _check_array_state(state)
         pickle._Unpickler.load_build(self)  # type: ignore[attr-defined]  # not in the stubs
 
     dispatch[pickle.BUILD[0]] = _load_build
