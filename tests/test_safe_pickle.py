@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -266,9 +268,6 @@ print(loaded, refused)
 
 
 def _run_loads(payloads: list[bytes]) -> tuple[int, int]:
-    import subprocess
-    import sys
-
     done = subprocess.run(
         [sys.executable, "-c", _EXERCISE_LOADS],
         input=pickle.dumps(payloads),
@@ -335,3 +334,59 @@ def test_every_byte_set_to_a_byte_order_mark_is_refused_or_harmless() -> None:
                         payloads.append(base[:pos] + bytes([mark]) + base[pos + 1 :])
     loaded, refused = _run_loads(payloads)
     assert loaded + refused == len(payloads) and refused > 0
+
+
+def _with_bytearray8_claim(claim: int) -> bytes:
+    """A real protocol-5 pickle of one float array whose BYTEARRAY8 length says ``claim``."""
+    data = pickle.dumps(_object_array([np.arange(3, dtype=np.float64)]), protocol=5)
+    at = data.index(pickle.BYTEARRAY8 + (24).to_bytes(8, "little"))
+    return data[: at + 1] + claim.to_bytes(8, "little") + data[at + 9 :]
+
+
+_LOAD_UNDER_A_MEMORY_LIMIT = r"""
+import os
+import resource
+import sys
+
+from dstore.codecs._safe_pickle import load_object_array
+from dstore.errors import CodecIOError
+
+# the address space this process has now, plus 1 GiB
+in_use = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+resource.setrlimit(resource.RLIMIT_AS, (in_use + 2**30, resource.RLIM_INFINITY))
+try:
+    load_object_array(sys.stdin.buffer.read(), "x.npz: key 'y'")
+except CodecIOError as e:
+    print(e)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@pytest.mark.parametrize("claim", [25, 2**33, 2**40, 2**63 - 1])
+def test_a_byte_length_longer_than_the_pickle_is_refused_before_allocating(claim: int) -> None:
+    """Python's unpickler allocates (and zeroes) the length a BYTEARRAY8 claims
+    before reading it: a 300-byte member claiming 8 GiB made a reader allocate 8
+    GiB (found by the byte sweep as loads that took seconds). Run under a 1 GiB
+    memory limit, a claim larger than the pickle is refused as malformed, not as
+    "too large" (which is what running out of the limit would say)."""
+    assert load_object_array(_with_bytearray8_claim(24), "k")[0].tolist() == [0.0, 1.0, 2.0]
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_UNDER_A_MEMORY_LIMIT],
+        input=_with_bytearray8_claim(claim),
+        capture_output=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    message = done.stdout.decode()
+    assert message.startswith("x.npz: key 'y': not a plain pickled object array"), message
+    assert "too large" not in message
+
+
+@pytest.mark.parametrize("spec", ["S0", "U0", "<U0"])
+def test_a_zero_byte_dtype_is_refused(spec: str) -> None:
+    """Zero bytes of data would carry any number of zero-size elements (2**62 empty
+    strings loaded from a 200-byte pickle); numpy never pickles such a dtype."""
+    inner = _ArrayOf(_OrderedDtype(spec, "|" if spec == "S0" else "<"), b"", 2**62)
+    with pytest.raises(CodecIOError, match="of zero bytes"):
+        load_object_array(pickle.dumps(_ArrayOf(np.dtype("O"), [inner], 1), protocol=2), "k")

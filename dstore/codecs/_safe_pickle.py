@@ -18,6 +18,7 @@ import io
 import math
 import pickle
 import re
+import struct
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -68,7 +69,7 @@ class _Reconstruct(_Guarded):
         if (
             not isinstance(shape, tuple)
             or not all(type(n) is int and n >= 0 for n in shape)
-            or int(np.prod(shape, dtype=np.int64)) > _MAX_RECONSTRUCT
+            or math.prod(shape) > _MAX_RECONSTRUCT
         ):
             raise pickle.UnpicklingError(f"_reconstruct with shape {shape!r}")
         if dtype_code not in (b"b", "b"):
@@ -91,7 +92,12 @@ class _Dtype(_Guarded):
             raise pickle.UnpicklingError(f"numpy.dtype({spec!r})")
         # Always a fresh descriptor: BUILD then sets its byte order, and with
         # copy=False it would set it on numpy's shared builtin dtype instead.
-        return np.dtype(spec, align=bool(align), copy=True)
+        dtype = np.dtype(spec, align=bool(align), copy=True)
+        if dtype.itemsize == 0:
+            # numpy never pickles one ('S0' arrays are made 'S1'); zero bytes of
+            # data would carry any number of elements: 2**62 empty strings
+            raise pickle.UnpicklingError(f"numpy.dtype({spec!r}) of zero bytes")
+        return dtype
 
 
 class _Scalar(_Guarded):
@@ -145,7 +151,7 @@ class _FromBuffer(_Guarded):
             raise pickle.UnpicklingError(f"_frombuffer of dtype {dtype}")
         if not isinstance(shape, tuple) or not all(type(n) is int and n >= 0 for n in shape):
             raise pickle.UnpicklingError(f"_frombuffer with shape {shape!r}")
-        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != len(buf):
+        if math.prod(shape) * dtype.itemsize != len(buf):
             raise pickle.UnpicklingError("_frombuffer: shape and bytes disagree")
         return np.frombuffer(bytes(buf), dtype).reshape(shape, order=order)
 
@@ -232,6 +238,22 @@ class _RestrictedUnpickler(pickle._Unpickler):
 
     dispatch[pickle.BUILD[0]] = _load_build
 
+    def _load_bytearray8(self) -> None:
+        # Python's own handler allocates (and zeroes) the length the data claims
+        # before reading it: eight hostile bytes would make a few-hundred-byte
+        # member ask for gigabytes. Read what is there, then check the claim.
+        (size,) = struct.unpack("<Q", self.read(8))  # type: ignore[attr-defined]
+        data = self.read(min(size, self._size))  # type: ignore[attr-defined]
+        if len(data) != size:
+            raise pickle.UnpicklingError(f"BYTEARRAY8 of {size} bytes, {len(data)} present")
+        self.append(bytearray(data))  # type: ignore[attr-defined]
+
+    dispatch[pickle.BYTEARRAY8[0]] = _load_bytearray8
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(io.BytesIO(data))
+        self._size = len(data)
+
     def find_class(self, module: str, name: str) -> Any:
         try:
             return _ALLOWED[(module, name)]
@@ -272,7 +294,7 @@ def load_object_array(data: bytes, where: str) -> np.ndarray:
     :class:`UnsafePickleError` naming the global a hostile pickle asked for,
     or :class:`CodecIOError` for anything else that is not plain data."""
     try:
-        value = _RestrictedUnpickler(io.BytesIO(data)).load()
+        value = _RestrictedUnpickler(data).load()
         if not (
             isinstance(value, np.ndarray) and type(value) is np.ndarray and value.dtype.kind == "O"
         ):
