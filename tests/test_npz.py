@@ -191,3 +191,49 @@ def test_stored_member_damage_is_reported_as_before(tmp_path):
         os.truncate(src, pos - 8 * 100)  # records from 400 on are gone
         with pytest.raises(CodecIOError, match="truncated: data ends at record 400"):
             list(ds["data"].iter_batches(start=300, stop=600))
+
+
+def _npz_with_header(path: str, descr: str, shape: tuple[int, ...], data: bytes = b"", **zip_kw):
+    import io
+
+    buf = io.BytesIO()
+    header = {"descr": descr, "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(buf, header)
+    with zipfile.ZipFile(path, "w", **zip_kw) as z:
+        z.writestr("x.npy", buf.getvalue() + data)
+    return path
+
+
+# Headers are claims (found by a hostile-input pass): each of these made
+# `dstore convert` walk 10**18 records, allocate gigabytes, or inflate a bzip2
+# bomb before reading one header byte. Each is now one line and exit 2.
+_CLAIMS = {
+    "shape overflowing 64 bits": ("<f8", (2**62, 2**62), "claims shape"),
+    "more data than the member": ("<f8", (1000, 3), "claims shape"),
+    "zero-byte strings": ("|S0", (10**15,), "zero bytes per element"),
+    "zero-byte text": ("<U0", (10**15,), "zero bytes per element"),
+    "empty records without end": ("<f8", (10**18, 0), "empty records is not data"),
+    "empty ragged values": ("<f8", (3 * 2**44, 0), "empty records is not data"),
+}
+
+
+@pytest.mark.parametrize("case", list(_CLAIMS))
+def test_a_header_claiming_what_the_member_does_not_hold_is_refused(tmp_path, case):
+    descr, shape, message = _CLAIMS[case]
+    src = _npz_with_header(str(tmp_path / "evil.npz"), descr, shape, b"\0" * 64)
+    for call in (dstore.info, lambda p: dstore.convert(p, str(tmp_path / "o.zarr"))):
+        with pytest.raises(CodecIOError, match=message):
+            call(src)
+    assert not (tmp_path / "o.zarr").exists()
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+def test_a_member_compressed_other_than_numpy_does_is_refused(tmp_path, method):
+    """zipfile inflates a whole bzip2/lzma block per read with no output limit: a 4 kB
+    member unpacked gigabytes before its header was read. numpy writes stored or
+    deflated members only."""
+    src = _npz_with_header(str(tmp_path / "b.npz"), "|u1", (4,), b"\1\2\3\4", compression=method)
+    with pytest.raises(CodecIOError, match=f"key 'x': compressed with zip method {method}"):
+        dstore.info(src)
+    plain = _npz_with_header(str(tmp_path / "ok.npz"), "|u1", (4,), b"\1\2\3\4")
+    np.testing.assert_array_equal(read_all(plain)["data"]["x"], [1, 2, 3, 4])

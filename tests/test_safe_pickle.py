@@ -390,3 +390,22 @@ def test_a_zero_byte_dtype_is_refused(spec: str) -> None:
     inner = _ArrayOf(_OrderedDtype(spec, "|" if spec == "S0" else "<"), b"", 2**62)
     with pytest.raises(CodecIOError, match="of zero bytes"):
         load_object_array(pickle.dumps(_ArrayOf(np.dtype("O"), [inner], 1), protocol=2), "k")
+
+
+def test_references_to_the_same_objects_cannot_expand_without_bound() -> None:
+    """A pickle's memo references stand for an already-built object as often as the
+    data likes (found by a hostile-input pass): lists of ten references to the list
+    before, twenty deep, are 10**20 leaves in a few hundred bytes (the plain-data
+    check walked them for ever); 200,000 references to one 1 MB string are 200 GB
+    once a caller makes a column of them. Both are refused; a label shared by a
+    million records is not."""
+    laughs: list[Any] = ["a"]
+    for _ in range(20):
+        laughs = [laughs] * 10
+    for items in ([laughs], ["x" * 2**20] * 200_000):
+        data = pickle.dumps(_object_array(items), protocol=4)
+        assert len(data) < 2**21
+        with pytest.raises(CodecIOError, match="expands to far more than its own size"):
+            load_object_array(data, "k")
+    shared = load_object_array(pickle.dumps(_object_array(["cat"] * 10**6), protocol=4), "k")
+    assert shared.shape == (10**6,) and shared[-1] == "cat"

@@ -250,3 +250,33 @@ def test_zarr_chunk_files_are_byte_identical_to_zarrs_own(tmp_path, tiles, cname
         with open(path, "rb") as a, open(mine, "rb") as b:
             assert a.read() == b.read(), path
     np.testing.assert_array_equal(zarr.open_group(ours, mode="r")["train"]["x"][:], x)
+
+
+@pytest.mark.parametrize("shape", ["dag", "cycle"])
+def test_a_group_reached_by_two_links_is_refused_not_walked_per_path(tmp_path, capsys, shape):
+    """40 groups each holding two hard links to the one before: 2**40 paths to one
+    dataset in a 47 kB file, and `dstore info` walked them all (found by a
+    hostile-input pass). A soft link back to the root is the same case."""
+    import h5py
+
+    src = str(tmp_path / f"{shape}.h5")
+    with h5py.File(src, "w") as f:
+        group = f.create_group("g0")
+        group.create_dataset("x", data=np.arange(3))
+        if shape == "dag":
+            for level in range(1, 41):
+                group, previous = f.create_group(f"g{level}"), group
+                group["a"], group["b"] = previous, previous
+        else:
+            group["up"] = h5py.SoftLink("/")
+    assert main(["info", src]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "again (a second link to it)" in err[0], err
+    # one link to each group is a plain file
+    with h5py.File(src, "a") as f:
+        for name in list(f):
+            if name != "g0":
+                del f[name]
+        if "up" in f["g0"]:
+            del f["g0/up"]
+    np.testing.assert_array_equal(read_all(src)["g0"]["x"], [0, 1, 2])

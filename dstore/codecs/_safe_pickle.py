@@ -34,6 +34,11 @@ __all__ = ["UnsafePickleError", "load_object_array"]
 _MAX_RECONSTRUCT = 1
 #: Nesting of lists/tuples accepted inside one record.
 _MAX_DEPTH = 32
+#: What a pickle may expand to, following every memo reference: this many
+#: times its own size, and never less than the floors below.
+_EXPANSION = 64
+_MIN_ITEMS = 1_000_000
+_MIN_BYTES = 256 * 2**20
 #: dtypes the data may ask for: bool, ints, floats, complex, object, text
 _DTYPE_RE = re.compile(r"^[<>|=]?(b1|[iu][1248]|f[248]|c(8|16)|O[48]?|[US]\d{1,9})$")
 
@@ -264,25 +269,57 @@ class _RestrictedUnpickler(pickle._Unpickler):
         raise pickle.UnpicklingError("persistent ids are not allowed")
 
 
-def _check_plain(value: Any, depth: int = 0) -> None:
+class _Budget:
+    """How far a pickle may expand once every reference is followed.
+
+    A memo reference (BINGET, two bytes) stands for an object already built,
+    as often as the data likes: ten lists of ten references to the list before,
+    twenty deep, is 10**20 leaves in 400 bytes, and 200,000 references to one
+    1 MB string are 200 GB once a caller makes a column of them (both found by
+    a hostile-input pass). Real object arrays repeat little (a label string
+    shared by many records), so what the data expands to is bounded by a
+    multiple of its own size."""
+
+    def __init__(self, size: int) -> None:
+        self.items = max(_MIN_ITEMS, _EXPANSION * size)
+        self.bytes = max(_MIN_BYTES, _EXPANSION * size)
+
+    def spend(self, items: int, nbytes: int) -> None:
+        self.items -= items
+        self.bytes -= nbytes
+        if self.items < 0 or self.bytes < 0:
+            raise pickle.UnpicklingError(
+                "it expands to far more than its own size (references to the same "
+                "objects, repeated)"
+            )
+
+
+def _check_plain(value: Any, budget: _Budget, depth: int = 0) -> None:
     """Plain data only: numeric arrays, str, bytes, numbers, lists/tuples of them."""
     if depth > _MAX_DEPTH:
         raise pickle.UnpicklingError("nested too deeply")
-    if isinstance(value, (str, bytes, bool, int, float, complex, np.number, np.bool_)):
+    if isinstance(value, (str, bytes)):
+        budget.spend(1, len(value))
+        return
+    if isinstance(value, (bool, int, float, complex, np.number, np.bool_)):
+        budget.spend(1, 8)
         return
     if isinstance(value, np.ndarray) and type(value) is np.ndarray:
+        budget.spend(1, value.nbytes)
         if value.dtype.kind in "biufc" and value.dtype.fields is None:
             return
         if value.dtype.kind in "US":
             return
         if value.dtype.kind == "O":
+            budget.spend(value.size, 0)
             for item in value.reshape(-1).tolist():
-                _check_plain(item, depth + 1)
+                _check_plain(item, budget, depth + 1)
             return
         raise pickle.UnpicklingError(f"an array of dtype {value.dtype}")
     if type(value) in (list, tuple):
+        budget.spend(1 + len(value), 0)
         for item in value:
-            _check_plain(item, depth + 1)
+            _check_plain(item, budget, depth + 1)
         return
     raise pickle.UnpicklingError(f"a {type(value).__name__}")
 
@@ -301,7 +338,7 @@ def load_object_array(data: bytes, where: str) -> np.ndarray:
             raise pickle.UnpicklingError(
                 f"the payload is a {type(value).__name__}, not an object array"
             )
-        _check_plain(value)
+        _check_plain(value, _Budget(len(data)))
     except UnsafePickleError as e:
         raise UnsafePickleError(
             f"{where}: refused to unpickle: the data asks for {e} "

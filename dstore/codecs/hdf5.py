@@ -517,6 +517,8 @@ class HDF5Reader(ArrayTreeReader):
             self.by_path: dict[str, Any] = {}
             self.groups: dict[str, Any] = {}
             self.notes: list[str] = []
+            # every group reached, by identity (h5py compares the object, not the path)
+            self._seen_groups: dict[Any, str] = {self.file.id: "/"}
             try:
                 self._walk(self.file, "")
                 stored = self.file.attrs.get(_ATTR)
@@ -583,6 +585,16 @@ class HDF5Reader(ArrayTreeReader):
                 if prefix:
                     self.groups[split] = group
             elif isinstance(member, h5py.Group):
+                # A group reached twice (a second hard link, a soft link back up)
+                # would be walked once per path: 40 groups of two links to the one
+                # before are 2**40 paths in a 47 kB file (found by a hostile-input
+                # pass; only true cycles ended, as RecursionError)
+                first = self._seen_groups.setdefault(member.id, f"/{key}")
+                if first != f"/{key}":
+                    raise CodecIOError(
+                        f"{self.path}: group '/{key}' is group {first!r} again (a second "
+                        "link to it); dstore reads each group under one name"
+                    )
                 self._walk(member, f"{key}/")
 
     @staticmethod

@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import mmap
 import os
 import shutil
@@ -99,6 +100,10 @@ __all__ = ["NpzCodec"]
 _COMMENT_PREFIX = b"dstore-schema:"
 _FIXED_DATE = (1980, 1, 1, 0, 0, 0)  # reproducible archives
 _COPY_CHUNK = 8 * 1024 * 1024
+#: Records of zero elements cost no bytes, so only this bounds how many an .npy
+#: header may claim (every reader and writer walks the record axis).
+_MAX_EMPTY_RECORDS = 2**31
+
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
 
 
@@ -254,6 +259,14 @@ class NpzReader(Reader):
                     "(an npz holds only .npy members)"
                 )
             key = info.filename[: -len(".npy")]
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                # numpy writes only these two; zipfile's bzip2 and lzma readers
+                # inflate a whole input block per call with no output limit, so a
+                # few kB of bzip2 unpacks gigabytes before the first header byte
+                raise CodecIOError(
+                    f"{self.path}: key {key!r}: compressed with zip method {info.compress_type}; "
+                    "npz members are stored or deflated"
+                )
             try:
                 with self._zip.open(info) as fp:
                     version = np.lib.format.read_magic(fp)
@@ -279,8 +292,35 @@ class NpzReader(Reader):
                 raise SchemaError(
                     f"{self.path}: key {key!r} is a 0-d array; every field needs a record axis"
                 )
+            self._check_size(key, info, dtype, tuple(shape), offset)
             members[key] = _Member(key, info.filename, dtype, tuple(shape), fortran, offset)
         return members
+
+    def _check_size(
+        self, key: str, info: zipfile.ZipInfo, dtype: np.dtype, shape: tuple[int, ...], offset: int
+    ) -> None:
+        """The header's shape must be what the member holds.
+
+        A header is a claim: ``(2**62, 2**62)`` overflows any fixed-width
+        product, and records of zero bytes (``(10**18, 0)``, or ``S0``)
+        cost nothing to claim, yet every reader and writer walks the record
+        axis. So the byte count is computed exactly and must fit in the
+        member, and a record axis of empty records is bounded."""
+        where = f"{self.path}: key {key!r}"
+        if dtype.kind != "O":
+            if dtype.itemsize == 0:
+                raise CodecIOError(f"{where}: dtype {dtype} has zero bytes per element")
+            claimed = math.prod(shape) * dtype.itemsize
+            if claimed > info.file_size - offset:
+                raise CodecIOError(
+                    f"{where}: the .npy header claims shape {shape} of {dtype} "
+                    f"({claimed:,} bytes); the member holds {max(0, info.file_size - offset):,}"
+                )
+        if math.prod(shape[1:]) == 0 and shape[0] > _MAX_EMPTY_RECORDS:
+            raise CodecIOError(
+                f"{where}: {shape[0]:,} records of zero elements each (shape {shape}); "
+                f"more than {_MAX_EMPTY_RECORDS:,} empty records is not data"
+            )
 
     def _drop(self, keys: tuple[str, ...]) -> None:
         """Leave out the keys asked for (with a ragged field's members), and say so."""
