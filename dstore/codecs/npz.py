@@ -311,10 +311,13 @@ class NpzReader(Reader):
             if dtype.itemsize == 0:
                 raise CodecIOError(f"{where}: dtype {dtype} has zero bytes per element")
             claimed = math.prod(shape) * dtype.itemsize
-            if claimed > info.file_size - offset:
+            held = max(0, info.file_size - offset)
+            if claimed > held:
+                record = math.prod(shape[1:]) * dtype.itemsize
                 raise CodecIOError(
-                    f"{where}: the .npy header claims shape {shape} of {dtype} "
-                    f"({claimed:,} bytes); the member holds {max(0, info.file_size - offset):,}"
+                    f"{where} is truncated: data ends at record {held // max(1, record)} of "
+                    f"{shape[0]} (the .npy header claims shape {shape} of {dtype}, "
+                    f"{claimed:,} bytes; the member holds {held:,})"
                 )
         if math.prod(shape[1:]) == 0 and shape[0] > _MAX_EMPTY_RECORDS:
             raise CodecIOError(
