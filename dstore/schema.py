@@ -195,6 +195,23 @@ class SplitSpec:
         return sum(f.record_bytes for f in self.fields.values() if f.dense) * self.count
 
 
+#: Records of zero bytes cost nothing to claim (an HDF5 or zarr shape ``(2**62, 0)``,
+#: an .npy header ``(10**18, 0)``), yet every reader and writer walks the record
+#: axis: a split may hold at most this many (found by a hostile-input pass).
+MAX_EMPTY_RECORDS = 2**31
+
+
+def check_empty_records(schema: Schema, path: str) -> None:
+    """Refuse a split of more than :data:`MAX_EMPTY_RECORDS` records of zero bytes."""
+    for split in schema.splits.values():
+        for spec in split.fields.values():
+            if split.count > MAX_EMPTY_RECORDS and spec.dense and spec.record_bytes == 0:
+                raise SchemaError(
+                    f"{path}: split {split.name!r}, field {spec.name!r}: {split.count:,} records "
+                    f"of zero bytes each; more than {MAX_EMPTY_RECORDS:,} empty records is not data"
+                )
+
+
 @dataclass
 class Schema:
     """All splits of a dataset plus dataset-level attributes."""

@@ -18,6 +18,7 @@ from .errors import CodecIOError
 from .output import path_size
 from .precision import logical_reader
 from .registry import get_codec_class, infer_codec
+from .schema import check_empty_records
 
 __all__ = ["codec_for", "open_reader", "open_source", "size_or_zero"]
 
@@ -68,6 +69,11 @@ def open_source(
     check_local_input(path)
     codec = codec_for(path, format, options)
     reader = codec.open_reader(path)
+    try:
+        check_empty_records(reader.schema, path)
+    except BaseException:
+        reader.close()
+        raise
     return codec, logical_reader(reader) if decode else reader
 
 

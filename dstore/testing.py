@@ -299,6 +299,24 @@ class CodecSuite:
         api.save(data, path, format=codec.name, **_opts(codec))
         assert_datasets_equal(data, read_all(path))
 
+    def test_ragged_records_of_empty_rows_round_trip_or_are_refused(
+        self, codec: Codec, tmp_path: Any
+    ) -> None:
+        """Records (2, 0) and (3, 0): kept with their row counts, or refused before a
+        byte is written by a format that stores a record as its values only."""
+        records = [np.zeros((2, 0), np.float32), np.zeros((3, 0), np.float32)]
+        data = {"train": {"f": records}}
+        kinds = {("train", "f"): Ragged(np.dtype(np.float32), (0,))}
+        path = self._path(tmp_path, codec)
+        if Ragged not in codec.kinds or not codec.keeps_empty_rows:
+            with pytest.raises(UnsupportedDtypeError):
+                api.save(data, path, format=codec.name, kinds=kinds, **_opts(codec))
+            assert os.listdir(str(tmp_path)) == []
+            return
+        api.save(data, path, format=codec.name, kinds=kinds, **_opts(codec))
+        with api.open(path) as ds:
+            assert [ds["train"]["f"][i].shape for i in range(2)] == [(2, 0), (3, 0)]
+
     def test_random_access_reads_only_the_slice(
         self, codec: Codec, tmp_path: Any, features: Any
     ) -> None:

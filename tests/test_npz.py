@@ -237,3 +237,17 @@ def test_a_member_compressed_other_than_numpy_does_is_refused(tmp_path, method):
         dstore.info(src)
     plain = _npz_with_header(str(tmp_path / "ok.npz"), "|u1", (4,), b"\1\2\3\4")
     np.testing.assert_array_equal(read_all(plain)["data"]["x"], [1, 2, 3, 4])
+
+
+def test_object_member_records_of_numpys_maximum_dimensions_are_refused(tmp_path):
+    """np.savez of 64-d records (numpy's maximum): stacking them adds a 65th axis, and
+    `dstore info` printed numpy's IndexError traceback (found by a hostile-input pass)."""
+    records = np.empty(2, dtype=object)
+    records[0], records[1] = np.zeros((1,) * 64), np.zeros((1,) * 64)
+    src = str(tmp_path / "deep.npz")
+    np.savez(src, y=records)
+    with pytest.raises(dstore.errors.SchemaError, match="record 0: 64 dimensions"):
+        dstore.info(src)
+    records[0], records[1] = np.zeros((1,) * 63), np.ones((1,) * 63)
+    np.savez(src, y=records)
+    assert dstore.info(src).schema.splits["data"].count == 2

@@ -280,3 +280,27 @@ def test_a_group_reached_by_two_links_is_refused_not_walked_per_path(tmp_path, c
         if "up" in f["g0"]:
             del f["g0/up"]
     np.testing.assert_array_equal(read_all(src)["g0"]["x"], [0, 1, 2])
+
+
+@pytest.mark.parametrize("fmt", ["h5", "zarr"])
+def test_a_record_axis_of_empty_records_without_end_is_refused(tmp_path, capsys, fmt):
+    """A (2**62, 0) dataset is a few hundred bytes, and `dstore convert` walked its
+    record axis for ever (found by a hostile-input pass): one line, exit 2, nothing
+    written. (npz headers: tests/test_npz.py.)"""
+    src = str(tmp_path / f"e.{fmt}")
+    if fmt == "h5":
+        import h5py
+
+        with h5py.File(src, "w") as f:
+            f.create_dataset("x", shape=(2**62, 0), dtype="f8")
+    else:
+        import zarr
+
+        zarr.open_group(src, mode="w").create_array("x", shape=(2**62, 0), dtype="f8")
+    for args in (["info", src], ["convert", src, str(tmp_path / "o.npz")]):
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "empty records is not data" in err[0], err
+    with pytest.raises(dstore.errors.SchemaError, match="empty records"):
+        dstore.open(src)
+    assert sorted(os.listdir(tmp_path)) == [f"e.{fmt}"]

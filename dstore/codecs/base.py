@@ -54,7 +54,7 @@ from .. import fs
 from ..attrs import schema_only_notes
 from ..errors import CodecIOError, OptionError, SchemaError, UnsupportedDtypeError
 from ..integrity import FieldHasher, stored_checksums
-from ..model import Column, Kind, Tensor, concat_columns
+from ..model import Column, Kind, Ragged, Tensor, concat_columns
 from ..options import options_json, parse_bool, parse_options  # parse_bool: re-exported
 from ..schema import Batch, FieldSpec, Schema, SplitSpec, batch_rows_for
 
@@ -314,6 +314,9 @@ class Codec(ABC):
     #: True when encoded images (PNG/JPEG bytes) are stored as they came; a conversion
     #: to any other format decodes them to pixels unless asked to keep them encoded
     keeps_encoded_images: ClassVar[bool] = False
+    #: False when a ragged record is stored as its values only (HDF5 vlen, a TFRecord
+    #: feature), which cannot say how many rows of an empty inner shape it had
+    keeps_empty_rows: ClassVar[bool] = True
     #: The dtype bfloat16 values are stored as ("uint16": their bits; "float32": widened,
     #: exact), the schema recording them as bfloat16; None refuses ``--dtype bfloat16``.
     bfloat16_as: ClassVar[str | None] = None
@@ -381,6 +384,15 @@ class Codec(ABC):
                     )
                 if not self.supports(spec.dtype):
                     raise UnsupportedDtypeError(f"{where}: cannot store dtype {spec.dtype}")
+                kind = spec.kind
+                if isinstance(kind, Ragged) and 0 in kind.inner_shape and not self.keeps_empty_rows:
+                    # Records (2, 0) and (3, 0) were written, and could not be read
+                    # back (found by a hostile-input pass): refuse before any byte.
+                    raise UnsupportedDtypeError(
+                        f"{where}: ragged records of inner shape {kind.inner_shape} hold no "
+                        f"values, and {self.name} stores a record as its values only, so how "
+                        "many rows each has would be lost; write zarr or npz"
+                    )
 
     def supports(self, dtype: np.dtype) -> bool:
         return dtype.kind in "biufc"

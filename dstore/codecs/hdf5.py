@@ -757,6 +757,7 @@ class HDF5Codec(Codec):
     name = "hdf5"
     extensions = (".h5", ".hdf5", ".he5", ".hdf")
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
+    keeps_empty_rows = False  # a vlen record is its values only
     bfloat16_as = "uint16"  # HDF5 1.14 has no bfloat16 type (h5py writes it as opaque V2)
     Options = HDF5Options
 

@@ -589,6 +589,7 @@ class JsonCodec(Codec):
     name = "json"
     extensions: ClassVar[tuple[str, ...]] = (".json",)
     kinds = (Tensor, String, Bytes, Ragged, Image)
+    keeps_empty_rows = False  # its reader takes a record as the values it holds
     Options = _NoOptions
     lines = False
 

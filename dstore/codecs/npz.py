@@ -76,6 +76,7 @@ from ..model import (
 )
 from ..parallel import ParallelDeflate
 from ..schema import (
+    MAX_EMPTY_RECORDS,
     Batch,
     FieldSpec,
     Schema,
@@ -100,9 +101,6 @@ __all__ = ["NpzCodec"]
 _COMMENT_PREFIX = b"dstore-schema:"
 _FIXED_DATE = (1980, 1, 1, 0, 0, 0)  # reproducible archives
 _COPY_CHUNK = 8 * 1024 * 1024
-#: Records of zero elements cost no bytes, so only this bounds how many an .npy
-#: header may claim (every reader and writer walks the record axis).
-_MAX_EMPTY_RECORDS = 2**31
 
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
 
@@ -319,10 +317,10 @@ class NpzReader(Reader):
                     f"{shape[0]} (the .npy header claims shape {shape} of {dtype}, "
                     f"{claimed:,} bytes; the member holds {held:,})"
                 )
-        if math.prod(shape[1:]) == 0 and shape[0] > _MAX_EMPTY_RECORDS:
+        if math.prod(shape[1:]) == 0 and shape[0] > MAX_EMPTY_RECORDS:
             raise CodecIOError(
                 f"{where}: {shape[0]:,} records of zero elements each (shape {shape}); "
-                f"more than {_MAX_EMPTY_RECORDS:,} empty records is not data"
+                f"more than {MAX_EMPTY_RECORDS:,} empty records is not data"
             )
 
     def _drop(self, keys: tuple[str, ...]) -> None:

@@ -1422,6 +1422,7 @@ class TFRecordCodec(Codec):
     extensions = (".tfrecords", ".tfrecord")
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_encoded_images = True  # JPEG/PNG bytes pass through byte for byte
+    keeps_empty_rows = False  # a ragged record is one feature of its values
     bfloat16_as = "float32"  # float_list is float32: bfloat16 values widen exactly
     supports_urls = True
     Options = TFRecordOptions

@@ -23,6 +23,9 @@ from .kinds import Bytes, Kind, Ragged, String, StringList, Tensor, check_numeri
 
 __all__ = ["infer_column", "numpy_strings_to_column"]
 
+#: numpy's limit on dimensions (a field's records share it with the record axis)
+_MAX_RECORD_DIMS = 64
+
 
 def numpy_strings_to_column(arr: np.ndarray, where: str) -> tuple[Kind, VarColumn]:
     """A 1-d ``<U``/``S`` array as a String/Bytes column (numpy's trailing-NUL rule)."""
@@ -81,6 +84,12 @@ def infer_column(data: Any, where: str) -> tuple[Kind, Column]:
             raise SchemaError(f"{where}, record {i}: not a numeric array")
         if a.ndim == 0:
             a = a.reshape(1)
+        if a.ndim >= _MAX_RECORD_DIMS:
+            # a field adds the record axis: numpy's 64 dimensions would be exceeded
+            raise SchemaError(
+                f"{where}, record {i}: {a.ndim} dimensions; a record has at most "
+                f"{_MAX_RECORD_DIMS - 1} (numpy's {_MAX_RECORD_DIMS} with the record axis)"
+            )
         arrays.append(a)
     dtype = np.result_type(*arrays)
     check_numeric_dtype(dtype, where)
