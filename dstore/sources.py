@@ -63,12 +63,14 @@ def open_source(
     bfloat16 bits and int8 codes read back as numbers; ``decode=False`` gives them as stored."""
     from . import multisource  # imported here: it needs the codec registry only when used
 
+    reader: Reader
     if multisource.is_multi(path, format):
         multi = multisource.open_sources(path, format, options)
-        return multi.codec, logical_reader(multi) if decode else multi
-    check_local_input(path)
-    codec = codec_for(path, format, options)
-    reader = codec.open_reader(path)
+        codec, reader = multi.codec, multi
+    else:
+        check_local_input(path)
+        codec = codec_for(path, format, options)
+        reader = codec.open_reader(path)
     try:
         check_empty_records(reader.schema, path)
     except BaseException:

@@ -267,16 +267,17 @@ print(loaded, refused)
 """
 
 
-def _run_loads(payloads: list[bytes]) -> tuple[int, int]:
+def _run_child(code: str, stdin: bytes) -> str:
+    """What a child Python running ``code`` prints; it must exit 0 (a SIGSEGV is -11)."""
     done = subprocess.run(
-        [sys.executable, "-c", _EXERCISE_LOADS],
-        input=pickle.dumps(payloads),
-        capture_output=True,
-        check=False,
-        timeout=600,
+        [sys.executable, "-c", code], input=stdin, capture_output=True, check=False, timeout=600
     )
     assert done.returncode == 0, (done.returncode, done.stderr.decode()[-2000:])
-    loaded, refused = map(int, done.stdout.split())
+    return done.stdout.decode()
+
+
+def _run_loads(payloads: list[bytes]) -> tuple[int, int]:
+    loaded, refused = map(int, _run_child(_EXERCISE_LOADS, pickle.dumps(payloads)).split())
     return loaded, refused
 
 
@@ -370,15 +371,7 @@ def test_a_byte_length_longer_than_the_pickle_is_refused_before_allocating(claim
     memory limit, a claim larger than the pickle is refused as malformed, not as
     "too large" (which is what running out of the limit would say)."""
     assert load_object_array(_with_bytearray8_claim(24), "k")[0].tolist() == [0.0, 1.0, 2.0]
-    done = subprocess.run(
-        [sys.executable, "-c", _LOAD_UNDER_A_MEMORY_LIMIT],
-        input=_with_bytearray8_claim(claim),
-        capture_output=True,
-        check=False,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    message = done.stdout.decode()
+    message = _run_child(_LOAD_UNDER_A_MEMORY_LIMIT, _with_bytearray8_claim(claim))
     assert message.startswith("x.npz: key 'y': not a plain pickled object array"), message
     assert "too large" not in message
 

@@ -43,6 +43,12 @@ def _records(path: str) -> list[bytes]:
     return out
 
 
+def _only_shard(folder: str) -> str:
+    """The one shard of a small dstore TFRecord output."""
+    (shard,) = [f for f in os.listdir(folder) if f.endswith(".tfrecord")]
+    return os.path.join(folder, shard)
+
+
 def _od_example(rng: np.random.Generator, i: int) -> dict[str, bytes]:
     k = int(rng.integers(0, 6))
     box = np.sort(rng.random((2, k)), axis=0).astype(np.float32)
@@ -155,8 +161,7 @@ def test_pass_through_copies_every_record_byte_for_byte(tmp_path):
     _write(src, examples)
     out = str(tmp_path / "out.tfrecords")
     dstore.convert(src, out)
-    (shard,) = [f for f in os.listdir(out) if f.endswith(".tfrecord")]
-    assert _records(os.path.join(out, shard)) == examples
+    assert _records(_only_shard(out)) == examples
     assert dstore.verify(src, out).ok
 
     # the same bytes as encoding every record (the copy disabled)
@@ -183,8 +188,7 @@ def test_records_not_in_canonical_form_are_re_encoded(tmp_path):
     _write(src, examples)
     out = str(tmp_path / "out.tfrecords")
     dstore.convert(src, out)
-    (shard,) = [f for f in os.listdir(out) if f.endswith(".tfrecord")]
-    got = _records(os.path.join(out, shard))
+    got = _records(_only_shard(out))
     for i, (a, b) in enumerate(zip(got, examples, strict=True)):
         if i in (5, 9):
             assert a != b  # re-encoded, in dstore's form
@@ -202,13 +206,11 @@ def test_a_dtype_policy_or_a_rename_takes_the_encoding_path(tmp_path):
     _write(src, examples)
     renamed = str(tmp_path / "renamed.tfrecords")
     dstore.convert(src, renamed, options={"rename": "image/filename=image/name"})
-    (shard,) = [f for f in os.listdir(renamed) if f.endswith(".tfrecord")]
-    got = _records(os.path.join(renamed, shard))
+    got = _records(_only_shard(renamed))
     assert all(b"image/name" in r and b"image/filename" not in r for r in got)
     halves = str(tmp_path / "f16.tfrecords")
     dstore.convert(src, halves, dtype="float16")
-    (shard,) = [f for f in os.listdir(halves) if f.endswith(".tfrecord")]
-    assert _records(os.path.join(halves, shard)) != examples
+    assert _records(_only_shard(halves)) != examples
 
 
 def test_tensorflow_reads_the_copied_records(tmp_path):
@@ -235,7 +237,7 @@ def test_tensorflow_reads_the_copied_records(tmp_path):
             w.write(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
     out = str(tmp_path / "out.tfrecords")
     dstore.convert(src, out)
-    (shard,) = [f for f in os.listdir(out) if f.endswith(".tfrecord")]
+    shard = _only_shard(out)
     spec = {
         "image/encoded": tf.io.FixedLenFeature([], tf.string),
         "image/object/bbox/xmin": tf.io.VarLenFeature(tf.float32),
@@ -257,6 +259,6 @@ def test_tensorflow_reads_the_copied_records(tmp_path):
             )
         return rows
 
-    assert parsed(os.path.join(out, shard)) == parsed(src)
-    assert _records(os.path.join(out, shard)) == _records(src)
+    assert parsed(shard) == parsed(src)
+    assert _records(shard) == _records(src)
     assert dstore.verify(src, out).ok

@@ -304,3 +304,15 @@ def test_a_record_axis_of_empty_records_without_end_is_refused(tmp_path, capsys,
     with pytest.raises(dstore.errors.SchemaError, match="empty records"):
         dstore.open(src)
     assert sorted(os.listdir(tmp_path)) == [f"e.{fmt}"]
+
+
+def test_many_files_of_empty_records_without_end_are_refused_as_one_dataset(tmp_path, capsys):
+    """The same bound for a glob of files read as one dataset (its record counts add up)."""
+    import h5py
+
+    for i in range(2):
+        with h5py.File(tmp_path / f"e{i}.h5", "w") as f:
+            f.create_dataset("x", shape=(2**62, 0), dtype="f8")
+    assert main(["info", str(tmp_path / "*.h5")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "empty records is not data" in err[0], err

@@ -512,65 +512,42 @@ def _canonical_ints(p: bytes) -> np.ndarray | None:
     return np.array(vals, np.uint64).view(np.int64)
 
 
+def _tagged(b: bytes, pos: int, tag: int) -> tuple[int, int]:
+    """The length after the one-byte field tag ``tag`` at ``pos`` and where its bytes
+    start; ValueError when the tag differs (not the canonical form)."""
+    if b[pos] != tag:
+        raise ValueError("not the canonical form")
+    return _length_at(b, pos + 1)
+
+
 def _canonical(
     b: bytes, features: list[tuple[bytes, int]], out: dict[str, tuple[int, Any]]
 ) -> bool:
+    """Fill ``out`` from an Example in canonical form; False (or ValueError,
+    IndexError) for any other."""
     end = len(b)
-    if not end or b[0] != 0x0A:
+    if not end:
         return False
-    n = b[1]  # a one-byte length, else the general reader
-    if n < 0x80:
-        pos = 1 + 1
-    else:
-        n, pos = _length_at(b, 1)
+    n, pos = _tagged(b, 0, 0x0A)  # Example.features
     if pos + n != end:
         return False
     for name, kind in features:
-        if b[pos] != 0x0A:
-            return False
-        n = b[pos + 1]  # a one-byte length, else the general reader
-        if n < 0x80:
-            pos = pos + 1 + 1
-        else:
-            n, pos = _length_at(b, pos + 1)
+        n, pos = _tagged(b, pos, 0x0A)  # Features.feature: one map entry
         entry_end = pos + n
-        if b[pos] != 0x0A:
-            return False
-        n = b[pos + 1]  # a one-byte length, else the general reader
-        if n < 0x80:
-            pos = pos + 1 + 1
-        else:
-            n, pos = _length_at(b, pos + 1)
+        n, pos = _tagged(b, pos, 0x0A)  # its key
         if n != len(name) or not b.startswith(name, pos):
             return False
-        pos += n
-        if b[pos] != 0x12:
+        n, pos = _tagged(b, pos + n, 0x12)  # its value: a Feature
+        if pos + n != entry_end:
             return False
-        n = b[pos + 1]  # a one-byte length, else the general reader
-        if n < 0x80:
-            pos = pos + 1 + 1
-        else:
-            n, pos = _length_at(b, pos + 1)
-        if pos + n != entry_end or b[pos] != 0x08 * kind + 2:
-            return False
-        n = b[pos + 1]  # a one-byte length, else the general reader
-        if n < 0x80:
-            pos = pos + 1 + 1
-        else:
-            n, pos = _length_at(b, pos + 1)
+        n, pos = _tagged(b, pos, 0x08 * kind + 2)  # the Feature's one list
         if pos + n != entry_end:
             return False
         values: Any
         if kind == BYTES:
             values = []
             while pos < entry_end:
-                if b[pos] != 0x0A:
-                    return False
-                n = b[pos + 1]  # a one-byte length, else the general reader
-                if n < 0x80:
-                    pos = pos + 1 + 1
-                else:
-                    n, pos = _length_at(b, pos + 1)
+                n, pos = _tagged(b, pos, 0x0A)
                 values.append(b[pos : pos + n])
                 pos += n
             if pos != entry_end:
@@ -578,13 +555,7 @@ def _canonical(
         elif not n:
             values = np.empty(0, np.float32 if kind == FLOAT else np.int64)
         else:
-            if b[pos] != 0x0A:
-                return False
-            n = b[pos + 1]  # a one-byte length, else the general reader
-            if n < 0x80:
-                pos = pos + 1 + 1
-            else:
-                n, pos = _length_at(b, pos + 1)
+            n, pos = _tagged(b, pos, 0x0A)  # one packed field
             if not n or pos + n != entry_end:
                 return False
             if kind == FLOAT:
