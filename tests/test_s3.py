@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -199,3 +201,68 @@ def test_hostile_names_stay_under_the_url_and_come_back(s3, ext):
         for f, arr in fields.items():
             np.testing.assert_array_equal(got[s][f], arr)
     dstore.output.remove_path(url)
+
+
+# Cycles of user objects holding h5py objects, freed by garbage collections that the
+# allocations on fsspec's event-loop thread start there while the main thread reads.
+_H5_READ_WITH_LOOP_THREAD_COLLECTING = r"""
+import asyncio, sys
+import fsspec.asyn, h5py, numpy as np
+import dstore
+
+url, scratch, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with h5py.File(scratch, "w") as f:
+    f["a"] = np.arange(3)
+held = h5py.File(scratch, "r")
+
+class Cycle:
+    pass
+
+def h5py_garbage(n):
+    for _ in range(n):
+        c = Cycle()
+        c.me, c.ds = c, held["a"]
+
+async def allocate():
+    while True:
+        [[i] for i in range(2000)]
+        await asyncio.sleep(0.0005)
+
+asyncio.run_coroutine_threadsafe(allocate(), fsspec.asyn.get_loop())
+for _ in range(rounds):
+    h5py_garbage(20)
+    with dstore.open(url) as ds:
+        h5py_garbage(20)
+        assert ds["train"]["x"][:].shape == (20000, 10)
+print("read", rounds, "times")
+"""
+
+
+def test_remote_hdf5_reads_survive_collections_on_the_fsspec_thread(s3, tmp_path):
+    """h5py holds its global lock while it reads a file object, and the s3fs file waits on
+    fsspec's event-loop thread; a collection there that frees an h5py object needs the
+    same lock (h5py issue 2019). Before reads paused the collector, this test hung in
+    4 runs out of 4."""
+    url = f"s3://{BUCKET}/gc/d.h5"
+    dstore.save({"train": {"x": np.arange(200000.0).reshape(-1, 10)}}, url)
+    try:
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _H5_READ_WITH_LOOP_THREAD_COLLECTING,
+                url,
+                str(tmp_path / "s.h5"),
+                "150",
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=900,  # a hang; 150 rounds take about 25 s on an idle machine
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("reading a remote HDF5 file hung (h5py lock held across the fsspec read)")
+    finally:
+        dstore.output.remove_path(url)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "read 150 times" in run.stdout

@@ -316,3 +316,37 @@ def test_many_files_of_empty_records_without_end_are_refused_as_one_dataset(tmp_
     assert main(["info", str(tmp_path / "*.h5")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "empty records is not data" in err[0], err
+
+
+@pytest.mark.parametrize("compression", ["gzip", "lzf", "none"])
+def test_hdf5_writer_and_reader_leave_no_h5py_object_in_a_reference_cycle(
+    tmp_path, label_maker_npz, compression
+):
+    """A cycle is freed by whichever thread next collects, and freeing an h5py object
+    there takes h5py's global lock: on fsspec's event-loop thread, while another thread
+    reads a remote HDF5 file under that lock, the process hangs (see test_s3)."""
+    import gc
+
+    out = str(tmp_path / "d.h5")
+    gc.collect()
+    enabled, debug = gc.isenabled(), gc.get_debug()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # everything a collection frees lands in gc.garbage
+    try:
+        dstore.convert(label_maker_npz, out, options={"compression": compression})
+        dstore.save(
+            {"t": {"r": [np.arange(i) for i in range(5)], "s": ["a", "bc", "d", "ef", "g"]}},
+            str(tmp_path / "v.h5"),
+        )
+        read_all(out)
+        read_all(str(tmp_path / "v.h5"))
+        assert dstore.verify(label_maker_npz, out).ok
+        dstore.convert(out, str(tmp_path / "back.npz"))
+        gc.collect()
+        cyclic = sorted({type(o).__module__ + "." + type(o).__name__ for o in gc.garbage})
+    finally:
+        gc.garbage.clear()
+        gc.set_debug(debug)
+        if enabled:
+            gc.enable()
+    assert not [name for name in cyclic if name.startswith("h5py.")], cyclic

@@ -11,14 +11,16 @@ compressed with a filter that is not installed are refused by name.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import re
 import resource
+import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import h5py
 import numpy as np
@@ -321,6 +323,58 @@ def _put_vlen(ds: Any, start: int, items: np.ndarray) -> None:
         ds[start : start + len(items)] = items
 
 
+class _ChunkStore:
+    """Writes aligned runs of records to one dense dataset.
+
+    It holds what it needs rather than the writer: a writer reached from its own
+    datasets would be a reference cycle, freed by whichever thread next runs the
+    garbage collector, and freeing an h5py object there takes h5py's global lock,
+    which deadlocks while another thread holds that lock in a read from fsspec's
+    event-loop thread (h5py issue 2019)."""
+
+    def __init__(
+        self, ds: Any, rows: int, options: HDF5Options, pool: ThreadPoolExecutor, workers: int
+    ) -> None:
+        self.ds, self.rows, self.options, self.pool, self.workers = ds, rows, options, pool, workers
+        self.direct = ds.chunks is not None and (
+            options.compression == "gzip" or (options.compression == "lzf" and _lzf() is not None)
+        )
+
+    def __call__(self, pos: int, data: np.ndarray) -> None:
+        if not self.direct:
+            self.ds[pos : pos + len(data)] = data
+            return
+        # HDF5 compresses chunk by chunk on one core; compress the chunks on
+        # all cores here and hand HDF5 the finished bytes (the same filter
+        # pipeline: optional shuffle, then deflate or LZF), so plain h5py reads them.
+        rows = self.rows
+        chunks = (data[i : i + rows] for i in range(0, len(data), rows))
+        tail = (0,) * (data.ndim - 1)
+        blobs = ordered_map(self._compress, chunks, self.pool, 2 * self.workers)
+        for i, (blob, mask) in enumerate(blobs):
+            self.ds.id.write_direct_chunk((pos + i * rows, *tail), blob, filter_mask=mask)
+
+    def _compress(self, chunk: np.ndarray) -> tuple[bytes, int]:
+        dtype = chunk.dtype  # the dataset's, byte order included
+        if len(chunk) < self.rows:  # HDF5 stores the last chunk at full size
+            chunk = np.concatenate(
+                [chunk, np.zeros((self.rows - len(chunk), *chunk.shape[1:]), chunk.dtype)]
+            )
+        raw = np.ascontiguousarray(chunk, dtype=dtype)
+        shuffled = self.options.shuffle and raw.dtype.itemsize > 1
+        if shuffled:
+            raw = raw.view(np.uint8).reshape(-1, raw.dtype.itemsize).T.copy()
+        data = raw.tobytes()
+        if self.options.compression == "gzip":
+            return zlib.compress(data, self.options.level), 0
+        packed = _lzf().lzf_encode(data)
+        if len(packed) < len(data):
+            return packed, 0
+        # h5py's LZF filter is optional: an incompressible chunk is stored raw,
+        # its bit set in the chunk's filter mask (LZF follows shuffle if present).
+        return data, 1 << (1 if self.options.shuffle else 0)
+
+
 class HDF5Writer(Writer):
     def __init__(self, path: str, schema: Schema, options: HDF5Options) -> None:
         super().__init__(path, schema)
@@ -372,51 +426,8 @@ class HDF5Writer(Writer):
                 )
                 _set_attrs(ds, spec.attrs.get("user", {}))
                 self._appenders[(split.name, spec.name)] = AlignedAppender(
-                    rows, self._store_fn(ds, rows)
+                    rows, _ChunkStore(ds, rows, options, self._pool, self._workers)
                 )
-
-    def _store_fn(self, ds: Any, rows: int) -> Any:
-        direct = ds.chunks is not None and (
-            self.options.compression == "gzip"
-            or (self.options.compression == "lzf" and _lzf() is not None)
-        )
-
-        def store(pos: int, data: np.ndarray) -> None:
-            if not direct:
-                ds[pos : pos + len(data)] = data
-                return
-            # HDF5 compresses chunk by chunk on one core; compress the chunks on
-            # all cores here and hand HDF5 the finished bytes (the same filter
-            # pipeline: optional shuffle, then deflate or LZF), so plain h5py reads them.
-            chunks = (data[i : i + rows] for i in range(0, len(data), rows))
-            tail = (0,) * (data.ndim - 1)
-            blobs = ordered_map(
-                lambda c: self._compress_chunk(c, rows), chunks, self._pool, 2 * self._workers
-            )
-            for i, (blob, mask) in enumerate(blobs):
-                ds.id.write_direct_chunk((pos + i * rows, *tail), blob, filter_mask=mask)
-
-        return store
-
-    def _compress_chunk(self, chunk: np.ndarray, rows: int) -> tuple[bytes, int]:
-        dtype = chunk.dtype  # the dataset's, byte order included
-        if len(chunk) < rows:  # HDF5 stores the last chunk at full size
-            chunk = np.concatenate(
-                [chunk, np.zeros((rows - len(chunk), *chunk.shape[1:]), chunk.dtype)]
-            )
-        raw = np.ascontiguousarray(chunk, dtype=dtype)
-        shuffled = self.options.shuffle and raw.dtype.itemsize > 1
-        if shuffled:
-            raw = raw.view(np.uint8).reshape(-1, raw.dtype.itemsize).T.copy()
-        data = raw.tobytes()
-        if self.options.compression == "gzip":
-            return zlib.compress(data, self.options.level), 0
-        packed = _lzf().lzf_encode(data)
-        if len(packed) < len(data):
-            return packed, 0
-        # h5py's LZF filter is optional: an incompressible chunk is stored raw,
-        # its bit set in the chunk's filter mask (LZF follows shuffle if present).
-        return data, 1 << (1 if self.options.shuffle else 0)
 
     def _create_var(self, group: Any, count: int, spec: FieldSpec) -> _VarDataset:
         """A field whose records vary, as HDF5 variable-length data (one array or string per record).
@@ -493,6 +504,58 @@ def _check_filters(ds: Any, where: str) -> None:
             )
 
 
+class _GCPausedFile:
+    """A remote file for h5py whose reads run with automatic garbage collection paused.
+
+    h5py holds its global lock while it calls a file object, and an fsspec file
+    waits there on fsspec's event-loop thread. Should that thread start a garbage
+    collection that frees an h5py object, the free waits for the same lock: the
+    process hangs (h5py issue 2019; h5py's documentation suggests pausing the
+    collector). Paused collections run when the read returns."""
+
+    _lock = threading.Lock()
+    _depth = 0  # reads in progress, over every thread
+    _resume = False  # whether the collector was on when the first of them began
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+
+    @classmethod
+    @contextlib.contextmanager
+    def _paused(cls) -> Any:
+        with cls._lock:
+            if cls._depth == 0:
+                cls._resume = gc.isenabled()
+                gc.disable()
+            cls._depth += 1
+        try:
+            yield
+        finally:
+            with cls._lock:
+                cls._depth -= 1
+                if cls._depth == 0 and cls._resume:
+                    gc.enable()
+
+    def readinto(self, buffer: Any) -> int:
+        with self._paused():
+            return self._raw.readinto(buffer)  # type: ignore[attr-defined]
+
+    def read(self, size: int = -1) -> bytes:
+        with self._paused():
+            return self._raw.read(size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        with self._paused():
+            return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def close(self) -> None:
+        with self._paused():
+            self._raw.close()
+
+
 class HDF5Reader(ArrayTreeReader):
     read_errors = (OSError, ValueError, RuntimeError)
 
@@ -504,7 +567,8 @@ class HDF5Reader(ArrayTreeReader):
             if fs.is_url(
                 path
             ):  # h5py reads any seekable file object: ranged GETs on object storage
-                self._remote = fs.open_binary(path)
+                self._remote = _GCPausedFile(fs.open_binary(path))
+                gc.collect()  # here, not on fsspec's thread: see _GCPausedFile
             self.file = h5py.File(self._remote or path, "r")
         except OSError as e:
             if self._remote is not None:
