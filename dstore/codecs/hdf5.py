@@ -11,16 +11,16 @@ compressed with a filter that is not installed are refused by name.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import os
 import re
 import resource
-import threading
+import shutil
+import tempfile
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 import h5py
 import numpy as np
@@ -327,10 +327,9 @@ class _ChunkStore:
     """Writes aligned runs of records to one dense dataset.
 
     It holds what it needs rather than the writer: a writer reached from its own
-    datasets would be a reference cycle, freed by whichever thread next runs the
-    garbage collector, and freeing an h5py object there takes h5py's global lock,
-    which deadlocks while another thread holds that lock in a read from fsspec's
-    event-loop thread (h5py issue 2019)."""
+    datasets would be a reference cycle, its h5py objects freed only by a later
+    garbage collection, on whichever thread runs it; freeing an h5py object takes
+    h5py's global lock, so that thread may wait for another's h5py call."""
 
     def __init__(
         self, ds: Any, rows: int, options: HDF5Options, pool: ThreadPoolExecutor, workers: int
@@ -504,56 +503,25 @@ def _check_filters(ds: Any, where: str) -> None:
             )
 
 
-class _GCPausedFile:
-    """A remote file for h5py whose reads run with automatic garbage collection paused.
+def _stage_remote(url: str) -> str:
+    """A local copy of a remote HDF5 file, for h5py to open by name.
 
-    h5py holds its global lock while it calls a file object, and an fsspec file
-    waits there on fsspec's event-loop thread. Should that thread start a garbage
-    collection that frees an h5py object, the free waits for the same lock: the
-    process hangs (h5py issue 2019; h5py's documentation suggests pausing the
-    collector). Paused collections run when the read returns."""
-
-    _lock = threading.Lock()
-    _depth = 0  # reads in progress, over every thread
-    _resume = False  # whether the collector was on when the first of them began
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        self._raw = raw
-
-    @classmethod
-    @contextlib.contextmanager
-    def _paused(cls) -> Any:
-        with cls._lock:
-            if cls._depth == 0:
-                cls._resume = gc.isenabled()
-                gc.disable()
-            cls._depth += 1
-        try:
-            yield
-        finally:
-            with cls._lock:
-                cls._depth -= 1
-                if cls._depth == 0 and cls._resume:
-                    gc.enable()
-
-    def readinto(self, buffer: Any) -> int:
-        with self._paused():
-            return self._raw.readinto(buffer)  # type: ignore[attr-defined]
-
-    def read(self, size: int = -1) -> bytes:
-        with self._paused():
-            return self._raw.read(size)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        with self._paused():
-            return self._raw.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._raw.tell()
-
-    def close(self) -> None:
-        with self._paused():
-            self._raw.close()
+    h5py could read the fsspec file object itself (ranged GETs), but it holds its
+    global lock while it calls a file object, and an fsspec file waits there on
+    fsspec's event-loop thread; a garbage collection on that thread which frees an
+    h5py object waits for the same lock, and the process hangs (h5py issue 2019).
+    Pausing the collector around each read leaves a window (a collection already
+    running on that thread), which the test suite hit; a local copy leaves none."""
+    fd, local = tempfile.mkstemp(prefix="dstore-h5-", suffix=".h5")
+    try:
+        with os.fdopen(fd, "wb") as out, fs.open_binary(url) as src:
+            shutil.copyfileobj(src, out, fs.READ_BLOCK)
+    except BaseException as e:
+        os.unlink(local)
+        if isinstance(e, OSError) and not isinstance(e, FileNotFoundError):
+            raise CodecIOError(f"{url}: could not copy it to local disk for h5py: {e}") from None
+        raise
+    return local
 
 
 class HDF5Reader(ArrayTreeReader):
@@ -562,17 +530,18 @@ class HDF5Reader(ArrayTreeReader):
     def __init__(self, path: str) -> None:
         self.path = path
         _plugins()  # makes blosc/zstd/lz4-compressed datasets readable when installed
-        self._remote = None
+        local = None
         try:
-            if fs.is_url(
-                path
-            ):  # h5py reads any seekable file object: ranged GETs on object storage
-                self._remote = _GCPausedFile(fs.open_binary(path))
-                gc.collect()  # here, not on fsspec's thread: see _GCPausedFile
-            self.file = h5py.File(self._remote or path, "r")
+            if fs.is_url(path):
+                local = _stage_remote(path)
+            try:
+                self.file = h5py.File(local or path, "r")
+            finally:
+                if local is not None:
+                    os.unlink(local)  # the open file is read until closed; nothing is left behind
+        except CodecIOError:
+            raise
         except OSError as e:
-            if self._remote is not None:
-                self._remote.close()
             if isinstance(e, FileNotFoundError):
                 raise CodecIOError(f"{path}: no such file") from None
             raise CodecIOError(f"{path}: not a readable HDF5 file: {e}") from None
@@ -808,8 +777,6 @@ class HDF5Reader(ArrayTreeReader):
     def close(self) -> None:
         if getattr(self, "file", None) is not None:
             self.file.close()
-        if self._remote is not None:
-            self._remote.close()
 
 
 _SIGNATURE = b"\x89HDF\r\n\x1a\n"
