@@ -105,6 +105,7 @@ class DecodedImages(Reader):
         self.inner = inner
         self.path = inner.path
         self.random_access = inner.random_access
+        self.sequential_reason = inner.sequential_reason
         self.notes = inner.notes
         self.fields = dict(encoded_image_fields(inner.schema) if fields is None else fields)
         splits = {}

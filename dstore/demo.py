@@ -106,7 +106,7 @@ def make_label_maker_npz(path: str, n: int = 300, size: int = 256, seed: int = 0
 def run_demo(directory: str = "dstore-demo", records: int = 300) -> Iterator[str]:
     """Build sample data in ``directory``, convert it to every usable format, verify each."""
     from . import api
-    from .registry import available_codecs, default_extension
+    from .registry import available_codecs, default_extension, get_codec_class
 
     os.makedirs(directory, exist_ok=True)
     src = os.path.join(directory, "data.npz")
@@ -116,13 +116,14 @@ def run_demo(directory: str = "dstore-demo", records: int = 300) -> Iterator[str
     make_label_maker_npz(src, records)
     yield f"sample: {src} ({records} tiles 256x256x3 cropped from scikit-image photos, {time.perf_counter() - t0:.1f} s)"
     for name, hint in available_codecs().items():
-        if name in ("json", "jsonl"):  # records of numbers and text, not 256x256x3 tiles
+        if get_codec_class(name).stores_text:  # records of numbers and text, not 256x256x3 tiles
             continue
         if hint is not None:
             yield f"{name}: skipped ({hint})"
             continue
-        stem = "data-compressed" if name == "npz" else "data"  # data.npz is the source
-        dst = os.path.join(directory, stem + default_extension(name))
+        dst = os.path.join(directory, "data" + default_extension(name))
+        if dst == src:  # data.npz is the source
+            dst = os.path.join(directory, "data-compressed" + default_extension(name))
         try:
             report = api.convert(src, dst, to=name, overwrite=True)
         except MissingDependencyError as e:

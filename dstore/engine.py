@@ -2,11 +2,11 @@
 
 Every write path pulls its records through :func:`cast_batches`: the
 single-writer path (:func:`write_splits`, which also hashes and writes) and the
-sharded path (:mod:`dstore.shards`, which cuts the stream into shards, locally
+sharded path (:mod:`dstore.sharding.run`, which cuts the stream into shards, locally
 or on a Dask worker). So the schema check, the dtype policy and the record
 count are applied in one place, and the two paths cannot drift apart.
 
-Dependencies go one way: ``dstore.api`` -> ``dstore.shards`` -> this module.
+Dependencies go one way: ``dstore.api`` -> ``dstore.sharding.run`` -> this module.
 """
 
 from __future__ import annotations

@@ -306,6 +306,7 @@ class LogicalReader(Reader):
         self.schema = schema
         self.path = reader.path
         self.random_access = reader.random_access
+        self.sequential_reason = reader.sequential_reason
         self.notes = reader.notes
 
     def iter_batches(self, split: str, **kwargs: Any) -> Iterator[Batch]:

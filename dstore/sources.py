@@ -1,6 +1,6 @@
 """From a path (or URL) and an optional format name to a codec and an open reader.
 
-Its own module, below both :mod:`dstore.api` and :mod:`dstore.shards`, because a
+Its own module, below both :mod:`dstore.api` and :mod:`dstore.sharding.run`, because a
 Dask worker writing one shard opens the source itself: with this here, the
 sharded writer needs nothing from the API layer and the imports go one way
 (``api`` -> ``shards`` -> ``engine``; ``api`` and ``shards`` -> ``sources``).

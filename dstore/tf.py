@@ -24,6 +24,7 @@ import numpy as np
 
 from .errors import MissingDependencyError, SchemaError
 from .precision import dequant_params
+from .registry import get_codec_class
 
 __all__ = ["to_tf_dataset"]
 
@@ -76,7 +77,7 @@ def to_tf_dataset(
     if deterministic is None:
         deterministic = ordered or shuffle > 1
     source = SplitSource(path, split, fields, format=format)
-    if source.format == "tfrecord":
+    if get_codec_class(source.format).tensorflow_native:
         ds = _tfrecord_dataset(
             tf, source, shuffle, seed, deterministic, ordered, batch_size, drop_remainder
         )

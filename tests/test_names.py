@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dstore
-from dstore.codecs._sharded import open_for_write as _open_for_write
 from dstore.errors import DstoreError, SchemaError, UnsafePathError
 from dstore.names import MAX_BYTES, escape, is_plain, safe_join, split_parts, unescape
 from dstore.schema import split_key
+from dstore.sharding import open_for_write as _open_for_write
 
 EXT = {"npz": ".npz", "zarr": ".zarr", "hdf5": ".h5", "tfrecord": ".tfrecords"}
 FORMATS = list(EXT)

@@ -1,4 +1,4 @@
-"""The sharded-directory container (dstore.codecs._sharded) and the engine that feeds it.
+"""The sharded-directory container (dstore.sharding) and the engine that feeds it.
 
 TFRecord is the container's first user, so these tests prove that moving the
 container out of the codec changed no byte, and that the container itself
@@ -15,14 +15,8 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore.codecs._sharded import (
-    JOURNAL,
-    append_journal,
-    open_for_write,
-    read_journal,
-    shard_name,
-    still_good,
-)
+from dstore.sharding import open_for_write, shard_name
+from dstore.sharding.journal import JOURNAL, append_journal, read_journal, still_good
 from dstore.testing import assert_datasets_equal, file_digests, read_all
 
 pytest.importorskip("imagecodecs")

@@ -3,7 +3,7 @@
 
 One loop -- ``reader.iter_batches`` -> ``policy.apply`` -> ``writer.write`` --
 over batches bounded in bytes, into an atomic output (:mod:`dstore.output`);
-sharded formats are planned and written shard by shard (:mod:`dstore.shards`).
+sharded formats are planned and written shard by shard (:mod:`dstore.sharding.run`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..model import concat_columns
 from ..output import atomic_output, is_url, path_size, upload_output, url_output
 from ..registry import infer_codec
 from ..schema import DEFAULT_BATCH_BYTES, Batch, Schema
-from ..shards import ShardRun, SourceRef, write_sharded
+from ..sharding.run import ShardRun, SourceRef, write_sharded
 from ..sources import codec_for, open_reader, size_or_zero
 from ._text import fmt_bytes
 
@@ -102,7 +102,7 @@ def write_dataset(
 ) -> tuple[dict[str, CastStats], ShardRun | None]:
     """Stream every split of ``reader`` through ``policy`` into ``codec`` at ``dst``.
 
-    Sharded formats go through ``dstore.shards`` (resumable, distributable);
+    Sharded formats go through ``dstore.sharding.run`` (resumable, distributable);
     the others are written by one writer, split after split."""
     policy = policy.prepare(reader, codec)  # int8 ranges (one read), bfloat16 storage
     out_schema = policy.apply_schema(reader.schema)
@@ -121,7 +121,7 @@ def write_dataset(
             name: concat_columns(fields[name].kind, [p[name] for p in parts]) for name in fields
         }
 
-    plan = codec.plan_shards(out_schema, sample)
+    plan = codec.plan_shards(out_schema, sample) if codec.sharded else None
     if plan is not None:
         run = write_sharded(
             reader,
@@ -142,7 +142,8 @@ def write_dataset(
     if resume or client is not None:
         what = "--resume" if resume else "a Dask client"
         raise CodecIOError(
-            f"{dst}: {what} needs a sharded output format (tfrecord); {codec.name} is written by one process"
+            f"{dst}: {what} needs a sharded output format ('dstore formats' marks them); "
+            f"{codec.name} is written by one process"
         )
     stats: dict[str, CastStats] = {}
     hasher = FieldHasher(out_schema)

@@ -23,9 +23,9 @@ Contract:
   implements ``plan_shards`` and ``shard_writer``: the conversion is then
   planned as :class:`Shard` record ranges that any process can write on its
   own, committed by ``ShardWriter.commit`` writing the manifest last
-  (``dstore.shards`` runs them locally, resumes them, or sends them to Dask).
+  (``dstore.sharding.run`` runs them locally, resumes them, or sends them to Dask).
   The folder, its shard names, ``.part`` commits, manifest and resume journal
-  are the sharded-directory container's (``dstore.codecs._sharded``); a
+  are the sharded-directory container's (``dstore.sharding``); a
   sharded codec only encodes records.
 
 Why two write protocols remain (for now): a :class:`Writer` is *pushed* one
@@ -121,6 +121,9 @@ class Reader(ABC):
     #: True when any record range can be read without reading what precedes it
     #: (False for compressed npz members, which only stream).
     random_access: bool = True
+    #: Why one record cannot be read without reading those before it in its shard,
+    #: or None when it can: a map-style training dataset (``ds[i]``) needs it.
+    sequential_reason: str | None = None
     #: what the reader could not carry (attributes of unsupported types), for the summary
     notes: Sequence[str] = ()
 
@@ -306,6 +309,9 @@ class Codec(ABC):
     extensions: ClassVar[tuple[str, ...]] = ()
     #: True when paths may be fsspec URLs (s3://, memory://).
     supports_urls: ClassVar[bool] = False
+    #: True when the output is cut into shards any process writes alone
+    #: (:meth:`plan_shards`): resumable, distributable on Dask.
+    sharded: ClassVar[bool] = False
     #: True when one dataset of this format is a folder of its files (TFRecord shards),
     #: so ``--from`` it on a folder of them reads one dataset, not many sources.
     reads_folders: ClassVar[bool] = False
@@ -320,6 +326,12 @@ class Codec(ABC):
     #: The dtype bfloat16 values are stored as ("uint16": their bits; "float32": widened,
     #: exact), the schema recording them as bfloat16; None refuses ``--dtype bfloat16``.
     bfloat16_as: ClassVar[str | None] = None
+    #: True when TensorFlow reads this format's files itself (``tf.data.TFRecordDataset``):
+    #: ``to_tf_dataset`` then builds a native pipeline instead of a Python generator.
+    tensorflow_native: ClassVar[bool] = False
+    #: True when values are stored as text (JSON): large arrays are slow and big there,
+    #: so the demo's image tiles skip it.
+    stores_text: ClassVar[bool] = False
     #: Option dataclass; its fields are the ``-o KEY=VALUE`` options.
     Options: ClassVar[type] = type("Options", (), {})
 

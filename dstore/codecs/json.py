@@ -588,6 +588,7 @@ class JsonCodec(Codec):
 
     name = "json"
     extensions: ClassVar[tuple[str, ...]] = (".json",)
+    stores_text = True
     kinds = (Tensor, String, Bytes, Ragged, Image)
     keeps_empty_rows = False  # its reader takes a record as the values it holds
     Options = _NoOptions

@@ -20,23 +20,21 @@ inferring the schema from the first Example of each split.
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import os
 import re
 import zlib
 from collections.abc import Generator, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from glob import escape as glob_escape
 from typing import Any
 
 import numpy as np
 
-from .. import fs, names
+from .. import fs
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..fs import is_url
-from ..integrity import CHECKSUM_ATTR
 from ..model import Bytes, Image, Ragged, String, StringList, Tensor, VarColumn
 from ..options import option, options_json
 from ..parallel import default_workers, ordered_map
@@ -51,6 +49,15 @@ from ..schema import (
     SplitSpec,
     slice_batch,
 )
+from ..sharding import (
+    ShardedDirectoryReader,
+    ShardedDirectoryWriter,
+    ShardFile,
+    is_manifest_of,
+    manifest_base,
+    plan_by_size,
+)
+from ..sharding.reader import DECODE_GROUP
 from . import _tfrecord_io as rio
 from ._example import (
     BYTES,
@@ -80,24 +87,14 @@ from ._sequence import (
     sequence_value,
 )
 from ._sequence import snippet as sequence_snippet
-from ._sharded import (
-    MANIFEST,
-    ShardedDirectoryWriter,
-    check_shards,
-    is_manifest_of,
-    manifest_base,
-    plan_by_size,
-)
 from ._strings import first_invalid_utf8
 from ._tensorproto import parse_tensor_proto
 from .base import (
-    RANGE_BYTES,
     Codec,
     Reader,
     Shard,
     ShardWriter,
     Writer,
-    even_ranges,
     is_regular_file,
 )
 
@@ -497,7 +494,7 @@ def _is_utf8_text(name: str) -> bool:
 
 class TFRecordShardWriter(ShardedDirectoryWriter):
     """Encodes records to framed Examples; the shard files and the manifest are the
-    sharded-directory container's (:mod:`dstore.codecs._sharded`).
+    sharded-directory container's (:mod:`dstore.sharding`).
 
     Holds only options and encodings (no open handles or threads), so it
     pickles to Dask workers; every process writes the same bytes for a shard.
@@ -620,39 +617,7 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
 
 _TFDS_RE = re.compile(r"^(?:.*-)?(?P<split>[A-Za-z0-9_]+)\.tfrecords?-\d+-of-\d+(?:\.gz)?$")
 _OURS_RE = re.compile(r"^(?P<split>[A-Za-z0-9_]+)-\d+-of-\d+\.tfrecords?(?:\.gz)?$")
-
-
-def _split_of(filename: str) -> str:
-    for rx in (_OURS_RE, _TFDS_RE):
-        m = rx.match(filename)
-        if m:
-            return m.group("split")
-    stem = re.sub(r"\.tfrecords?(\.gz)?$", "", filename)
-    return stem if stem in KNOWN_SPLITS else DEFAULT_SPLIT
-
-
 _OF_RE = re.compile(r"-(\d+)-of-(\d+)")
-
-
-def _check_complete(split: str, paths: list[str]) -> None:
-    """Shards named ``-i-of-N`` must all be there: a partial set must not look complete."""
-    numbered = [
-        (int(m.group(1)), int(m.group(2)))
-        for p in paths
-        if (m := _OF_RE.search(os.path.basename(p)))
-    ]
-    if not numbered:
-        return
-    totals = {n for _, n in numbered}
-    have = {i for i, _ in numbered}
-    total = max(totals)
-    missing = [i for i in range(total) if i not in have]
-    if len(totals) > 1 or missing:
-        shown = ", ".join(f"{i:05d}" for i in missing[:5]) + (" ..." if len(missing) > 5 else "")
-        raise CodecIOError(
-            f"{os.path.dirname(paths[0]) or '.'}: split {split!r} is incomplete: "
-            f"{len(have)} of {total} shards present" + (f" (missing {shown})" if missing else "")
-        )
 
 
 _PNG_COLOURS = {0: "gray", 2: "RGB", 3: "palette", 4: "gray+alpha", 6: "RGBA"}
@@ -810,151 +775,68 @@ class _FeatureStats:
 _PNG_CHANNELS = {0: 0, 2: 3, 3: 3, 4: 2, 6: 4}
 
 
-@dataclass
-class _Shard:
-    path: str
-    records: int
-    compression: str | None
+class TFRecordReader(ShardedDirectoryReader):
+    """TFRecord shards: dstore's folders (manifest and field encodings) and files
+    written by TensorFlow, TFDS or anyone (fields by inspection of every record)."""
 
+    format_id = "dstore-tfrecord"
+    codec_name = "tfrecord"
+    sequential_reason = "TFRecord shards are read in order"
+    file_pattern = r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$"
 
-class TFRecordReader(Reader):
     def __init__(self, path: str, workers: int = 0) -> None:
-        self.path = path
-        self.workers = workers or default_workers()
-        self.manifest: dict[str, Any] | None = None
-        self.root = path  # the folder shard names in a manifest are relative to
-        self.shards: dict[str, list[_Shard]] = {}
-        manifest_path = fs.join(path, MANIFEST)
-        if fs.isdir(path) and fs.exists(manifest_path):
-            self._load_manifest(manifest_path)
-        elif not self._load_one_shard(path):
-            files = self._find_files(path)
-            # one file named by the user is what they asked for, not an incomplete set
-            self._inspect(files, check_complete=files != [path])
+        self.encodings: dict[str, dict[str, FieldEncoding]] = {}
+        super().__init__(path, workers)
 
-    def _load_manifest(self, manifest_path: str) -> None:
+    def split_of(self, filename: str) -> str:
+        for rx in (_OURS_RE, _TFDS_RE):
+            m = rx.match(filename)
+            if m:
+                return m.group("split")
+        stem = re.sub(r"\.tfrecords?(\.gz)?$", "", filename)
+        return stem if stem in KNOWN_SPLITS else DEFAULT_SPLIT
+
+    def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         try:
-            with fs.open_binary(manifest_path) as f:
-                m = json.loads(f.read())
-            self.schema = Schema.from_json(m["schema"])
             self.encodings = {
                 split: {
                     name: FieldEncoding(e["feature"], e["encoding"], e.get("quality"))
                     for name, e in fields.items()
                 }
-                for split, fields in m["fields"].items()
+                for split, fields in manifest["fields"].items()
             }
-            comp = m.get("compression")
-            for split, info in m["splits"].items():
-                for s in info["shards"]:  # a manifest never sends a reader outside its folder
-                    names.check_relative(self.root, s["file"])
-                self.shards[split] = [
-                    _Shard(fs.join(self.root, s["file"]), int(s["records"]), comp)
-                    for s in info["shards"]
-                ]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise CodecIOError(f"{manifest_path}: unreadable manifest: {e}") from None
-        self.manifest = m
-        splits = set(self.schema.splits)
-        if set(self.encodings) != splits or set(self.shards) != splits:
+        except (KeyError, TypeError, AttributeError) as e:
+            raise CodecIOError(f"{where}: unreadable manifest: {e}") from None
+        if set(self.encodings) != set(self.schema.splits):
             raise CodecIOError(
-                f"{manifest_path}: splits of the schema, fields and shards disagree (corrupt manifest)"
+                f"{where}: splits of the schema, fields and shards disagree (corrupt manifest)"
             )
         for split, encs in self.encodings.items():
             if set(encs) != set(self.schema.splits[split].fields):
                 raise CodecIOError(
-                    f"{manifest_path}: split {split!r}: fields disagree with the schema (corrupt manifest)"
+                    f"{where}: split {split!r}: fields disagree with the schema (corrupt manifest)"
                 )
             for name, enc in encs.items():
                 if enc.encoding not in _WIRE_KIND:
                     raise CodecIOError(
-                        f"{manifest_path}: split {split!r}, field {name!r}: unknown encoding {enc.encoding!r}"
+                        f"{where}: split {split!r}, field {name!r}: unknown encoding {enc.encoding!r}"
                     )
                 try:
                     enc.lossy  # noqa: B018 - checks the quality a lossy field declares
                 except ValueError as e:
                     raise CodecIOError(
-                        f"{manifest_path}: split {split!r}, field {name!r}: {e} (corrupt manifest)"
+                        f"{where}: split {split!r}, field {name!r}: {e} (corrupt manifest)"
                     ) from None
-        for shards in self.shards.values():
-            for shard in shards:
-                if shard.records <= 0:  # dstore never writes an empty shard
-                    raise CodecIOError(
-                        f"{manifest_path}: shard {os.path.basename(shard.path)} claims {shard.records} records"
-                    )
-        for split, spec in self.schema.splits.items():
-            if sum(s.records for s in self.shards.get(split, [])) != spec.count:
-                raise CodecIOError(f"{manifest_path}: split {split!r}: shard counts do not add up")
 
-    def _find_files(self, path: str) -> list[str]:
-        if fs.isdir(path):
-            files = sorted(
-                fs.join(path, f)
-                for f in fs.listdir(path)
-                if re.search(r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$", f)
-            )
-        elif any(c in path for c in "*?["):
-            files = sorted(fs.glob(path))
-        else:
-            files = [path] if fs.exists(path) else []
-        if not files:
-            raise CodecIOError(f"{path}: no TFRecord files found")
-        return files
-
-    def _load_one_shard(self, path: str) -> bool:
-        """One shard named inside a dstore folder: that file's records, typed by the manifest.
-
-        False (read it by inspection) when the folder has no manifest listing it."""
-        root = (os.path.dirname(path) if not is_url(path) else path.rsplit("/", 1)[0]) or "."
-        manifest_path = fs.join(root, MANIFEST)
-        if fs.isdir(path) or not fs.exists(path) or not fs.exists(manifest_path):
-            return False
-        name = os.path.basename(path)
-        try:
-            with fs.open_binary(manifest_path) as f:
-                listed = {
-                    entry["file"]: split
-                    for split, info in json.loads(f.read())["splits"].items()
-                    for entry in info["shards"]
-                }
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return False  # not a manifest this file can be read by: inspect the file itself
-        if name not in listed:
-            return False
-        self.root = root
-        self._load_manifest(manifest_path)
-        assert self.manifest is not None
-        split = listed[name]
-        entry = next(e for e in self.manifest["splits"][split]["shards"] if e["file"] == name)
-        records = int(entry["records"])
-        # stored field checksums cover the whole split, not this shard
-        attrs = {k: v for k, v in self.schema.attrs.items() if k != CHECKSUM_ATTR}
-        self.schema = Schema(
-            {split: SplitSpec(split, records, self.schema.splits[split].fields)}, attrs
-        )
-        self.encodings = {split: self.encodings[split]}
-        self.shards = {split: [_Shard(path, records, self.manifest.get("compression"))]}
-        self.manifest = {**self.manifest, "splits": {split: {"count": records, "shards": [entry]}}}
-        return True
-
-    def _inspect(self, files: list[str], check_complete: bool = True) -> None:
-        """Schema by inspection of every record of every file (see :meth:`_scan_split`)."""
-        by_split: dict[str, list[str]] = {}
-        for f in files:
-            by_split.setdefault(_split_of(os.path.basename(f)), []).append(f)
-        if check_complete:
-            for split, paths in by_split.items():
-                _check_complete(split, paths)
-        splits = {}
-        self.encodings = {}
-        for split, paths in by_split.items():
-            fields, self.encodings[split], self.shards[split] = self._scan_split(paths)
-            splits[split] = SplitSpec(split, sum(s.records for s in self.shards[split]), fields)
-        self.schema = Schema(splits)
+    def scan_split(
+        self, split: str, paths: list[str]
+    ) -> tuple[dict[str, FieldSpec], list[ShardFile]]:
+        fields, self.encodings[split], shards = self._scan_split(paths)
+        return fields, shards
 
     def _scan_split(
         self, paths: list[str]
-    ) -> tuple[dict[str, FieldSpec], dict[str, FieldEncoding], list[_Shard]]:
+    ) -> tuple[dict[str, FieldSpec], dict[str, FieldEncoding], list[ShardFile]]:
         """Fields inferred from every record of the split (see :func:`_infer_kinds`).
 
         The pass parses each Example's wire format without decoding images
@@ -1037,7 +919,7 @@ class TFRecordReader(Reader):
                                 values = decode_example(rec, where, looked)
                             st.look(values[name][1], f"{p}: record {index}")
                     total += 1
-                shards.append(_Shard(p, rf.index, rf.compression))
+                shards.append(ShardFile(p, rf.index, rf.compression))
         fields: dict[str, FieldSpec] = {}
         encs: dict[str, FieldEncoding] = {}
         for name, st in stats.items():
@@ -1046,46 +928,27 @@ class TFRecordReader(Reader):
             fields[name], encs[name] = sq.field(), FieldEncoding(name, sq.encoding)
         return fields, encs, shards
 
-    def _iter_raw(self, split: str, start: int, stop: int) -> Iterator[tuple[bytes, str]]:
-        """Raw records start:stop with their location, CRCs checked."""
-        first = 0
-        for shard in self.shards[split]:
-            last = first + shard.records
-            if last > start and first < stop:
-                with rio.RecordFile(shard.path, shard.compression) as rf:
-                    lo, hi = max(start, first) - first, min(stop, last) - first
-                    rf.skip(lo)
-                    for _ in range(lo, hi):
-                        where = f"{shard.path}: record {rf.index} at byte {rf.offset}"
-                        rec = rf.next_record()
-                        if rec is None:
-                            raise CodecIOError(
-                                f"{shard.path}: ended after {rf.index} records, expected {shard.records}"
-                            )
-                        yield rec, where
-                    if hi == shard.records and rf.next_record() is not None:
-                        raise CodecIOError(
-                            f"{shard.path}: more records than the {shard.records} expected"
-                        )
-            first = last
+    def shard_records(self, shard: ShardFile, lo: int, hi: int) -> Iterator[tuple[bytes, str]]:
+        """Raw records lo:hi of one shard with their location, CRCs checked."""
+        with rio.RecordFile(shard.path, shard.compression) as rf:
+            rf.skip(lo)
+            for _ in range(lo, hi):
+                where = f"{shard.path}: record {rf.index} at byte {rf.offset}"
+                rec = rf.next_record()
+                if rec is None:
+                    raise CodecIOError(
+                        f"{shard.path}: ended after {rf.index} records, expected {shard.records}"
+                    )
+                yield rec, where
+            if hi == shard.records and rf.next_record() is not None:
+                raise CodecIOError(f"{shard.path}: more records than the {shard.records} expected")
 
-    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
-        """Shards, a plain shard cut into pieces of about ``target_bytes`` of stored records.
-
-        Entering a plain shard mid-way seeks over record headers (cheap); a
+    def shard_pieces(self, shard: ShardFile, target_bytes: int) -> int:
+        """A plain shard is entered mid-way by seeking over record headers (cheap); a
         GZIP or ZLIB shard would have to be decompressed up to there, so it stays whole."""
-        self.split(split)
-        ranges: list[tuple[int, int]] = []
-        first = 0
-        for shard in self.shards[split]:
-            pieces = 1
-            if (shard.compression or rio.detect_compression(shard.path)) is None:
-                pieces = max(
-                    1, min(shard.records, -(-fs.getsize(shard.path) // max(1, target_bytes)))
-                )
-            ranges.extend(even_ranges(first, first + shard.records, -(-shard.records // pieces)))
-            first += shard.records
-        return ranges
+        if (shard.compression or rio.detect_compression(shard.path)) is None:
+            return self.pieces_by_size(shard, target_bytes)
+        return 1
 
     def _decode_chunk(
         self,
@@ -1127,45 +990,50 @@ class TFRecordReader(Reader):
                 kind, values = feats[enc.feature]
                 out[name][offset + i] = _decode_value(enc, spec, kind, values, where)
 
-    def _iter(
-        self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
+    def read_shard(
+        self,
+        spec: SplitSpec,
+        names: list[str],
+        shard: ShardFile,
+        lo: int,
+        hi: int,
+        rows: int,
+        pool: Executor,
     ) -> Iterator[Batch]:
-        split = spec.name
-        encs = self.encodings[split]
-        raw = self._iter_raw(split, start, stop)
+        encs = self.encodings[spec.name]
+        raw = self.shard_records(shard, lo, hi)
         # every field copyable: batches carry the records a TFRecord writer can reuse
         signature = _batch_signature(encs, spec, names) if names == list(spec.fields) else None
         canon = None
         if signature is not None:
             canon = [(encs[n].feature.encode(), _WIRE_KIND[encs[n].encoding]) for n in names]
-        with ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-decode") as pool:
-            pos = start
-            while pos < stop:
-                n = min(rows, stop - pos)
-                # dense fields fill an array in place; others collect records, joined below
-                out: dict[str, np.ndarray | list[Any]] = {
-                    name: np.empty((n, *f.shape), f.dtype) if f.dense else [None] * n
-                    for name in names
-                    for f in (spec.fields[name],)
-                }
-                records: list[bytes | None] | None = None if signature is None else [None] * n
-                futures = []
-                for off in range(0, n, _CHUNK):
-                    recs = [next(raw) for _ in range(min(_CHUNK, n - off))]
-                    futures.append(
-                        pool.submit(
-                            self._decode_chunk, spec, encs, names, recs, out, off, records, canon
-                        )
+        pos = lo
+        while pos < hi:
+            n = min(rows, hi - pos)
+            # dense fields fill an array in place; others collect records, joined below
+            out: dict[str, np.ndarray | list[Any]] = {
+                name: np.empty((n, *f.shape), f.dtype) if f.dense else [None] * n
+                for name in names
+                for f in (spec.fields[name],)
+            }
+            records: list[bytes | None] | None = None if signature is None else [None] * n
+            futures = []
+            for off in range(0, n, DECODE_GROUP):
+                recs = [next(raw) for _ in range(min(DECODE_GROUP, n - off))]
+                futures.append(
+                    pool.submit(
+                        self._decode_chunk, spec, encs, names, recs, out, off, records, canon
                     )
-                for fut in futures:
-                    fut.result()
-                cols = {name: _to_column(spec.fields[name], col) for name, col in out.items()}
-                if records is None or signature is None:
-                    yield cols
-                else:
-                    yield SerializedBatch(cols, records, signature)
-                pos += n
-        for _ in raw:  # drain: checks the tail of the last shard
+                )
+            for fut in futures:
+                fut.result()
+            cols = {name: _to_column(spec.fields[name], col) for name, col in out.items()}
+            if records is None or signature is None:
+                yield cols
+            else:
+                yield SerializedBatch(cols, records, signature)
+            pos += n
+        for _ in raw:  # drain: checks the tail of the shard
             pass
 
     def lossy_fields(self, split: str) -> dict[str, LossyImage]:
@@ -1175,12 +1043,6 @@ class TFRecordReader(Reader):
             for name, enc in self.encodings.get(split, {}).items()
             if (lossy := enc.lossy) is not None
         }
-
-    def check_integrity(self) -> list[tuple[bool, str]]:
-        """Every shard the manifest lists: present, of its size, with its sha256."""
-        if self.manifest is None:
-            return [(True, "no dstore manifest: CRCs and decoding checked only")]
-        return check_shards(self.root, self.manifest)
 
     def tf_compression_types(self, split: str) -> list[str]:
         """TensorFlow's ``compression_type`` of each shard of ``split``: "", "GZIP" or "ZLIB"."""
@@ -1419,6 +1281,8 @@ class TFRecordCodec(Codec):
 
     name = "tfrecord"
     reads_folders = True
+    sharded = True
+    tensorflow_native = True  # tf.data.TFRecordDataset reads the shards itself
     extensions = (".tfrecords", ".tfrecord")
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_encoded_images = True  # JPEG/PNG bytes pass through byte for byte

@@ -108,6 +108,7 @@ class LayoutReader(Reader):
         self.layout = layout
         self.path = inner.path
         self.random_access = inner.random_access
+        self.sequential_reason = inner.sequential_reason
         src = inner.schema
         held = {name: layout.holds_layout(s) for name, s in src.splits.items()}
         if len(set(held.values())) > 1:

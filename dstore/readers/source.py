@@ -65,6 +65,8 @@ class SplitSource:
         )
         #: False for storage that only streams (deflated npz members)
         self.random_access: bool = bool(reader.random_access)
+        #: why single records are not read at random (None when they are)
+        self.sequential_reason: str | None = reader.sequential_reason
         self.skipped = 0
         self.errors: list[str] = []
 

@@ -211,12 +211,8 @@ class DstoreMapDataset(tud.Dataset):
     """``len`` and ``ds[i]`` over a random-access split; reads whole ranges, keeps the last."""
 
     def __init__(self, source: SplitSource) -> None:
-        if not source.random_access or source.format == "tfrecord":
-            what = (
-                "TFRecord shards are read in order"
-                if source.format == "tfrecord"
-                else ("a deflated npz only streams")
-            )
+        if not source.random_access or source.sequential_reason:
+            what = source.sequential_reason or "a deflated npz only streams"
             raise SchemaError(
                 f"{source.path}: map_style=True needs random access and {what}; use the "
                 "iterable dataset, or convert to zarr, HDF5 or an uncompressed npz"

@@ -22,16 +22,16 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .codecs._sharded import JOURNAL, append_journal, read_journal, still_good
-from .codecs.base import Codec, Reader, Shard, ShardWriter
-from .dtypes import CastStats, DtypePolicy
-from .engine import Progress, cast_batches
-from .errors import CodecIOError, DstoreError, OutputExistsError, ResumableInterrupt
-from .fs import is_url, url_fs
-from .output import atomic_output, url_output
-from .parallel import prefetch
-from .schema import DEFAULT_BATCH_BYTES, Batch, Schema, slice_batch
-from .sources import open_reader
+from ..codecs.base import Codec, Reader, Shard, ShardWriter
+from ..dtypes import CastStats, DtypePolicy
+from ..engine import Progress, cast_batches
+from ..errors import CodecIOError, DstoreError, OutputExistsError, ResumableInterrupt
+from ..fs import is_url, url_fs
+from ..output import atomic_output, url_output
+from ..parallel import prefetch
+from ..schema import DEFAULT_BATCH_BYTES, Batch, Schema, slice_batch
+from ..sources import open_reader
+from .journal import JOURNAL, append_journal, read_journal, still_good
 
 __all__ = ["ShardRun", "SourceRef", "write_sharded"]
 

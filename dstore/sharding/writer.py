@@ -1,4 +1,4 @@
-"""The sharded-directory container, shared by every format written as a folder of shards.
+"""Writing a sharded directory: shard names, the size plan, atomic shard files, the manifest.
 
 A sharded output is a folder::
 
@@ -6,8 +6,8 @@ A sharded output is a folder::
     ...
     dstore.json                     the manifest: written last, so its presence means complete
 
-What is here is the same for any record format (TFRecord today, a WebDataset
-tar or Parquet codec later), so such a codec only says how records become bytes:
+What is here is the same for any record format, so a format only says how
+records become bytes:
 
 - :func:`shard_name`: ``<split>-<index:05d>-of-<total:05d><suffix>``;
 - :func:`plan_by_size`: shards of about a target size, from encoded sample records;
@@ -15,10 +15,10 @@ tar or Parquet codec later), so such a codec only says how records become bytes:
   (``.part`` then fsync and rename; one PUT on an object store);
 - :class:`ShardedDirectoryWriter`: ``write_shard`` (hashes, counts, optional gzip)
   and ``commit`` (the manifest); a format implements ``encode_shard`` and
-  ``manifest_head``;
-- :func:`check_shards`, :func:`is_manifest_of`: the reading side of the manifest;
-- the resume journal (:func:`read_journal`, :func:`append_journal`,
-  :func:`still_good`), kept by :mod:`dstore.shards` in the folder being built.
+  ``manifest_head``.
+
+The reading half is :mod:`dstore.sharding.reader`, the manifest
+:mod:`dstore.sharding.manifest`, the resume journal :mod:`dstore.sharding.journal`.
 """
 
 from __future__ import annotations
@@ -32,30 +32,20 @@ from abc import abstractmethod
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import IO, Any, ClassVar
 
-from .. import __version__, fs, names
+from .. import fs, names
+from ..codecs.base import Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError
-from ..fs import is_url, sha256_file
+from ..fs import is_url
 from ..schema import Batch, Schema
-from .base import Shard, ShardWriter, is_regular_file
+from .manifest import ENTRY_KEYS, MANIFEST, manifest_base
 
 __all__ = [
-    "JOURNAL",
-    "MANIFEST",
     "ShardedDirectoryWriter",
-    "append_journal",
-    "check_shards",
-    "is_manifest_of",
+    "manifest_base",
     "open_for_write",
     "plan_by_size",
-    "read_journal",
     "shard_name",
-    "still_good",
 ]
-
-MANIFEST = "dstore.json"
-JOURNAL = "dstore.journal"
-#: the manifest entry of one shard, in the order it is written
-_ENTRY_KEYS = ("file", "records", "bytes", "sha256")
 
 
 def shard_name(split: str, index: int, total: int, suffix: str) -> str:
@@ -226,7 +216,7 @@ class ShardedDirectoryWriter(ShardWriter):
         splits_json: dict[str, Any] = {}
         for split, spec in self.schema.splits.items():
             mine = [
-                {k: s[k] for k in _ENTRY_KEYS} for s in shards if self.split_of[s["file"]] == split
+                {k: s[k] for k in ENTRY_KEYS} for s in shards if self.split_of[s["file"]] == split
             ]
             splits_json[split] = {"count": spec.count, "shards": mine}
         manifest = {**self.manifest_head(), "splits": splits_json}
@@ -234,88 +224,3 @@ class ShardedDirectoryWriter(ShardWriter):
             manifest["run"] = dict(run)
         with open_for_write(root, MANIFEST) as f:
             f.write((json.dumps(manifest, indent=1) + "\n").encode())
-
-
-def manifest_base(format_id: str, compression: str | None) -> dict[str, Any]:
-    """The keys every manifest starts with: which format, which dstore wrote it."""
-    return {
-        "format": format_id,
-        "format_version": 1,
-        "dstore_version": __version__,
-        "compression": compression,
-    }
-
-
-# --------------------------------------------------------------------- reading
-
-
-def is_manifest_of(folder: str, format_id: str) -> bool:
-    """True when ``folder`` holds a manifest of ``format_id`` (a regular file, JSON)."""
-    manifest = fs.join(folder, MANIFEST)
-    if not is_regular_file(manifest):
-        return False
-    try:
-        with fs.open_binary(manifest) as f:
-            m = json.loads(f.read())
-    except (OSError, ValueError):
-        return False
-    return isinstance(m, dict) and m.get("format") == format_id
-
-
-def check_shards(root: str, manifest: Mapping[str, Any]) -> list[tuple[bool, str]]:
-    """Every shard the manifest lists: present, of its size, with its sha256."""
-    results = []
-    for split, info in manifest["splits"].items():
-        for shard in info["shards"]:
-            path = fs.join(root, shard["file"])
-            if not fs.exists(path):
-                results.append((False, f"{shard['file']}: missing"))
-                continue
-            size, sha = fs.sha256_file(path)
-            if size != shard["bytes"] or sha != shard["sha256"]:
-                results.append(
-                    (False, f"{shard['file']}: size or sha256 differs from the manifest")
-                )
-            else:
-                results.append((True, f"{shard['file']}: {size} bytes, sha256 matches ({split})"))
-    return results
-
-
-# --------------------------------------------------------------------- journal
-
-
-def read_journal(folder: str) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
-    """The header and finished shards of a journal; a torn last line is ignored."""
-    try:
-        with open(os.path.join(folder, JOURNAL)) as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None, {}
-    try:
-        header = json.loads(lines[0])
-    except (IndexError, ValueError):
-        return None, {}
-    done = {}
-    for line in lines[1:]:
-        try:
-            entry = json.loads(line)
-            done[entry["file"]] = entry
-        except (ValueError, KeyError, TypeError):
-            break  # killed mid-line: later lines cannot exist
-    return header, done
-
-
-def append_journal(path: str, obj: Mapping[str, Any]) -> None:
-    """One line, fsynced: after a kill, the journal holds every shard reported done."""
-    with open(path, "a") as f:
-        f.write(json.dumps(obj, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def still_good(folder: str, entry: Mapping[str, Any]) -> bool:
-    """The shard file a journal entry names is still there with its size and sha256."""
-    try:
-        return sha256_file(os.path.join(folder, entry["file"])) == (entry["bytes"], entry["sha256"])
-    except OSError:
-        return False

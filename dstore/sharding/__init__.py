@@ -1,0 +1,39 @@
+"""The sharded-directory container, both halves, shared by every format written as shards.
+
+A sharded output is a folder of shard files ``<split>-00000-of-00004<suffix>``
+and a manifest ``dstore.json`` written last. This package owns everything
+about it that does not depend on how records become bytes:
+
+- :mod:`~dstore.sharding.writer`: shard names, the size plan, atomic shard
+  files, hashing, the manifest (:class:`ShardedDirectoryWriter`);
+- :mod:`~dstore.sharding.reader`: the manifest, the shard list, reading
+  across shard boundaries, record ranges, completeness of ``-of-N`` sets,
+  integrity checks and ``owns`` (:class:`ShardedDirectoryReader`);
+- :mod:`~dstore.sharding.journal`: the resume journal;
+- :mod:`~dstore.sharding.run`: the conversion itself, shard by shard, local
+  or on Dask, resumable (imported by :mod:`dstore.api` only: it needs the
+  engine and the sources).
+
+A format asks only "the records of one shard" and "decode these records".
+"""
+
+from __future__ import annotations
+
+from .manifest import MANIFEST, check_shards, is_manifest_of, load_manifest, manifest_base
+from .reader import ShardedDirectoryReader, ShardFile, check_complete
+from .writer import ShardedDirectoryWriter, open_for_write, plan_by_size, shard_name
+
+__all__ = [
+    "MANIFEST",
+    "ShardFile",
+    "ShardedDirectoryReader",
+    "ShardedDirectoryWriter",
+    "check_complete",
+    "check_shards",
+    "is_manifest_of",
+    "load_manifest",
+    "manifest_base",
+    "open_for_write",
+    "plan_by_size",
+    "shard_name",
+]

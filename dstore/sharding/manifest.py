@@ -1,0 +1,101 @@
+"""The manifest of a sharded directory: ``dstore.json``, written last.
+
+Its presence means the output is complete. It holds the format's own keys
+(:func:`manifest_base` first), then ``splits``: per split its record count and
+its shards in order, each ``file``, ``records``, ``bytes`` and ``sha256``;
+then ``run`` (what a ``--resume`` must find equal). Shard names in it are
+relative to its folder and never lead outside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .. import __version__, fs, names
+from ..codecs.base import is_regular_file
+from ..errors import CodecIOError
+
+__all__ = [
+    "ENTRY_KEYS",
+    "MANIFEST",
+    "check_shards",
+    "is_manifest_of",
+    "load_manifest",
+    "manifest_base",
+]
+
+MANIFEST = "dstore.json"
+#: the manifest entry of one shard, in the order it is written
+ENTRY_KEYS = ("file", "records", "bytes", "sha256")
+
+
+def manifest_base(format_id: str, compression: str | None) -> dict[str, Any]:
+    """The keys every manifest starts with: which format, which dstore wrote it."""
+    return {
+        "format": format_id,
+        "format_version": 1,
+        "dstore_version": __version__,
+        "compression": compression,
+    }
+
+
+def load_manifest(path: str) -> dict[str, Any]:
+    """The manifest at ``path``, its shard list checked: names inside its folder,
+    positive record counts adding up to each split's count.
+
+    Raises :class:`~dstore.errors.CodecIOError` naming the file for anything else."""
+    try:
+        with fs.open_binary(path) as f:
+            m = json.loads(f.read())
+        root = path.rsplit("/", 1)[0] if fs.is_url(path) else (os.path.dirname(path) or ".")
+        for split, info in m["splits"].items():
+            total = 0
+            for s in info["shards"]:
+                names.check_relative(root, s["file"])  # never sends a reader outside its folder
+                if int(s["records"]) <= 0:  # dstore never writes an empty shard
+                    raise CodecIOError(f"{path}: shard {s['file']} claims {s['records']} records")
+                total += int(s["records"])
+            if total != int(info["count"]):
+                raise CodecIOError(f"{path}: split {split!r}: shard counts do not add up")
+    except CodecIOError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CodecIOError(f"{path}: unreadable manifest: {e}") from None
+    if not isinstance(m, dict):
+        raise CodecIOError(f"{path}: unreadable manifest: not a JSON object")
+    return m
+
+
+def is_manifest_of(folder: str, format_id: str) -> bool:
+    """True when ``folder`` holds a manifest of ``format_id`` (a regular file, JSON)."""
+    manifest = fs.join(folder, MANIFEST)
+    if not is_regular_file(manifest):
+        return False
+    try:
+        with fs.open_binary(manifest) as f:
+            m = json.loads(f.read())
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and m.get("format") == format_id
+
+
+def check_shards(root: str, manifest: Mapping[str, Any]) -> list[tuple[bool, str]]:
+    """Every shard the manifest lists: present, of its size, with its sha256."""
+    results = []
+    for split, info in manifest["splits"].items():
+        for shard in info["shards"]:
+            path = fs.join(root, shard["file"])
+            if not fs.exists(path):
+                results.append((False, f"{shard['file']}: missing"))
+                continue
+            size, sha = fs.sha256_file(path)
+            if size != shard["bytes"] or sha != shard["sha256"]:
+                results.append(
+                    (False, f"{shard['file']}: size or sha256 differs from the manifest")
+                )
+            else:
+                results.append((True, f"{shard['file']}: {size} bytes, sha256 matches ({split})"))
+    return results
