@@ -65,7 +65,7 @@ def test_convert_info_verify(tmp_path, capsys, label_maker_npz):
 def test_formats_lists_every_builtin(capsys):
     assert main(["formats"]) == 0
     out = capsys.readouterr().out
-    for name in dstore.codec_names():
+    for name in dstore.available_codecs():
         assert name in out
 
 
