@@ -127,6 +127,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_index(args: argparse.Namespace) -> int:
+    from . import api
+
+    print(api.index(args.paths, out=args.out, format=args.from_format).summary())
+    return 0
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     from . import api
 
@@ -397,6 +404,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="input format (default: from PATH's extension or contents)",
     )
     p.set_defaults(func=_cmd_info)
+
+    p = sub.add_parser(
+        "index",
+        help="write <file>.idx record indexes (DALI's format) for TFRecord files dstore did not "
+        "write, so any record is one seek away",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder of shards, a glob")
+    p.add_argument(
+        "--out", metavar="DIR", help="write the indexes into DIR (default: beside each file)"
+    )
+    p.add_argument(
+        "--from",
+        dest="from_format",
+        metavar="FORMAT",
+        help="input format (default: from PATH's extension)",
+    )
+    p.set_defaults(func=_cmd_index)
 
     p = sub.add_parser(
         "verify",

@@ -212,6 +212,22 @@ class RecordFile:
             self.index += 1
             self.offset += 16 + length
 
+    def seek_record(self, index: int, offset: int) -> None:
+        """Go to record ``index``, whose frame starts at byte ``offset`` (from a record
+        index); plain files only. The next read checks its frame as usual."""
+        if self.compressed:
+            raise CodecIOError(f"{self.path}: a {self.compression} file cannot be entered mid-way")
+        self._raw.seek(offset)
+        self.index, self.offset = index, offset
+
+    def frame_lengths(self) -> list[int]:
+        """Each remaining record's whole frame length (16 + data), every CRC checked:
+        an index must only ever point at real records."""
+        lengths = []
+        while (rec := self.next_record()) is not None:
+            lengths.append(16 + len(rec))
+        return lengths
+
     def count(self) -> int:
         """Count the remaining records (frames and length CRCs checked, data skipped)."""
         n = 0

@@ -384,6 +384,18 @@ class Codec(ABC):
         follow the path into anything it would not read as this format."""
         return False
 
+    @classmethod
+    def frame_files(cls, path: str) -> list[str]:
+        """The files of this format at ``path`` (a file, a folder, a glob) that
+        :meth:`frame_lengths` indexes; formats without framed records refuse."""
+        raise CodecIOError(f"{path}: {cls.name} files have no record index to write")
+
+    @classmethod
+    def frame_lengths(cls, path: str) -> list[int]:
+        """The byte length of each record's frame in the file at ``path``, in order
+        (what a ``<file>.idx`` lists); refuses a file that cannot be entered mid-way."""
+        raise CodecIOError(f"{path}: {cls.name} files have no record index to write")
+
     def check_schema(self, schema: Schema) -> None:
         """Raise UnsupportedDtypeError before any byte is written."""
         for split in schema.splits.values():

@@ -501,6 +501,7 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
     """
 
     codec_name = "tfrecord"
+    record_index = True  # each record is one frame: shards get DALI-style .idx sidecars
 
     def __init__(
         self, schema: Schema, options: TFRecordOptions, plan: Sequence[Shard] = ()
@@ -930,8 +931,12 @@ class TFRecordReader(ShardedDirectoryReader):
 
     def shard_records(self, shard: ShardFile, lo: int, hi: int) -> Iterator[tuple[bytes, str]]:
         """Raw records lo:hi of one shard with their location, CRCs checked."""
+        offsets = self.frame_offsets(shard) if lo else None
         with rio.RecordFile(shard.path, shard.compression) as rf:
-            rf.skip(lo)
+            if offsets is not None:
+                rf.seek_record(lo, int(offsets[lo]))  # one seek, not a walk over lo frames
+            else:
+                rf.skip(lo)
             for _ in range(lo, hi):
                 where = f"{shard.path}: record {rf.index} at byte {rf.offset}"
                 rec = rf.next_record()
@@ -1295,6 +1300,20 @@ class TFRecordCodec(Codec):
     def path_options(cls, path: str) -> dict[str, Any]:
         """``x.tfrecords.gz``: gzip-compressed shards, as TensorFlow users name such files."""
         return {"compression": "gzip"} if path.rstrip("/").lower().endswith(".gz") else {}
+
+    @classmethod
+    def frame_files(cls, path: str) -> list[str]:
+        return TFRecordReader.find_files_at(path)
+
+    @classmethod
+    def frame_lengths(cls, path: str) -> list[int]:
+        with rio.RecordFile(path) as rf:
+            if rf.compressed:
+                raise CodecIOError(
+                    f"{path}: a {str(rf.compression).upper()} TFRecord file cannot be indexed (it "
+                    "cannot be entered mid-way); convert it to a plain one to read it at random"
+                )
+            return rf.frame_lengths()
 
     @classmethod
     def owns(cls, path: str) -> bool:

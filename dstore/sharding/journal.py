@@ -50,8 +50,12 @@ def append_journal(path: str, obj: Mapping[str, Any]) -> None:
 
 
 def still_good(folder: str, entry: Mapping[str, Any]) -> bool:
-    """The shard file a journal entry names is still there with its size and sha256."""
+    """The shard file a journal entry names (and its record index, if it has one) is
+    still there with its size and sha256."""
+    files = [entry, *([entry["index"]] if "index" in entry else [])]
     try:
-        return sha256_file(os.path.join(folder, entry["file"])) == (entry["bytes"], entry["sha256"])
-    except OSError:
+        return all(
+            sha256_file(os.path.join(folder, f["file"])) == (f["bytes"], f["sha256"]) for f in files
+        )
+    except (OSError, KeyError, TypeError):
         return False

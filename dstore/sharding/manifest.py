@@ -55,6 +55,8 @@ def load_manifest(path: str) -> dict[str, Any]:
             total = 0
             for s in info["shards"]:
                 names.check_relative(root, s["file"])  # never sends a reader outside its folder
+                if "index" in s:
+                    names.check_relative(root, s["index"]["file"])
                 if int(s["records"]) <= 0:  # dstore never writes an empty shard
                     raise CodecIOError(f"{path}: shard {s['file']} claims {s['records']} records")
                 total += int(s["records"])
@@ -83,19 +85,21 @@ def is_manifest_of(folder: str, format_id: str) -> bool:
 
 
 def check_shards(root: str, manifest: Mapping[str, Any]) -> list[tuple[bool, str]]:
-    """Every shard the manifest lists: present, of its size, with its sha256."""
-    results = []
+    """Every shard the manifest lists, and its record index: present, of its size,
+    with its sha256."""
+    results: list[tuple[bool, str]] = []
     for split, info in manifest["splits"].items():
         for shard in info["shards"]:
-            path = fs.join(root, shard["file"])
-            if not fs.exists(path):
-                results.append((False, f"{shard['file']}: missing"))
-                continue
-            size, sha = fs.sha256_file(path)
-            if size != shard["bytes"] or sha != shard["sha256"]:
-                results.append(
-                    (False, f"{shard['file']}: size or sha256 differs from the manifest")
-                )
-            else:
-                results.append((True, f"{shard['file']}: {size} bytes, sha256 matches ({split})"))
+            files = [shard, *([shard["index"]] if "index" in shard else [])]
+            results.extend(_check_file(root, f, split) for f in files)
     return results
+
+
+def _check_file(root: str, entry: Mapping[str, Any], split: str) -> tuple[bool, str]:
+    path = fs.join(root, entry["file"])
+    if not fs.exists(path):
+        return False, f"{entry['file']}: missing"
+    size, sha = fs.sha256_file(path)
+    if size != entry["bytes"] or sha != entry["sha256"]:
+        return False, f"{entry['file']}: size or sha256 differs from the manifest"
+    return True, f"{entry['file']}: {size} bytes, sha256 matches ({split})"

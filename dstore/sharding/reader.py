@@ -25,6 +25,7 @@ A format subclasses it and answers three questions only:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from abc import abstractmethod
@@ -33,6 +34,8 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, ClassVar
+
+import numpy as np
 
 from .. import fs
 from ..codecs.base import RANGE_BYTES, Reader, even_ranges
@@ -50,6 +53,7 @@ from ..schema import (
     SplitSpec,
     slice_batch,
 )
+from .index import INDEX_SUFFIX, read_index
 from .manifest import MANIFEST, check_shards, load_manifest
 
 __all__ = ["ShardFile", "ShardedDirectoryReader", "check_complete"]
@@ -69,6 +73,8 @@ class ShardFile:
     records: int
     #: ``"gzip"``/``"zlib"`` when the whole shard is one compressed stream
     compression: str | None = None
+    #: its record index (``<shard>.idx``, :mod:`dstore.sharding.index`), if it has one
+    index: str | None = None
 
 
 def check_complete(split: str, paths: Sequence[str]) -> None:
@@ -118,6 +124,7 @@ class ShardedDirectoryReader(Reader):
         self.manifest: dict[str, Any] | None = None
         self.root = path  # the folder shard names in a manifest are relative to
         self.shards: dict[str, list[ShardFile]] = {}
+        self._offsets: dict[str, np.ndarray] = {}
         manifest_path = fs.join(path, MANIFEST)
         if fs.isdir(path) and fs.exists(manifest_path):
             self._open_manifest(manifest_path)
@@ -125,6 +132,8 @@ class ShardedDirectoryReader(Reader):
             files = self.find_files(path)
             # one file named by the user is what they asked for, not an incomplete set
             self._inspect(files, whole_sets=files != [path])
+        if self.sequential_reason and self.indexed():
+            self.sequential_reason = None  # every record is one seek away
 
     # ------------------------------------------------------------ format hooks
 
@@ -211,7 +220,12 @@ class ShardedDirectoryReader(Reader):
             comp = m.get("compression")
             self.shards = {
                 split: [
-                    ShardFile(fs.join(self.root, s["file"]), int(s["records"]), comp)
+                    ShardFile(
+                        fs.join(self.root, s["file"]),
+                        int(s["records"]),
+                        comp,
+                        fs.join(self.root, s["index"]["file"]) if "index" in s else None,
+                    )
                     for s in info["shards"]
                 ]
                 for split, info in m["splits"].items()
@@ -257,23 +271,29 @@ class ShardedDirectoryReader(Reader):
         self.schema = Schema(
             {split: SplitSpec(split, records, self.schema.splits[split].fields)}, attrs
         )
-        self.shards = {split: [ShardFile(path, records, m.get("compression"))]}
+        index = fs.join(root, entry["index"]["file"]) if "index" in entry else None
+        self.shards = {split: [ShardFile(path, records, m.get("compression"), index)]}
         assert self.manifest is not None
         self.manifest = {**self.manifest, "splits": {split: {"count": records, "shards": [entry]}}}
         return True
 
     def find_files(self, path: str) -> list[str]:
         """The files of a folder (those :attr:`file_pattern` matches), a glob, or one file."""
+        return self.find_files_at(path)
+
+    @classmethod
+    def find_files_at(cls, path: str) -> list[str]:
+        """:meth:`find_files` without a reader (``dstore index`` lists files with it)."""
         if fs.isdir(path):
             files = sorted(
-                fs.join(path, f) for f in fs.listdir(path) if re.search(self.file_pattern, f)
+                fs.join(path, f) for f in fs.listdir(path) if re.search(cls.file_pattern, f)
             )
         elif any(c in path for c in "*?["):
             files = sorted(fs.glob(path))
         else:
             files = [path] if fs.exists(path) else []
         if not files:
-            raise CodecIOError(f"{path}: no {self.codec_name} files found")
+            raise CodecIOError(f"{path}: no {cls.codec_name} files found")
         return files
 
     def _inspect(self, files: list[str], whole_sets: bool = True) -> None:
@@ -285,9 +305,30 @@ class ShardedDirectoryReader(Reader):
                 check_complete(split, paths)
         splits = {}
         for split, paths in by_split.items():
-            fields, self.shards[split] = self.scan_split(split, paths)
+            fields, shards = self.scan_split(split, paths)
+            self.shards[split] = [_with_sidecar(s) for s in shards]
             splits[split] = SplitSpec(split, sum(s.records for s in self.shards[split]), fields)
         self.schema = Schema(splits)
+
+    # ------------------------------------------------------------ record indexes
+
+    def indexed(self) -> bool:
+        """True when every shard has a record index (each record one seek away)."""
+        return all(
+            s.index is not None and s.compression is None
+            for shards in self.shards.values()
+            for s in shards
+        )
+
+    def frame_offsets(self, shard: ShardFile) -> np.ndarray | None:
+        """Where each record of ``shard`` starts (and, last, where the shard ends), from
+        its record index, checked against the shard; None without an index."""
+        if shard.index is None or shard.compression is not None:
+            return None
+        offsets = self._offsets.get(shard.path)
+        if offsets is None:
+            offsets = self._offsets[shard.path] = read_index(shard.index, shard.path, shard.records)
+        return offsets
 
     # ------------------------------------------------------------ reading
 
@@ -381,3 +422,12 @@ def _rebatch(
                 pending, have = [], 0
     if pending:
         yield _join(spec, names, pending)
+
+
+def _with_sidecar(shard: ShardFile) -> ShardFile:
+    """A shard dstore did not write, with the ``<shard>.idx`` beside it if there is one
+    (``dstore index`` writes them; DALI's ``tfrecord2idx`` too)."""
+    sidecar = shard.path + INDEX_SUFFIX
+    if shard.index is None and not fs.is_url(shard.path) and os.path.isfile(sidecar):
+        return dataclasses.replace(shard, index=sidecar)
+    return shard

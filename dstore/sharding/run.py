@@ -410,8 +410,9 @@ def write_sharded(
             _, done_before = read_journal(root)
             planned = {s.file for s in plan}
             kept = {f: e for f, e in done_before.items() if f in planned and still_good(root, e)}
+            keep = set(kept) | {e["index"]["file"] for e in kept.values() if "index" in e}
             for name in os.listdir(root):  # partial shards and the old journal, rewritten below
-                if name not in kept:
+                if name not in keep:
                     os.remove(os.path.join(root, name))
             append_journal(journal, header)
             for entry in kept.values():

@@ -37,6 +37,7 @@ from ..codecs.base import Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError
 from ..fs import is_url
 from ..schema import Batch, Schema
+from .index import INDEX_SUFFIX, format_index
 from .manifest import ENTRY_KEYS, MANIFEST, manifest_base
 
 __all__ = [
@@ -141,6 +142,9 @@ class ShardedDirectoryWriter(ShardWriter):
 
     #: the codec's name, which starts every error message
     codec_name: ClassVar[str] = "sharded"
+    #: True when each encoded record is one frame a reader can seek to: an
+    #: uncompressed shard then gets a ``<shard>.idx`` record index (``sharding.index``)
+    record_index: ClassVar[bool] = False
 
     def __init__(self, schema: Schema, plan: Sequence[Shard], compression: str | None) -> None:
         self.schema = schema
@@ -184,6 +188,7 @@ class ShardedDirectoryWriter(ShardWriter):
                 "everywhere"
             )
         records = 0
+        lengths: list[int] | None = [] if self.record_index and not self.compression else None
         with (
             open_for_write(root, shard.file) as raw,
             contextlib.closing(self.encode_shard(shard, batches)) as encoded_groups,
@@ -199,16 +204,29 @@ class ShardedDirectoryWriter(ShardWriter):
                     for rec in encoded:
                         out.write(rec)
                 records += len(encoded)
+                if lengths is not None:
+                    lengths.extend(len(rec) for rec in encoded)
                 if progress is not None:
                     progress(len(encoded))
             if out is not hashed:
                 out.close()
-        return {
+        entry: dict[str, Any] = {
             "file": shard.file,
             "records": records,
             "bytes": hashed.size,
             "sha256": hashed.sha.hexdigest(),
         }
+        if lengths is not None:
+            entry["index"] = self._write_index(root, shard.file + INDEX_SUFFIX, lengths)
+        return entry
+
+    @staticmethod
+    def _write_index(root: str, name: str, lengths: list[int]) -> dict[str, Any]:
+        """The record index of a shard just written, committed the same way, with its hash."""
+        data = format_index(lengths)
+        with open_for_write(root, name) as f:
+            f.write(data)
+        return {"file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
     def commit(
         self, root: str, shards: list[dict[str, Any]], run: Mapping[str, Any] | None = None
@@ -216,7 +234,9 @@ class ShardedDirectoryWriter(ShardWriter):
         splits_json: dict[str, Any] = {}
         for split, spec in self.schema.splits.items():
             mine = [
-                {k: s[k] for k in ENTRY_KEYS} for s in shards if self.split_of[s["file"]] == split
+                {k: s[k] for k in (*ENTRY_KEYS, "index") if k in s}
+                for s in shards
+                if self.split_of[s["file"]] == split
             ]
             splits_json[split] = {"count": spec.count, "shards": mine}
         manifest = {**self.manifest_head(), "splits": splits_json}

@@ -1,0 +1,87 @@
+"""``dstore index``: record indexes for shards dstore did not write.
+
+dstore writes a ``<shard>.idx`` beside every plain shard of a format whose
+records are frames (TFRecord); this writes the same sidecar for files written
+by TensorFlow, TFDS or anyone, so that dstore, NVIDIA DALI and the ``tfrecord``
+package can read any record with one seek. A compressed file cannot be
+entered mid-way, so it is refused by name.
+
+Each index is written to a temporary name in its folder and renamed, so two
+runs indexing the same file at once both leave a complete, identical index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..errors import CodecIOError, UnknownCodecError
+from ..registry import get_codec_class, infer_codec
+from ..sharding.index import INDEX_SUFFIX, format_index
+
+__all__ = ["IndexReport", "index"]
+
+
+@dataclass
+class IndexReport:
+    """What :func:`index` wrote: one ``(index path, records)`` per file."""
+
+    written: list[tuple[str, int]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        records = sum(n for _, n in self.written)
+        return f"{len(self.written)} index file(s) written, {records} records"
+
+
+def index(
+    paths: Sequence[str], *, out: str | None = None, format: str | None = None
+) -> IndexReport:
+    """Write a record index beside each file of ``paths`` (a file, a folder of shards,
+    a glob), or into the folder ``out`` when the data folder is read-only.
+
+    Raises
+    ------
+    CodecIOError
+        a file that is compressed or not of the format, naming it (nothing is written
+        for it; indexes of the files before it stay).
+    """
+    report = IndexReport()
+    for spec in paths:
+        cls = get_codec_class(format or _format_of(spec))
+        for path in cls.frame_files(spec):
+            lengths = cls.frame_lengths(path)
+            folder = out if out is not None else (os.path.dirname(path) or ".")
+            target = os.path.join(folder, os.path.basename(path) + INDEX_SUFFIX)
+            _write_atomically(target, format_index(lengths))
+            report.written.append((target, len(lengths)))
+    return report
+
+
+def _format_of(spec: str) -> str:
+    """The format a path names, or for a folder the one its first claimed file names."""
+    try:
+        return infer_codec(spec)
+    except UnknownCodecError:
+        if not os.path.isdir(spec):
+            raise
+        for name in sorted(os.listdir(spec)):
+            with contextlib.suppress(UnknownCodecError):
+                return infer_codec(os.path.join(spec, name))
+        raise
+
+
+def _write_atomically(target: str, data: bytes) -> None:
+    tmp = f"{target}.{os.getpid()}-{secrets.token_hex(4)}.part"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise CodecIOError(f"{target}: cannot write the index: {e.strerror or e}") from None
