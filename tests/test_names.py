@@ -284,7 +284,8 @@ def test_npz_keys_that_look_like_paths(tmp_path, fmt, key):
     _assert_same({split: {field: np.arange(3)}}, _read_back(dst))
     if fmt == "tfrecord":
         manifest = json.loads((work / "o.tfrecords" / "dstore.json").read_text())
-        files = [s["file"] for s in manifest["splits"][split]["shards"]]
+        entries = manifest["splits"][split]["shards"]
+        files = [s["file"] for s in entries] + [s["index"]["file"] for s in entries]
         assert all("/" not in f and not f.startswith(".") for f in files)
         assert sorted(os.listdir(dst)) == sorted([*files, "dstore.json"])
     if fmt == "npz":  # what unzip would write stays inside its folder too
@@ -309,6 +310,7 @@ def test_cli_convert_of_the_evil_key(tmp_path):
     assert os.listdir(work) == ["o.tfrecords"]
     assert sorted(os.listdir(work / "o.tfrecords")) == [
         "%2E.%2Fevil-00000-of-00001.tfrecord",
+        "%2E.%2Fevil-00000-of-00001.tfrecord.idx",
         "dstore.json",
     ]
     _assert_same({"../evil": {"x": np.arange(3)}}, _read_back(str(work / "o.tfrecords")))
@@ -462,7 +464,9 @@ def test_ordinary_names_keep_todays_layout(tmp_path):
     assert sorted(os.listdir(tmp_path / "o.tfrecords")) == [
         "dstore.json",
         "test-00000-of-00001.tfrecord",
+        "test-00000-of-00001.tfrecord.idx",
         "train-00000-of-00001.tfrecord",
+        "train-00000-of-00001.tfrecord.idx",
     ]
     with h5py.File(tmp_path / "o.h5") as f:
         assert sorted(f) == ["test", "train"] and sorted(f["train"]) == ["x", "y"]

@@ -258,7 +258,9 @@ def test_verify_path_alone(tmp_path, capsys, label_maker_npz):
     assert main(["verify", out]) == 0
     text = capsys.readouterr().out
     assert "sha256 matches" in text and "40 of 40 records decoded" in text
-    shard = sorted(f for f in os.listdir(out) if f.startswith("train"))[1]
+    shard = sorted(f for f in os.listdir(out) if f.startswith("train") and f.endswith(".tfrecord"))[
+        1
+    ]
     with open(os.path.join(out, shard), "r+b") as f:
         f.seek(100)
         byte = f.read(1)

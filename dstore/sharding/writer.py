@@ -233,14 +233,19 @@ class ShardedDirectoryWriter(ShardWriter):
     ) -> None:
         splits_json: dict[str, Any] = {}
         for split, spec in self.schema.splits.items():
-            mine = [
-                {k: s[k] for k in (*ENTRY_KEYS, "index") if k in s}
-                for s in shards
-                if self.split_of[s["file"]] == split
-            ]
+            mine = [_entry(s) for s in shards if self.split_of[s["file"]] == split]
             splits_json[split] = {"count": spec.count, "shards": mine}
         manifest = {**self.manifest_head(), "splits": splits_json}
         if run:
             manifest["run"] = dict(run)
         with open_for_write(root, MANIFEST) as f:
             f.write((json.dumps(manifest, indent=1) + "\n").encode())
+
+
+def _entry(shard: Mapping[str, Any]) -> dict[str, Any]:
+    """A shard's manifest entry with its keys in one order, however it was stored in
+    between (the journal sorts keys): a resumed run writes the same manifest bytes."""
+    entry = {k: shard[k] for k in ENTRY_KEYS}
+    if "index" in shard:
+        entry["index"] = {k: shard["index"][k] for k in ("file", "bytes", "sha256")}
+    return entry
