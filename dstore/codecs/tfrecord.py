@@ -423,7 +423,7 @@ class TFRecordOptions:
     png_level: str = field(
         default="fast",
         metadata={
-            "help": "fast (UP filter + ISA-L deflate) or libpng zlib level 0-9 "
+            "help": "fast (UP filter + libdeflate level 1) or libpng zlib level 0-9 "
             "(6: TensorFlow's sizes)"
         },
     )
