@@ -17,7 +17,7 @@ from typing import Any
 from .errors import DstoreError
 
 # The library (numpy and up) is imported by the commands that use it, not here: `dstore
-# --help` and `--version` then start in the time Python itself takes (see README, Start-up).
+# --help` and `--version` then start in the time Python itself takes (see docs/benchmarks.md, Start-up).
 
 __all__ = ["main"]
 

@@ -49,9 +49,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def _readme_zarr_recipe() -> str:
-    """The README's "Lossy images in zarr without dstore" snippet, as printed there."""
-    readme = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
-    with open(readme) as f:
+    """The "Lossy images in zarr without dstore" snippet of docs/formats/zarr.md, as printed."""
+    page = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "formats", "zarr.md")
+    with open(page) as f:
         (code,) = re.findall(r"^```py\n(.*?)^```$", f.read(), flags=re.DOTALL | re.MULTILINE)
     return code
 
@@ -160,7 +160,7 @@ def test_zarr_image_codec_opens_with_zarr_and_imagecodecs_alone(tmp_path):
         assert arr.chunks == (1, 64, 64, 3)  # one image per chunk
         assert np.array_equal(arr[:], back)
         assert back.shape == x.shape and _psnr(x, back, 255) >= 28.5
-        # what a zarr user does: zarr + imagecodecs, no dstore (README "Lossy images in zarr")
+        # what a zarr user does: zarr + imagecodecs, no dstore (docs/formats/zarr.md)
         # as if dstore were not installed: not importable, and its zarr.codecs entry
         # points (which make zarr import dstore's codec classes) not there
         script = _WITHOUT_DSTORE + _readme_zarr_recipe().replace('"small.zarr"', repr(out))

@@ -197,7 +197,7 @@ def test_every_extra_names_only_packages_dstore_uses(project, hints):
     used = _used_modules(hints)
     ours = norm(project["name"])
     for extra, specs in project["optional-dependencies"].items():
-        if extra == "test":  # the developers' tools: pytest, moto, ... used by tests/
+        if extra in ("test", "docs"):  # the developers' tools: pytest, moto, mkdocs, ...
             continue
         for spec in specs:
             req = requirements.Requirement(spec)
@@ -212,9 +212,10 @@ def test_every_extra_names_only_packages_dstore_uses(project, hints):
 
 
 def test_no_other_install_name_is_printed_or_documented():
-    """Every `pip install NAME[extra]` in the package and the README names this distribution."""
+    """Every `pip install NAME[extra]` in the package, the README and the docs names this
+    distribution."""
     pattern = re.compile(r"""pip install\s+(?:-\S+\s+)*['"]?([A-Za-z0-9][A-Za-z0-9._-]*)\[""")
-    files = [*sorted(PACKAGE.rglob("*.py")), ROOT / "README.md"]
+    files = [*sorted(PACKAGE.rglob("*.py")), ROOT / "README.md", *sorted(ROOT.glob("docs/**/*.md"))]
     found = 0
     for path in files:
         if not path.exists():  # README is beside the tests in a checkout

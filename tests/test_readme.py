@@ -69,3 +69,51 @@ def test_readme_python_snippet_runs(tmp_path, tiles):
     with dstore.open(str(tmp_path / "small.zarr")) as small:
         np.testing.assert_array_equal(small["train"]["x"][:], x[:8])
         np.testing.assert_array_equal(small["train"]["y"][:], y[:8])
+
+
+def _fenced(language: str) -> list[str]:
+    with open(README, encoding="utf-8") as f:
+        return re.findall(rf"^```{language}\n(.*?)^```$", f.read(), flags=re.DOTALL | re.MULTILINE)
+
+
+def test_readme_has_two_setup_commands_from_a_checkout():
+    """Exactly two set-up lines: one ends in `dstore demo`, one runs the tests; both install
+    from the checkout (the distribution is not on the package index)."""
+    (setup,) = _fenced("console")
+    lines = [line for line in setup.splitlines() if line.strip()]
+    assert len(lines) == 2, lines
+    demo, tests = lines
+    assert "pip install -e '.[all]'" in demo and demo.endswith("dstore demo"), demo
+    assert "pip install -e '.[test]'" in tests and "pytest" in tests, tests
+
+
+def test_readme_commands_run_on_the_demo_files(tmp_path):
+    """The README's five commands, as written, in a folder holding the files `dstore demo`
+    writes under the names they use (made smaller here: the demo itself is tests/test_cli.py's)."""
+    pytest.importorskip("sklearn")  # dstore bench's probe
+    from dstore.cli import build_parser
+    from dstore.demo import make_features_npz, make_label_maker_npz
+
+    (commands,) = _fenced("bash")
+    # `dstore demo` writes into the folder the README then enters
+    assert commands.startswith(f"cd {build_parser().parse_args(['demo']).dir}\n"), commands
+    used = [line.split("#")[0].split() for line in commands.splitlines()[1:]]
+    assert [words[1] for words in used] == ["formats", "info", "convert", "verify", "bench"]
+    demo = tmp_path / "dstore-demo"
+    demo.mkdir()
+    make_label_maker_npz(str(demo / "data.npz"), n=30, size=64)
+    make_features_npz(str(demo / "features.npz"), n=300)
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    proc = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", commands],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert (demo / "out.tfrecords").is_dir()
+    assert "recommendation:" in proc.stdout

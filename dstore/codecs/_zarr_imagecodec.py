@@ -11,7 +11,7 @@ entry for imagecodecs' names (imagecodecs registers with numcodecs only), so
 this module registers one zarr codec class per name -- in this process when
 dstore writes or reads, and for every process through the ``zarr.codecs``
 entry points dstore's package declares. Without dstore, the same takes five
-lines (README, "Lossy images in zarr").
+lines (docs/formats/zarr.md, "Lossy images in zarr without dstore").
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class _ImageCodec(_NumcodecsArrayBytesCodec):
 
     def __init__(self, **codec_config: Any) -> None:
         # zarr's base warns on every construction that numcodecs codecs are outside
-        # the v3 specification; the README says so once, per array would be noise
+        # the v3 specification; the docs say so once, per array would be noise
         # (and pytest turns warnings into errors).
         own = self.codec_name.removeprefix(_PREFIX)
         codec_config.pop("id", None)

@@ -423,7 +423,7 @@ class TFRecordOptions:
     png_level: str = field(
         default="fast",
         metadata={
-            "help": "fast (UP filter + ISA-L deflate) or libpng zlib level 0-9 "
+            "help": "fast (UP filter + libdeflate level 1) or libpng zlib level 0-9 "
             "(6: TensorFlow's sizes)"
         },
     )
@@ -633,7 +633,7 @@ def _png_text(ihdr: bytes) -> str:
 class _FeatureStats:
     """What the pre-pass learns about one feature across the records of a split.
 
-    Rules (README, "Reading foreign TFRecords"): a number list whose length
+    Rules (docs/formats/tfrecord.md, "TFRecords written by others"): a number list whose length
     varies, or that some records lack, is Ragged (a missing feature reads as an
     empty list); one byte string per record is a PNG/JPEG Image (PNGs of one
     size: a fixed-size image decoded to pixels), a serialized TensorProto
@@ -980,7 +980,7 @@ class TFRecordReader(ShardedDirectoryReader):
                 spec = split.fields[name]
                 if enc.feature not in feats:
                     if isinstance(spec.kind, Ragged) and enc.encoding in ("int64", "float"):
-                        # a list feature some records lack: an empty list (README rule)
+                        # a list feature some records lack: an empty list (docs/formats/tfrecord.md rule)
                         out[name][offset + i] = np.empty((0, *spec.shape), spec.dtype)
                         continue
                     if enc.encoding == "strings":  # the same rule for lists of strings

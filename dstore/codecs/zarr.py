@@ -71,7 +71,7 @@ class ZarrOptions:
         default="none",
         metadata={
             "help": "image fields as none (blosc, lossless), jpeg, webp or jxl (imagecodecs, "
-            "one chunk per image; zarr users open them with imagecodecs, see README)"
+            "one chunk per image; zarr users open them with imagecodecs, see docs/formats/zarr.md)"
         },
     )
     quality: int = field(default=90, metadata={"help": "quality 1..100 of image_codec"})
