@@ -62,7 +62,9 @@ class ParquetCodec(Codec):
         return ParquetReader(path, self.options.workers, self.options.drop_unmapped)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
-        raise NotImplementedError("parquet is written shard by shard: use plan_shards and shard_writer")
+        raise NotImplementedError(
+            "parquet is written shard by shard: use plan_shards and shard_writer"
+        )
 
     def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
         """Shards of about ``shard_mb``, sized from the first records as encoded."""

@@ -44,8 +44,11 @@ def _unnest(
     levels += list(dims)
     for depth, want in enumerate(levels):
         _no_nulls(arr, where, first, "" if depth == 0 else f"value at axis {depth}")
-        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)
-                or pa.types.is_fixed_size_list(arr.type)):
+        if not (
+            pa.types.is_list(arr.type)
+            or pa.types.is_large_list(arr.type)
+            or pa.types.is_fixed_size_list(arr.type)
+        ):
             raise CodecIOError(f"{where}: {arr.type} has fewer axes than the field's {dims}")
         if pa.types.is_fixed_size_list(arr.type):
             lengths = np.full(len(arr), arr.type.list_size, np.int64)
@@ -119,7 +122,8 @@ def _image_bytes(arr: pa.Array, where: str, first: int) -> VarColumn:
 def _decoder(spec: FieldSpec, storage: Storage) -> Callable[[bytes, str], np.ndarray]:
     kind = spec.kind
     channels = kind.channels if isinstance(kind, Image) else (spec.shape[2:] or (0,))[0]
-    shape = spec.shape if spec.dense else (-1, -1, channels)[: 2 if channels == 0 else 3]
+    # a raw image of varying size: any height and width, the field's channels
+    shape = spec.shape if spec.dense else (-1, -1, channels or 0)[: 2 if not channels else 3]
     lossy = storage.lossy
 
     def decode(data: bytes, where: str) -> np.ndarray:

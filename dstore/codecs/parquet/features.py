@@ -170,4 +170,3 @@ def choose_storage(
     if isinstance(kind, StringList):
         return Storage("strings")
     return Storage("value", class_names=class_names)
-

@@ -108,9 +108,7 @@ def _lengths(files: list[pq.ParquetFile], name: str, depth: int) -> list[int | N
     return [next(iter(s)) if len(s) == 1 else (0 if not s else None) for s in seen]
 
 
-def _list_field(
-    name: str, t: pa.DataType, files: list[pq.ParquetFile]
-) -> tuple[Any, Storage]:
+def _list_field(name: str, t: pa.DataType, files: list[pq.ParquetFile]) -> tuple[Any, Storage]:
     depth = 0
     inner = t
     while _is_list(inner):
@@ -150,7 +148,11 @@ def _field(
     if pa.types.is_struct(t):
         children = {t.field(i).name for i in range(t.num_fields)}
         if children == {"bytes", "path"} and hf_type in (None, "Image"):
-            return Image(np.uint8, None, None, None, _image_encoding(files, name)), Storage("image"), {}
+            return (
+                Image(np.dtype(np.uint8), None, None, None, _image_encoding(files, name)),
+                Storage("image"),
+                {},
+            )
         raise Unmapped(f"a struct ({hf_type or t})")
     if (kind := _texty(t)) is not None:
         return kind(), Storage("string" if kind is String else "binary"), {}
@@ -186,7 +188,9 @@ def infer_fields(
             except Unmapped as e:
                 what = f"{paths[0]}: column {f.name!r} is {e}, which dstore cannot map"
                 if not drop:
-                    raise SchemaError(f"{what}; drop such columns with -o drop_unmapped=true") from None
+                    raise SchemaError(
+                        f"{what}; drop such columns with -o drop_unmapped=true"
+                    ) from None
                 notes.append(f"{what}: dropped")
                 continue
             fields[f.name] = FieldSpec(f.name, kind, attrs=attrs)

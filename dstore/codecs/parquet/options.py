@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .._imagecodec import LossyImage, check_quality
 from ...options import option
+from .._imagecodec import LossyImage, check_quality
 
 __all__ = ["ParquetOptions"]
 

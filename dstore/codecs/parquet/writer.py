@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
-from ...model import Image, Ragged, StringList, VarColumn
+from ...model import Image, Ragged, VarColumn
 from ...options import options_json
 from ...parallel import default_workers, ordered_map
 from ...schema import Batch, FieldSpec, Schema, slice_batch
@@ -161,7 +161,9 @@ class ParquetShardWriter(ShardedDirectoryWriter):
             return arr, col.lengths * row
         return arr, np.full(len(col), spec.record_bytes, np.int64)
 
-    def encode_chunk(self, split: str, chunk: Batch, png: Any) -> tuple[dict[str, pa.Array], np.ndarray]:
+    def encode_chunk(
+        self, split: str, chunk: Batch, png: Any
+    ) -> tuple[dict[str, pa.Array], np.ndarray]:
         """A chunk of records as Arrow arrays, with each record's encoded size."""
         n = len(next(iter(chunk.values())))
         sizes = np.zeros(n, np.int64)
@@ -261,7 +263,9 @@ def label_field(schema: Schema, options: ParquetOptions) -> str | None:
         name
         for split in schema.splits.values()
         for name, spec in split.fields.items()
-        if spec.dense and spec.shape == () and spec.dtype.kind in "iu"
+        if spec.dense
+        and spec.shape == ()
+        and spec.dtype.kind in "iu"
         and not isinstance(spec.kind, Image)
     }
     if len(found) != 1:
