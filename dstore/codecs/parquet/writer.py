@@ -66,7 +66,19 @@ def _lists(values: pa.Array, lengths: np.ndarray, t: pa.DataType, where: str) ->
         return pa.FixedSizeListArray.from_arrays(values, type=t)
     offsets = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, type=t)
+    return pa.ListArray.from_arrays(
+        _primitive(offsets.astype(np.int32), pa.int32()), values, type=t
+    )
+
+
+def _primitive(values: np.ndarray, t: pa.DataType) -> pa.Array:
+    """Numbers as an Arrow array over the same memory (bools packed to bits): no copy,
+    and no detour through ``pa.array``, which imports pandas to inspect its argument."""
+    if values.dtype == np.bool_:
+        data = pa.py_buffer(np.packbits(values, bitorder="little"))
+    else:
+        data = pa.py_buffer(np.ascontiguousarray(values))
+    return pa.Array.from_buffers(t, len(values), [None, data])
 
 
 def _value_array(spec: FieldSpec, col: Any, t: pa.DataType, where: str) -> pa.Array:
@@ -81,7 +93,7 @@ def _value_array(spec: FieldSpec, col: Any, t: pa.DataType, where: str) -> pa.Ar
     for _ in dims:
         types.append(inner)
         inner = inner.value_type
-    arr = pa.array(values.reshape(-1), type=inner)
+    arr = _primitive(values.reshape(-1), inner)
     for depth in range(len(dims) - 1, -1, -1):  # innermost axis first
         parents = rows * int(np.prod(dims[:depth], dtype=np.int64))
         arr = _lists(arr, np.full(parents, dims[depth], np.int64), types[depth], where)
