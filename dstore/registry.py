@@ -50,6 +50,8 @@ class _Entry:
     requires: tuple[str, ...] = ()  # importable module names
     pattern: str | None = None  # regex on the file name, for names extensions miss
     marker: str | None = None  # a file inside a folder of this format, whatever the folder's name
+    #: the ``format`` the marker (a JSON manifest) must name: formats sharing a marker file
+    marker_format: str | None = None
 
 
 _BUILTIN: dict[str, _Entry] = {
@@ -68,6 +70,15 @@ _BUILTIN: dict[str, _Entry] = {
         # TFDS shard names: mnist-train.tfrecord-00000-of-00001
         pattern=r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$",
         marker="dstore.json",
+        marker_format="dstore-tfrecord",
+    ),
+    "parquet": _Entry(
+        "dstore.codecs.parquet:ParquetCodec",
+        (".parquet",),
+        "parquet",
+        ("pyarrow", "imagecodecs", "isal"),
+        marker="dstore.json",
+        marker_format="dstore-parquet",
     ),
     # the standard library parses JSON; orjson (extra "json") is used when installed
     "json": _Entry("dstore.codecs.json:JsonCodec", (".json",)),
@@ -163,6 +174,17 @@ def default_extension(name: str) -> str:
     return extensions[0] if extensions else f".{name}"
 
 
+def _has_marker(path: str, entry: _Entry) -> bool:
+    """``path`` is a folder holding ``entry``'s marker (naming its format, when it says one)."""
+    if not entry.marker or not fs.isdir(path) or not fs.exists(fs.join(path, entry.marker)):
+        return False
+    if entry.marker_format is None:
+        return True
+    from .sharding.manifest import is_manifest_of
+
+    return is_manifest_of(path, entry.marker_format)
+
+
 def infer_codec(path: str) -> str:
     """The codec name claimed by ``path``'s extension or file name."""
     _load_entry_points()
@@ -183,7 +205,7 @@ def infer_codec(path: str) -> str:
             if any(base.endswith(ext) for ext in cls.extensions):
                 return name
         for name, entry in _entries.items():
-            if entry.marker and fs.isdir(str(path)) and fs.exists(fs.join(str(path), entry.marker)):
+            if _has_marker(str(path), entry):
                 return name
         raise UnknownCodecError(
             base,

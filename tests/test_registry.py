@@ -28,6 +28,8 @@ from dstore.codecs.base import Codec
         ("x.tfrecords", "tfrecord"),
         ("x.tfrecord", "tfrecord"),
         ("mnist-train.tfrecord-00000-of-00004", "tfrecord"),
+        ("x.parquet", "parquet"),
+        ("data/train-00000-of-00001.parquet", "parquet"),
     ],
 )
 def test_infer_codec(path, name):
@@ -36,9 +38,9 @@ def test_infer_codec(path, name):
 
 def test_unknown_name_and_extension():
     with pytest.raises(dstore.UnknownCodecError, match="available: npz"):
-        registry.get_codec_class("parquet")
+        registry.get_codec_class("lance")
     with pytest.raises(dstore.UnknownCodecError, match="no format claims"):
-        registry.infer_codec("data.parquet")
+        registry.infer_codec("data.lance")
 
 
 def test_missing_dependency_names_the_extra(monkeypatch, capsys):

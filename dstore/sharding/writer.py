@@ -14,8 +14,9 @@ records become bytes:
 - :func:`open_for_write`: a file that exists under its name only once complete
   (``.part`` then fsync and rename; one PUT on an object store);
 - :class:`ShardedDirectoryWriter`: ``write_shard`` (hashes, counts, optional gzip)
-  and ``commit`` (the manifest); a format implements ``encode_shard`` and
-  ``manifest_head``.
+  and ``commit`` (the manifest); a format implements ``encode_shard`` (records
+  -> bytes) or, when a library writes the file itself (pyarrow's ParquetWriter),
+  ``write_records`` (records -> a file object), and ``manifest_head``.
 
 The reading half is :mod:`dstore.sharding.reader`, the manifest
 :mod:`dstore.sharding.manifest`, the resume journal :mod:`dstore.sharding.journal`.
@@ -130,6 +131,15 @@ class _HashingFile:
     def flush(self) -> None:
         self.f.flush()
 
+    def tell(self) -> int:
+        """Bytes written so far (a library writer's position: the file starts empty)."""
+        return self.size
+
+    @property
+    def closed(self) -> bool:
+        """Open while ``write_shard`` holds it (library writers such as pyarrow's ask)."""
+        return False
+
 
 class ShardedDirectoryWriter(ShardWriter):
     """Writes the shard files and the manifest of a sharded directory.
@@ -162,11 +172,44 @@ class ShardedDirectoryWriter(ShardWriter):
     def fingerprint(self) -> dict[str, str]:
         return dict(self.libraries)
 
-    @abstractmethod
     def encode_shard(
         self, shard: Shard, batches: Iterator[Batch]
     ) -> Generator[list[bytes], None, None]:
-        """The shard's records encoded, in record order, in groups (one item per record)."""
+        """The shard's records encoded, in record order, in groups (one item per record).
+
+        A format implements this or :meth:`write_records`."""
+        raise NotImplementedError(f"{self.codec_name}: implement encode_shard or write_records")
+        yield []  # pragma: no cover - makes this a generator, as overrides are
+
+    def write_records(
+        self, shard: Shard, batches: Iterator[Batch], out: Any
+    ) -> Generator[int, None, None]:
+        """Write the shard's records into ``out`` (a binary file object with ``write``,
+        ``flush`` and ``tell``, hashed and counted on the way); yield how many records
+        each step wrote.
+
+        The default writes what :meth:`encode_shard` yields. A format whose
+        library writes a whole file itself (a Parquet footer, a tar index) overrides
+        this instead, writing into ``out``; it must not close it."""
+        with contextlib.closing(self.encode_shard(shard, batches)) as encoded_groups:
+            for encoded in encoded_groups:
+                # one write and hash per group: the GIL is let go less often
+                if isinstance(out, _HashingFile):
+                    out.write(b"".join(encoded))
+                else:
+                    for rec in encoded:
+                        out.write(rec)
+                yield len(encoded)
+
+    def _indexed_records(
+        self, shard: Shard, batches: Iterator[Batch], out: Any, lengths: list[int]
+    ) -> Generator[int, None, None]:
+        """:meth:`write_records` for frames, noting each record's length for its index."""
+        with contextlib.closing(self.encode_shard(shard, batches)) as encoded_groups:
+            for encoded in encoded_groups:
+                out.write(b"".join(encoded))  # one write and hash per group
+                lengths.extend(len(rec) for rec in encoded)
+                yield len(encoded)
 
     @abstractmethod
     def manifest_head(self) -> dict[str, Any]:
@@ -189,25 +232,21 @@ class ShardedDirectoryWriter(ShardWriter):
             )
         records = 0
         lengths: list[int] | None = [] if self.record_index and not self.compression else None
-        with (
-            open_for_write(root, shard.file) as raw,
-            contextlib.closing(self.encode_shard(shard, batches)) as encoded_groups,
-        ):
+        with open_for_write(root, shard.file) as raw:
             hashed = _HashingFile(raw)
             out: Any = hashed
             if self.compression == "gzip":
                 out = gzip.GzipFile(fileobj=hashed, mode="wb", mtime=0, filename="")
-            for encoded in encoded_groups:
-                if out is hashed:  # one write and hash per group: the GIL is let go less often
-                    out.write(b"".join(encoded))
-                else:
-                    for rec in encoded:
-                        out.write(rec)
-                records += len(encoded)
-                if lengths is not None:
-                    lengths.extend(len(rec) for rec in encoded)
-                if progress is not None:
-                    progress(len(encoded))
+            steps = (
+                self.write_records(shard, batches, out)
+                if lengths is None
+                else self._indexed_records(shard, batches, out, lengths)
+            )
+            with contextlib.closing(steps):
+                for n in steps:
+                    records += n
+                    if progress is not None:
+                        progress(n)
             if out is not hashed:
                 out.close()
         entry: dict[str, Any] = {

@@ -1,0 +1,94 @@
+"""Parquet in the Hugging Face Hub layout: ``datasets``, pyarrow, pandas and DuckDB read it.
+
+Layout written (``data.parquet/``, a folder)::
+
+    train-00000-of-00002.parquet   shards of about ``shard_mb``, row groups of
+    ...                            <= ``row_group_rows`` records / ``row_group_mb``
+    dstore.json                    schema, each field's storage, shards (records, sha256)
+
+Each shard's Arrow schema carries the ``huggingface`` metadata ``datasets``
+writes (``{"info": {"features": ...}}``): images are ``Image`` structs of PNG
+(or JPEG/WebP) bytes, fixed axes ``List(..., length=n)``, ragged axes
+``List``, text ``Value("string")``. ``datasets.load_dataset("parquet",
+data_files=...)`` reads the shards as the Hub's own; dstore reads them back
+exactly (dtypes, shapes, byte orders) from the manifest.
+
+A path that is a regular file is one Parquet file (anyone's); a folder is
+dstore's (manifest) or a Hub folder of shards (``data/`` inside it too).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import fs
+from ...model import Bytes, Image, Ragged, String, StringList, Tensor
+from ...schema import Schema
+from ...sharding import is_manifest_of, plan_by_size
+from ..base import Codec, Reader, Shard, ShardWriter, Writer, read_at
+from .options import ParquetOptions
+
+__all__ = ["ParquetCodec", "ParquetOptions"]
+
+_PLAN_SAMPLE = 64  # records encoded to size the shards
+
+
+class ParquetCodec(Codec):
+    """Parquet shards with the Hub's ``huggingface`` features metadata."""
+
+    name = "parquet"
+    extensions = (".parquet",)
+    sharded = True
+    reads_folders = True
+    kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
+    keeps_encoded_images = True  # JPEG/PNG bytes pass through as Image structs
+    keeps_empty_rows = True  # list offsets count rows of an empty inner shape
+    bfloat16_as = "float32"  # Arrow has no bfloat16: widened exactly, read as float32 elsewhere
+    Options = ParquetOptions
+
+    @classmethod
+    def owns(cls, path: str) -> bool:
+        """A folder with dstore's Parquet manifest, or a file starting and ending ``PAR1``."""
+        if fs.isdir(path):
+            return is_manifest_of(path, "dstore-parquet")
+        if read_at(path, 0, 4) != b"PAR1":
+            return False
+        size = fs.getsize(path)
+        return size >= 12 and read_at(path, size - 4, 4) == b"PAR1"
+
+    def open_reader(self, path: str) -> Reader:
+        from .reader import ParquetReader
+
+        return ParquetReader(path, self.options.workers, self.options.drop_unmapped)
+
+    def open_writer(self, path: str, schema: Schema) -> Writer:
+        raise NotImplementedError(
+            "parquet is written shard by shard: use plan_shards and shard_writer"
+        )
+
+    def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
+        """Shards of about ``shard_mb``, sized from the first records as encoded."""
+        from .writer import ParquetShardWriter
+
+        self.check_schema(schema)
+        writer = ParquetShardWriter(schema, self.options)
+        png = writer.png()
+        return plan_by_size(
+            schema,
+            sample,
+            lambda split, first: [int(n) for n in writer.encode_chunk(split, first, png)[1]],
+            target_bytes=self.options.shard_mb * 1024 * 1024,
+            sample_records=_PLAN_SAMPLE,
+            suffix=".parquet",
+        )
+
+    def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
+        from .writer import ParquetShardWriter
+
+        return ParquetShardWriter(schema, self.options, plan)
+
+    def check_schema(self, schema: Schema) -> None:
+        super().check_schema(schema)
+        from .writer import check_storages
+
+        check_storages(schema, self.options)
