@@ -79,6 +79,11 @@ class FieldEncoding:
             out["quality"] = self.quality
         return out
 
+    @classmethod
+    def table(cls, fields: dict[str, Any]) -> dict[str, FieldEncoding]:
+        """Field name -> encoding, from a manifest's ``fields`` entry of one split."""
+        return {n: cls(e["member"], e["encoding"], e.get("quality")) for n, e in fields.items()}
+
     @property
     def lossy(self) -> LossyImage | None:
         if self.encoding not in ("jpeg", "webp"):

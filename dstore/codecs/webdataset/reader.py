@@ -23,7 +23,6 @@ import itertools
 import json
 import re
 from collections.abc import Iterator
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -39,12 +38,10 @@ from ...model import (
     StringList,
     Tensor,
     VarColumn,
-    concat_columns,
     to_column,
 )
 from ...schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile
-from ...sharding.reader import DECODE_GROUP
 from .._imagecodec import LossyImage
 from . import tario
 from .encodings import ENCODINGS, EXT_IMAGE, FieldEncoding, decode_value
@@ -226,13 +223,8 @@ class WebDatasetReader(ShardedDirectoryReader):
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         try:
-            self.encodings = {
-                split: {
-                    name: FieldEncoding(e["member"], e["encoding"], e.get("quality"))
-                    for name, e in fields.items()
-                }
-                for split, fields in manifest["fields"].items()
-            }
+            fields = manifest["fields"]
+            self.encodings = {split: FieldEncoding.table(fields[split]) for split in fields}
         except (KeyError, TypeError, AttributeError) as e:
             raise CodecIOError(f"{where}: unreadable manifest: {e}") from None
         for split, spec in self.schema.splits.items():
@@ -281,64 +273,35 @@ class WebDatasetReader(ShardedDirectoryReader):
         """Entering a shard mid-way is one seek (the member index), so cut it by size."""
         return self.pieces_by_size(shard, target_bytes)
 
-    def _decode(
-        self,
-        spec: SplitSpec,
-        names: list[str],
-        group: list[Sample],
-        buf: bytes,
-        base: int,
-        path: str,
-    ) -> Batch:
-        encs = self.encodings[spec.name]
-        values: dict[str, list[Any]] = {name: [] for name in names}
-        for s in group:
-            for name in names:
-                m = s.members.get(encs[name].suffix)
-                where = f"{path}: sample {s.key!r}, field {name!r}"
-                if m is None:
-                    raise CodecIOError(f"{where}: no member {encs[name].suffix!r}")
-                data = buf[m.data - base : m.data - base + m.size]
-                values[name].append(decode_value(encs[name], spec.fields[name], data, where))
-        return {n: _column(spec.fields[n], v, f"{path}: field {n!r}") for n, v in values.items()}
-
-    def read_shard(
-        self,
-        spec: SplitSpec,
-        names: list[str],
-        shard: ShardFile,
-        lo: int,
-        hi: int,
-        rows: int,
-        pool: Executor,
-    ) -> Iterator[Batch]:
+    def shard_records(self, shard: ShardFile, lo: int, hi: int) -> Iterator[Any]:
+        """Samples ``lo:hi`` of ``shard``, each with the bytes it spans (one seek to ``lo``)."""
         samples = self.samples(shard.path)
         if len(samples) != shard.records:
             raise CodecIOError(
                 f"{shard.path}: holds {len(samples)} samples, expected {shard.records}"
             )
         with fs.open_binary(shard.path) as f:
-            for pos in range(lo, hi, rows):
-                group = samples[pos : min(hi, pos + rows)]
-                base = group[0].start
-                f.seek(base)
-                buf = f.read(group[-1].end - base)
-                if len(buf) != group[-1].end - base:
-                    raise CodecIOError(f"{shard.path}: ends inside sample {group[-1].key!r}")
-                futures = [
-                    pool.submit(
-                        self._decode,
-                        spec,
-                        names,
-                        group[i : i + DECODE_GROUP],
-                        buf,
-                        base,
-                        shard.path,
-                    )
-                    for i in range(0, len(group), DECODE_GROUP)
-                ]
-                parts = [fut.result() for fut in futures]
-                yield {n: concat_columns(spec.fields[n].kind, [p[n] for p in parts]) for n in names}
+            for s in samples[lo:hi]:
+                f.seek(s.start)
+                buf = f.read(s.end - s.start)
+                if len(buf) != s.end - s.start:
+                    raise CodecIOError(f"{shard.path}: ends inside sample {s.key!r}")
+                yield s, buf, shard.path
+
+    def decode_records(self, spec: SplitSpec, names: list[str], records: list[Any]) -> Batch:
+        encs = self.encodings[spec.name]
+        values: dict[str, list[Any]] = {name: [] for name in names}
+        for s, buf, path in records:
+            for name in names:
+                m = s.members.get(encs[name].suffix)
+                where = f"{path}: sample {s.key!r}, field {name!r}"
+                if m is None:
+                    raise CodecIOError(f"{where}: no member {encs[name].suffix!r}")
+                data = buf[m.data - s.start : m.data - s.start + m.size]
+                values[name].append(decode_value(encs[name], spec.fields[name], data, where))
+        return {
+            n: _column(spec.fields[n], v, f"{spec.name}: field {n!r}") for n, v in values.items()
+        }
 
     def lossy_fields(self, split: str) -> dict[str, LossyImage]:
         return {
