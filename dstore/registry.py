@@ -80,6 +80,14 @@ _BUILTIN: dict[str, _Entry] = {
         marker="dstore.json",
         marker_format="dstore-parquet",
     ),
+    "webdataset": _Entry(
+        "dstore.codecs.webdataset:WebDatasetCodec",
+        (".wds", ".tar"),
+        "webdataset",
+        ("imagecodecs", "isal"),
+        marker="dstore.json",
+        marker_format="dstore-webdataset",
+    ),
     # the standard library parses JSON; orjson (extra "json") is used when installed
     "json": _Entry("dstore.codecs.json:JsonCodec", (".json",)),
     "jsonl": _Entry("dstore.codecs.json:JsonLinesCodec", (".jsonl", ".ndjson")),

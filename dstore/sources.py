@@ -33,7 +33,8 @@ def codec_for(path: str, name: str | None, options: Mapping[str, Any] | None) ->
 def check_local_input(path: str) -> None:
     """Refuse a missing path, and anything that is neither a file nor a folder: reading a
     FIFO blocks until someone writes to it, a device never ends."""
-    if "://" in path or any(c in path for c in "*?["):
+    # globs, and brace patterns a codec expands itself (webdataset's {000000..000009})
+    if "://" in path or any(c in path for c in "*?[{"):
         return
     try:
         mode = os.stat(path).st_mode

@@ -161,10 +161,22 @@ def _written_by_the_library(target: str, path: str, tiles) -> None:
 
         g = zarr.open_group(path, mode="w", zarr_format=2)  # v2: .zgroup at the root
         g.create_array("a", shape=(4,), dtype="i4")[:] = np.arange(4)
-    else:
+    elif target == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"a": np.arange(4)}), path)  # one file, as pandas writes too
+    elif target == "webdataset":
+        import webdataset
+
+        with webdataset.TarWriter(path) as w:  # a single tar of samples
+            w.write({"__key__": "000000", "cls": 3})
+    elif target == "tfrecord":
         tf = pytest.importorskip("tensorflow")
         with tf.io.TFRecordWriter(path) as w:  # a single file of records
             w.write(b"one record")
+    else:
+        pytest.fail(f"{target}: add how its own library writes a file to this test")
 
 
 @pytest.mark.parametrize("target", list(FORMATS))

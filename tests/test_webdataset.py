@@ -1,0 +1,388 @@
+"""WebDataset tar shards: dstore's output read by the real ``webdataset`` package, tars
+written by ``webdataset.TarWriter``/``ShardWriter`` and plain ``tar`` read by dstore,
+hostile members refused, deterministic bytes, resume and Dask, training readers."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import tarfile
+
+import numpy as np
+import pytest
+
+import dstore
+from dstore.errors import CodecIOError, SchemaError
+from dstore.model import Bytes, Ragged, StringList
+from dstore.testing import assert_datasets_equal, cli_command, file_digests, read_all
+
+pytest.importorskip("imagecodecs")
+wds = pytest.importorskip("webdataset")
+# webdataset 1.0 leaves each tar it iterated open for the garbage collector (not ours)
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
+
+
+def _samples(url, *decode):
+    """``WebDataset(url).decode(*decode)``: ``decode()`` alone decodes all but images."""
+    return list(wds.WebDataset(url, shardshuffle=False).decode(*decode))
+
+
+@pytest.fixture
+def written(tmp_path, tiles):
+    x, y = tiles
+    data = {
+        "train": {
+            "x": x[:30],
+            "label": y[:30].argmax(1).astype(np.int64),
+            "onehot": y[:30],
+            "name": [f"tile {i}.png" for i in range(30)],
+        },
+        "test": {"x": x[30:], "label": y[30:].argmax(1).astype(np.int64)},
+    }
+    path = str(tmp_path / "data.wds")
+    dstore.save({s: dict(f) for s, f in data.items()}, path, shard_mb=0.05)
+    return path, data
+
+
+def test_real_webdataset_decodes_every_field_as_written(written):
+    path, data = written
+    shards = sorted(f for f in os.listdir(path) if f.startswith("train-"))
+    assert len(shards) > 1 and shards[0] == "train-000000.tar"
+    url = os.path.join(path, f"train-{{000000..{len(shards) - 1:06d}}}.tar")
+    got = _samples(url, "rgb8")
+    train = data["train"]
+    assert [s["__key__"] for s in got] == [f"{i:06d}" for i in range(30)]
+    for i, s in enumerate(got):
+        np.testing.assert_array_equal(s["x.png"], train["x"][i])
+        assert s["label.cls"] == int(train["label"][i]) and isinstance(s["label.cls"], int)
+        onehot = s["onehot.npy"]
+        assert onehot.dtype == train["onehot"].dtype
+        np.testing.assert_array_equal(onehot, train["onehot"][i])
+        assert s["name.txt"] == train["name"][i]
+    plain = _samples(url)  # decode() alone: images stay their PNG bytes
+    assert plain[0]["x.png"][:8] == b"\x89PNG\r\n\x1a\n" and plain[0]["label.cls"] == int(
+        train["label"][0]
+    )
+    got_all = read_all(path)
+    assert got_all["train"].pop("name").to_str_list() == train["name"]
+    assert_datasets_equal(
+        {**data, "train": {k: v for k, v in train.items() if k != "name"}}, got_all
+    )
+    with dstore.open(url) as ds:  # the brace pattern, read by dstore (no manifest)
+        assert ds["train"]["label.cls"][:].tolist() == train["label"].tolist()
+
+
+def test_every_kind_through_webdataset_decode(tmp_path):
+    rng = np.random.default_rng(0)
+    ragged = [rng.random((n, 4)).astype(np.float32) for n in (2, 0, 5)]
+    data = {
+        "train": {
+            "boxes": ragged,
+            "tags": [["a", "é"], [], ["x"]],
+            "blob": [b"\x00\xff", b"", b"z"],
+            "f64": rng.random((3, 2)),
+            "flag": np.array([True, False, True]),
+        }
+    }
+    kinds = {
+        ("train", "boxes"): Ragged(np.dtype(np.float32), (4,)),
+        ("train", "tags"): StringList(),
+        ("train", "blob"): Bytes(),
+    }
+    path = str(tmp_path / "k.wds")
+    dstore.save(data, path, kinds=kinds)
+    got = _samples(os.path.join(path, "train-000000.tar"), "rgb8")
+    for i, s in enumerate(got):
+        np.testing.assert_array_equal(s["boxes.npy"], ragged[i])
+        assert s["tags.json"] == data["train"]["tags"][i]
+        assert s["blob.bin"] == data["train"]["blob"][i]
+        np.testing.assert_array_equal(s["f64.npy"], data["train"]["f64"][i])
+        assert s["flag.npy"] == data["train"]["flag"][i]
+    with dstore.open(path) as ds:
+        assert [ds["train"]["boxes"][i].tobytes() for i in range(3)] == [
+            r.tobytes() for r in ragged
+        ]
+        assert ds["train"]["tags"][0] == ["a", "é"]
+
+
+def test_field_names_are_escaped_and_restored(tmp_path):
+    data = {"train": {"a.b": np.arange(4, dtype=np.int32), "c/d": np.ones((4, 2), np.float32)}}
+    path = str(tmp_path / "e.wds")
+    dstore.save(data, path)
+    with tarfile.open(os.path.join(path, "train-000000.tar")) as tf:
+        names = tf.getnames()
+    assert names[:2] == ["000000.a%2Eb.cls", "000000.c%2Fd.npy"]
+    assert sorted(_samples(os.path.join(path, "train-000000.tar"), "rgb8")[0]) == [
+        "__key__",
+        "__local_path__",
+        "__url__",
+        "a%2eb.cls",  # webdataset lower-cases suffixes
+        "c%2fd.npy",
+    ]
+    assert_datasets_equal(data, read_all(path))
+
+
+def test_output_is_deterministic_with_fixed_headers(tmp_path, tiles):
+    x, y = tiles
+    a, b = str(tmp_path / "a.wds"), str(tmp_path / "b.wds")
+    dstore.save({"x": x, "y": y}, a, workers=1)
+    dstore.save({"x": x, "y": y}, b, workers=2)
+    assert file_digests(a) == file_digests(b)
+    with tarfile.open(os.path.join(a, "data-000000.tar")) as tf:
+        members = tf.getmembers()
+    assert [m.name for m in members] == sorted(m.name for m in members)
+    assert {(m.mtime, m.uid, m.gid, m.uname, m.gname, m.mode) for m in members} == {
+        (0, 0, 0, "", "", 0o644)
+    }
+
+
+def test_lossy_image_codec_verifies_and_decodes(tmp_path, tiles):
+    x, y = tiles
+    src, dst = str(tmp_path / "s.npz"), str(tmp_path / "j.wds")
+    np.savez(src, x_train=x, y_train=y)
+    dstore.convert(src, dst, options={"image_codec": "jpeg", "quality": "90"})
+    assert dstore.verify(src, dst).ok
+    s = _samples(os.path.join(dst, "train-000000.tar"), "rgb8")[0]
+    assert s["x.jpg"].shape == x[0].shape
+
+
+# ------------------------------------------------------------------ foreign tars
+
+
+def _write_foreign(path, n, pixels):
+    """A tar the way WebDataset users write them: TarWriter with its own encoders."""
+    with wds.TarWriter(path) as sink:
+        for i in range(n):
+            sink.write(
+                {
+                    "__key__": f"sample{i:04d}",
+                    "jpg": pixels[i],
+                    "cls": i % 3,
+                    "npy": np.arange(i + 1, dtype=np.int16),
+                    "txt": f"caption {i}",
+                    "json": ["a", str(i)],
+                    "meta.bin": bytes([i]),
+                }
+            )
+
+
+def test_tars_written_by_webdataset_are_read(tmp_path, tiles):
+    x, _ = tiles
+    one = str(tmp_path / "one.tar")
+    _write_foreign(one, 6, x)
+    with dstore.open(one) as ds:
+        split = ds["data"]
+        kinds = {n: split[n].kind.describe() for n in split}
+        assert kinds == {
+            "jpg": "image uint8 (*, *, ?) jpeg",
+            "cls": "int64 ()",
+            "npy": "ragged int16 (*,)",
+            "txt": "string",
+            "json": "list of string",
+            "meta.bin": "bytes",
+        }
+        assert split["cls"][:].tolist() == [0, 1, 2, 0, 1, 2]
+        assert split["npy"][3].tolist() == [0, 1, 2, 3]
+        assert split["txt"][5] == "caption 5" and split["json"][2] == ["a", "2"]
+        with tarfile.open(one) as tf:
+            assert split["jpg"][4] == tf.extractfile("sample0004.jpg").read()
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    with wds.ShardWriter(str(folder / "train-%06d.tar"), maxcount=4) as sink:
+        for i in range(10):
+            sink.write({"__key__": f"k{i:03d}", "cls": i, "npy": np.full((2, 2), i, np.float32)})
+    for path in (str(folder), str(folder / "train-{000000..000002}.tar")):
+        with dstore.open(path, format="webdataset") as ds:
+            assert list(ds) == ["train"]
+            assert ds["train"]["cls"][:].tolist() == list(range(10))
+            assert ds["train"]["npy"].kind.describe() == "float32 (2, 2)"
+            np.testing.assert_array_equal(ds["train"]["npy"][7], np.full((2, 2), 7, np.float32))
+
+
+def test_plain_tar_and_converting_a_foreign_tar(tmp_path):
+    files = tmp_path / "files"
+    files.mkdir()
+    for i in range(3):
+        (files / f"{i:02d}.txt").write_text(f"text {i}")
+        (files / f"{i:02d}.cls").write_text(str(10 * i))
+    tar = str(tmp_path / "plain.tar")
+    subprocess.run(["tar", "-cf", tar, "-C", str(files), *sorted(os.listdir(files))], check=True)
+    out = str(tmp_path / "out.npz")
+    dstore.convert(tar, out)
+    got = read_all(out)["data"]
+    assert got["cls"].tolist() == [0, 10, 20]
+    assert dstore.verify(tar, out).ok
+
+
+def test_a_sample_missing_a_field_is_refused_by_name(tmp_path):
+    path = str(tmp_path / "m.tar")
+    with wds.TarWriter(path) as sink:
+        sink.write({"__key__": "a", "cls": 1, "txt": "x"})
+        sink.write({"__key__": "b", "cls": 2})
+    with pytest.raises(SchemaError, match=r"sample 'b' lacks field 'txt' unlike sample 'a'"):
+        dstore.open(path)
+
+
+def _tar_with(path, info, data=b""):
+    with tarfile.open(path, "w") as tf:
+        ok = tarfile.TarInfo("0.txt")
+        ok.size = 1
+        tf.addfile(ok, io.BytesIO(b"a"))
+        tf.addfile(info, io.BytesIO(data) if data else None)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "message"),
+    [
+        ("1.txt", tarfile.SYMTYPE, "is a symbolic link"),
+        ("1.txt", tarfile.LNKTYPE, "is a hard link"),
+        ("1.txt", tarfile.CHRTYPE, "is a character device"),
+        ("../1.txt", tarfile.REGTYPE, "leaves the archive"),
+        ("/etc/1.txt", tarfile.REGTYPE, "absolute path"),
+    ],
+)
+def test_hostile_members_are_refused_naming_them(tmp_path, name, kind, message):
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = "/etc/passwd" if kind in (tarfile.SYMTYPE, tarfile.LNKTYPE) else ""
+    path = str(tmp_path / "bad.tar")
+    _tar_with(path, info, b"b" if kind == tarfile.REGTYPE else b"")
+    if kind == tarfile.REGTYPE:
+        info.size = 1
+        _tar_with(path, info, b"b")
+    with pytest.raises(CodecIOError, match=f"member '{name}' .*{message}"):
+        dstore.open(path)
+
+
+def test_truncated_and_corrupt_tars_are_one_line(tmp_path, written):
+    path, _ = written
+    shard = os.path.join(path, "train-000000.tar")
+    with open(shard, "rb") as f:
+        data = f.read()
+    bad = str(tmp_path / "cut.tar")
+    with open(bad, "wb") as f:
+        f.write(data[:1500])
+    with pytest.raises(CodecIOError, match="truncated tar"):
+        dstore.open(bad)
+    with open(bad, "wb") as f:
+        f.write(data[:4000])  # inside the PNG of the first sample
+    with pytest.raises(CodecIOError, match=r"member '000000.x.png' claims \d+ bytes past the end"):
+        dstore.open(bad)
+    with open(bad, "wb") as f:
+        f.write(data[:1024] + b"\x01" * 512 + data[1536:])  # the second member's header
+    with pytest.raises(CodecIOError, match="not a tar header"):
+        dstore.open(bad)
+
+
+# ------------------------------------------------------------------ reading for training
+
+
+def test_random_access_ranges_and_map_style_torch(written):
+    torch = pytest.importorskip("torch")
+    path, data = written
+    with dstore.api.open(path) as ds:
+        reader = ds.reader
+        shard = reader.shards["train"][0]
+        assert reader.shard_pieces(shard, 1024) > 1  # mid-shard entry is cheap
+        ranges = reader.record_ranges("train", 1024)
+        assert len(ranges) > len(reader.shards["train"])
+        assert ranges[0][0] == 0 and ranges[-1][1] == 30
+        np.testing.assert_array_equal(ds["train"]["x"][17:19], data["train"]["x"][17:19])
+    mapped = dstore.to_torch(path, split="train", map_style=True)
+    assert len(mapped) == 30
+    assert int(mapped[21]["label"]) == int(data["train"]["label"][21])
+    it = dstore.to_torch(path, split="train", shuffle=8, seed=0, range_mb=0.01)
+    loader = torch.utils.data.DataLoader(it, batch_size=None, num_workers=2)
+    labels = sorted(int(r["label"]) * 100 + int(r["x"].sum() % 97) for r in loader)
+    want = sorted(
+        int(lab) * 100 + int(t.sum() % 97)
+        for lab, t in zip(data["train"]["label"], data["train"]["x"], strict=True)
+    )
+    assert labels == want
+
+
+# ------------------------------------------------------------------ CLI, resume, Dask
+
+
+def test_cli_convert_info_verify_across_formats(tmp_path, label_maker_npz):
+    dst = str(tmp_path / "out.wds")
+    for argv in (
+        ["convert", label_maker_npz, dst],
+        ["verify", label_maker_npz, dst],
+        ["verify", dst],
+        ["info", dst],
+    ):
+        res = subprocess.run(cli_command(*argv), check=False, capture_output=True, text=True)
+        assert res.returncode == 0, (argv, res.stderr)
+    back = str(tmp_path / "back.h5")
+    dstore.convert(dst, back)
+    assert dstore.verify(label_maker_npz, back).ok
+    with open(os.path.join(dst, "dstore.json")) as f:
+        assert json.load(f)["format"] == "dstore-webdataset"
+
+
+def test_resume_after_kill_is_byte_identical(tmp_path, tiles):
+    from conftest import Stepped
+
+    x, y = tiles
+    src = str(tmp_path / "data.npz")
+    np.savez(src, x_train=np.tile(x, (4, 1, 1, 1)), y_train=np.tile(y, (4, 1)))
+    options = ["-o", "shard_mb=0.05"]
+    ref = str(tmp_path / "ref.wds")
+    dstore.convert(src, ref, options={"shard_mb": "0.05"})
+    dst = str(tmp_path / "out.wds")
+    run = Stepped(["convert", src, dst, *options], batch_bytes=20_000)
+    journal = None
+    while run.next_step():
+        tmps = [d for d in os.listdir(tmp_path) if d.startswith(".out.wds.dstore-tmp")]
+        journal = os.path.join(tmp_path, tmps[0], "dstore.journal") if tmps else None
+        if journal and os.path.exists(journal):
+            with open(journal) as f:
+                if len(f.read().splitlines()) > 2:  # its header and two finished shards
+                    break
+        run.go()
+    run.signal(signal.SIGKILL)
+    run.finish()
+    assert journal and not os.path.exists(dst)
+    res = subprocess.run(
+        cli_command("convert", src, dst, *options, "--resume"),
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    kept = re.search(r"resumed: (\d+) of 40 shards kept", res.stdout)
+    assert kept and int(kept.group(1)) >= 2, res.stdout
+    assert file_digests(dst) == file_digests(ref)
+
+
+def test_dask_run_is_byte_identical(tmp_path, tiles):
+    distributed = pytest.importorskip("distributed")
+    x, y = tiles
+    src = str(tmp_path / "data.npz")
+    np.savez(src, x_train=x, y_train=y)
+    dstore.convert(src, tmp_path / "local.wds", options={"shard_mb": "0.05"})
+    with distributed.Client(processes=False, dashboard_address=":0") as client:
+        dstore.convert(src, tmp_path / "dask.wds", options={"shard_mb": "0.05"}, client=client)
+    assert file_digests(tmp_path / "local.wds") == file_digests(tmp_path / "dask.wds")
+
+
+def test_overwrite_replaces_only_a_webdataset_output(tmp_path, tiles):
+    x, _ = tiles
+    dst = tmp_path / "o.wds"
+    dstore.save({"x": x[:5]}, str(dst))
+    dstore.save({"x": x[:7]}, str(dst), overwrite=True)
+    assert read_all(str(dst))["data"]["x"].shape[0] == 7
+    other = tmp_path / "notes.wds"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    with pytest.raises(dstore.DstoreError):
+        dstore.save({"x": x[:5]}, str(other), overwrite=True)
+    assert (other / "keep.txt").read_text() == "mine"
