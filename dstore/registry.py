@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import re
 import types
@@ -50,6 +51,8 @@ class _Entry:
     requires: tuple[str, ...] = ()  # importable module names
     pattern: str | None = None  # regex on the file name, for names extensions miss
     marker: str | None = None  # a file inside a folder of this format, whatever the folder's name
+    # the marker's JSON "format", when formats share a marker (dstore.json of sharded folders)
+    marker_format: str | None = None
 
 
 _BUILTIN: dict[str, _Entry] = {
@@ -68,6 +71,17 @@ _BUILTIN: dict[str, _Entry] = {
         # TFDS shard names: mnist-train.tfrecord-00000-of-00001
         pattern=r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$",
         marker="dstore.json",
+        marker_format="dstore-tfrecord",
+    ),
+    "arrayrecord": _Entry(
+        "dstore.codecs.arrayrecord:ArrayRecordCodec",
+        (".arrayrecord", ".array_record"),
+        "arrayrecord",
+        ("array_record", "imagecodecs", "isal"),
+        # TFDS shard names: mnist-train.array_record-00000-of-00001
+        pattern=r"\.array_?record(-\d+-of-\d+)?$",
+        marker="dstore.json",
+        marker_format="dstore-arrayrecord",
     ),
     # the standard library parses JSON; orjson (extra "json") is used when installed
     "json": _Entry("dstore.codecs.json:JsonCodec", (".json",)),
@@ -163,6 +177,20 @@ def default_extension(name: str) -> str:
     return extensions[0] if extensions else f".{name}"
 
 
+def _has_marker(folder: str, marker: str, format_id: str | None) -> bool:
+    """``folder`` holds ``marker`` (a JSON object whose ``format`` is ``format_id``, if given)."""
+    if not fs.isdir(folder) or not fs.exists(fs.join(folder, marker)):
+        return False
+    if format_id is None:
+        return True
+    try:
+        with fs.open_binary(fs.join(folder, marker)) as f:
+            found = json.loads(f.read(1 << 20))
+    except (OSError, ValueError):
+        return False
+    return isinstance(found, dict) and found.get("format") == format_id
+
+
 def infer_codec(path: str) -> str:
     """The codec name claimed by ``path``'s extension or file name."""
     _load_entry_points()
@@ -183,7 +211,7 @@ def infer_codec(path: str) -> str:
             if any(base.endswith(ext) for ext in cls.extensions):
                 return name
         for name, entry in _entries.items():
-            if entry.marker and fs.isdir(str(path)) and fs.exists(fs.join(str(path), entry.marker)):
+            if entry.marker and _has_marker(str(path), entry.marker, entry.marker_format):
                 return name
         raise UnknownCodecError(
             base,
