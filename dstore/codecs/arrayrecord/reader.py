@@ -7,10 +7,9 @@ reader answers with ``ArrayRecordReader.read(lo, hi)`` for any record range
 field encodings, and infers the fields of files dstore did not write with
 TFRecord's inference (:class:`~dstore.codecs._example_infer.ExampleInference`).
 
-The library does not check its chunks' hashes on read (a flipped byte in a
-record decoded silently in our tests): dstore's manifest sha256 per shard and
-per-field checksums cover its own folders; foreign files get only the
-Example's own structure checked.
+The library checks Riegeli's block and chunk hashes as it reads (a damaged
+shard is an error naming the file and records); dstore's manifest adds a
+sha256 per shard and per-field checksums for its own folders.
 """
 
 from __future__ import annotations
