@@ -89,6 +89,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
                 dtype=args.dtype,
                 on_overflow=args.on_overflow,
                 options=_key_values(args.option),
+                overwrite=args.overwrite,
             ).summary()
         )
         return 0

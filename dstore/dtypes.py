@@ -45,6 +45,20 @@ class CastStats:
     def mean_abs_error(self) -> float:
         return self.sum_abs_error / self.count if self.count else 0.0
 
+    def merge(self, other: CastStats) -> None:
+        """Add the error another part of the same field reported (a shard, a worker)."""
+        self.max_abs_error = max(self.max_abs_error, other.max_abs_error)
+        self.max_rel_error = max(self.max_rel_error, other.max_rel_error)
+        self.clipped += other.clipped
+        self.sum_abs_error += other.sum_abs_error
+        self.count += other.count
+
+    @staticmethod
+    def merge_into(into: dict[str, CastStats], more: Mapping[str, CastStats]) -> None:
+        """Per-field stats of another part merged into ``into``, field by field."""
+        for name, stats in more.items():
+            into.setdefault(name, CastStats()).merge(stats)
+
 
 def _floating_field(spec: FieldSpec) -> bool:
     return prec.is_floating(spec.dtype) and isinstance(spec.kind, (Tensor, Ragged))

@@ -576,6 +576,28 @@ def _runs(reader: Reader, field: str) -> dict[str, dict[str, tuple[int, int]]]:
     return runs
 
 
+class PerSourceFolder:
+    """What ``--overwrite`` may replace for ``--per-source``: a folder (no links)
+    holding only outputs of one format under its extension, each owned by that
+    format -- never a folder that also holds anything else."""
+
+    def __init__(self, cls: type[Codec], ext: str) -> None:
+        self.cls, self.ext, self.name = cls, ext, cls.name
+
+    def owns(self, path: str) -> bool:
+        if os.path.islink(path) or not os.path.isdir(path):
+            return False
+        found = False
+        for entry in os.scandir(path):
+            if entry.is_symlink():
+                return False
+            if entry.name.endswith(self.ext) and self.cls.owns(entry.path):
+                found = True
+            elif not (entry.is_dir() and self.owns(entry.path)):
+                return False
+        return found
+
+
 def write_per_source(
     src: str,
     dst: str,
@@ -585,10 +607,12 @@ def write_per_source(
     dtype: Any = None,
     on_overflow: Any = "error",
     options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> PerSourceReport:
     """Write ``src`` back as one file per source (its ``source`` field) in the new folder
     ``dst``: ``features/img1.json`` becomes ``dst/features/img1.<ext>``. The folder
-    appears whole or not at all."""
+    appears whole or not at all; ``overwrite`` replaces only an earlier such folder
+    (:class:`PerSourceFolder`)."""
     from . import api, names
     from .dtypes import parse_policy
     from .output import atomic_output
@@ -607,7 +631,8 @@ def write_per_source(
         varying = dict(zip(held.get("files", []), held.get("attrs", []), strict=False))
         common = _flat_attrs(reader.schema.attrs)
         records = 0
-        with atomic_output(dst, sources=[src]) as tmp:
+        owner: Any = PerSourceFolder(cls, ext)
+        with atomic_output(dst, codec=owner, sources=[src], overwrite=overwrite) as tmp:
             os.mkdir(tmp)
             for name, spans in runs.items():
                 stem = (

@@ -13,6 +13,7 @@ Needs pytest (imported here, never by ``import dstore``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -38,8 +39,42 @@ __all__ = [
     "dtype_cases",
     "file_digests",
     "kind_cases",
+    "parts_options",
     "read_all",
+    "usable_formats",
 ]
+
+
+def usable_formats(*, text: bool = False) -> dict[str, str]:
+    """Name -> default extension of every registered codec whose dependencies are
+    installed (formats that store values as text too with ``text=True``).
+
+    Cross-format tests iterate this, never a list of their own, so registering a
+    codec is what puts it through them."""
+    from .registry import available_codecs, default_extension, get_codec_class
+
+    return {
+        name: default_extension(name)
+        for name, hint in available_codecs().items()
+        if hint is None and (text or not get_codec_class(name).stores_text)
+    }
+
+
+def parts_options(name: str, *, shard_mb: float, chunk_mb: float) -> dict[str, str]:
+    """Options that cut an output of codec ``name`` into small parts (shards of
+    ``shard_mb``, chunks of ``chunk_mb``), so that small test data still spans many
+    of them; {} for a format with neither option."""
+    from .registry import get_codec_class
+
+    cls = get_codec_class(name)
+    fields = (
+        {f.name for f in dataclasses.fields(cls.Options)}
+        if dataclasses.is_dataclass(cls.Options)
+        else set()
+    )
+    wanted = {"shard_mb": shard_mb, "chunk_mb": chunk_mb}
+    return {key: str(mb) for key, mb in wanted.items() if key in fields}
+
 
 #: Every dtype the data model carries (byte orders included).
 dtype_cases = [

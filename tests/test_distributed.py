@@ -91,6 +91,12 @@ def test_distributed_cast_matches_local(tmp_path, client, features):
     )
     assert file_digests(tmp_path / "a.tfrecords") == file_digests(tmp_path / "b.tfrecords")
     assert remote.cast["x"].max_abs_error == local.cast["x"].max_abs_error > 0
+    # every part of the error travels back from the workers (the mean was 0 on Dask)
+    assert remote.cast["x"].count == local.cast["x"].count == feats.size
+    assert remote.cast["x"].mean_abs_error == pytest.approx(
+        local.cast["x"].mean_abs_error, rel=1e-9
+    )
+    assert remote.cast["x"].mean_abs_error > 0
 
 
 def test_failed_shard_is_named_and_nothing_is_committed(tmp_path, client, sources):

@@ -201,6 +201,18 @@ def test_per_source_cli(tmp_path: Any) -> None:
     assert sorted(os.listdir(tmp_path / "out")) == ["img000.json", "img001.json"]
     run = run_cli("convert", str(tmp_path / "all.zarr"), str(tmp_path / "out"), "--per-source")
     assert run.returncode == 2 and "exists" in run.stderr
+    # --overwrite replaces an earlier per-source folder (it was silently ignored) ...
+    before = os.stat(tmp_path / "out" / "img000.json").st_ino
+    again = ("convert", str(tmp_path / "all.zarr"), str(tmp_path / "out"), "--per-source")
+    run = run_cli(*again, "--overwrite")
+    assert run.returncode == 0, run.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == ["img000.json", "img001.json"]
+    assert os.stat(tmp_path / "out" / "img000.json").st_ino != before  # written anew
+    # ... and nothing else: a folder that also holds the user's own files stays
+    (tmp_path / "out" / "thesis.docx").write_bytes(b"mine")
+    run = run_cli(*again, "--overwrite")
+    assert run.returncode == 2 and "not a dataset in json format" in run.stderr, run.stderr
+    assert (tmp_path / "out" / "thesis.docx").read_bytes() == b"mine"
 
 
 # --------------------------------------------------- files whose fields don't line up

@@ -29,8 +29,9 @@ from dstore.errors import DstoreError, SchemaError, UnsafePathError
 from dstore.names import MAX_BYTES, escape, is_plain, safe_join, split_parts, unescape
 from dstore.schema import split_key
 from dstore.sharding import open_for_write as _open_for_write
+from dstore.testing import usable_formats
 
-EXT = {"npz": ".npz", "zarr": ".zarr", "hdf5": ".h5", "tfrecord": ".tfrecords"}
+EXT = usable_formats()  # name -> extension, from the registry
 FORMATS = list(EXT)
 
 #: names that broke something once, or could: paths, separators, escapes, length, Unicode

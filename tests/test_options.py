@@ -15,8 +15,9 @@ from dstore.cli import main
 from dstore.errors import DstoreError, OptionError
 from dstore.options import option, option_help, option_text, options_json, parse_options
 from dstore.registry import get_codec_class
+from dstore.testing import usable_formats
 
-BUILTINS = ["npz", "zarr", "hdf5", "tfrecord"]
+BUILTINS = list(usable_formats(text=True))  # every registered codec that can be used here
 
 
 def _codec_class(name: str) -> type:

@@ -22,13 +22,13 @@ import pytest
 
 import dstore
 from dstore.cli import main
-from dstore.testing import file_digests
+from dstore.testing import file_digests, usable_formats
 
 pytest.importorskip("zarr")
 pytest.importorskip("h5py")
 pytest.importorskip("imagecodecs")
 
-FORMATS = {"npz": ".npz", "hdf5": ".h5", "zarr": ".zarr", "tfrecord": ".tfrecords"}
+FORMATS = usable_formats()  # name -> extension, from the registry
 
 
 @pytest.fixture(scope="module")

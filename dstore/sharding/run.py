@@ -121,14 +121,6 @@ def _finished_output(dst: str, codec: Codec, run: Mapping[str, Any]) -> str | No
 # ----------------------------------------------------------------------- runs
 
 
-def _merge_stats(into: dict[str, CastStats], more: Mapping[str, CastStats]) -> None:
-    for name, s in more.items():
-        mine = into.setdefault(name, CastStats())
-        mine.max_abs_error = max(mine.max_abs_error, s.max_abs_error)
-        mine.max_rel_error = max(mine.max_rel_error, s.max_rel_error)
-        mine.clipped += s.clipped
-
-
 def _runs(shards: Sequence[Shard]) -> Iterator[list[Shard]]:
     """Consecutive shards of one split whose ranges touch: read as one stream."""
     run: list[Shard] = []
@@ -313,7 +305,7 @@ def _distributed(
                 raise CodecIOError(
                     f"shard {shard.file} failed (after {retries} retries): {type(e).__name__}: {e}"
                 ) from None
-            _merge_stats(stats, task_stats)
+            CastStats.merge_into(stats, task_stats)
             done(shard, info)
             item = next(queue, None)
             if item is not None:
