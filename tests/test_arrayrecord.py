@@ -27,8 +27,8 @@ from dstore.testing import assert_datasets_equal, file_digests, kind_cases, read
 
 pytest.importorskip("array_record")
 pytest.importorskip("imagecodecs")
-from array_record.python.array_record_data_source import ArrayRecordDataSource  # noqa: E402
-from array_record.python.array_record_module import ArrayRecordWriter  # noqa: E402
+from array_record.python.array_record_data_source import ArrayRecordDataSource
+from array_record.python.array_record_module import ArrayRecordWriter
 
 
 def _shards(path: str, split: str) -> list[str]:

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dstore
-from dstore.codecs import _tfrecord_io as rio
 from dstore.codecs import _example_fields as fields_mod
+from dstore.codecs import _tfrecord_io as rio
 from dstore.codecs._example import (
     BYTES,
     FLOAT,
