@@ -161,6 +161,12 @@ def _written_by_the_library(target: str, path: str, tiles) -> None:
 
         g = zarr.open_group(path, mode="w", zarr_format=2)  # v2: .zgroup at the root
         g.create_array("a", shape=(4,), dtype="i4")[:] = np.arange(4)
+    elif target == "arrayrecord":
+        from array_record.python.array_record_module import ArrayRecordWriter
+
+        w = ArrayRecordWriter(path, "group_size:1")  # a single file of records
+        w.write(b"one record")
+        w.close()
     else:
         tf = pytest.importorskip("tensorflow")
         with tf.io.TFRecordWriter(path) as w:  # a single file of records
