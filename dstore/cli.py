@@ -179,12 +179,14 @@ def _formats_text() -> str:
     from .registry import available_codecs, get_codec_class, registry
 
     out = []
-    for name, hint in available_codecs().items():
+    codecs = available_codecs()
+    width = max(10, *map(len, codecs))  # names line up whatever a codec is called
+    for name, hint in codecs.items():
         exts = " ".join(registry[name].extensions)
         state = "usable" if hint is None else f"not installed: {hint}"
         if hint is None and get_codec_class(name).sharded:
             state += ", sharded (--resume, Dask)"
-        out.append(f"{name:<10} {exts:<32} {state}")
+        out.append(f"{name:<{width}} {exts:<32} {state}")
         out.extend(_option_lines(name))
     out.extend(_layout_lines())
     return "\n".join(out)

@@ -88,6 +88,16 @@ _BUILTIN: dict[str, _Entry] = {
         marker="dstore.json",
         marker_format="dstore-webdataset",
     ),
+    "arrayrecord": _Entry(
+        "dstore.codecs.arrayrecord:ArrayRecordCodec",
+        (".arrayrecord", ".array_record"),
+        "arrayrecord",
+        ("array_record", "imagecodecs", "isal"),
+        # TFDS shard names: mnist-train.array_record-00000-of-00001
+        pattern=r"\.array_?record(-\d+-of-\d+)?$",
+        marker="dstore.json",
+        marker_format="dstore-arrayrecord",
+    ),
     # the standard library parses JSON; orjson (extra "json") is used when installed
     "json": _Entry("dstore.codecs.json:JsonCodec", (".json",)),
     "jsonl": _Entry("dstore.codecs.json:JsonLinesCodec", (".jsonl", ".ndjson")),

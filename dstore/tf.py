@@ -177,7 +177,7 @@ def _image_shape(kind: Any) -> tuple[int | None, ...]:
 
 def _tfrecord_field(tf: Any, source: Any, name: str, enc: Any) -> tuple[Any, Post]:
     """The parse spec of one field's feature, and what turns the parsed value into its record."""
-    from .codecs.tfrecord import _DECODE_RAW_DTYPES
+    from .codecs._example_tf import DECODE_RAW_DTYPES as _DECODE_RAW_DTYPES
     from .model import Bytes, Image, Ragged, String
 
     field = source.spec.fields[name]

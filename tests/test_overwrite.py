@@ -171,6 +171,12 @@ def _written_by_the_library(target: str, path: str, tiles) -> None:
 
         with webdataset.TarWriter(path) as w:  # a single tar of samples
             w.write({"__key__": "000000", "cls": 3})
+    elif target == "arrayrecord":
+        from array_record.python.array_record_module import ArrayRecordWriter
+
+        w = ArrayRecordWriter(path, "group_size:1")  # a single file of records
+        w.write(b"one record")
+        w.close()
     elif target == "tfrecord":
         tf = pytest.importorskip("tensorflow")
         with tf.io.TFRecordWriter(path) as w:  # a single file of records

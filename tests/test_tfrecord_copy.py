@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dstore
+from dstore.codecs import _example_fields as fields_mod
 from dstore.codecs import _tfrecord_io as rio
-from dstore.codecs import tfrecord as tfr
 from dstore.codecs._example import (
     BYTES,
     FLOAT,
@@ -166,12 +166,12 @@ def test_pass_through_copies_every_record_byte_for_byte(tmp_path):
 
     # the same bytes as encoding every record (the copy disabled)
     slow = str(tmp_path / "slow.tfrecords")
-    original = tfr._batch_signature
+    original = fields_mod.batch_signature
     try:
-        tfr._batch_signature = lambda *a: None  # type: ignore[assignment]
+        fields_mod.batch_signature = lambda *a: None  # type: ignore[assignment]
         dstore.convert(src, slow)
     finally:
-        tfr._batch_signature = original
+        fields_mod.batch_signature = original
     assert _dir_bytes(out) == _dir_bytes(slow)
 
 

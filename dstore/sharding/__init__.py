@@ -21,7 +21,13 @@ from __future__ import annotations
 
 from .manifest import MANIFEST, check_shards, is_manifest_of, load_manifest, manifest_base
 from .reader import ShardedDirectoryReader, ShardFile, check_complete
-from .writer import ShardedDirectoryWriter, open_for_write, plan_by_size, shard_name
+from .writer import (
+    ShardedDirectoryWriter,
+    open_for_write,
+    open_path_for_write,
+    plan_by_size,
+    shard_name,
+)
 
 __all__ = [
     "MANIFEST",
@@ -34,6 +40,7 @@ __all__ = [
     "load_manifest",
     "manifest_base",
     "open_for_write",
+    "open_path_for_write",
     "plan_by_size",
     "shard_name",
 ]

@@ -13,10 +13,15 @@ records become bytes:
 - :func:`plan_by_size`: shards of about a target size, from encoded sample records;
 - :func:`open_for_write`: a file that exists under its name only once complete
   (``.part`` then fsync and rename; one PUT on an object store);
+  :func:`open_path_for_write` the same for a library that writes a path itself;
 - :class:`ShardedDirectoryWriter`: ``write_shard`` (hashes, counts, optional gzip)
   and ``commit`` (the manifest); a format implements ``encode_shard`` (records
   -> bytes) or, when a library writes the file itself (pyarrow's ParquetWriter),
-  ``write_records`` (records -> a file object), and ``manifest_head``.
+  ``write_records`` (records -> a file object), or ``write_shard_file`` when its
+  library writes by path (``writes_paths``: ArrayRecord's C++ writer), and
+  ``manifest_head``;
+- record indexes (``record_index``): each frame's length noted as it is
+  written, a ``<shard>.idx`` beside the shard (:mod:`dstore.sharding.index`).
 
 The reading half is :mod:`dstore.sharding.reader`, the manifest
 :mod:`dstore.sharding.manifest`, the resume journal :mod:`dstore.sharding.journal`.
@@ -45,6 +50,7 @@ __all__ = [
     "ShardedDirectoryWriter",
     "manifest_base",
     "open_for_write",
+    "open_path_for_write",
     "plan_by_size",
     "shard_name",
 ]
@@ -115,6 +121,39 @@ def open_for_write(root: str, name: str) -> Iterator[IO[bytes]]:
         raise
 
 
+@contextlib.contextmanager
+def open_path_for_write(root: str, name: str) -> Iterator[str]:
+    """A local path under ``root`` for a library that writes a file by path: the file
+    exists under ``name`` only once complete (written as ``name.part``, fsynced, renamed).
+
+    ``root`` is a local folder: such a library cannot write to an object store."""
+    final = names.safe_join(root, name)
+    part = final + ".part"
+    try:
+        yield part
+        fd = os.open(part, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(part, final)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(part)
+        raise
+
+
+def _file_digest(path: str) -> tuple[int, str]:
+    """Size and sha256 of a written file, read back in blocks."""
+    sha = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            sha.update(block)
+            size += len(block)
+    return size, sha.hexdigest()
+
+
 class _HashingFile:
     """Counts and sha256-hashes the bytes that reach the file."""
 
@@ -155,6 +194,10 @@ class ShardedDirectoryWriter(ShardWriter):
     #: True when each encoded record is one frame a reader can seek to: an
     #: uncompressed shard then gets a ``<shard>.idx`` record index (``sharding.index``)
     record_index: ClassVar[bool] = False
+    #: True when the format's library writes a shard itself, given a path (ArrayRecord):
+    #: ``write_shard`` then calls :meth:`write_shard_file` on the ``.part`` path and
+    #: hashes the file once the library has closed it (local folders only)
+    writes_paths: ClassVar[bool] = False
 
     def __init__(self, schema: Schema, plan: Sequence[Shard], compression: str | None) -> None:
         self.schema = schema
@@ -216,6 +259,11 @@ class ShardedDirectoryWriter(ShardWriter):
         """The manifest's format-specific keys, in the order they are written
         (``splits`` and ``run`` follow them)."""
 
+    def write_shard_file(self, path: str, groups: Iterator[list[bytes]]) -> None:
+        """Write the encoded records (from :meth:`encode_shard`, in groups) to the new
+        local file ``path`` with the format's library, and close it (``writes_paths``)."""
+        raise NotImplementedError(f"{self.codec_name}: writes_paths needs write_shard_file")
+
     def write_shard(
         self,
         root: str,
@@ -230,6 +278,8 @@ class ShardedDirectoryWriter(ShardWriter):
                 f"{here}, the run was planned with {self.libraries}; install the same versions "
                 "everywhere"
             )
+        if self.writes_paths:
+            return self._write_shard_path(root, shard, batches, progress)
         records = 0
         lengths: list[int] | None = [] if self.record_index and not self.compression else None
         with open_for_write(root, shard.file) as raw:
@@ -266,6 +316,39 @@ class ShardedDirectoryWriter(ShardWriter):
         with open_for_write(root, name) as f:
             f.write(data)
         return {"file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+    def _write_shard_path(
+        self,
+        root: str,
+        shard: Shard,
+        batches: Iterator[Batch],
+        progress: Callable[[int], None] | None,
+    ) -> dict[str, Any]:
+        """``write_shard`` for a library that writes by path: the same entry, the file
+        hashed after it is closed (the bytes are on disk then, not passing through us)."""
+        if is_url(root):
+            raise CodecIOError(
+                f"{root}: {self.codec_name} writes local folders only (its library writes files "
+                "by path); write locally, then copy the folder"
+            )
+        assert self.compression is None, "a path-writing library compresses by itself"
+        records = 0
+
+        def counted(groups: Iterator[list[bytes]]) -> Iterator[list[bytes]]:
+            nonlocal records
+            for group in groups:
+                yield group
+                records += len(group)
+                if progress is not None:
+                    progress(len(group))
+
+        with (
+            open_path_for_write(root, shard.file) as part,
+            contextlib.closing(self.encode_shard(shard, batches)) as encoded_groups,
+        ):
+            self.write_shard_file(part, counted(encoded_groups))
+            size, sha = _file_digest(part)
+        return {"file": shard.file, "records": records, "bytes": size, "sha256": sha}
 
     def commit(
         self, root: str, shards: list[dict[str, Any]], run: Mapping[str, Any] | None = None

@@ -1,0 +1,652 @@
+"""Fields of a ``tf.train.Example``: how each dstore field kind is stored, both ways.
+
+Shared by every format whose records are serialized Examples (TFRecord shards,
+ArrayRecord shards), so the bytes of one record are the same in both and a
+record read from one is copied to the other unchanged (:class:`SerializedBatch`).
+
+Contract:
+
+* :func:`choose_encoding` picks a :class:`FieldEncoding` per field (the feature
+  name and how the values are stored: PNG or a lossy image, int64_list,
+  float_list, raw little-endian bytes, byte strings, feature lists);
+* :class:`ExampleEncoder` turns batches into serialized Examples (unframed: a
+  format adds its own framing), on all cores, the same bytes in every process;
+* :func:`read_examples` decodes serialized Examples back into batches, each
+  error naming the record (``where``), keeping the records a writer may copy.
+
+No TensorFlow: the wire format is :mod:`dstore.codecs._example`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ..model import Bytes, Image, Ragged, String, StringList, VarColumn
+from ..parallel import default_workers, ordered_map
+from ..schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec, slice_batch
+from ._example import (
+    BYTES,
+    FLOAT,
+    INT64,
+    KIND_NAMES,
+    SEQ,
+    TF_FEATURE_ATTR,
+    decode_canonical,
+    decode_example,
+    encode_example,
+    encode_feature,
+    encode_sequence_example,
+)
+from ._imagecodec import LOSSY_FORMATS, LossyImage, is_image_like
+from ._png import decode as png_decode
+from ._png import encoder_id, png_encoder
+from ._sequence import SEQ_ENCODINGS, empty_record, encode_steps, sequence_encoding, sequence_value
+from ._strings import first_invalid_utf8
+from ._tensorproto import parse_tensor_proto
+
+__all__ = [
+    "WIRE_KIND",
+    "ExampleEncoder",
+    "FieldEncoding",
+    "batch_signature",
+    "check_manifest_fields",
+    "choose_encoding",
+    "read_examples",
+]
+
+#: records per task handed to a worker thread (encoding and decoding)
+CHUNK = 16
+
+#: the Example feature kind each field encoding is stored as
+WIRE_KIND = {
+    "png": BYTES,
+    "raw": BYTES,
+    "int64": INT64,
+    "float": FLOAT,
+    "bytes": BYTES,  # String / Bytes: the record's bytes, one value
+    "strings": BYTES,  # StringList: the record's strings, 0..n values
+    **SEQ_ENCODINGS,  # a SequenceExample's feature lists (dstore.codecs._sequence)
+    "encoded": BYTES,  # an encoded Image (png/jpeg/...) passed through byte for byte
+    "tensor": BYTES,  # foreign only: tf.io.serialize_tensor bytes (label-maker)
+    "feature": BYTES,  # Bytes records that are serialized Features (any list kind), as they are
+    **dict.fromkeys(LOSSY_FORMATS, BYTES),  # pixels encoded by dstore, decoded on read
+}
+
+
+# ------------------------------------------------------------------ field encoding
+
+
+@dataclass(frozen=True)
+class FieldEncoding:
+    """How one field is stored in the Example: the TF feature name and kind."""
+
+    feature: str  # feature name in the Example
+    encoding: str  # "png" | "jpeg" | "webp" | "jxl" | "int64" | "float" | "raw" | ...
+    quality: int | None = None  # of a lossy image encoding (jpeg, webp, jxl)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"feature": self.feature, "encoding": self.encoding}
+        if self.quality is not None:
+            out["quality"] = self.quality
+        return out
+
+    @property
+    def lossy(self) -> LossyImage | None:
+        """The lossy image encoding of this field, None for every other encoding."""
+        if self.encoding not in LOSSY_FORMATS:
+            return None
+        return LossyImage(self.encoding, self.quality if self.quality is not None else 0)
+
+
+def choose_encoding(
+    spec: FieldSpec,
+    feature: str,
+    images: set[str] | None,
+    lossy: LossyImage | None = None,
+    codec: str = "tfrecord",
+) -> FieldEncoding:
+    """How ``spec`` is stored; image fields take ``lossy`` (refused by name when they cannot).
+    ``codec`` starts the messages."""
+    if lossy is not None and images is not None and spec.name in images and spec.dense:
+        # named an image: the lossy format's own rules apply, not PNG's
+        lossy.check_field(spec, codec)
+        return FieldEncoding(feature, lossy.format, lossy.quality)
+    enc = _choose_encoding(spec, feature, images, codec)
+    if enc.encoding != "png" or lossy is None:
+        return enc
+    lossy.check_field(spec, codec)
+    return FieldEncoding(feature, lossy.format, lossy.quality)
+
+
+def _choose_encoding(
+    spec: FieldSpec, feature: str, images: set[str] | None, codec: str
+) -> FieldEncoding:
+    kind = spec.kind
+    if isinstance(kind, Bytes) and spec.attrs.get(TF_FEATURE_ATTR):
+        return FieldEncoding(feature, "feature")
+    seq = sequence_encoding(spec, _number_encoding(spec.dtype))
+    if seq is not None:  # read from a SequenceExample's feature list: written back as one
+        return FieldEncoding(feature, seq)
+    if isinstance(kind, (String, Bytes)):
+        return FieldEncoding(feature, "bytes")
+    if isinstance(kind, StringList):
+        return FieldEncoding(feature, "strings")
+    if isinstance(kind, Image):
+        # raw pixels of any size become PNG; encoded images travel as they are
+        return FieldEncoding(feature, "png" if kind.encoding == "raw" else "encoded")
+    if isinstance(kind, Ragged):
+        # a variable-length list of the flattened values; the inner shape is in the manifest
+        return FieldEncoding(feature, _number_encoding(spec.dtype))
+    png = (spec.name in images) if images is not None else is_image_like(spec)
+    if png:
+        if spec.dtype.kind != "u" or spec.dtype.itemsize not in (1, 2):
+            raise UnsupportedDtypeError(
+                f"{codec}: field {spec.name!r} is {spec.dtype}: PNG takes uint8 or uint16 only "
+                "(convert floats to integers yourself; dstore never rescales silently)"
+            )
+        if len(spec.shape) not in (2, 3) or (
+            len(spec.shape) == 3 and spec.shape[2] not in (1, 3, 4)
+        ):
+            raise UnsupportedDtypeError(
+                f"{codec}: field {spec.name!r} has record shape {spec.shape}: "
+                "PNG needs (H, W) or (H, W, 1|3|4)"
+            )
+        return FieldEncoding(feature, "png")
+    return FieldEncoding(feature, _number_encoding(spec.dtype))
+
+
+def _number_encoding(dtype: np.dtype) -> str:
+    """int64_list for integers and bools (uint64 as its int64 bit pattern), float_list
+    for float32, raw little-endian bytes for any other dtype."""
+    if dtype.kind in "biu":
+        return "int64"
+    if dtype.kind == "f" and dtype.itemsize == 4:
+        return "float"
+    return "raw"
+
+
+def _png_decode(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
+    try:
+        img = png_decode(data)
+    except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
+        raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
+    if img.dtype != spec.dtype.newbyteorder("=") or img.size != int(np.prod(spec.shape)):
+        raise CodecIOError(
+            f"{where}: PNG is {img.dtype} {img.shape}, field expects {spec.dtype} {spec.shape} "
+            "(images of varying size in one field are not supported)"
+        )
+    return img.reshape(spec.shape)
+
+
+def encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> bytes:
+    """One serialized Feature from one record (an ndarray, or bytes for byte-string kinds);
+    a serialized FeatureList for a feature-list field."""
+    if enc.encoding == "feature":
+        return bytes(value)
+    if enc.encoding in SEQ_ENCODINGS:
+        return encode_steps(enc.encoding, spec, value)
+    if enc.encoding in ("bytes", "encoded", "strings"):
+        return encode_feature(BYTES, value)
+    if (lossy := enc.lossy) is not None:
+        return encode_feature(BYTES, lossy.encode(value))
+    if enc.encoding == "png":
+        img = value if value.ndim == 2 or value.shape[2] != 1 else value[..., 0]
+        return encode_feature(
+            BYTES, png(np.ascontiguousarray(img.astype(img.dtype.newbyteorder("="), copy=False)))
+        )
+    if enc.encoding == "int64":
+        if spec.dtype.kind == "u" and spec.dtype.itemsize == 8:
+            value = value.astype("<u8").view("<i8")
+        return encode_feature(INT64, value.reshape(-1))
+    if enc.encoding == "float":
+        return encode_feature(FLOAT, value.reshape(-1))
+    # astype: indexing a 1-d array gives a native-endian scalar, lose no byte order
+    return encode_feature(BYTES, np.asarray(value).astype(spec.dtype).tobytes())
+
+
+def _copy_signature(enc: FieldEncoding, spec: FieldSpec) -> tuple[str, str, str] | None:
+    """What a field's Feature bytes, as read, are valid for when written again -- or None
+    for an encoding whose decoded record is written as other bytes (PNG decoded to
+    pixels, a tensor, a lossy image, a feature list; numbers read into another dtype
+    than the int64/float32 the wire holds)."""
+    if enc.encoding in ("bytes", "encoded", "strings") or (
+        (enc.encoding, spec.dtype.str) in (("int64", "<i8"), ("float", "<f4"))
+    ):
+        return (enc.feature, enc.encoding, spec.dtype.str)
+    return None
+
+
+def batch_signature(
+    encs: dict[str, FieldEncoding], split: SplitSpec, names: Sequence[str]
+) -> tuple[Any, ...] | None:
+    """The fields' copy signatures in ``names`` order; None when one cannot be copied."""
+    sig = tuple(_copy_signature(encs[name], split.fields[name]) for name in names)
+    return None if None in sig else sig
+
+
+def record_value(spec: FieldSpec, col: Any, i: int) -> Any:
+    """Record ``i`` of a batch column as the encoder takes it: bytes for byte-string
+    kinds (no UTF-8 round trip), else an ndarray."""
+    if not isinstance(col, VarColumn):
+        return col[i]
+    if isinstance(col.values, VarColumn):  # a list of strings: its byte strings
+        return col.values.slice(int(col.offsets[i]), int(col.offsets[i + 1])).to_bytes_list()
+    if isinstance(spec.kind, (String, Bytes)) or (
+        isinstance(spec.kind, Image) and spec.kind.encoding != "raw"
+    ):
+        lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
+        return col.values[lo:hi].tobytes()
+    return col.row(i)
+
+
+def decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, where: str) -> Any:
+    """One record from its Feature: an ndarray, or bytes for byte-string kinds."""
+    if enc.encoding == "feature":  # the same bytes again: encode_feature wrote them canonically
+        return encode_feature(kind, values)
+    if enc.encoding in SEQ_ENCODINGS or kind >= SEQ:
+        if enc.encoding not in SEQ_ENCODINGS:
+            raise CodecIOError(
+                f"{where}: {enc.feature!r} is a {KIND_NAMES[kind]}, expected a feature of an Example"
+            )
+        return sequence_value(enc.encoding, spec, kind, values, where)
+    expected = WIRE_KIND[enc.encoding]
+    if kind != expected:
+        raise CodecIOError(
+            f"{where}: feature {enc.feature!r} is a {KIND_NAMES[kind]}, "
+            f"expected {KIND_NAMES[expected]}"
+        )
+    if enc.encoding == "strings":
+        if isinstance(spec.kind, StringList) and spec.kind.text:
+            bad = first_invalid_utf8(values)
+            if bad is not None:
+                raise CodecIOError(
+                    f"{where}: feature {enc.feature!r} (field {spec.name!r}), string {bad[0]}: "
+                    f"not valid UTF-8 at byte {bad[1]}"
+                )
+        return list(values)
+    if (enc.encoding in ("png", "raw", "bytes", "encoded") or enc.lossy) and len(values) != 1:
+        raise CodecIOError(
+            f"{where}: feature {enc.feature!r} holds {len(values)} byte strings, expected 1"
+        )
+    if enc.encoding in ("bytes", "encoded"):
+        if isinstance(spec.kind, String):
+            try:
+                values[0].decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise CodecIOError(
+                    f"{where}: feature {enc.feature!r} (field {spec.name!r}) is not valid UTF-8 "
+                    f"at byte {e.start}"
+                ) from None
+        return values[0]
+    if enc.encoding == "tensor":
+        return _tensor_value(values[0], spec, f"{where}, feature {enc.feature!r}")
+    if (lossy := enc.lossy) is not None:
+        if spec.dense:
+            shape = spec.shape
+        else:  # a raw Image of varying size
+            assert isinstance(spec.kind, Image)
+            shape = (-1, -1) if spec.kind.channels == 0 else (-1, -1, spec.kind.channels or -1)
+        return lossy.decode_record(
+            values[0], shape, spec.dtype, f"{where}, feature {enc.feature!r}"
+        )
+    if isinstance(spec.kind, Image) and not spec.dense:
+        return _png_decode_any(values[0], spec, f"{where}, feature {enc.feature!r}")
+    if isinstance(spec.kind, Ragged):
+        return _ragged_value(enc, spec, values, where)
+    size = math.prod(spec.shape)  # a tuple of ints: math.prod, not numpy per record
+    if enc.encoding in ("png", "raw"):
+        if enc.encoding == "png":
+            return _png_decode(values[0], spec, f"{where}, feature {enc.feature!r}")
+        if len(values[0]) != size * spec.dtype.itemsize:
+            raise CodecIOError(
+                f"{where}: feature {enc.feature!r} has {len(values[0])} bytes, "
+                f"expected {size * spec.dtype.itemsize}"
+            )
+        return np.frombuffer(values[0], spec.dtype).reshape(spec.shape)
+    if len(values) != size:
+        raise CodecIOError(
+            f"{where}: feature {enc.feature!r} has {len(values)} values, expected {size} "
+            f"for shape {spec.shape}"
+        )
+    if spec.dtype.kind == "u" and spec.dtype.itemsize == 8:
+        return values.view("<u8").astype(spec.dtype).reshape(spec.shape)
+    return values.astype(spec.dtype).reshape(spec.shape)
+
+
+def _tensor_value(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
+    """A record from ``tf.io.serialize_tensor`` bytes, checked against the field."""
+    t = parse_tensor_proto(data, where)
+    if not isinstance(t, np.ndarray) or t.dtype != spec.dtype:
+        got = "a string tensor" if not isinstance(t, np.ndarray) else f"a {t.dtype} tensor"
+        raise CodecIOError(f"{where}: holds {got}, field expects {spec.kind.describe()}")
+    ok = t.shape[1:] == spec.shape if isinstance(spec.kind, Ragged) else t.shape == spec.shape
+    if not ok:
+        raise CodecIOError(
+            f"{where}: tensor of shape {t.shape}, field expects {spec.kind.describe()}"
+        )
+    return t
+
+
+def _ragged_value(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> np.ndarray:
+    """A Ragged record ``(n, *inner)`` from its flat list (or raw bytes)."""
+    inner = spec.shape
+    per = math.prod(inner)
+    if enc.encoding == "raw":
+        if len(values[0]) % (spec.dtype.itemsize * max(per, 1)):
+            raise CodecIOError(
+                f"{where}: feature {enc.feature!r} has {len(values[0])} bytes, not a whole number "
+                f"of {spec.dtype} rows of shape {inner}"
+            )
+        flat = np.frombuffer(values[0], spec.dtype)
+    else:
+        flat = values.view("<u8") if spec.dtype.kind == "u" and spec.dtype.itemsize == 8 else values
+        flat = flat.astype(spec.dtype)
+    if per == 0 or len(flat) % per:
+        raise CodecIOError(
+            f"{where}: feature {enc.feature!r} has {len(flat)} values, not a whole number of "
+            f"rows of inner shape {inner} (field {spec.name!r})"
+        )
+    return flat.reshape(-1, *inner)
+
+
+def _png_decode_any(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
+    """A PNG of any size for a raw Image field of varying size, checked against its kind."""
+    kind = spec.kind
+    assert isinstance(kind, Image)
+    try:
+        img = png_decode(data)
+    except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
+        raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
+    if kind.channels == 1 and img.ndim == 2:  # PNG has no 1-channel axis: dstore drops it on write
+        img = img[..., None]
+    channels = 0 if img.ndim == 2 else img.shape[2]
+    if img.dtype != kind.dtype or (kind.channels is not None and channels != kind.channels):
+        raise CodecIOError(
+            f"{where}: PNG is {img.dtype} {img.shape}, field expects {kind.describe()}"
+        )
+    for axis, want in ((0, kind.height), (1, kind.width)):
+        if want is not None and img.shape[axis] != want:
+            raise CodecIOError(f"{where}: PNG is {img.shape}, field expects {kind.describe()}")
+    return img
+
+
+def _is_utf8_text(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def to_column(spec: FieldSpec, col: Any) -> Any:
+    """A batch column from decoded records: the array itself, or values + offsets."""
+    if spec.dense:
+        return col
+    if isinstance(spec.kind, Ragged):
+        return VarColumn.from_rows(col, spec.dtype, spec.shape)
+    if isinstance(spec.kind, StringList):
+        return VarColumn.from_lists(col)
+    if isinstance(spec.kind, Image) and spec.kind.encoding == "raw":
+        flat = VarColumn.from_rows([a.reshape(-1) for a in col], spec.dtype)
+        shapes = np.array([a.shape for a in col], np.int64).reshape(len(col), -1)
+        return VarColumn(flat.values, flat.offsets, shapes)
+    return VarColumn.from_bytes(col)
+
+
+# ------------------------------------------------------------------ encoding records
+
+
+class ExampleEncoder:
+    """Records of ``schema`` -> serialized Examples, one field per feature.
+
+    Holds only the schema, the field encodings and settings (no handles or
+    threads), so it pickles to Dask workers; every process encodes the same
+    bytes for the same records."""
+
+    def __init__(
+        self,
+        schema: Schema,
+        codec: str,
+        *,
+        renames: dict[str, str],
+        images: set[str] | None,
+        lossy: LossyImage | None,
+        png_level: str,
+        workers: int,
+    ) -> None:
+        self.schema = schema
+        self.png_level = png_level
+        self.workers = workers
+        self.encodings: dict[str, dict[str, FieldEncoding]] = {}
+        for split in schema.splits.values():
+            if images is not None and (unknown := images - set(split.fields)):
+                raise SchemaError(f"{codec}: images= names unknown field(s) {sorted(unknown)}")
+            self.encodings[split.name] = {
+                name: choose_encoding(spec, renames.get(name, name), images, lossy, codec)
+                for name, spec in split.fields.items()
+            }
+            features = [e.feature for e in self.encodings[split.name].values()]
+            for name, enc in self.encodings[split.name].items():
+                # feature names are kept byte for byte, but a protobuf key is UTF-8 text
+                if not _is_utf8_text(enc.feature):
+                    raise SchemaError(
+                        f"{codec}: split {split.name!r}, field {name!r}: feature name {enc.feature!r} "
+                        "is not valid Unicode text (a lone surrogate); rename it with -o rename=..."
+                    )
+            if len(set(features)) != len(features):
+                raise SchemaError(f"{codec}: two fields map to the same feature name: {features}")
+
+    def libraries(self) -> dict[str, str]:
+        """The image encoders (with versions) the records' bytes depend on."""
+        libs = {}
+        every = [e for encs in self.encodings.values() for e in encs.values()]
+        if any(e.encoding == "png" for e in every):
+            libs["png"] = encoder_id(self.png_level)
+        for fmt in sorted({e.encoding for e in every if e.encoding in LOSSY_FORMATS}):
+            lossy = next(e.lossy for e in every if e.encoding == fmt)
+            assert lossy is not None
+            libs[fmt] = lossy.library_id()
+        return libs
+
+    def fields_json(self) -> dict[str, Any]:
+        """The manifest's ``fields``: each field's feature name and encoding, per split."""
+        return {
+            split: {name: e.to_json() for name, e in encs.items()}
+            for split, encs in self.encodings.items()
+        }
+
+    def encode(
+        self,
+        split: str,
+        chunk: Batch,
+        png: Any = None,
+        frame: Callable[[bytes], bytes] | None = None,
+    ) -> list[bytes]:
+        """The records of ``chunk`` as serialized Examples, each through ``frame`` if given."""
+        png = png or png_encoder(self.png_level)
+        spec = self.schema.splits[split]
+        encs = self.encodings[split]
+        n = len(next(iter(chunk.values())))
+        lists = {encs[name].feature for name in chunk if encs[name].encoding in SEQ_ENCODINGS}
+        # records read as exactly the Example this loop would encode: kept as they are
+        copies = None
+        if isinstance(chunk, SerializedBatch) and chunk.signature == batch_signature(
+            encs, spec, list(chunk)
+        ):
+            copies = chunk.records
+        out = []
+        for i in range(n):
+            if copies is not None and (rec := copies[i]) is not None:
+                out.append(rec if frame is None else frame(rec))
+                continue
+            feats = {
+                encs[name].feature: encode_value(
+                    encs[name], spec.fields[name], record_value(spec.fields[name], col, i), png
+                )
+                for name, col in chunk.items()
+            }
+            if lists:  # fields read from feature lists: a SequenceExample, the rest its context
+                context = {k: v for k, v in feats.items() if k not in lists}
+                steps = {k: v for k, v in feats.items() if k in lists}
+                rec = encode_sequence_example(context, steps)
+            else:
+                rec = encode_example(feats)
+            out.append(rec if frame is None else frame(rec))
+        return out
+
+    def encode_batches(
+        self,
+        split: str,
+        batches: Iterable[Batch],
+        frame: Callable[[bytes], bytes] | None = None,
+    ) -> Generator[list[bytes], None, None]:
+        """Chunks of :data:`CHUNK` records encoded on all cores (PNG releases the GIL), in order."""
+        workers = self.workers or default_workers()
+        png = png_encoder(self.png_level)
+        chunks = (
+            slice_batch(batch, i, min(i + CHUNK, n))
+            for batch in batches
+            for n in (len(next(iter(batch.values()))),)
+            for i in range(0, n, CHUNK)
+        )
+        with ThreadPoolExecutor(workers, thread_name_prefix="dstore-png") as pool:
+            yield from ordered_map(
+                lambda c: self.encode(split, c, png, frame), chunks, pool, 4 * workers
+            )
+
+
+# ------------------------------------------------------------------ decoding records
+
+
+def check_manifest_fields(
+    manifest: dict[str, Any], schema: Schema, where: str
+) -> dict[str, dict[str, FieldEncoding]]:
+    """The field encodings a manifest lists (its ``fields``), checked against its schema."""
+    try:
+        encodings = {
+            split: {
+                name: FieldEncoding(e["feature"], e["encoding"], e.get("quality"))
+                for name, e in split_fields.items()
+            }
+            for split, split_fields in manifest["fields"].items()
+        }
+    except (KeyError, TypeError, AttributeError) as e:
+        raise CodecIOError(f"{where}: unreadable manifest: {e}") from None
+    if set(encodings) != set(schema.splits):
+        raise CodecIOError(
+            f"{where}: splits of the schema, fields and shards disagree (corrupt manifest)"
+        )
+    for split, encs in encodings.items():
+        if set(encs) != set(schema.splits[split].fields):
+            raise CodecIOError(
+                f"{where}: split {split!r}: fields disagree with the schema (corrupt manifest)"
+            )
+        for name, enc in encs.items():
+            if enc.encoding not in WIRE_KIND:
+                raise CodecIOError(
+                    f"{where}: split {split!r}, field {name!r}: unknown encoding {enc.encoding!r}"
+                )
+            try:
+                enc.lossy  # noqa: B018 - checks the quality a lossy field declares
+            except ValueError as e:
+                raise CodecIOError(
+                    f"{where}: split {split!r}, field {name!r}: {e} (corrupt manifest)"
+                ) from None
+    return encodings
+
+
+def _missing_value(enc: FieldEncoding, spec: FieldSpec) -> Any:
+    """The record of a feature an Example lacks, where the rules give one (README,
+    "Reading foreign TFRecords"): an empty list, no steps; else None."""
+    if isinstance(spec.kind, Ragged) and enc.encoding in ("int64", "float"):
+        return np.empty((0, *spec.shape), spec.dtype)
+    if enc.encoding == "strings":
+        return []
+    if enc.encoding in SEQ_ENCODINGS:
+        return empty_record(spec)
+    return None
+
+
+def decode_examples(
+    split: SplitSpec,
+    encs: dict[str, FieldEncoding],
+    names: Sequence[str],
+    recs: list[tuple[bytes, str]],
+    out: dict[str, np.ndarray | list[Any]],
+    offset: int,
+    records: list[bytes | None] | None = None,
+    canon: list[tuple[bytes, int]] | None = None,
+) -> None:
+    """Decode ``recs`` (serialized Examples, each with where it was read) into ``out``
+    from ``offset``. With ``canon`` (the features' UTF-8 names and kinds, in order) a
+    record in that canonical form is decoded in one walk and, with ``records``, kept
+    there for a writer to copy (None otherwise)."""
+    for i, (rec, where) in enumerate(recs):
+        feats = None if canon is None else decode_canonical(rec, canon)
+        if records is not None:
+            records[offset + i] = None if feats is None else rec
+        if feats is None:
+            feats = decode_example(rec, where)
+        for name in names:
+            enc = encs[name]
+            spec = split.fields[name]
+            if enc.feature not in feats:
+                empty = _missing_value(enc, spec)
+                if empty is None:
+                    raise CodecIOError(
+                        f"{where}: Example has no feature {enc.feature!r} (field {name!r})"
+                    )
+                out[name][offset + i] = empty
+                continue
+            kind, values = feats[enc.feature]
+            out[name][offset + i] = decode_value(enc, spec, kind, values, where)
+
+
+def read_examples(
+    spec: SplitSpec,
+    encs: dict[str, FieldEncoding],
+    names: list[str],
+    raw: Iterator[tuple[bytes, str]],
+    count: int,
+    rows: int,
+    pool: Executor,
+) -> Iterator[Batch]:
+    """``count`` serialized Examples from ``raw`` (each with where it was read) decoded on
+    ``pool``, as batches of at most ``rows``. When every field is read and each can be
+    copied, a batch is a :class:`SerializedBatch` carrying the records a writer of the
+    same Examples (TFRecord, ArrayRecord) writes again without encoding them."""
+    signature = batch_signature(encs, spec, names) if names == list(spec.fields) else None
+    canon = None
+    if signature is not None:
+        canon = [(encs[n].feature.encode(), WIRE_KIND[encs[n].encoding]) for n in names]
+    pos = 0
+    while pos < count:
+        n = min(rows, count - pos)
+        # dense fields fill an array in place; others collect records, joined below
+        out: dict[str, np.ndarray | list[Any]] = {
+            name: np.empty((n, *f.shape), f.dtype) if f.dense else [None] * n
+            for name in names
+            for f in (spec.fields[name],)
+        }
+        records: list[bytes | None] | None = None if signature is None else [None] * n
+        futures = []
+        for off in range(0, n, CHUNK):
+            recs = [next(raw) for _ in range(min(CHUNK, n - off))]
+            futures.append(
+                pool.submit(decode_examples, spec, encs, names, recs, out, off, records, canon)
+            )
+        for fut in futures:
+            fut.result()
+        cols = {name: to_column(spec.fields[name], col) for name, col in out.items()}
+        if records is None or signature is None:
+            yield cols
+        else:
+            yield SerializedBatch(cols, records, signature)
+        pos += n

@@ -1,0 +1,72 @@
+"""ArrayRecord options (``-o KEY=VALUE``): shard size, the library's chunking and
+compression, and the Example field encodings shared with TFRecord."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ...options import option
+from .._imagecodec import LossyImage, check_quality
+
+__all__ = ["ArrayRecordOptions"]
+
+
+@dataclass(frozen=True)
+class ArrayRecordOptions:
+    shard_mb: float = option(256.0, "target shard size in MiB (TFDS aims at 64 MiB - 1 GiB)")
+    group_size: int = option(
+        1,
+        "records per compressed chunk; 1 (TFDS's and Grain's choice) reads one record "
+        "without decompressing its neighbours",
+    )
+    compression: Literal["zstd", "uncompressed", "brotli", "snappy"] = option(
+        "zstd", "how array_record compresses each chunk"
+    )
+    level: int = option(3, "zstd (-131072..22) or brotli (0..11) level; 3 is array_record's own")
+    png_level: str = option(
+        "fast", "fast (UP filter + ISA-L deflate) or libpng zlib level 0-9 (6: TensorFlow's sizes)"
+    )
+    images: tuple[str, ...] | None = option(
+        None, "comma-separated fields stored as PNG; auto = image-like fields; none", none="auto"
+    )
+    # option() gives each instance its own copy of a mutable default
+    rename: dict[str, str] = option(  # noqa: RUF009
+        {}, "feature names in the Example, e.g. x=image,y=label"
+    )
+    image_codec: Literal["png", "jpeg", "webp", "jxl"] = option(
+        "png", "image fields as png (lossless) or jpeg/webp/jxl (lossy, decoded to pixels on read)"
+    )
+    quality: int = option(90, "quality 1..100 of jpeg/webp/jxl images (png ignores it)")
+    workers: int = field(default=0, metadata={"help": "threads encoding images; 0 = one per core"})
+
+    def validate(self) -> None:
+        if self.shard_mb <= 0:
+            raise ValueError(f"arrayrecord: shard_mb must be > 0. Got {self.shard_mb} instead.")
+        if self.group_size < 1:
+            raise ValueError(f"arrayrecord: group_size must be >= 1. Got {self.group_size}.")
+        lo, hi = {"zstd": (-131072, 22), "brotli": (0, 11)}.get(self.compression, (0, 0))
+        if self.compression in ("zstd", "brotli") and not lo <= self.level <= hi:
+            raise ValueError(
+                f"arrayrecord: {self.compression} level must be {lo}..{hi}. Got {self.level}."
+            )
+        if self.png_level != "fast" and not (
+            self.png_level.isdigit() and 0 <= int(self.png_level) <= 9
+        ):
+            raise ValueError(
+                f"arrayrecord: png_level must be fast or 0..9. Got {self.png_level!r} instead."
+            )
+        check_quality(self.quality, "arrayrecord")
+
+    def writer_options(self) -> str:
+        """The ``ArrayRecordWriter`` options string: every setting that shapes the bytes
+        is explicit, so a newer array_record's defaults cannot change them."""
+        level = f":{self.level}" if self.compression in ("zstd", "brotli") else ""
+        return (
+            f"group_size:{self.group_size},{self.compression}{level},"
+            "transpose:false,pad_to_block_boundary:false"
+        )
+
+    def lossy(self) -> LossyImage | None:
+        """The lossy encoding image fields take, None for PNG."""
+        return None if self.image_codec == "png" else LossyImage(self.image_codec, self.quality)

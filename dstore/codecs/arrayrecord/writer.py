@@ -1,0 +1,85 @@
+"""Writing ArrayRecord shards: TFRecord's Examples, stored by the ``array-record`` library.
+
+The records are the serialized ``tf.train.Example``s of
+:class:`~dstore.codecs._example_fields.ExampleEncoder` (the same bytes a
+TFRecord shard frames); ``ArrayRecordWriter`` stores them with every option
+that shapes the bytes spelled out (:meth:`ArrayRecordOptions.writer_options`),
+so two writes of the same data are byte-identical. The library writes a path,
+not a file object: the container's ``writes_paths`` hook gives it the
+``.part`` name and hashes the file once closed (local folders only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator, Sequence
+from importlib.metadata import version
+from typing import Any
+
+from ...errors import CodecIOError
+from ...options import options_json
+from ...schema import Batch, Schema
+from ...sharding import ShardedDirectoryWriter, manifest_base
+from .._example_fields import ExampleEncoder
+from ..base import Shard
+from .options import ArrayRecordOptions
+
+__all__ = ["FORMAT_ID", "ArrayRecordShardWriter"]
+
+#: the manifest's ``format``
+FORMAT_ID = "dstore-arrayrecord"
+
+
+class ArrayRecordShardWriter(ShardedDirectoryWriter):
+    """Encodes records to Examples and hands them to ``ArrayRecordWriter``; the folder,
+    shard commits and manifest are the sharded-directory container's. Holds no
+    handles, so it pickles to Dask workers."""
+
+    codec_name = "arrayrecord"
+    writes_paths = True
+
+    def __init__(
+        self, schema: Schema, options: ArrayRecordOptions, plan: Sequence[Shard] = ()
+    ) -> None:
+        self.options = options
+        self.examples = ExampleEncoder(
+            schema,
+            self.codec_name,
+            renames=dict(options.rename),
+            images=None if options.images is None else set(options.images),
+            lossy=options.lossy(),
+            png_level=options.png_level,
+            workers=options.workers,
+        )
+        super().__init__(schema, plan, None)
+
+    def current_libraries(self) -> dict[str, str]:
+        """The image encoders and array_record (its chunk format and compressors), with versions."""
+        return {**self.examples.libraries(), "array_record": version("array-record")}
+
+    def encode_shard(
+        self, shard: Shard, batches: Iterator[Batch]
+    ) -> Generator[list[bytes], None, None]:
+        yield from self.examples.encode_batches(shard.split, batches)
+
+    def write_shard_file(self, path: str, groups: Iterator[list[bytes]]) -> None:
+        from array_record.python.array_record_module import ArrayRecordWriter
+
+        writer = ArrayRecordWriter(path, self.options.writer_options())
+        if not writer.ok():
+            raise CodecIOError(f"{path}: array_record cannot create the shard")
+        try:
+            for group in groups:
+                for rec in group:
+                    writer.write(rec)
+        finally:
+            writer.close()  # also on failure: the container removes the .part file
+
+    def manifest_head(self) -> dict[str, Any]:
+        return {
+            **manifest_base(FORMAT_ID, None),
+            "options": {k: v for k, v in options_json(self.options).items() if k != "workers"},
+            "writer_options": self.options.writer_options(),
+            "libraries": self.libraries,
+            "schema": self.schema.to_json(),
+            "fields": self.examples.fields_json(),
+        }
