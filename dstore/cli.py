@@ -232,7 +232,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             from .errors import MissingDependencyError
 
             raise MissingDependencyError("bench", "bench", "matplotlib", what="dstore bench --plot")
-    show = sys.stderr.isatty()
+
+    def progress(line: str) -> None:
+        # on stderr, terminal or not (a log file too), each line as it comes: stdout keeps
+        # only the report
+        print(line, file=sys.stderr, flush=True)
+
     report = bench(
         args.src,
         formats=args.formats.split(",") if args.formats else None,
@@ -246,9 +251,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         objective=args.objective,
         max_accuracy_drop=args.max_accuracy_drop,
-        progress=(lambda s: print(f"  measuring {s} ...", file=sys.stderr)) if show else None,
+        progress=progress,
+        layout=args.layout,
+        probe=not args.no_probe,
     )
-    print(to_text(report))
+    print(to_text(report, wide=args.wide))
     if args.report:
         save_report(report, args.report)
         print(f"report: {args.report}")
@@ -451,7 +458,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser(
-        "bench", help="measure size, speed and accuracy impact of each format on SRC"
+        "bench",
+        help="measure size, speed and accuracy impact of each format on SRC",
+        description="Measure every format x image encoding x dtype policy on SRC. Progress "
+        "(the records, then one line per cell as it finishes) goes to stderr; the report "
+        "to stdout. The accuracy probe is classification, object detection (classes "
+        "present) or segmentation (pixel accuracy), from the labels' shape or --layout.",
     )
     p.add_argument("src", help="your dataset")
     p.add_argument(
@@ -493,6 +505,20 @@ def build_parser() -> argparse.ArgumentParser:
         "directory or sys.path (default: an SGD log-loss probe, as pyspacer trains)",
     )
     p.add_argument(
+        "--layout",
+        metavar="NAME",
+        help="what the labels are, for the probe: tf-classification, tf-object-detection, "
+        "tf-segmentation (or label-maker's classification, object-detection, segmentation) "
+        "(default: told from the labels' shape: class ids or one-hot, (max_boxes, 5) boxes, "
+        "masks the tiles' size)",
+    )
+    p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="measure no accuracy: sizes, times and errors only, no scikit-learn needed "
+        "(default: the probe runs when labels are found)",
+    )
+    p.add_argument(
         "--sample",
         type=int,
         metavar="N",
@@ -528,6 +554,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.png",
         help="also write a size vs accuracy plot, Pareto front marked (size vs write time "
         "when no accuracy is measured) (default: none)",
+    )
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="print every column and each note in its row (default: a table 120 columns wide, "
+        "long notes as footnotes)",
     )
     p.set_defaults(func=_cmd_bench)
 

@@ -15,7 +15,14 @@ import numpy as np
 
 from .errors import MissingDependencyError
 
-__all__ = ["PHOTOS", "make_label_maker_npz", "photo_tiles", "run_demo"]
+__all__ = [
+    "LABEL_MAKER_TASKS",
+    "PHOTOS",
+    "label_maker_arrays",
+    "make_label_maker_npz",
+    "photo_tiles",
+    "run_demo",
+]
 
 #: RGB photographs bundled in scikit-image's package data (no network).
 PHOTOS = (
@@ -92,10 +99,77 @@ def make_features_npz(path: str, n: int = 2000, seed: int = 0) -> str:
     return path
 
 
-def make_label_maker_npz(path: str, n: int = 300, size: int = 256, seed: int = 0) -> str:
-    """A label-maker style ``data.npz`` (``x_train, y_train, x_test, y_test, x_val, y_val``),
-    uncompressed as label-maker writes it."""
+#: label-maker's ``ml_type`` values, as ``make_label_maker_npz(task=...)`` takes them
+LABEL_MAKER_TASKS = ("classification", "object-detection", "segmentation")
+
+
+def _regions(x: np.ndarray) -> np.ndarray:
+    """Per pixel of each tile: 0 dark, 1 mid, 2 bright, from a 9x9 box blur of its grey.
+
+    Blurred, so the regions are blobs (as buildings and fields are), not single pixels;
+    the thresholds split photo tiles about 34% / 56% / 10%.
+    """
+    from scipy import ndimage  # a dependency of scikit-image (the demo extra)
+
+    grey = ndimage.uniform_filter(x.astype(np.float32).mean(axis=3), size=(1, 9, 9))
+    return np.digitize(grey, (70.0, 180.0)).astype(np.uint8)
+
+
+def _boxes(regions: np.ndarray, max_boxes: int) -> np.ndarray:
+    """label-maker object-detection labels ``(n, max_boxes, 5)`` uint8 from ``_regions``.
+
+    Each dark (class 1) or bright (class 2) connected region covering at least 3% of
+    its tile becomes a box ``[xmin, ymin, xmax, ymax, class]`` in pixels, largest first;
+    the rest of the rows are zeros, as label-maker pads them.
+    """
+    from scipy import ndimage
+
+    n, h, w = regions.shape
+    y = np.zeros((n, max_boxes, 5), np.uint8)
+    for i in range(n):
+        found: list[tuple[int, list[int]]] = []
+        for cls, value in ((1, 0), (2, 2)):
+            lab, _ = ndimage.label(regions[i] == value)
+            for k, where in enumerate(ndimage.find_objects(lab), start=1):
+                area = int((lab[where] == k).sum())
+                if area >= 0.03 * h * w:
+                    ys, xs = where
+                    found.append((area, [xs.start, ys.start, xs.stop - 1, ys.stop - 1, cls]))
+        for j, (_, row) in enumerate(sorted(found, key=lambda t: -t[0])[:max_boxes]):
+            y[i, j] = row
+    return y
+
+
+def label_maker_arrays(
+    n: int, size: int = 256, seed: int = 0, task: str = "classification", max_boxes: int = 8
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tiles cropped from real photos and label-maker labels for ``task`` (its ``ml_type``).
+
+    * ``classification``: one-hot uint8 ``(n, classes)``, the photograph each tile is from;
+    * ``object-detection``: uint8 ``(n, max_boxes, 5)`` boxes around the tile's large dark
+      (class 1) and bright (class 2) regions, zero-padded;
+    * ``segmentation``: uint8 masks ``(n, size, size, 1)``: 0 dark, 1 mid, 2 bright.
+
+    Dark and bright regions are where the photograph is, so a probe has something
+    real to learn (and JPEG something real to damage).
+    """
+    if task not in LABEL_MAKER_TASKS:
+        raise ValueError(f"task must be one of {', '.join(LABEL_MAKER_TASKS)}. Got {task!r}.")
     x, y = photo_tiles(n, size, seed)
+    if task == "classification":
+        return x, y
+    regions = _regions(x)
+    if task == "segmentation":
+        return x, regions[..., None]
+    return x, _boxes(regions, max_boxes)
+
+
+def make_label_maker_npz(
+    path: str, n: int = 300, size: int = 256, seed: int = 0, task: str = "classification"
+) -> str:
+    """A label-maker style ``data.npz`` (``x_train, y_train, x_test, y_test, x_val, y_val``),
+    uncompressed as label-maker writes it; ``task`` as in :func:`label_maker_arrays`."""
+    x, y = label_maker_arrays(n, size, seed, task)
     a, b = int(n * 0.7), int(n * 0.9)
     np.savez(
         path, x_train=x[:a], y_train=y[:a], x_test=x[a:b], y_test=y[a:b], x_val=x[b:], y_val=y[b:]

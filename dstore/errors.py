@@ -13,6 +13,7 @@ __all__ = [
     "CodecIOError",
     "DstoreError",
     "DtypePolicyError",
+    "LabelError",
     "MissingDependencyError",
     "OldOutputLeftError",
     "OptionError",
@@ -65,6 +66,11 @@ class MissingDependencyError(DstoreError, ImportError):
 
 class SchemaError(DstoreError, ValueError):
     """Data does not fit the dataset model (ragged record counts, bad keys, ...)."""
+
+
+class LabelError(SchemaError):
+    """Labels the accuracy probe of ``dstore bench`` cannot use: their shape fits no probe
+    (class ids, one-hot, boxes, masks) or their values cannot be learnt (one class only)."""
 
 
 class UnsafePathError(DstoreError, ValueError):

@@ -134,6 +134,7 @@ def test_grid_on_photo_tiles_reports_unsupported_cells(tiles_npz, capsys):
             "keep,bfloat16",
             "--repeats",
             "1",
+            "--wide",  # each note whole in its row (the 120-column table footnotes long ones)
         ]
     )
     out = capsys.readouterr().out
@@ -209,7 +210,7 @@ def test_probe_trains_on_the_stored_dtype(feats_npz, tmp_path):
     by = {c.dtype: c for c in report.cells}
     assert report.probe_dtype == "float32" and by["keep"].probe_dtype == "float32"
     assert by["float16"].probe_dtype == "float32"  # widened for scikit-learn, not to float64
-    assert by["keep"].probe_s > 0 and "trained as" in to_text(report)
+    assert by["keep"].probe_s > 0 and "trained as" in to_text(report, wide=True)
     wide = str(tmp_path / "f64.npz")
     with np.load(feats_npz) as z:
         np.savez(wide, **{k: (z[k].astype(np.float64) if "features" in k else z[k]) for k in z})

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import platform
 import shutil
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .. import api
-from ..errors import DstoreError, UsageError
+from ..errors import DstoreError, LabelError, UsageError
 from ..model import Column
 from ..output import path_size, remove_path
 from ..registry import available_codecs, default_extension, get_codec_class, registry
@@ -45,8 +46,10 @@ from .accuracy import (
     Score,
     Task,
     band_points,
+    check_labels,
     find_task,
     is_image_batch,
+    layout_kind,
     load_evaluate,
     require_sklearn,
     run_probe,
@@ -139,6 +142,16 @@ class BenchReport:
     warnings: list[str] = field(default_factory=list)
     input: Cell | None = None  # the user's input as it is
     probe_dtype: str = ""  # the dtype the baseline probe trained on
+    chance: float = float("nan")  # the probe's constant guess on the original data
+    probe_detail: str = ""  # what the probe learnt from (classes, pixels per tile)
+
+    @property
+    def probe(self) -> str:
+        """Which probe ran: ``classification``, ``object detection (classes present)``,
+        ``segmentation (pixel accuracy)``; ``evaluate`` for a user's function; "" for none."""
+        if self.task is not None:
+            return self.task.probe
+        return "" if math.isnan(self.baseline_accuracy) else "evaluate"
 
 
 def _machine() -> dict[str, Any]:
@@ -248,9 +261,19 @@ def _check_inputs(
     repeats: int,
     sample: int | None,
     objective: str,
+    no_probe: dict[str, object] | None = None,
 ) -> list[str]:
-    """Everything that can be wrong before any work: one DstoreError naming what and why."""
+    """Everything that can be wrong before any work: one DstoreError naming what and why.
+
+    ``no_probe``: with ``probe=False``, the probe's other arguments, none of which may be set.
+    """
     from .report import OBJECTIVES
+
+    for name, value in (no_probe or {}).items():
+        if value is not None:
+            raise UsageError(
+                f"--no-probe measures no accuracy, so --{name} has nothing to do; drop one"
+            )
 
     if formats:
         for fmt in formats:
@@ -282,6 +305,8 @@ def bench(
     objective: str = "size",
     max_accuracy_drop: float = 0.1,
     progress: Callable[[str], None] | None = None,
+    layout: str | None = None,
+    probe: bool = True,
 ) -> BenchReport:
     """Measure every format x image encoding x dtype policy (x codec setting) on ``src``.
 
@@ -291,28 +316,39 @@ def bench(
     function ``data -> score | (score, n) | per-example correctness`` or a
     ``"module:function"`` name (imported from the working directory first);
     without it the accuracy probe runs when the features and labels are named
-    or recognisable. The first row is ``src`` itself, as it is.
+    or recognisable: classification, object detection or segmentation, told by
+    the labels' shape or by ``layout`` (``tf-object-detection``, ``segmentation``,
+    ...; see :mod:`.accuracy`). ``probe=False`` measures no accuracy at all.
+    The first row is ``src`` itself, as it is.
+
+    ``progress`` gets one line as soon as the inputs are checked (the records to
+    measure), one when the original data's accuracy is known, and one per cell
+    as it finishes.
     """
-    from .report import recommend
+    from .report import cell_line, header_line, probe_line, recommend
 
     src = os.fspath(src)
     dtypes = parse_dtypes(dtypes)
     encodings = parse_images(images)
-    formats = _check_inputs(formats, repeats, sample, objective)
+    no_probe: dict[str, object] | None = (
+        None
+        if probe
+        else {"evaluate": evaluate, "features": features, "labels": labels, "layout": layout}
+    )
+    formats = _check_inputs(formats, repeats, sample, objective, no_probe)
+    if layout is not None:
+        layout_kind(layout)  # an unknown name: one line before the input is even opened
     if isinstance(evaluate, str):
         evaluate = load_evaluate(evaluate)
     src_info = api.info(src)
-    task: Task | None = None
     warnings: list[str] = []
-    if evaluate is None:
-        try:
-            task = find_task(src_info.schema, features, labels)
-        except DstoreError as e:
-            if features is not None or labels is not None:
-                raise type(e)(f"{src}: {e}") from None
-            warnings.append(f"no accuracy probe: {e}")
-        if task is not None:
-            require_sklearn()
+    task: Task | None = None
+    if not probe:
+        warnings.append("no accuracy probe (--no-probe): sizes and times only")
+    elif evaluate is None:
+        task = _find_task(src, src_info, features, labels, layout, sample, warnings)
+    say = progress or (lambda line: None)
+    say(header_line(src, *_sampled_size(src_info.schema, sample)))
     workdir = tempfile.mkdtemp(prefix="dstore-bench-")
     try:
         source, original = _sample_source(src, sample, workdir)
@@ -331,10 +367,7 @@ def bench(
             if again is not None:
                 base.seconds = again.seconds
         baseline = base.value if base is not None else float("nan")
-        noise = float("nan")
-        if base is not None and base.n:
-            p = base.value
-            noise = 200 * (max(p * (1 - p), 1e-12) / base.n) ** 0.5
+        noise = _noise_points(base.score) if base is not None else float("nan")
         if evaluate is not None and base is not None and base.n is None:
             warnings.append(
                 "evaluate returned a bare score: differences cannot be judged against noise "
@@ -345,7 +378,13 @@ def bench(
         input_cell.accuracy, input_cell.accuracy_delta = baseline, 0.0
         input_cell.probe_s = base.seconds if base is not None else float("nan")
         input_cell.probe_dtype = base.dtype if base is not None else ""
+        if base is not None:
+            say(probe_line(task, base.value, base.chance, noise, base.seconds))
         cells: list[Cell] = []
+        total = 1 + sum(
+            len(default_settings(fmt, grid)) * len(encodings) * len(dtypes) for fmt in formats
+        )
+        say(cell_line(input_cell, 1, total))
         for fmt in formats:
             ext = default_extension(fmt)
             codec_cls = get_codec_class(fmt)
@@ -362,14 +401,12 @@ def bench(
                         )
                         cells.append(cell)
                         cell.unsupported = _unsupported(cell, codec_cls, enc)
-                        if cell.unsupported:
-                            continue
-                        if progress is not None:
-                            progress(f"{cell.label} {cell.images} {dtype}")
-                        out = os.path.join(workdir, f"cell-{len(cells)}{ext}")
-                        _measure(cell, source, out, original, task, evaluate, base, repeats)
+                        if not cell.unsupported:
+                            out = os.path.join(workdir, f"cell-{len(cells)}{ext}")
+                            _measure(cell, source, out, original, task, evaluate, base, repeats)
                         if cell.error:  # name the user's file, not the bench's working copy
                             cell.error = cell.error.replace(source, src)
+                        say(cell_line(cell, 1 + len(cells), total))
         report = BenchReport(
             src,
             task,
@@ -387,15 +424,82 @@ def bench(
                 "repeats": repeats,
                 "objective": objective,
                 "max_accuracy_drop": max_accuracy_drop,
+                "layout": layout,
+                "probe": probe,
             },
             warnings=warnings,
             input=input_cell,
             probe_dtype=input_cell.probe_dtype,
+            chance=base.chance if base is not None else float("nan"),
+            probe_detail=base.detail if base is not None else "",
         )
         report.recommendation, report.reason = recommend(report, objective, max_accuracy_drop)
         return report
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _find_task(
+    src: str,
+    info: Any,
+    features: str | None,
+    labels: str | None,
+    layout: str | None,
+    sample: int | None,
+    warnings: list[str],
+) -> Task | None:
+    """The probe's task, its labels checked; None (and a warning) when none is recognisable.
+
+    Fields named by the caller that do not work, and labels found that no probe can
+    use, are errors (one line, before any work); nothing recognisable only a warning.
+    """
+    try:
+        task = find_task(info.schema, features, labels, layout)
+    except LabelError as e:
+        raise LabelError(f"{src}: {e}") from None
+    except DstoreError as e:
+        if features is not None or labels is not None or layout is not None:
+            raise type(e)(f"{src}: {e}") from None
+        warnings.append(f"no accuracy probe: {e}")
+        return None
+    require_sklearn()
+    # The label values, read a chunk at a time (masks are as big as the tiles' pixels): a
+    # label the probe cannot learn from is refused now, not after the first minutes.
+    with api.open(src) as ds:
+        for split in (task.train, task.test):
+            if split is None:
+                continue
+            col = ds[split][task.labels]
+            stop = ds[split].count if sample is None else min(sample, ds[split].count)
+            step = 256
+            chunks = (np.asarray(col[i : min(i + step, stop)]) for i in range(0, stop, step))
+            check_labels(task, split, chunks, src)
+    return task
+
+
+def _sampled_size(schema: Any, sample: int | None) -> tuple[int, int]:
+    """Records and raw bytes the bench will measure (the first ``sample`` of each split)."""
+    records = raw = 0
+    for split in schema.splits.values():
+        n = split.count if sample is None else min(sample, split.count)
+        records += n
+        raw += split.nbytes // split.count * n if split.count else 0
+    return records, raw
+
+
+def _noise_points(score: Score) -> float:
+    """Twice the standard error (points) of the original's score; NaN: unknown.
+
+    From the per-example values when given (0/1 correctness gives the binomial
+    p(1 - p); a tile's Jaccard index or pixel accuracy lies between), else binomial.
+    """
+    if score.correct is not None and len(score.correct):
+        var = float(np.var(score.correct))
+        return 200 * math.sqrt(max(var, 1e-12) / len(score.correct))
+    if score.n:
+        p = score.value
+        return 200 * math.sqrt(max(p * (1 - p), 1e-12) / score.n)
+    return float("nan")
 
 
 @dataclass
@@ -405,6 +509,8 @@ class _Timed:
     score: Score
     seconds: float
     dtype: str
+    chance: float = float("nan")
+    detail: str = ""
 
     @property
     def value(self) -> float:
@@ -426,7 +532,7 @@ def _score(
         return _Timed(to_score(result, name), seconds, "")
     if task is not None:
         res = run_probe(data, task)
-        return _Timed(res.score, res.seconds, res.dtype)
+        return _Timed(res.score, res.seconds, res.dtype, res.chance, res.detail)
     return None
 
 

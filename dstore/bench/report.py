@@ -8,13 +8,25 @@ import json
 import math
 import os
 import shlex
+import textwrap
 from dataclasses import asdict
 from typing import Any
 
 from ..registry import default_extension
+from .accuracy import Task
 from .harness import BenchReport, Cell
 
-__all__ = ["recommend", "save_plot", "save_report", "table_rows", "to_markdown", "to_text"]
+__all__ = [
+    "cell_line",
+    "header_line",
+    "probe_line",
+    "recommend",
+    "save_plot",
+    "save_report",
+    "table_rows",
+    "to_markdown",
+    "to_text",
+]
 
 OBJECTIVES = {
     "size": ("bytes", "smallest"),
@@ -41,6 +53,31 @@ COLUMNS = [
     ("probe_dtype", "trained as"),
     ("note", "note"),
 ]
+#: Columns that exist only when accuracy was measured.
+ACCURACY_COLUMNS = ("acc", "delta", "band", "probe_s", "probe_dtype")
+#: The terminal table's width unless ``wide``.
+TABLE_WIDTH = 120
+#: The narrow table (``wide=False``): shorter headings; bytes/record, the writer's peak
+#: memory, the probe's training time and dtype (in the header line) are left out.
+NARROW = {
+    "format": "format",
+    "images": "images",
+    "dtype": "dtype",
+    "size": "size",
+    "ratio": "raw/out",
+    "write_s": "write s",
+    "read_s": "read s",
+    "max_abs": "max err",
+    "exact": "exact",
+    "acc": "acc %",
+    "delta": "delta",
+    "band": "+/-",
+    "note": "note",
+}
+#: What the narrow table drops first when a row still does not fit (long --grid labels).
+NARROW_DROP = ("ratio", "exact", "band", "images")
+#: A note narrower than this goes below the table as a numbered footnote.
+MIN_NOTE = 16
 
 
 def _fmt_size(n: float) -> str:
@@ -165,17 +202,66 @@ def table_rows(report: BenchReport) -> list[dict[str, str]]:
     return rows
 
 
+def header_line(source: str, records: int, raw_bytes: int) -> str:
+    """The report's first line, also the first progress line."""
+    return f"dstore bench {source}: {records} records, {_fmt_size(raw_bytes)} raw"
+
+
+#: What each probe learns and how it is scored (see dstore.bench.accuracy).
+_PROBE_WHAT = {
+    "classification": "SGD log-loss classifier on {f!r} -> {y!r}, scored by accuracy",
+    "detection": "which classes have a box in {y!r}, one SGD log-loss classifier per class "
+    "on image features of {f!r}, scored by the Jaccard index of each tile's class set",
+    "segmentation": "the class in {y!r} of sampled pixels, SGD log-loss on their colour, "
+    "5x5 neighbourhood and position in {f!r}, scored by pixel accuracy",
+}
+
+
+def probe_line(task: Task | None, score: float, chance: float, noise: float, seconds: float) -> str:
+    """One line: the original data's score (progress, and the report's header)."""
+    name = task.probe if task is not None else "evaluate"
+    value = f"{100 * score:.2f}%" if task is not None else f"{score:.4g}"
+    guess = f" (constant guess {100 * chance:.2f}%)" if not math.isnan(chance) else ""
+    band = f", noise +/- {noise:.2f} pts" if not math.isnan(noise) else ""
+    return f"probe: {name}: original data {value}{guess}, {seconds:.2f} s{band}"
+
+
+def cell_line(cell: Cell, i: int, total: int) -> str:
+    """One progress line per finished cell: what it measured, or why it could not."""
+    head = f"[{i}/{total}] {_describe(cell) if not cell.is_input else cell.label}"
+    if cell.unsupported:
+        return f"{head}: not supported: {cell.unsupported}"
+    if cell.error:
+        return f"{head}: {cell.error.splitlines()[0]}"
+    parts = [_fmt_size(cell.bytes)]
+    if not math.isnan(cell.write_s):
+        parts.append(f"write {cell.write_s:.2f} s")
+    parts.append(f"read {_num(cell.read_s, '.2f')} s")
+    if not math.isnan(cell.accuracy):
+        parts.append(f"accuracy {100 * cell.accuracy:.2f}%")
+        if not cell.is_input:
+            parts.append(f"delta {cell.accuracy_delta:+.2f} pts")
+    return f"{head}: {', '.join(parts)}"
+
+
 def _header(report: BenchReport) -> list[str]:
     records = report.cells[0].records if report.cells else 0
-    raw = _fmt_size(report.cells[0].raw_bytes) if report.cells else "0 B"
-    lines = [f"dstore bench {report.source}: {records} records, {raw} raw"]
+    raw = report.cells[0].raw_bytes if report.cells else 0
+    lines = [header_line(report.source, records, raw)]
     if report.task is not None:
-        test = report.task.test or f"seeded 25% hold-out of {report.task.train}"
+        task = report.task
+        test = task.test or f"seeded 25% hold-out of {task.train}"
+        what = _PROBE_WHAT[task.kind].format(f=task.features, y=task.labels)
+        detail = f"; {report.probe_detail}" if report.probe_detail else ""
+        lines.append(f"probe: {task.probe}: {what}{detail}")
+        guess = (
+            f" (constant guess {100 * report.chance:.2f}%)" if not math.isnan(report.chance) else ""
+        )
         lines.append(
-            f"probe: SGD log-loss classifier on {report.task.features!r} -> "
-            f"{report.task.labels!r}, train {report.task.train!r}, test {test!r}; original data: "
-            f"{100 * report.baseline_accuracy:.2f}% trained in {report.baseline_probe_s:.2f} s "
-            f"as {report.probe_dtype or '?'} (noise +/- {report.noise_points:.2f} pts)"
+            f"  train {task.train!r}, test {test!r}; original data "
+            f"{100 * report.baseline_accuracy:.2f}%{guess}, trained in "
+            f"{report.baseline_probe_s:.2f} s as {report.probe_dtype or '?'} "
+            f"(noise +/- {report.noise_points:.2f} pts)"
         )
     elif not math.isnan(report.baseline_accuracy):
         band = (
@@ -188,13 +274,80 @@ def _header(report: BenchReport) -> list[str]:
     return lines
 
 
-def to_text(report: BenchReport) -> str:
-    rows = table_rows(report)
-    widths = {k: max(len(h), *(len(r[k]) for r in rows)) if rows else len(h) for k, h in COLUMNS}
-    out = _header(report)
-    out.append("  ".join(h.ljust(widths[k]) for k, h in COLUMNS).rstrip())
+def _columns(report: BenchReport, wide: bool) -> list[tuple[str, str]]:
+    """The table's (key, heading) pairs: all, or the narrow set; no accuracy columns
+    when no accuracy was measured (--no-probe, no labels)."""
+    cols = COLUMNS if wide else [(k, NARROW[k]) for k, _ in COLUMNS if k in NARROW]
+    if math.isnan(report.baseline_accuracy):
+        cols = [(k, h) for k, h in cols if k not in ACCURACY_COLUMNS]
+    return list(cols)
+
+
+def _fit(
+    rows: list[dict[str, str]], cols: list[tuple[str, str]], width: int
+) -> tuple[list[tuple[str, str]], int]:
+    """Drop :data:`NARROW_DROP` columns until the others leave a note of MIN_NOTE
+    characters within ``width``; the room the note gets."""
+
+    def used(cs: list[tuple[str, str]]) -> int:
+        fixed = [max(len(h), *(len(r[k]) for r in rows)) for k, h in cs if k != "note"]
+        return sum(fixed) + 2 * len(fixed)
+
+    for key in NARROW_DROP:
+        if used(cols) + MIN_NOTE <= width:
+            break
+        cols = [c for c in cols if c[0] != key]
+    return cols, max(width - used(cols), len("note"))
+
+
+def _footnoted(rows: list[dict[str, str]], room: int) -> list[str]:
+    """Notes longer than ``room`` become ``[n]`` in the row and a numbered line below
+    the table (one per distinct note), so no row is cut and none runs past the width."""
+    notes: list[str] = []
     for r in rows:
-        out.append("  ".join(r[k].ljust(widths[k]) for k, _ in COLUMNS).rstrip())
+        if len(r["note"]) > room:
+            if r["note"] not in notes:
+                notes.append(r["note"])
+            r["note"] = f"[{notes.index(r['note']) + 1}]"
+    return notes
+
+
+def to_text(report: BenchReport, wide: bool = False, width: int = TABLE_WIDTH) -> str:
+    """The terminal report. The table fits ``width`` columns (long notes become
+    footnotes, less important columns are left out) unless ``wide``: every column,
+    each note in its row."""
+    rows = table_rows(report)
+    cols = _columns(report, wide)
+    notes: list[str] = []
+    if not wide and rows:
+        if report.input is not None and rows[0]["note"] == _note(report.input):
+            rows[0]["note"] = "baseline"  # "your input as it is (baseline)": the row says so
+        cols, room = _fit(rows, cols, width)
+        notes = _footnoted(rows, room)
+    widths = {k: max(len(h), *(len(r[k]) for r in rows)) if rows else len(h) for k, h in cols}
+    out = _header(report)
+    if not wide:  # the probe's description and warnings: wrapped, as the table fits
+        out = [
+            part
+            for line in out
+            for part in textwrap.wrap(
+                line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+            )
+            or [""]
+        ]
+    out.append("  ".join(h.ljust(widths[k]) for k, h in cols).rstrip())
+    for r in rows:
+        out.append("  ".join(r[k].ljust(widths[k]) for k, _ in cols).rstrip())
+    for i, note in enumerate(notes, start=1):
+        out.extend(
+            textwrap.wrap(
+                note,
+                width,
+                initial_indent=f"[{i}] ",
+                subsequent_indent="    ",
+                break_long_words=False,
+            )
+        )
     out.append(_recommendation_line(report))
     return "\n".join(out)
 
@@ -214,13 +367,14 @@ def _recommendation_line(report: BenchReport) -> str:
 
 def to_markdown(report: BenchReport) -> str:
     rows = table_rows(report)
+    cols = _columns(report, wide=True)
     out = [
         *_header(report),
         "",
-        "| " + " | ".join(h for _, h in COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
+        "| " + " | ".join(h for _, h in cols) + " |",
+        "|" + "---|" * len(cols),
     ]
-    out += ["| " + " | ".join(r[k] for k, _ in COLUMNS) + " |" for r in rows]
+    out += ["| " + " | ".join(r[k] for k, _ in cols) + " |" for r in rows]
     out += ["", _recommendation_line(report)]
     return "\n".join(out)
 
@@ -255,6 +409,9 @@ def to_json(report: BenchReport) -> dict[str, Any]:
             "baseline_probe_s": report.baseline_probe_s,
             "noise_points": report.noise_points,
             "probe_dtype": report.probe_dtype,
+            "probe": report.probe or None,
+            "probe_detail": report.probe_detail,
+            "chance": report.chance,
             "machine": report.machine,
             "settings": report.settings,
             "input": cell_dict(report.input) if report.input is not None else None,
@@ -266,6 +423,17 @@ def to_json(report: BenchReport) -> dict[str, Any]:
     )
 
 
+#: Cell fields that hold accuracy (left out of a CSV when none was measured).
+_CELL_ACCURACY_FIELDS = (
+    "accuracy",
+    "accuracy_delta",
+    "probe_s",
+    "probe_dtype",
+    "band",
+    "within_noise",
+)
+
+
 def save_report(report: BenchReport, path: str) -> None:
     """Write ``.json``, ``.csv`` or ``.md`` by extension."""
     ext = os.path.splitext(path)[1].lower()
@@ -275,6 +443,13 @@ def save_report(report: BenchReport, path: str) -> None:
         buf = io.StringIO()
         data = to_json(report)
         cells = ([data["input"]] if data["input"] else []) + data["cells"]  # input row first
+        # which probe ran, on every row (a CSV has no header lines); no accuracy measured:
+        # no accuracy columns, as in the table
+        drop = set() if data["probe"] else {*_CELL_ACCURACY_FIELDS}
+        cells = [
+            {"probe": data["probe"] or "", **{k: v for k, v in c.items() if k not in drop}}
+            for c in cells
+        ]
         writer = csv.DictWriter(buf, fieldnames=list(cells[0]) if cells else ["format"])
         writer.writeheader()
         for c in cells:
@@ -301,17 +476,88 @@ def pareto(cells: list[Cell], y: str = "write_s", higher_better: bool = False) -
     return [c for c in ok if not any(better(o, c) for o in ok)]
 
 
-def save_plot(report: BenchReport, path: str) -> None:
-    """Size against accuracy, the Pareto front (smaller and at least as accurate) marked.
+#: Candidate offsets (points) of a cell's number from its marker: nearest first, all round.
+_OFFSETS = [
+    (r * dx, r * dy)
+    for r in (5, 9, 14, 20, 28, 38, 50, 65, 85, 110)
+    for dx, dy in ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (0, 1), (-1, 0), (0, -1))
+]
+#: Markers closer than this (pixels) share one label ("3,4"): equal cells coincide.
+_SAME_SPOT = 6.0
 
-    Without a measured accuracy, size against write time instead. The user's
-    input is drawn as a star; error bars are the noise bands.
+
+def _overlaps(a: Any, b: Any, pad: float = 1.0) -> bool:
+    return bool(a.x0 < b.x1 + pad and b.x0 < a.x1 + pad and a.y0 < b.y1 + pad and b.y0 < a.y1 + pad)
+
+
+def _number_points(fig: Any, ax: Any, points: list[tuple[float, float]]) -> list[bool]:
+    """Write each point's number (1, 2, ...) beside it, no two numbers overlapping.
+
+    Points on the same spot share one label ("3,4"). Each label takes the first
+    offset of :data:`_OFFSETS` that overlaps no label placed before and, if one does,
+    no marker, inside the axes. Returns per point whether it got a label: one with no
+    room anywhere (never seen in practice) is left to the key alone.
     """
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()  # fixes the limits, so data -> pixel transforms hold from here
+    renderer = fig.canvas.get_renderer()
+    pix = [tuple(ax.transData.transform(p)) for p in points]
+    groups: list[list[int]] = []
+    for i, (x, y) in enumerate(pix):
+        near = next(
+            (g for g in groups if math.dist(pix[g[0]], (x, y)) <= _SAME_SPOT),
+            None,
+        )
+        if near is None:
+            groups.append([i])
+        else:
+            near.append(i)
+    markers = [Bbox.from_extents(x - 4, y - 4, x + 4, y + 4) for x, y in pix]
+    frame = ax.get_window_extent(renderer)
+    placed: list[Any] = []
+    labelled = [False] * len(points)
+    for group in groups:
+        text = ",".join(str(i + 1) for i in group)
+        label = ax.annotate(
+            text,
+            points[group[0]],
+            xytext=_OFFSETS[0],
+            textcoords="offset points",
+            fontsize=7,
+            gid="cell-number",
+            annotation_clip=False,
+        )
+        fallback = None
+        for offset in _OFFSETS:
+            label.set_position(offset)
+            box = label.get_window_extent(renderer)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
+            if not inside or box.y1 > frame.y1 or any(_overlaps(box, b) for b in placed):
+                continue
+            if not any(_overlaps(box, m, 0.0) for m in markers):
+                fallback = offset
+                break
+            fallback = fallback or offset
+        if fallback is None:
+            label.remove()
+            continue
+        label.set_position(fallback)
+        placed.append(label.get_window_extent(renderer))
+        for i in group:
+            labelled[i] = True
+    return labelled
+
+
+def _figure(report: BenchReport) -> Any:
+    """The plot of :func:`save_plot` as a matplotlib figure."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
+        from matplotlib.ticker import FormatStrFormatter
     except ImportError as e:
         from ..errors import MissingDependencyError
 
@@ -328,39 +574,68 @@ def save_plot(report: BenchReport, path: str) -> None:
     front = pareto(cells, y, higher_better=with_accuracy)
     rest = [c for c in cells if c not in front]
     err = [0.0 if math.isnan(c.band) else c.band for c in rest] if with_accuracy else None
-    ax.errorbar(
-        [c.bytes / 1e6 for c in rest], ys(rest), yerr=err, fmt="o", color="0.6", label="cells"
-    )
+    handles: list[Any] = [
+        ax.errorbar(
+            [c.bytes / 1e6 for c in rest], ys(rest), yerr=err, fmt="o", color="0.6", label="cells"
+        )
+    ]
     front.sort(key=lambda c: c.bytes)
     if front:
-        ax.errorbar(
-            [c.bytes / 1e6 for c in front],
-            ys(front),
-            yerr=[0.0 if math.isnan(c.band) else c.band for c in front] if with_accuracy else None,
-            fmt="o-",
-            color="tab:red",
-            label="Pareto front",
+        handles.append(
+            ax.errorbar(
+                [c.bytes / 1e6 for c in front],
+                ys(front),
+                yerr=[0.0 if math.isnan(c.band) else c.band for c in front]
+                if with_accuracy
+                else None,
+                fmt="o-",
+                color="tab:red",
+                label="Pareto front",
+            )
         )
     inp = report.input
     if inp is not None and inp.measured and not math.isnan(getattr(inp, y)):
-        ax.plot([inp.bytes / 1e6], ys([inp]), "*", ms=14, color="tab:blue", label=inp.label)
-    for c in cells:
-        ax.annotate(
-            _describe(c),
-            (c.bytes / 1e6, scale * getattr(c, y)),
-            fontsize=7,
-            xytext=(4, 4),
-            textcoords="offset points",
+        handles += ax.plot(
+            [inp.bytes / 1e6], ys([inp]), "*", ms=14, color="tab:blue", label=inp.label
         )
     ax.set_xscale("log")
-    from matplotlib.ticker import FormatStrFormatter
-
     for axis in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
         axis(FormatStrFormatter("%g"))  # 0.4, 2, 6 rather than 4x10^-1
     ax.set_xlabel("size on disk (MB, log scale)")
     ax.set_ylabel("accuracy (%)" if with_accuracy else "write time (s)")
-    ax.legend(loc="lower right" if with_accuracy else "upper right", fontsize=8)
-    ax.set_title(f"dstore bench: {os.path.basename(report.source)}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    probe = f", probe: {report.probe}" if report.probe else ""
+    ax.set_title(f"dstore bench: {os.path.basename(report.source)}{probe}", fontsize=10)
+    # Numbers beside the markers and a key beside the axes: text beside each point
+    # overlapped wherever cells of equal size and accuracy met (every lossless cell).
+    labelled = _number_points(fig, ax, [(c.bytes / 1e6, scale * getattr(c, y)) for c in cells])
+    blank = Line2D([], [], linestyle="none")
+    key = [
+        f"{i}  {_describe(c)}" + ("" if ok else " (no room for its number)")
+        for i, (c, ok) in enumerate(zip(cells, labelled, strict=True), start=1)
+    ]
+    ax.legend(
+        handles + [blank] * len(key),
+        [str(h.get_label()) for h in handles] + key,
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize=7,
+        ncol=max(1, math.ceil((len(handles) + len(key)) / 30)),
+        handlelength=1.5,
+        frameon=False,
+    )
+    return fig
+
+
+def save_plot(report: BenchReport, path: str) -> None:
+    """Size against accuracy, the Pareto front (smaller and at least as accurate) marked.
+
+    Without a measured accuracy, size against write time instead. The user's
+    input is drawn as a star; error bars are the noise bands. Each cell is a number
+    beside its marker (cells on one spot share a label, no two labels overlap) and
+    a line of the key beside the axes.
+    """
+    import matplotlib.pyplot as plt
+
+    fig = _figure(report)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
