@@ -263,47 +263,65 @@ def decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, wh
             f"expected {KIND_NAMES[expected]}"
         )
     if enc.encoding == "strings":
-        if isinstance(spec.kind, StringList) and spec.kind.text:
-            bad = first_invalid_utf8(values)
-            if bad is not None:
-                raise CodecIOError(
-                    f"{where}: feature {enc.feature!r} (field {spec.name!r}), string {bad[0]}: "
-                    f"not valid UTF-8 at byte {bad[1]}"
-                )
-        return list(values)
+        return _string_list(enc, spec, values, where)
     if (enc.encoding in ("png", "raw", "bytes", "encoded") or enc.lossy) and len(values) != 1:
         raise CodecIOError(
             f"{where}: feature {enc.feature!r} holds {len(values)} byte strings, expected 1"
         )
     if enc.encoding in ("bytes", "encoded"):
-        if isinstance(spec.kind, String):
-            try:
-                values[0].decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise CodecIOError(
-                    f"{where}: feature {enc.feature!r} (field {spec.name!r}) is not valid UTF-8 "
-                    f"at byte {e.start}"
-                ) from None
-        return values[0]
+        return _byte_string(enc, spec, values[0], where)
     if enc.encoding == "tensor":
         return _tensor_value(values[0], spec, f"{where}, feature {enc.feature!r}")
-    if (lossy := enc.lossy) is not None:
-        if spec.dense:
-            shape = spec.shape
-        else:  # a raw Image of varying size
-            assert isinstance(spec.kind, Image)
-            shape = (-1, -1) if spec.kind.channels == 0 else (-1, -1, spec.kind.channels or -1)
-        return lossy.decode_record(
-            values[0], shape, spec.dtype, f"{where}, feature {enc.feature!r}"
-        )
-    if isinstance(spec.kind, Image) and not spec.dense:
-        return _png_decode_any(values[0], spec, f"{where}, feature {enc.feature!r}")
+    if enc.lossy is not None or (isinstance(spec.kind, Image) and not spec.dense):
+        return _image_value(enc, spec, values[0], where)
     if isinstance(spec.kind, Ragged):
         return _ragged_value(enc, spec, values, where)
+    return _dense_value(enc, spec, values, where)
+
+
+def _string_list(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> list[bytes]:
+    if isinstance(spec.kind, StringList) and spec.kind.text:
+        bad = first_invalid_utf8(values)
+        if bad is not None:
+            raise CodecIOError(
+                f"{where}: feature {enc.feature!r} (field {spec.name!r}), string {bad[0]}: "
+                f"not valid UTF-8 at byte {bad[1]}"
+            )
+    return list(values)
+
+
+def _byte_string(enc: FieldEncoding, spec: FieldSpec, value: bytes, where: str) -> bytes:
+    if isinstance(spec.kind, String):
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CodecIOError(
+                f"{where}: feature {enc.feature!r} (field {spec.name!r}) is not valid UTF-8 "
+                f"at byte {e.start}"
+            ) from None
+    return value
+
+
+def _image_value(enc: FieldEncoding, spec: FieldSpec, data: bytes, where: str) -> np.ndarray:
+    """A lossy-encoded image, or a PNG of a raw image field of varying size."""
+    where = f"{where}, feature {enc.feature!r}"
+    lossy = enc.lossy
+    if lossy is None:
+        return _png_decode_any(data, spec, where)
+    if spec.dense:
+        shape = spec.shape
+    else:  # a raw Image of varying size
+        assert isinstance(spec.kind, Image)
+        shape = (-1, -1) if spec.kind.channels == 0 else (-1, -1, spec.kind.channels or -1)
+    return lossy.decode_record(data, shape, spec.dtype, where)
+
+
+def _dense_value(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> np.ndarray:
+    """A fixed-shape record: PNG or raw bytes, or a list of numbers."""
     size = math.prod(spec.shape)  # a tuple of ints: math.prod, not numpy per record
-    if enc.encoding in ("png", "raw"):
-        if enc.encoding == "png":
-            return _png_decode(values[0], spec, f"{where}, feature {enc.feature!r}")
+    if enc.encoding == "png":
+        return _png_decode(values[0], spec, f"{where}, feature {enc.feature!r}")
+    if enc.encoding == "raw":
         if len(values[0]) != size * spec.dtype.itemsize:
             raise CodecIOError(
                 f"{where}: feature {enc.feature!r} has {len(values[0])} bytes, "
