@@ -12,7 +12,14 @@ from typing import TypeVar
 
 import numpy as np
 
-__all__ = ["consumer_ranges", "epoch_rng", "shuffle_buffer"]
+__all__ = [
+    "consumer_indices",
+    "consumer_ranges",
+    "epoch_rng",
+    "global_order",
+    "read_order",
+    "shuffle_buffer",
+]
 
 T = TypeVar("T")
 
@@ -70,3 +77,57 @@ def shuffle_buffer(items: Iterable[T], size: int, rng: np.random.Generator) -> I
     order = rng.permutation(len(buf))
     for i in order:
         yield buf[i]
+
+
+# ------------------------------------------------------------------ global shuffle
+
+
+def global_order(count: int, seed: int, epoch: int) -> np.ndarray:
+    """Epoch ``epoch``'s permutation of all ``count`` record indices (any machine, any
+    process: it depends on (seed, epoch) only)."""
+    return epoch_rng(seed, epoch, 2).permutation(count)
+
+
+def consumer_indices(
+    count: int,
+    consumer: int,
+    consumers: int,
+    *,
+    seed: int,
+    epoch: int,
+    history: Sequence[Sequence[int]] = (),
+) -> np.ndarray:
+    """The records consumer ``consumer`` of ``consumers`` reads this epoch, in order.
+
+    The epoch's permutation is dealt round-robin: consumer ``c`` reads
+    ``order[c::consumers]``, so the consumers together read each record once.
+    ``history`` resumes an epoch elastically: for each earlier run, how many
+    records each of its consumers had taken of what it was dealt the same way;
+    those are left out, run by run, and the rest dealt to this run's consumers."""
+    if not 0 <= consumer < consumers:
+        raise ValueError(f"consumer {consumer} of {consumers}")
+    order = global_order(count, seed, epoch)
+    for consumed in history:
+        taken = np.zeros(len(order), bool)
+        for c, n in enumerate(consumed):
+            taken[c :: len(consumed)][: int(n)] = True  # what consumer c of that run read
+        order = order[~taken]
+    return order[consumer::consumers]
+
+
+def read_order(
+    indices: np.ndarray, window: int
+) -> Iterator[tuple[np.ndarray, list[tuple[int, int]]]]:
+    """``indices`` in windows of ``window``, each with the runs of consecutive record
+    positions to read for it (sorted by position, so a window is read in storage
+    order, then handed out in the shuffled order)."""
+    for lo in range(0, len(indices), max(1, window)):
+        part = indices[lo : lo + window]
+        pos = np.sort(part)
+        runs: list[tuple[int, int]] = []
+        for p in pos.tolist():
+            if runs and runs[-1][1] == p:
+                runs[-1] = (runs[-1][0], p + 1)
+            else:
+                runs.append((p, p + 1))
+        yield part, runs

@@ -6,8 +6,21 @@ distributed rank) reads whole record ranges -- TFRecord shards or pieces of
 them, runs of zarr/HDF5 chunks, npz row blocks -- never scattered records, and
 every process derives the same plan from ``(seed, epoch)``, so each record
 arrives exactly once per epoch. Shuffling is the range order plus a bounded
-buffer of records. ``map_style=True`` gives a ``Dataset`` with ``len`` and
-indexing for the random-access formats.
+buffer of records, or with ``shuffle="global"`` a permutation of the whole
+split per epoch, dealt round-robin to the reading processes, each reading its
+records in windows sorted by position (random-access storage only).
+``map_style=True`` gives a ``Dataset`` with ``len`` and indexing for the
+random-access formats.
+
+Resuming mid-epoch: ``state_dict()`` / ``load_state_dict()`` follow the
+protocol ``torchdata.stateful_dataloader.StatefulDataLoader`` uses (it calls
+them on each worker's copy), and work alone in one process too. A state is a
+small JSON object (seed, epoch, how many records this reading process has
+taken); a restored reader skips those without reading them. With
+``shuffle="global"``, :func:`merge_states` joins the states of every reading
+process of a run into one that resumes on any number of ranks and workers:
+every remaining record exactly once, dealt anew (so the order after the
+resume differs from the uninterrupted one).
 """
 
 from __future__ import annotations
@@ -24,12 +37,22 @@ import torch.utils.data as tud
 
 from ..errors import SchemaError
 from ..model import Bytes, Image, Kind, String, StringList, VarColumn
-from .plan import consumer_ranges, epoch_rng, shuffle_buffer
+from .plan import consumer_indices, consumer_ranges, epoch_rng, read_order, shuffle_buffer
 from .source import SplitSource
 
-__all__ = ["DstoreIterableDataset", "DstoreMapDataset", "collate", "pad_collate", "to_torch"]
+__all__ = [
+    "DstoreIterableDataset",
+    "DstoreMapDataset",
+    "collate",
+    "merge_states",
+    "pad_collate",
+    "to_torch",
+]
 
 Record = dict[str, Any]
+#: records a globally shuffled reader reads together, sorted by position
+GLOBAL_WINDOW = 256
+STATE_VERSION = 1
 
 
 def _column(values: Any, kind: Kind, copy: bool) -> Sequence[Any] | torch.Tensor:
@@ -120,13 +143,24 @@ class DstoreIterableDataset(tud.IterableDataset):
         self,
         source: SplitSource,
         *,
-        shuffle: int = 0,
+        shuffle: int | str = 0,
         seed: int = 0,
         rank: int | None = None,
         world_size: int | None = None,
     ) -> None:
-        if shuffle < 0:
-            raise ValueError(f"shuffle is a buffer size in records (>= 0); got {shuffle}")
+        self._global = shuffle == "global"
+        if not self._global and (isinstance(shuffle, str) or shuffle < 0):
+            raise ValueError(
+                f"shuffle is a buffer size in records (>= 0) or 'global'; got {shuffle!r}"
+            )
+        if self._global and (source.sequential_reason or not source.random_access):
+            what = source.sequential_reason or "a deflated npz only streams"
+            raise SchemaError(
+                f"{source.path}: shuffle='global' reads single records at random and {what}; "
+                "convert it to a random-access form (zarr, HDF5, an uncompressed npz, plain "
+                "TFRecord with its .idx, ArrayRecord, Parquet, WebDataset), or index it with "
+                "'dstore index'"
+            )
         self._place: tuple[int, int] | None
         if rank is not None and world_size is not None:
             if not (world_size >= 1 and 0 <= rank < world_size):
@@ -137,9 +171,15 @@ class DstoreIterableDataset(tud.IterableDataset):
         else:
             self._place = _dist()
         self.source = source
-        self.shuffle = shuffle
+        self.shuffle: int | str = shuffle
         self.seed = seed
         self.epoch = 0
+        #: a loaded state, applied by the next iteration
+        self._resume: dict[str, Any] | None = None
+        #: records of this epoch's sequence taken before this iteration started, and since
+        self._start = 0
+        self._yielded = 0
+        self._history: list[list[int]] = []
 
     @property
     def count(self) -> int:
@@ -157,6 +197,42 @@ class DstoreIterableDataset(tud.IterableDataset):
         Call it before creating the epoch's iterator; DataLoader workers get a
         copy of the dataset each epoch unless ``persistent_workers=True``."""
         self.epoch = int(epoch)
+        self._resume, self._start, self._yielded, self._history = None, 0, 0, []
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this reading process is in the epoch: JSON, a few numbers."""
+        me, consumers = self.consumer()
+        return {
+            "version": STATE_VERSION,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "epoch": self.epoch,
+            "history": [list(h) for h in self._history],
+            "consumer": me,
+            "consumers": consumers,
+            "taken": self._start + self._yielded,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict` (same ranks and workers) or from
+        :func:`merge_states` (any ranks and workers; ``shuffle="global"`` only)."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"not a dstore reader state: {state!r:.200}")
+        if state["seed"] != self.seed or state["shuffle"] != self.shuffle:
+            raise ValueError(
+                f"the state is of seed={state['seed']}, shuffle={state['shuffle']!r}; this "
+                f"reader has seed={self.seed}, shuffle={self.shuffle!r}"
+            )
+        if "consumer" not in state and not self._global:
+            raise ValueError("a merged state resumes shuffle='global' readers only")
+        buffered = not self._global and int(self.shuffle) > 1
+        if "consumer" in state and buffered and state["taken"]:
+            raise ValueError(
+                "a shuffle buffer cannot resume mid-epoch exactly (its order depends on the "
+                "records already read); use shuffle=0 or shuffle='global'"
+            )
+        self.epoch = int(state["epoch"])
+        self._resume = dict(state)
 
     def collate_fn(self, pad: bool = False) -> Any:
         """:func:`collate` for this dataset: its ragged fields always come as lists
@@ -174,26 +250,141 @@ class DstoreIterableDataset(tud.IterableDataset):
         if tud.get_worker_info() is not None:
             _fix_malloc_threshold()
         me, consumers = self.consumer()
+        skip = self._apply_resume(me, consumers)
+        self._start, self._yielded = skip, 0
+        records = (
+            self._global_records(me, consumers, skip)
+            if self._global
+            else self._range_records(me, consumers, skip)
+        )
+        for record in records:
+            self._yielded += 1
+            yield record
+
+    def _apply_resume(self, me: int, consumers: int) -> int:
+        """Records of this consumer's sequence to leave out (taken before a restore)."""
+        state, self._resume = self._resume, None
+        if state is None:
+            self._history = []
+            return 0
+        self._history = [list(h) for h in state["history"]]
+        if "consumer" not in state:  # merged: the consumed records are in the history now
+            self._history.append([int(n) for n in state["consumed"]])
+            return 0
+        if (state["consumer"], state["consumers"]) != (me, consumers):
+            raise ValueError(
+                f"this state is of reading process {state['consumer']} of {state['consumers']}, "
+                f"this is {me} of {consumers}: join every process's state with "
+                "dstore.readers.torch.merge_states to resume on another number of them"
+            )
+        return int(state["taken"])
+
+    def _global_records(self, me: int, consumers: int, skip: int) -> Iterator[Record]:
+        """This consumer's share of the epoch's permutation, read in windows sorted by
+        position and handed out in the permuted order."""
+        src = self.source
+        mine = consumer_indices(
+            src.count, me, consumers, seed=self.seed, epoch=self.epoch, history=self._history
+        )
+        kinds = src.kinds()
+        for part, runs in read_order(mine[skip:], GLOBAL_WINDOW):
+            got: dict[int, Record] = {}
+            for a, b in runs:
+                recs = list(_records(src.batches(a, b), kinds, copy=False))
+                if len(recs) == b - a:
+                    got.update(zip(range(a, b), recs, strict=True))
+                else:  # on_error="skip" left some out: find which, one record at a time
+                    for p in range(a, b):
+                        one = list(_records(src.batches(p, p + 1), kinds, copy=False))
+                        if one:
+                            got[p] = one[0]
+            for p in part.tolist():
+                if p in got:
+                    yield got.pop(p)
+
+    def _range_records(self, me: int, consumers: int, skip: int) -> Iterator[Record]:
         src = self.source
         streaming = not src.random_access
         mine = consumer_ranges(
             src.ranges,
             me,
             consumers,
-            shuffle=self.shuffle > 0,
+            shuffle=int(self.shuffle) > 0,
             seed=self.seed,
             epoch=self.epoch,
             streaming=streaming,
         )
+        mine = _drop_first(mine, skip)  # taken before a restore: never read again
         if streaming:
             rows = max((b - a for a, b in src.ranges), default=1)
             batches = (bt for a, b in _merge(mine) for bt in src.batches(a, b, rows))
         else:
             batches = (bt for a, b in mine for bt in src.batches(a, b))
-        records = _records(batches, src.kinds(), copy=self.shuffle > 1)
-        if self.shuffle > 1:
-            records = shuffle_buffer(records, self.shuffle, epoch_rng(self.seed, self.epoch, 1, me))
+        buffer = int(self.shuffle)
+        records = _records(batches, src.kinds(), copy=buffer > 1)
+        if buffer > 1:
+            records = shuffle_buffer(records, buffer, epoch_rng(self.seed, self.epoch, 1, me))
         yield from records
+
+
+def _drop_first(ranges: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+    """``ranges`` without their first ``n`` records."""
+    out = []
+    for a, b in ranges:
+        if n >= b - a:
+            n -= b - a
+            continue
+        out.append((a + n, b))
+        n = 0
+    return out
+
+
+def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One state from the states of every reading process of a run (each rank's
+    DataLoader workers; find them with :func:`dataset_states`), which a reader with
+    ``shuffle="global"`` resumes from on any number of ranks and workers.
+
+    Raises ``ValueError`` when processes are missing or the states disagree."""
+    if not states:
+        raise ValueError("no states to merge")
+    first = states[0]
+    keys = ("version", "seed", "shuffle", "epoch", "history", "consumers")
+    for st in states:
+        if any(st.get(k) != first.get(k) for k in keys):
+            raise ValueError("the states are of different runs (seed, shuffle, epoch or processes)")
+    consumers = int(first["consumers"])
+    taken = {int(st["consumer"]): int(st["taken"]) for st in states}
+    if sorted(taken) != list(range(consumers)):
+        missing = sorted(set(range(consumers)) - set(taken))
+        raise ValueError(f"states of reading processes {missing} of {consumers} are missing")
+    return {
+        "version": first["version"],
+        "seed": first["seed"],
+        "shuffle": first["shuffle"],
+        "epoch": first["epoch"],
+        "history": first["history"],
+        "consumed": [taken[c] for c in range(consumers)],
+    }
+
+
+def dataset_states(loader_state: Any) -> list[dict[str, Any]]:
+    """The dstore reader states inside a ``StatefulDataLoader.state_dict()`` (one per
+    worker, or the main process's), for :func:`merge_states`."""
+    found: list[dict[str, Any]] = []
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, dict):
+            if obj.get("version") == STATE_VERSION and "consumer" in obj and "taken" in obj:
+                found.append(obj)
+                return
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+
+    walk(loader_state)
+    return found
 
 
 def _ragged_names(source: SplitSource) -> tuple[str, ...]:
@@ -307,7 +498,7 @@ def to_torch(
     path: str | os.PathLike[str],
     split: str = "train",
     fields: Sequence[str] | None = None,
-    shuffle: int = 0,
+    shuffle: int | str = 0,
     seed: int = 0,
     decode: bool = True,
     *,
@@ -321,8 +512,9 @@ def to_torch(
     """A PyTorch dataset of ``{field: tensor}`` records of ``split``; see the module doc.
 
     ``shuffle`` is the shuffle buffer in records (0: storage order; the range
-    order is shuffled too when > 0); ``seed`` and ``set_epoch`` make each
-    epoch's order reproducible. ``rank``/``world_size`` default to
+    order is shuffled too when > 0), or ``"global"``: a permutation of the whole
+    split each epoch (random-access storage); ``seed`` and ``set_epoch`` make each
+    epoch's order reproducible. ``state_dict``/``load_state_dict`` resume mid-epoch. ``rank``/``world_size`` default to
     ``torch.distributed`` when it is initialised. ``on_error="skip"`` leaves
     out records that do not read, counting them (``dataset.skipped``, and a
     ``dstore`` log line each). ``range_mb`` is the decoded size of the record

@@ -62,9 +62,12 @@ class ArrayRecordOptions:
         """The ``ArrayRecordWriter`` options string: every setting that shapes the bytes
         is explicit, so a newer array_record's defaults cannot change them."""
         level = f":{self.level}" if self.compression in ("zstd", "brotli") else ""
+        # max_parallelism:1: with "auto" the writer starts a thread pool that a forked
+        # process (a DataLoader worker) inherits broken: its first ArrayRecordReader
+        # then dies with SIGSEGV. Shards are written in parallel by dstore already.
         return (
             f"group_size:{self.group_size},{self.compression}{level},"
-            "transpose:false,pad_to_block_boundary:false"
+            "transpose:false,pad_to_block_boundary:false,max_parallelism:1"
         )
 
     def lossy(self) -> LossyImage | None:
