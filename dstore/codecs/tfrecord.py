@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import fs, names
+from .. import fs, links, names
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..fs import is_url
 from ..integrity import CHECKSUM_ATTR
@@ -1450,6 +1450,9 @@ class TFRecordCodec(Codec):
             return False
 
     def open_reader(self, path: str) -> Reader:
+        if not fs.is_url(path) and os.path.isdir(path):
+            # a shard linked out of the folder would be read as this dataset's
+            links.check_store(path, self.follow_links, "folder")
         return TFRecordReader(path, self.options.workers)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
