@@ -77,8 +77,8 @@ def _add_follow_links(p: argparse.ArgumentParser) -> None:
         "--follow-links",
         action="store_true",
         help="read what links lead to outside the input: HDF5 external links and virtual "
-        "datasets, zarr files or folders linked out of the store, folder links in a glob or "
-        "folder of sources (default: refuse them, naming the link)",
+        "datasets, files or folders symlinked out of a zarr store or TFRecord folder, folder "
+        "links in a glob or folder of sources (default: refuse them, naming the link)",
     )
 
 
