@@ -128,7 +128,14 @@ def test_hdf5_soft_link_through_an_external_link_is_refused(tmp_path, capsys):
         f["a_soft"] = h5py.SoftLink("/z/ext/secret")
 
     src = _input_h5(tmp_path, fill)
-    _refused(capsys, tmp_path, ["info", src], "'/a_soft'", "secret.h5", "another file")
+    _refused(
+        capsys,
+        tmp_path,
+        ["info", src],
+        "'/a_soft' is a soft link to '/z/ext/secret'",
+        "secret.h5",
+        "another file",
+    )
 
 
 def test_hdf5_soft_link_inside_the_file_is_read(tmp_path):

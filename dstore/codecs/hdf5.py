@@ -651,9 +651,10 @@ class HDF5Reader(ArrayTreeReader):
             raise CodecIOError(f"{self.path}: {key}: unreadable: {e}") from None
         if not self.follow_links and member.file.filename != self.file.filename:
             # a soft link whose path goes through an external link elsewhere in the file
+            via = f"a soft link to {link.path!r}" if isinstance(link, h5py.SoftLink) else "a link"
             raise UnsafeInputError(
-                f"{self.path}: '/{key}' is a link into {member.file.filename!r}, object "
-                f"{member.name!r}: {self._another(member.file.filename)}"
+                f"{self.path}: '/{key}' is {via}, which leads into {member.file.filename!r}: "
+                f"{self._another(member.file.filename)}"
             )
         return member
 
