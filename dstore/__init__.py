@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         OutputExistsError,
         SchemaError,
         UnknownCodecError,
+        UnsafeInputError,
         UnsupportedDtypeError,
     )
     from .registry import (
@@ -60,6 +61,7 @@ _LAZY = {
             "OutputExistsError",
             "SchemaError",
             "UnknownCodecError",
+            "UnsafeInputError",
             "UnsupportedDtypeError",
         ],
         "errors",
@@ -87,6 +89,7 @@ __all__ = [
     "SchemaError",
     "SplitSpec",
     "UnknownCodecError",
+    "UnsafeInputError",
     "UnsupportedDtypeError",
     "VerifyReport",
     "__version__",

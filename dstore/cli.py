@@ -72,6 +72,16 @@ def _add_drop(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_follow_links(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="read what links lead to outside the input: HDF5 external links and virtual "
+        "datasets, files or folders symlinked out of a zarr store or TFRecord folder, folder "
+        "links in a glob or folder of sources (default: refuse them, naming the link)",
+    )
+
+
 def _cmd_convert(args: argparse.Namespace) -> int:
     if args.per_source and args.layout:
         from .errors import UsageError
@@ -90,6 +100,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
                 on_overflow=args.on_overflow,
                 options=_key_values(args.option),
                 overwrite=args.overwrite,
+                follow_links=args.follow_links,
             ).summary()
         )
         return 0
@@ -112,6 +123,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             client=args.scheduler,
             layout=args.layout,
             keep_encoded=args.keep_encoded,
+            follow_links=args.follow_links,
         )
     finally:
         if bar is not None:
@@ -123,7 +135,13 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 def _cmd_info(args: argparse.Namespace) -> int:
     from . import api
 
-    print("\n".join(api.info(args.path, format=args.from_format, **_drop_options(args)).lines()))
+    report = api.info(
+        args.path,
+        format=args.from_format,
+        follow_links=args.follow_links,
+        **_drop_options(args),
+    )
+    print("\n".join(report.lines()))
     return 0
 
 
@@ -139,11 +157,17 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     if args.b:
         b_format = args.b_format or args.from_format
-        report = api.verify(args.a, args.b, a_format=args.from_format, b_format=b_format)
+        report = api.verify(
+            args.a,
+            args.b,
+            a_format=args.from_format,
+            b_format=b_format,
+            follow_links=args.follow_links,
+        )
     else:
         if args.b_format:
             raise argparse.ArgumentTypeError("--from-b needs a second dataset B")
-        report = api.check(args.a, format=args.from_format)
+        report = api.check(args.a, format=args.from_format, follow_links=args.follow_links)
     print("\n".join(report.lines()))
     return 0 if report.ok else EXIT_MISMATCH
 
@@ -383,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and by 'dstore formats' (default: the format's defaults)",
     )
     _add_drop(p)
+    _add_follow_links(p)
     p.add_argument(
         "--per-source",
         action="store_true",
@@ -404,6 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="splits, fields, shapes, dtypes, sizes, codec details")
     p.add_argument("path", help="dataset to describe")
     _add_drop(p)
+    _add_follow_links(p)
     # --from names an input's format in every subcommand; --format is the older spelling
     p.add_argument(
         "--from",
@@ -455,6 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FORMAT",
         help="input format of B (default: --from, else from B's path)",
     )
+    _add_follow_links(p)
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser(

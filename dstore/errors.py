@@ -21,6 +21,7 @@ __all__ = [
     "ResumableInterrupt",
     "SchemaError",
     "UnknownCodecError",
+    "UnsafeInputError",
     "UnsafePathError",
     "UnsupportedDtypeError",
     "UsageError",
@@ -75,6 +76,20 @@ class LabelError(SchemaError):
 
 class UnsafePathError(DstoreError, ValueError):
     """A path built from names in the data would leave the destination (refused before writing)."""
+
+
+class UnsafeInputError(DstoreError, ValueError):
+    """Reading the input would read another file: an HDF5 external link or virtual
+    dataset, a zarr file or folder linked out of the store, a glob's folder link.
+
+    Refused before a byte is written unless the caller allowed links
+    (``follow_links=True``; ``--follow-links`` on the command line, which
+    ``cli_message`` names). ``hint=False`` for what no option allows (a virtual
+    dataset whose source file is missing would read as fill values)."""
+
+    def __init__(self, message: str, *, hint: bool = True) -> None:
+        super().__init__(message + ("; refused (follow_links=True reads it)" if hint else ""))
+        self.cli_message = message + ("; refused (--follow-links reads it)" if hint else "")
 
 
 class UnsupportedDtypeError(SchemaError):

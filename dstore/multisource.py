@@ -27,7 +27,6 @@ conversion holds one file's records at a time.
 
 from __future__ import annotations
 
-import glob as _glob
 import json
 import os
 import tempfile
@@ -37,11 +36,13 @@ from typing import Any
 
 import numpy as np
 
+from . import links
 from .attrs import ATTRS_KEY
 from .codecs.base import Codec, Reader
-from .errors import CodecIOError, SchemaError, UnknownCodecError
+from .errors import CodecIOError, OptionError, SchemaError, UnknownCodecError
 from .integrity import CHECKSUM_ATTR
 from .model import Column, Kind, Ragged, String, Tensor, VarColumn, concat_columns, slice_column
+from .options import parse_bool
 from .registry import available_codecs, get_codec_class, infer_codec
 from .schema import Batch, FieldSpec, Schema, SplitSpec
 
@@ -96,8 +97,26 @@ def _claimed(name: str) -> str | None:
         return None
 
 
-def expand(spec: str, format: str | None = None) -> tuple[list[str], list[str]]:
-    """The files ``spec`` names and each one's source name, in reading order."""
+def expand(
+    spec: str,
+    format: str | None = None,
+    *,
+    follow_links: bool = False,
+    skipped: list[str] | None = None,
+) -> tuple[list[str], list[str]]:
+    """The files ``spec`` names and each one's source name, in reading order.
+
+    A glob or folder enters a folder link only with ``follow_links`` (the links it
+    did not enter are appended to ``skipped``), and never one real folder twice;
+    the same real file named twice is refused (:mod:`dstore.links`)."""
+    paths, names = _expand(spec, format, follow_links, [] if skipped is None else skipped)
+    links.check_distinct(spec, paths)
+    return paths, names
+
+
+def _expand(
+    spec: str, format: str | None, follow_links: bool, skipped: list[str]
+) -> tuple[list[str], list[str]]:
     if spec.startswith("@") and not os.path.exists(spec):
         listing = spec[1:]
         try:
@@ -115,7 +134,7 @@ def expand(spec: str, format: str | None = None) -> tuple[list[str], list[str]]:
             raise CodecIOError(f"{listing}: the list names no file")
         return paths, names
     if _has_magic(spec):
-        paths = sorted(p for p in _glob.glob(spec, recursive=True) if os.path.isfile(p))
+        paths = links.glob_files(spec, follow_links, skipped)
         if not paths:
             raise CodecIOError(f"{spec}: the pattern matches no file (nothing was written)")
         parts = spec.replace(os.sep, "/").split("/")
@@ -127,15 +146,16 @@ def expand(spec: str, format: str | None = None) -> tuple[list[str], list[str]]:
         root = "/".join(fixed) or "."
         return paths, [os.path.relpath(p, root).replace(os.sep, "/") for p in paths]
     paths = []
-    for folder, dirs, files in os.walk(spec):
-        # a folder that is a dataset itself (x.zarr, x.tfrecords) is not walked into
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and _claimed(d) is None)
-        for fname in sorted(files):
-            if fname.startswith("."):
-                continue
-            fmt = _claimed(fname)
-            if fmt is not None and (format is None or fmt == format):
-                paths.append(os.path.join(folder, fname))
+    # a folder that is a dataset itself (x.zarr, x.tfrecords) is not walked into
+    for path in links.walk_files(
+        spec, follow_links, lambda d: not d.startswith(".") and _claimed(d) is None, skipped
+    ):
+        fname = os.path.basename(path)
+        if fname.startswith("."):
+            continue
+        fmt = _claimed(fname)
+        if fmt is not None and (format is None or fmt == format):
+            paths.append(path)
     if not paths:
         raise UnknownCodecError(
             spec,
@@ -507,7 +527,12 @@ def _repeat_string(text: str, n: int) -> VarColumn:
 def open_sources(spec: str, format: str | None, options: Mapping[str, Any]) -> MultiReader:
     """A reader over the files ``spec`` names (all of one format: ``format``, or the one
     their extensions claim)."""
-    paths, names = expand(spec, format)
+    try:
+        follow = parse_bool(options.get("follow_links", False))
+    except ValueError as e:
+        raise OptionError(f"option follow_links={options['follow_links']!r}: {e}") from None
+    skipped: list[str] = []
+    paths, names = expand(spec, format, follow_links=follow, skipped=skipped)
     fmt = format
     if fmt is None:
         formats = {p: _claimed(os.path.basename(p)) for p in paths}
@@ -524,7 +549,14 @@ def open_sources(spec: str, format: str | None, options: Mapping[str, Any]) -> M
             )
     cls = get_codec_class(fmt)
     codec = cls(**{**cls.path_options(paths[0]), **dict(options)})
-    return MultiReader(spec, paths, names, codec)
+    reader = MultiReader(spec, paths, names, codec)
+    if skipped:  # said, not silent: the user may have meant to read what is behind them
+        shown = ", ".join(skipped[:3]) + (", ..." if len(skipped) > 3 else "")
+        reader.notes = [
+            f"{spec}: {len(skipped)} folder link(s) not followed ({shown}); "
+            "follow_links=True (--follow-links) reads them"
+        ]
+    return reader
 
 
 # ------------------------------------------------------------------ per source
@@ -608,6 +640,7 @@ def write_per_source(
     on_overflow: Any = "error",
     options: Mapping[str, Any] | None = None,
     overwrite: bool = False,
+    follow_links: bool = False,
 ) -> PerSourceReport:
     """Write ``src`` back as one file per source (its ``source`` field) in the new folder
     ``dst``: ``features/img1.json`` becomes ``dst/features/img1.<ext>``. The folder
@@ -619,7 +652,7 @@ def write_per_source(
     from .registry import default_extension
 
     policy = parse_policy(dtype, on_overflow)
-    with api.open_reader(src, format=from_format) as reader:
+    with api.open_reader(src, format=from_format, follow_links=follow_links) as reader:
         held = reader.schema.attrs.get(SOURCES_ATTR) or {}
         field = str(held.get("field", SOURCE_FIELD))
         fmt = to or held.get("format")

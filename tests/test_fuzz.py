@@ -9,6 +9,7 @@ prints the counts for every format).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 
@@ -116,3 +117,62 @@ def test_mutated_chunked_stores_in_a_subprocess(kind):
     bad = {k: v for k, v in counts.items() if k not in ("DstoreError", "same data")}
     assert not bad, counts
     assert counts["DstoreError"] > 0
+
+
+# ----------------------------------------------- folder links in many-file sources
+
+_NAMES = st.sampled_from(["a", "b", "c"])
+
+
+@st.composite
+def _link_trees(draw):
+    """Folders (depth <= 3), a JSON file in some, and folder links anywhere pointing at
+    the root, an ancestor, a sibling, themselves or a folder outside the tree."""
+    paths = draw(st.lists(st.lists(_NAMES, min_size=1, max_size=3), max_size=6))
+    folders = sorted({"/".join(f) for f in paths})
+    files = [f for f in ["", *folders] if draw(st.booleans())]
+    places = ["", *folders]
+    targets = st.sampled_from(["<root>", "<outside>", ".", "..", *folders])
+    links = draw(st.lists(st.tuples(st.sampled_from(places), targets), max_size=4))
+    return folders, files, links
+
+
+@settings(max_examples=60, deadline=None)
+@given(tree=_link_trees())
+def test_glob_and_folder_sources_read_each_real_file_once(tree):
+    """Whatever folder links a tree holds: each real file read at most once, none
+    through a link unless following, and no link loop is walked (it would never end)."""
+    import glob
+    import tempfile
+
+    from dstore import links as lk
+
+    folders, files, links = tree
+    with tempfile.TemporaryDirectory() as tmp:
+        root, outside = os.path.join(tmp, "root"), os.path.join(tmp, "outside")
+        os.makedirs(outside)
+        open(os.path.join(outside, "o.json"), "w").close()
+        for f in ["", *folders]:
+            os.makedirs(os.path.join(root, f), exist_ok=True)
+        for f in files:
+            open(os.path.join(root, f, "x.json"), "w").close()
+        real = {os.path.realpath(os.path.join(root, f, "x.json")) for f in files}
+        pattern = os.path.join(root, "**", "*.json")
+        if not links:  # no link: exactly what the standard glob matches
+            assert lk.glob_files(pattern, False, []) == sorted(glob.glob(pattern, recursive=True))
+        for i, (place, target) in enumerate(links):
+            to = {"<root>": root, "<outside>": outside}.get(target, target)
+            if target not in ("<root>", "<outside>", ".", ".."):
+                to = os.path.join(root, target)
+            with contextlib.suppress(FileExistsError):
+                os.symlink(to, os.path.join(root, place, f"l{i}"))
+        for follow in (False, True):
+            for found in (
+                lk.glob_files(pattern, follow, []),
+                [p for p in lk.walk_files(root, follow, lambda d: True, []) if p.endswith(".json")],
+            ):
+                reals = [os.path.realpath(p) for p in found]
+                assert len(reals) == len(set(reals)), found  # each real file once
+                assert real <= set(reals)  # every real file (maybe under a link's name)
+                if not follow:
+                    assert set(reals) == real

@@ -189,6 +189,7 @@ def convert(
     client: Any = None,
     layout: str | None = None,
     keep_encoded: bool = False,
+    follow_links: bool = False,
 ) -> ConvertReport:
     """Convert ``src`` to ``dst``, streaming, with an optional dtype policy.
 
@@ -205,9 +206,16 @@ def convert(
     keeping the shards it completed; ``client`` (a ``dask.distributed.Client``)
     writes each shard as a Dask task. Both give the same bytes as a plain run.
 
+    A source that links to other files (HDF5 external links or virtual datasets,
+    zarr symlinks out of the store, folder links in a glob) is refused with
+    :class:`~dstore.errors.UnsafeInputError` before anything is written, unless
+    ``follow_links=True`` (the same as ``src_options={"follow_links": True}``).
+
     >>> dstore.convert("data.npz", "out.tfrecords", dtype="float16")  # doctest: +SKIP
     """
     src, dst = os.fspath(src), os.fspath(dst)
+    if follow_links:  # a reading choice: it travels with the source's options (Dask workers too)
+        src_options = {**dict(src_options or {}), "follow_links": True}
     policy = dtype if isinstance(dtype, DtypePolicy) else parse_policy(dtype, on_overflow)
     mapping, codec_options = None, options
     if layout is not None:

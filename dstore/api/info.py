@@ -74,7 +74,8 @@ class InfoReport:
 
 def info(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> InfoReport:
     """Splits, fields, shapes, dtypes and sizes of a dataset, plus codec details
-    (``options`` are the reading codec's, e.g. ``drop="meta"`` for npz)."""
+    (``options`` are the reading codec's, e.g. ``drop="meta"`` for npz, and
+    ``follow_links=True``, which reads what links to other files lead to)."""
     path = os.fspath(path)
     with open_reader(path, format=format, **options) as reader:
         return InfoReport(

@@ -135,6 +135,7 @@ def verify(
     a_format: str | None = None,
     b_format: str | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    follow_links: bool = False,
 ) -> VerifyReport:
     """Compare two datasets split by split, field by field, record by record.
 
@@ -142,11 +143,17 @@ def verify(
     bit for bit (so NaNs with other payloads, or 0.0 against -0.0, differ); a
     float field may differ in dtype if ``b`` holds exactly the bits of ``a``
     rounded to it (a dtype policy's output). Never raises on a difference:
-    check ``.ok``.
+    check ``.ok``. An input that links to other files (HDF5 external links or
+    virtual datasets, zarr symlinks out of the store) is refused with
+    :class:`~dstore.errors.UnsafeInputError` unless ``follow_links=True``.
     """
     a, b = os.fspath(a), os.fspath(b)
     results: list[FieldResult] = []
-    with open_reader(a, format=a_format) as raw_a, open_reader(b, format=b_format) as raw_b:
+    follow = {"follow_links": follow_links}
+    with (
+        open_reader(a, format=a_format, **follow) as raw_a,
+        open_reader(b, format=b_format, **follow) as raw_b,
+    ):
         ra, rb = _decode_against(raw_a, raw_b), _decode_against(raw_b, raw_a)
         sa, sb = ra.schema, rb.schema
         for split in sorted(set(sa.splits) | set(sb.splits)):
@@ -325,19 +332,20 @@ def check(
     *,
     format: str | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    follow_links: bool = False,
 ) -> VerifyReport:
     """Check one dataset on its own: manifest checksums, then every record decoded.
 
     Decoding checks what each format carries (TFRecord CRC32C and PNG, zip
     CRC-32, chunk codecs) and that every record has its field's shape. Never
     raises on damage: it is reported in the result, with the first record that
-    fails to decode.
+    fails to decode. ``follow_links`` as in :func:`verify`.
     """
     path = os.fspath(path)
     results: list[FieldResult] = []
     notes: list[str] = []
     # the stored values: the checksums were taken of them (int8 codes, not their floats)
-    with open_reader(path, format=format, decode=False) as reader:
+    with open_reader(path, format=format, decode=False, follow_links=follow_links) as reader:
         integrity = reader.check_integrity()
         for ok, what in integrity:
             results.append(FieldResult("*", "manifest", ok, what))

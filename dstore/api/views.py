@@ -177,7 +177,9 @@ class Dataset(Mapping[str, Split]):
 
 
 def open(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Dataset:
-    """Open a dataset lazily.
+    """Open a dataset lazily. ``options`` are the reading codec's, and
+    ``follow_links=True``: read what HDF5 external links and virtual datasets, or
+    zarr symlinks out of the store, lead to (refused by default).
 
     >>> ds = dstore.open("data.npz")        # doctest: +SKIP
     >>> ds["train"]["x"][:8].shape          # doctest: +SKIP

@@ -336,6 +336,17 @@ class Codec(ABC):
     Options: ClassVar[type] = type("Options", (), {})
 
     def __init__(self, **options: Any) -> None:
+        # A choice of the reading, valid for every format, not one codec's ``-o``
+        # option: it travels with the source's options (``src_options``, a Dask
+        # worker's SourceRef, ``dstore.open(..., follow_links=True)``) and is kept out
+        # of ``get_config``, so manifests and resume fingerprints do not change.
+        follow = options.pop("follow_links", False)
+        try:
+            #: read what links lead to outside the input (HDF5 external links and
+            #: virtual datasets, zarr symlinks, folder links in a glob); default: refuse
+            self.follow_links = parse_bool(follow)
+        except ValueError as e:
+            raise OptionError(f"{self.name}: option follow_links={follow!r}: {e}") from None
         self.options = self.parse_options(options)
 
     @classmethod

@@ -28,7 +28,13 @@ import numpy as np
 from .. import fs, names
 from .._dist import install_hint
 from ..attrs import encode, fill_value, for_hdf5, group_attrs, target_notes
-from ..errors import CodecIOError, DstoreError, MissingDependencyError, UnsupportedDtypeError
+from ..errors import (
+    CodecIOError,
+    DstoreError,
+    MissingDependencyError,
+    UnsafeInputError,
+    UnsupportedDtypeError,
+)
 from ..model import Bytes, Column, Image, Kind, Ragged, String, StringList, Tensor, VarColumn
 from ..output import TMP_MARK
 from ..parallel import default_workers, ordered_map
@@ -527,8 +533,9 @@ def _stage_remote(url: str) -> str:
 class HDF5Reader(ArrayTreeReader):
     read_errors = (OSError, ValueError, RuntimeError)
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, follow_links: bool = False) -> None:
         self.path = path
+        self.follow_links = follow_links
         _plugins()  # makes blosc/zstd/lz4-compressed datasets readable when installed
         local = None
         try:
@@ -574,12 +581,10 @@ class HDF5Reader(ArrayTreeReader):
 
     def _walk(self, group: Any, prefix: str) -> None:
         for name in group:
-            try:
-                member = group[name]
-            except (KeyError, OSError) as e:
-                raise CodecIOError(f"{self.path}: {prefix}{name}: unreadable: {e}") from None
             key = f"{prefix}{name}"
+            member = self._member(group, name, key)
             if isinstance(member, h5py.Dataset):
+                self._check_storage(member, key)
                 dtype = member.dtype
                 where = f"{self.path}: dataset {key!r}"
                 if key.endswith(_SHAPES) and key[: -len(_SHAPES)] in self.by_path:
@@ -629,6 +634,88 @@ class HDF5Reader(ArrayTreeReader):
                         "link to it); dstore reads each group under one name"
                     )
                 self._walk(member, f"{key}/")
+
+    def _member(self, group: Any, name: str, key: str) -> Any:
+        """``group[name]``, unless that reads another file (an external link, or a soft
+        link through one) and ``follow_links`` is off: checked on the link before
+        HDF5 opens what it names (DESIGN: never a read outside the input)."""
+        try:
+            link = group.get(name, getlink=True)
+            if isinstance(link, h5py.ExternalLink) and not self.follow_links:
+                raise UnsafeInputError(
+                    f"{self.path}: '/{key}' is an HDF5 external link to "
+                    f"{link.filename!r}, object {link.path!r}: {self._another(link.filename)}"
+                )
+            member = group[name]
+        except (KeyError, OSError) as e:
+            raise CodecIOError(f"{self.path}: {key}: unreadable: {e}") from None
+        if not self.follow_links and member.file.filename != self.file.filename:
+            # a soft link whose path goes through an external link elsewhere in the file
+            via = f"a soft link to {link.path!r}" if isinstance(link, h5py.SoftLink) else "a link"
+            raise UnsafeInputError(
+                f"{self.path}: '/{key}' is {via}, which leads into {member.file.filename!r}: "
+                f"{self._another(member.file.filename)}"
+            )
+        return member
+
+    def _another(self, target: str) -> str:
+        """Why a file ``target`` names is refused; a file beside the input is named too
+        (never read outside the input: it is still not the file the user named)."""
+        if not fs.is_url(self.path):
+            folder = os.path.dirname(os.path.abspath(self.path))
+            if os.path.dirname(os.path.normpath(os.path.join(folder, target))) == folder:
+                return "another file than the input (in its folder, but not the file named)"
+        return "another file than the input"
+
+    def _check_storage(self, ds: Any, key: str) -> None:
+        """Refuse a dataset whose values are in other files: a virtual dataset's
+        sources, raw external storage (``H5Pset_external``). A virtual source that is
+        missing would read as fill values and pass ``verify``: refused even with
+        ``follow_links``."""
+        where = f"{self.path}: dataset '/{key}'"
+        external = ds.external
+        if external and not self.follow_links:
+            raise UnsafeInputError(
+                f"{where} keeps its values in the external file {external[0][0]!r}: "
+                f"{self._another(os.fsdecode(external[0][0]))}"
+            )
+        if not ds.is_virtual:
+            return
+        for source in ds.virtual_sources():
+            fname, dname = source.file_name, source.dset_name
+            if fname != "." and not self.follow_links:
+                raise UnsafeInputError(
+                    f"{where} is an HDF5 virtual dataset reading {fname!r}, dataset "
+                    f"{dname!r}: {self._another(fname)}"
+                )
+            self._check_virtual_source(where, fname, dname)
+
+    def _check_virtual_source(self, where: str, fname: str, dname: str) -> None:
+        """A virtual dataset's source must exist; HDF5 fills what it cannot find."""
+        if fname == ".":
+            if dname not in self.file:
+                raise UnsafeInputError(
+                    f"{where} is an HDF5 virtual dataset whose source dataset {dname!r} is "
+                    "not in the file: it would read as fill values",
+                    hint=False,
+                )
+            return
+        # HDF5 looks for a relative source beside the virtual dataset's file
+        folder = os.path.dirname(os.path.abspath(self.file.filename))
+        real = os.path.join(folder, fname)
+        found = False
+        if os.path.isfile(real):
+            try:
+                with h5py.File(real, "r") as f:
+                    found = dname in f
+            except OSError:
+                found = False
+        if not found:
+            raise UnsafeInputError(
+                f"{where} is an HDF5 virtual dataset whose source {fname!r}, dataset "
+                f"{dname!r}, is missing or unreadable: it would read as fill values",
+                hint=False,
+            )
 
     @staticmethod
     def _is_strings(ds: Any) -> bool:
@@ -806,7 +893,7 @@ class HDF5Codec(Codec):
         return False
 
     def open_reader(self, path: str) -> Reader:
-        return HDF5Reader(path)
+        return HDF5Reader(path, self.follow_links)
 
     def check_schema(self, schema: Schema) -> None:
         super().check_schema(schema)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from glob import escape as glob_escape
 from typing import Any
 
-from .. import fs
+from .. import fs, links
 from ..errors import CodecIOError
 from ..fs import is_url
 from ..model import Bytes, Image, Ragged, String, StringList, Tensor
@@ -423,6 +423,9 @@ class TFRecordCodec(Codec):
             return False
 
     def open_reader(self, path: str) -> Reader:
+        if not fs.is_url(path) and os.path.isdir(path):
+            # a shard linked out of the folder would be read as this dataset's
+            links.check_store(path, self.follow_links, "folder")
         return TFRecordReader(path, self.options.workers)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:

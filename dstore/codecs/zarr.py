@@ -25,7 +25,7 @@ import zarr
 from zarr.codecs import BloscCname, BloscCodec, BloscShuffle
 from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8
 
-from .. import fs, names
+from .. import fs, links, names
 from ..attrs import encode, fill_value, for_zarr, group_attrs, is_missing, target_notes
 from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
 from ..integrity import CHECKSUM_ATTR
@@ -483,9 +483,14 @@ class ZarrWriter(Writer):
 
 
 class ZarrReader(ArrayTreeReader):
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, follow_links: bool = False) -> None:
         self.path = path
         self._store: Any = None
+        if not fs.is_url(path) and os.path.isdir(path):
+            # zarr opens whatever a chunk file or array folder links to: a link out of
+            # the store is refused before any of it is read (a URL has no links, a
+            # zip store's members are no files)
+            links.check_store(path, follow_links)
         try:
             if path.endswith(".zip") and os.path.isfile(path):
                 self._store = zarr.storage.ZipStore(path, mode="r")
@@ -713,7 +718,7 @@ class ZarrCodec(Codec):
             return False
 
     def open_reader(self, path: str) -> Reader:
-        return ZarrReader(path)
+        return ZarrReader(path, self.follow_links)
 
     def check_schema(self, schema: Schema) -> None:
         super().check_schema(schema)

@@ -37,12 +37,15 @@ class SplitSource:
         format: str | None = None,
         on_error: str = "raise",
         range_bytes: int | None = None,
+        follow_links: bool = False,
     ) -> None:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}; got {on_error!r}")
         self.path = os.fspath(path)
         self.format = format or infer_codec(self.path)
         self.on_error = on_error
+        #: pickled to the workers with the path: each process opens the source as allowed
+        self.follow_links = follow_links
         self._reader: Any = None
         self._pid = -1
         reader = self.reader()
@@ -83,7 +86,9 @@ class SplitSource:
         if self._reader is None or self._pid != os.getpid():
             from ..sources import open_reader
 
-            self._reader = open_reader(self.path, format=self.format)
+            self._reader = open_reader(
+                self.path, format=self.format, follow_links=self.follow_links
+            )
             self._pid = os.getpid()
         return self._reader
 

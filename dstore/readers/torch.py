@@ -508,6 +508,7 @@ def to_torch(
     on_error: str = "raise",
     range_mb: float | None = None,
     format: str | None = None,
+    follow_links: bool = False,
 ) -> DstoreIterableDataset | DstoreMapDataset:
     """A PyTorch dataset of ``{field: tensor}`` records of ``split``; see the module doc.
 
@@ -520,7 +521,9 @@ def to_torch(
     ``dstore`` log line each). ``range_mb`` is the decoded size of the record
     ranges handed to workers (default 8; smaller shuffles and balances finer,
     larger reads in fewer calls). ``decode=False`` is reserved for encoded image
-    fields as bytes; every field decodes today.
+    fields as bytes; every field decodes today. ``follow_links=True`` reads what HDF5
+    external links and virtual datasets or zarr symlinks out of the store lead to
+    (refused by default, :class:`~dstore.errors.UnsafeInputError`).
     """
     if not decode:
         raise NotImplementedError(
@@ -536,6 +539,7 @@ def to_torch(
         format=format,
         on_error=on_error,
         range_bytes=None if range_mb is None else max(1, int(range_mb * 1024 * 1024)),
+        follow_links=follow_links,
     )
     if map_style:
         if shuffle or rank is not None:
