@@ -45,6 +45,13 @@ from .._strings import (
 from ..base import Reader
 from .options import _COMMENT_PREFIX, _COPY_CHUNK, _ROW_SPLITS, _SHAPES, _VALUES, _ZIP_ERRORS
 
+#: Bytes an object member's pickle may inflate to. Such a member (``np.savez`` of
+#: a list of arrays) is rebuilt whole in memory, as ``np.load`` does; 1 GiB is far
+#: beyond the ragged labels people save this way, and stops a deflate bomb before
+#: a byte is inflated. Raise it here for larger object members (or store them as
+#: ragged ``K.values`` + ``K.row_splits``, which stream).
+MAX_OBJECT_BYTES = 2**30
+
 
 @dataclass
 class _Member:
@@ -309,15 +316,32 @@ class NpzReader(Reader):
         return sources
 
     def _load_objects(self, m: _Member) -> list[object]:
-        """An object member, through the restricted unpickler only (plain arrays and strings)."""
+        """An object member, through the restricted unpickler only (plain arrays and strings).
+
+        The pickle is streamed into the unpickler, never read whole, and its
+        inflated size (the zip directory's, which zipfile never reads past) is
+        bounded first: a 1.5 MB member of deflated zeros inflates to 1.5 GB."""
         where = f"{self.path}: key {m.key!r}"
+        info = self._zip.getinfo(m.zip_name)
+        size = max(0, info.file_size - m.data_offset)
+        if size > MAX_OBJECT_BYTES:
+            raise CodecIOError(
+                f"{where}: the pickled object array inflates to {size:,} bytes "
+                f"({info.compress_size:,} in the file); object members are rebuilt in memory "
+                f"and the limit is {MAX_OBJECT_BYTES:,} "
+                "(dstore.codecs.npz.reader.MAX_OBJECT_BYTES)"
+            )
         try:
-            with self._zip.open(m.zip_name) as fp:
+            with self._zip.open(info) as fp:
                 fp.seek(m.data_offset)
-                payload = fp.read()
+                # buffered: the unpickler reads a few bytes per opcode
+                buffered = io.BufferedReader(fp, 1 << 20)  # type: ignore[type-var]  # ZipExtFile is a RawIOBase in all but name
+                arr = load_object_array(buffered, where, size)
+                while buffered.read(_COPY_CHUNK):  # to the member's end: zipfile checks its CRC
+                    pass
+                buffered.detach()  # fp is closed by its own ``with``
         except _ZIP_ERRORS as e:
             raise CodecIOError(f"{where}: {e}") from None
-        arr = load_object_array(payload, where)
         if arr.shape != m.shape:
             raise CodecIOError(
                 f"{where}: the pickled array is {arr.shape}, its header says {m.shape}"

@@ -1,0 +1,158 @@
+"""Hostile inputs of issue #26: each one is one error line naming what it is (exit 2), not
+a crash, a memory blow-up or data delivered wrong; nothing is left at the destination."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+from dstore.cli import main
+
+# ------------------------------------------------------------------------ helpers
+
+
+def _npy_header(descr: str, shape: tuple[int, ...]) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": descr, "fortran_order": False, "shape": shape}
+    )
+    return buf.getvalue()
+
+
+def _npy(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _deflated_zeros(head: bytes, zeros: int) -> tuple[bytes, int, int]:
+    """``head`` then ``zeros`` zero bytes as a raw deflate stream, made without deflating
+    them all: a full flush resets the compressor, so one block of zeros, compressed once,
+    repeats. Returns (stream, crc32, inflated size)."""
+    block = 2**24
+    assert zeros % block == 0
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = comp.compress(head) + comp.flush(zlib.Z_FULL_FLUSH)
+    repeated = comp.compress(bytes(block)) + comp.flush(zlib.Z_FULL_FLUSH)
+    stream = first + repeated * (zeros // block) + comp.flush()
+    crc = zlib.crc32(head)
+    zero_block = bytes(block)
+    for _ in range(zeros // block):
+        crc = zlib.crc32(zero_block, crc)
+    return stream, crc, len(head) + zeros
+
+
+def _zip(members: list[tuple[str, int, bytes, int, int]], comment: bytes = b"") -> bytes:
+    """A zip of (name, method, stored bytes, crc32, inflated size), written byte by byte
+    (sizes below 4 GiB: no zip64)."""
+    body, directory = b"", b""
+    for name, method, data, crc, size in members:
+        raw = name.encode()
+        fixed = struct.pack("<HHHHHIII", 20, 0, method, 0, 0x21, crc, len(data), size)
+        directory += (
+            b"PK\x01\x02"
+            + struct.pack("<H", 20)
+            + fixed
+            + struct.pack("<HHHHHII", len(raw), 0, 0, 0, 0, 0, len(body))
+            + raw
+        )
+        body += b"PK\x03\x04" + fixed + struct.pack("<HH", len(raw), 0) + raw + data
+    end = struct.pack(
+        "<4s4H2LH",
+        b"PK\x05\x06",
+        0,
+        0,
+        len(members),
+        len(members),
+        len(directory),
+        len(body),
+        len(comment),
+    )
+    return body + directory + end + comment
+
+
+def _stored(name: str, data: bytes) -> tuple[str, int, bytes, int, int]:
+    return name, 0, data, zlib.crc32(data), len(data)
+
+
+def _run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# ------------------------------------------------- 1. npz object member inflate bomb
+
+_CLI_UNDER_A_MEMORY_LIMIT = r"""
+import os
+import resource
+import sys
+
+import dstore.api  # the library in, before the limit is measured
+import dstore.codecs.npz
+from dstore.cli import main
+
+# the address space this process has now, plus 1 GiB
+in_use = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+resource.setrlimit(resource.RLIMIT_AS, (in_use + 2**30, resource.RLIM_INFINITY))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_an_object_member_inflate_bomb_is_refused_before_inflating(tmp_path) -> None:
+    """A 1.5 MB object member of deflated zeros inflates to 1.5 GB: `dstore info` read it
+    whole before the restricted unpickler saw a byte (a MemoryError traceback under
+    this 1 GiB limit). Its inflated size is bounded from the zip directory first."""
+    stream, crc, size = _deflated_zeros(_npy_header("|O", (3,)), 1536 * 2**20)
+    path = tmp_path / "bomb.npz"
+    path.write_bytes(_zip([_stored("x.npy", _npy(np.arange(3))), ("y.npy", 8, stream, crc, size)]))
+    assert path.stat().st_size < 2 * 2**20
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    done = subprocess.run(
+        [sys.executable, "-c", _CLI_UNDER_A_MEMORY_LIMIT, "info", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    line = _one_line(done.stderr)
+    assert line.startswith(f"CodecIOError: {path}: key 'y': the pickled object array inflates to")
+    assert "MAX_OBJECT_BYTES" in line
+
+
+def test_an_object_member_below_the_bound_still_loads_streaming(tmp_path) -> None:
+    """The streamed unpickler reads what np.savez writes, deflated or stored, and a
+    damaged byte is still caught (by the member's CRC-32 at its end)."""
+    import dstore
+
+    labels = [np.arange(n, dtype=np.int64) for n in (3, 0, 5)]
+    for save in (np.savez, np.savez_compressed):
+        src = tmp_path / f"{save.__name__}.npz"
+        obj = np.empty(3, dtype=object)
+        obj[:] = labels
+        save(src, x=np.arange(3), y=obj)
+        with dstore.open(str(src)) as ds:
+            got = ds[next(iter(ds))]["y"][:]
+        assert [list(v) for v in got] == [list(v) for v in labels]
+    blob = bytearray((tmp_path / "savez.npz").read_bytes())
+    at = blob.index(labels[2].tobytes())
+    blob[at] ^= 0x40  # still a valid pickle: only the CRC-32 can tell
+    (tmp_path / "damaged.npz").write_bytes(bytes(blob))
+    with pytest.raises(dstore.DstoreError, match=r"damaged.npz: key 'y': .*CRC"):
+        dstore.open(str(tmp_path / "damaged.npz")).close()
