@@ -156,3 +156,29 @@ def test_an_object_member_below_the_bound_still_loads_streaming(tmp_path) -> Non
     (tmp_path / "damaged.npz").write_bytes(bytes(blob))
     with pytest.raises(dstore.DstoreError, match=r"damaged.npz: key 'y': .*CRC"):
         dstore.open(str(tmp_path / "damaged.npz")).close()
+
+
+# ------------------------------------------------------- 2. duplicate zip member names
+
+
+@pytest.mark.parametrize("command", ["info", "verify", "convert"])
+def test_duplicate_member_names_are_refused_by_name(tmp_path, capsys, command) -> None:
+    """zipfile writes (with a warning) and reads two members of one name: the first was
+    dropped without a word and `verify` passed."""
+    path = tmp_path / "dup.npz"
+    path.write_bytes(
+        _zip(
+            [
+                _stored("x.npy", _npy(np.arange(4))),
+                _stored("x.npy", _npy(np.arange(4) * 2)),
+            ]
+        )
+    )
+    extra = [str(tmp_path / "out.zarr")] if command == "convert" else []
+    code, _, err = _run_cli(capsys, command, str(path), *extra)
+    assert code == 2
+    assert _one_line(err) == (
+        f"CodecIOError: {path}: two zip members are named 'x.npy'; "
+        "which one holds the data is ambiguous"
+    )
+    assert sorted(os.listdir(tmp_path)) == ["dup.npz"]  # nothing at the destination

@@ -162,6 +162,16 @@ class NpzReader(Reader):
             raise CodecIOError(
                 f"{self.path}: corrupt zip directory: it declares {declared} members, {found} are readable"
             )
+        # zipfile keeps every entry in infolist() but only the last of a name in
+        # its name map: one of two same-named members would be dropped unseen
+        seen: set[str] = set()
+        for info in self._zip.infolist():
+            if info.filename in seen:
+                raise CodecIOError(
+                    f"{self.path}: two zip members are named {info.filename!r}; "
+                    "which one holds the data is ambiguous"
+                )
+            seen.add(info.filename)
 
     def _read_headers(self) -> dict[str, _Member]:
         members = {}
