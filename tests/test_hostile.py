@@ -8,6 +8,7 @@ import os
 import struct
 import subprocess
 import sys
+import zipfile
 import zlib
 
 import numpy as np
@@ -182,3 +183,77 @@ def test_duplicate_member_names_are_refused_by_name(tmp_path, capsys, command) -
         "which one holds the data is ambiguous"
     )
     assert sorted(os.listdir(tmp_path)) == ["dup.npz"]  # nothing at the destination
+
+
+# ---------------------------------------------------------- 3. damaged dstore schema
+
+
+@pytest.fixture
+def quantized_npz(tmp_path) -> tuple[str, bytes]:
+    """A dstore npz of int8 codes (a scale and offset in the schema), and its zip comment."""
+    import dstore
+
+    x = np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32)
+    src, out = str(tmp_path / "f.npz"), str(tmp_path / "q8.npz")
+    dstore.save({"x_train": x, "y_train": np.arange(10)}, src)
+    dstore.convert(src, out, dtype="int8")
+    with zipfile.ZipFile(out) as z:
+        return out, z.comment
+
+
+def _with_comment(path: str, comment: bytes) -> None:
+    with zipfile.ZipFile(path, "a") as z:
+        z.comment = comment
+
+
+def _lose_byte(comment: bytes, what: bytes) -> bytes:
+    at = comment.index(what)
+    return comment[:at] + comment[at + 1 :]
+
+
+_DAMAGE = {
+    "prefix": (lambda c: _lose_byte(c, b"schema"), "is damaged"),
+    "quote": (lambda c: _lose_byte(c, b'"precision'), "is damaged"),
+    "last brace": (lambda c: c[:-1], "is damaged"),
+    "lying dtype": (
+        lambda c: c.replace(b'"|i1"', b'"<i2"'),
+        "says split 'train', field 'x' is int16 (4,); key 'x_train' holds int8 (10, 4)",
+    ),
+    "field with no member": (
+        lambda c: c.replace(
+            b'"y": {', b'"z": {"dtype": "<i8", "shape": [], "key": "z_train"}, "y": {'
+        ),
+        "lists split 'train', field 'z' (key 'z_train'), which the npz does not hold",
+    ),
+    "member not listed": (
+        lambda c: c.replace(b', "y": {"dtype": "<i8", "shape": [], "key": "y_train"}', b""),
+        "does not list key 'y_train', which the npz holds",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", list(_DAMAGE))
+@pytest.mark.parametrize("command", ["info", "verify", "convert"])
+def test_a_damaged_dstore_schema_is_an_error_not_a_foreign_file(
+    tmp_path, capsys, quantized_npz, damage, command
+) -> None:
+    """A dstore npz whose schema comment lost a byte was read as a foreign file: int8
+    codes delivered as data, and `verify` passed saying "not written by dstore"."""
+    path, comment = quantized_npz
+    damaged = _DAMAGE[damage][0](comment)
+    assert damaged != comment
+    _with_comment(path, damaged)
+    extra = [str(tmp_path / "out.zarr")] if command == "convert" else []
+    code, out, err = _run_cli(capsys, command, path, *extra)
+    assert code == 2, out
+    line = _one_line(err)
+    assert line.startswith(f"SchemaError: {path}: the dstore schema in the zip comment "), line
+    assert _DAMAGE[damage][1] in line, line
+    assert not (tmp_path / "out.zarr").exists()
+
+
+def test_drop_on_a_dstore_npz_leaves_the_field_out_of_its_schema(capsys, quantized_npz) -> None:
+    path, _ = quantized_npz
+    code, out, err = _run_cli(capsys, "info", path, "--drop", "y_train")
+    assert code == 0, err
+    assert "int8" in out and "'y'" not in out and " y " not in out

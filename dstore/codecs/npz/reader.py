@@ -32,6 +32,7 @@ from ...model import (
 from ...schema import (
     MAX_EMPTY_RECORDS,
     Batch,
+    FieldSpec,
     Schema,
     SplitSpec,
     check_dtype,
@@ -96,6 +97,23 @@ def _stores(src: _Source, kind: Kind) -> bool:
     if isinstance(kind, Image) and kind.encoding == "raw":
         return len(m.shape) == 1 and src.shapes is not None
     return isinstance(kind, (String, Bytes, Image)) and len(m.shape) == 1 and src.shapes is None
+
+
+def _looks_like_ours(comment: bytes) -> bool:
+    """Does a zip comment start as dstore's schema does, or within one byte of it
+    (one lost, one changed)? Such a comment is checked, never taken as foreign."""
+    p = _COMMENT_PREFIX
+    if comment.startswith(p):
+        return True
+    head = comment[: len(p)]
+    if len(head) == len(p) and sum(a != b for a, b in zip(head, p, strict=True)) <= 1:
+        return True
+    return any(comment.startswith(p[:i] + p[i + 1 :]) for i in range(len(p)))
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e)
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _dense_shape(kind: Kind) -> tuple[int, ...]:
@@ -253,6 +271,7 @@ class NpzReader(Reader):
     def _drop(self, keys: tuple[str, ...]) -> None:
         """Leave out the keys asked for (with a ragged field's members), and say so."""
         notes = []
+        self._dropped: set[str] = set()
         for key in keys:
             found = [
                 k
@@ -263,6 +282,7 @@ class NpzReader(Reader):
                 raise SchemaError(
                     f"{self.path}: drop={key!r}: no such key (keys: {', '.join(self._members)})"
                 )
+            self._dropped.add(key)
             for k in found:
                 m = self._members.pop(k)
                 notes.append(f"{self.path}: key {k!r} {m.shape} left out (drop={key})")
@@ -359,22 +379,51 @@ class NpzReader(Reader):
         return [np.asarray(v) if isinstance(v, (list, tuple)) else v for v in arr.tolist()]
 
     def _stored_schema(self, inferred: Schema) -> Schema | None:
-        """The schema from the zip comment, if present and consistent with the members."""
+        """The schema from the zip comment, None if there is none.
+
+        A comment that looks like dstore's but does not parse, or disagrees
+        with the members, is an error: read as a foreign file, int8 codes
+        would be delivered as data and attributes lost without a word."""
         comment = self._zip.comment
-        if not comment.startswith(_COMMENT_PREFIX):
+        if not _looks_like_ours(comment):
             return None
+        where = f"{self.path}: the dstore schema in the zip comment"
         try:
+            if not comment.startswith(_COMMENT_PREFIX):
+                raise ValueError(f"it starts {comment[: len(_COMMENT_PREFIX)]!r}")
             stored = Schema.from_json(json.loads(comment[len(_COMMENT_PREFIX) :]))
-        except (ValueError, SchemaError):
-            return None
+        except (ValueError, SchemaError, RecursionError) as e:
+            raise SchemaError(f"{where} is damaged ({_first_line(e)})") from None
+        listed: set[str] = set()
         for split in stored.splits.values():
-            for spec in split.fields.values():
-                src = self._sources.get(key_for(split.name, spec))
-                if src is None or src.count != split.count or not _stores(src, spec.kind):
-                    return None
-        if sum(len(s.fields) for s in stored.splits.values()) != len(self._sources):
-            return None
+            for name, spec in list(split.fields.items()):
+                key = key_for(split.name, spec)
+                if key in self._dropped:
+                    del split.fields[name]  # --drop: the field goes with its members
+                    continue
+                listed.add(key)
+                self._check_stored_field(where, split, spec, key)
+        unlisted = [k for k in self._sources if k not in listed]
+        if unlisted:
+            raise SchemaError(f"{where} does not list key {unlisted[0]!r}, which the npz holds")
         return stored
+
+    def _check_stored_field(self, where: str, split: SplitSpec, spec: FieldSpec, key: str) -> None:
+        """One field of the stored schema must be what its members hold."""
+        field = f"split {split.name!r}, field {spec.name!r}"
+        src = self._sources.get(key)
+        if src is None:
+            raise SchemaError(f"{where} lists {field} (key {key!r}), which the npz does not hold")
+        if src.count != split.count:
+            raise SchemaError(
+                f"{where} gives {field} {split.count} records; key {key!r} holds {src.count}"
+            )
+        if not _stores(src, spec.kind):
+            m = src.main
+            raise SchemaError(
+                f"{where} says {field} is {spec.kind.describe()}; key {key!r} holds "
+                f"{m.dtype} {m.shape}"
+            )
 
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
