@@ -38,16 +38,39 @@ def _deflated_zeros(head: bytes, zeros: int) -> tuple[bytes, int, int]:
     them all: a full flush resets the compressor, so one block of zeros, compressed once,
     repeats. Returns (stream, crc32, inflated size)."""
     block = 2**24
-    assert zeros % block == 0
+    whole, tail = divmod(zeros, block)
     comp = zlib.compressobj(9, zlib.DEFLATED, -15)
     first = comp.compress(head) + comp.flush(zlib.Z_FULL_FLUSH)
     repeated = comp.compress(bytes(block)) + comp.flush(zlib.Z_FULL_FLUSH)
-    stream = first + repeated * (zeros // block) + comp.flush()
+    stream = first + repeated * whole + comp.compress(bytes(tail)) + comp.flush()
     crc = zlib.crc32(head)
     zero_block = bytes(block)
-    for _ in range(zeros // block):
+    for _ in range(whole):
         crc = zlib.crc32(zero_block, crc)
-    return stream, crc, len(head) + zeros
+    return stream, zlib.crc32(bytes(tail), crc), len(head) + zeros
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    crc = zlib.crc32(data, zlib.crc32(kind))
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+
+def _png_bomb(side: int) -> bytes:
+    """A real PNG: ``side`` x ``side`` black greyscale pixels, every row deflated."""
+    raw, _, size = _deflated_zeros(b"", side * (side + 1))
+    adler = 1
+    block = bytes(2**24)
+    for _ in range(size // len(block)):
+        adler = zlib.adler32(block, adler)
+    adler = zlib.adler32(bytes(size % len(block)), adler)
+    idat = b"\x78\xda" + raw + struct.pack(">I", adler)
+    ihdr = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", ihdr)
+        + _png_chunk(b"IDAT", idat)
+        + _png_chunk(b"IEND", b"")
+    )
 
 
 def _zip(members: list[tuple[str, int, bytes, int, int]], comment: bytes = b"") -> bytes:
@@ -257,3 +280,70 @@ def test_drop_on_a_dstore_npz_leaves_the_field_out_of_its_schema(capsys, quantiz
     code, out, err = _run_cli(capsys, "info", path, "--drop", "y_train")
     assert code == 0, err
     assert "int8" in out and "'y'" not in out and " y " not in out
+
+
+# ------------------------------------------------------------------- 4. pixel bombs
+
+
+def _images_file(path: str, blobs: list[bytes]) -> None:
+    """A dstore file of one encoded PNG image field ``img`` (npz: bytes and its schema)."""
+    import dstore
+    from dstore.model import Image
+
+    kinds = {("train", "img"): Image(np.dtype(np.uint8), 0, None, None, "png")}
+    dstore.save({"train": {"img": blobs}}, path, kinds=kinds)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@pytest.mark.parametrize("ext", ["npz", "tfrecords"])
+def test_a_png_declaring_1_6_gigapixels_is_refused_from_its_header(tmp_path, ext) -> None:
+    """A 1.5 MB PNG of 40000 x 40000 black pixels decoded to 1.6 GB (more under libpng):
+    the header's size is checked against the pixel limit before any decoder runs."""
+    bomb = _png_bomb(40000)
+    assert len(bomb) < 2 * 2**20
+    src = str(tmp_path / f"bomb.{ext}")
+    _images_file(src, [_png_bomb(16), bomb])
+    dst = str(tmp_path / "out.zarr")
+    done = subprocess.run(
+        [sys.executable, "-c", _CLI_UNDER_A_MEMORY_LIMIT, "convert", src, dst],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=os.getcwd()),
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    line = _one_line(done.stderr)
+    assert line.startswith(f"CodecIOError: {src}: split 'train', field 'img'"), line
+    assert "record 1" in line, line
+    assert "declares 40000 x 40000 pixels (1,600,000,000), more than the limit of " in line
+    assert "DSTORE_MAX_IMAGE_PIXELS" in line
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(src)]
+
+
+def test_the_pixel_limit_can_be_lowered_and_raised(tmp_path, capsys, monkeypatch) -> None:
+    src = str(tmp_path / "small.npz")
+    _images_file(src, [_png_bomb(16)])
+    monkeypatch.setenv("DSTORE_MAX_IMAGE_PIXELS", "255")
+    code, _, err = _run_cli(capsys, "convert", src, str(tmp_path / "a.zarr"))
+    assert code == 2 and "declares 16 x 16 pixels (256), more than the limit of 255" in err
+    monkeypatch.setenv("DSTORE_MAX_IMAGE_PIXELS", "256")
+    code, _, err = _run_cli(capsys, "convert", src, str(tmp_path / "b.zarr"))
+    assert code == 0, err
+    monkeypatch.setenv("DSTORE_MAX_IMAGE_PIXELS", "lots")
+    code, _, err = _run_cli(capsys, "convert", src, str(tmp_path / "c.zarr"))
+    assert code == 2 and _one_line(err).startswith("ValueError: DSTORE_MAX_IMAGE_PIXELS must be")
+
+
+@pytest.mark.parametrize("fmt", ["png", "jpeg8", "webp", "gif", "bmp"])
+def test_image_size_reads_each_header(fmt) -> None:
+    """The header parser agrees with the decoder on every format it knows."""
+    import imagecodecs
+
+    from dstore.codecs._imagecodec import image_size
+
+    img = np.random.default_rng(1).integers(0, 255, (37, 53, 3), np.uint8)
+    if fmt == "gif":
+        img = img[..., 0]  # GIF is palette images: (H, W) of indices
+    data = bytes(getattr(imagecodecs, f"{fmt}_encode")(img))
+    assert image_size(data) == imagecodecs.imread(data).shape[:2] == (37, 53)

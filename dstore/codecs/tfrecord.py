@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .. import fs
-from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
 from ..fs import is_url
 from ..model import Bytes, Image, Ragged, String, StringList, Tensor, VarColumn
 from ..options import option, options_json
@@ -205,7 +205,9 @@ def _number_encoding(dtype: np.dtype) -> str:
 
 def _png_decode(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
     try:
-        img = png_decode(data)
+        img = png_decode(data, where)
+    except DstoreError:
+        raise  # a pixel bomb, refused from its header
     except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
         raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
     if img.dtype != spec.dtype.newbyteorder("=") or img.size != int(np.prod(spec.shape)):
@@ -392,7 +394,9 @@ def _png_decode_any(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
     kind = spec.kind
     assert isinstance(kind, Image)
     try:
-        img = png_decode(data)
+        img = png_decode(data, where)
+    except DstoreError:
+        raise  # a pixel bomb, refused from its header
     except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
         raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
     if kind.channels == 1 and img.ndim == 2:  # PNG has no 1-channel axis: dstore drops it on write
