@@ -347,3 +347,104 @@ def test_image_size_reads_each_header(fmt) -> None:
         img = img[..., 0]  # GIF is palette images: (H, W) of indices
     data = bytes(getattr(imagecodecs, f"{fmt}_encode")(img))
     assert image_size(data) == imagecodecs.imread(data).shape[:2] == (37, 53)
+
+
+# ------------------------------------------------- 5, 6. deep JSON, out-of-range numbers
+
+_CLI_WITH_PARSER = r"""
+import sys
+
+if sys.argv[1] == "stdlib":
+    sys.modules["orjson"] = None  # an install without the json extra: the standard library parses
+from dstore.cli import main
+
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _cli_child(parser: str, *argv: str) -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _CLI_WITH_PARSER, parser, *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=os.getcwd()),
+        check=False,
+    )
+    return done.returncode, done.stderr
+
+
+_NUMBERS = {
+    "1e400": (
+        b'[{"x": 1.5, "y": 1}, {"x": 1e400, "y": 2}]',
+        "record 1, field 'x': the number 1e400 is beyond float64's range",
+    ),
+    "-1e400 in a list": (
+        b'{"point_features": [{"f": [1.0, 2.0]}, {"f": [3.0, -1E+400]}], "dim": 2}',
+        "member 'point_features', record 1, field 'f', item 1: the number -1E+400 is beyond",
+    ),
+    "2**64": (
+        b'[{"id": 1}, {"id": 18446744073709551616}]',
+        "record 1, field 'id': the number 18446744073709551616 does not fit in 64 bits",
+    ),
+    "-2**63 - 1": (
+        b'[{"id": -9223372036854775809}]',
+        "record 0, field 'id': the number -9223372036854775809 does not fit in 64 bits",
+    ),
+    "2**64 - 1": (
+        b'[{"id": 1}, {"id": 18446744073709551615}]',
+        "field 'id', record 1: the integer 18446744073709551615 does not fit in int64",
+    ),
+    "10**30 among floats": (
+        b'[{"x": 0.5}, {"x": 1000000000000000000000000000000}]',
+        "record 1, field 'x': the number 1000000000000000000000000000000 does not fit in 64 bits",
+    ),
+}
+
+
+@pytest.mark.parametrize("parser", ["orjson", "stdlib"])
+def test_json_numbers_out_of_range_are_refused_by_one_rule(tmp_path, parser) -> None:
+    """1e400 became inf and 2**64 a float64 (with orjson; an exact int with the standard
+    library) while 2**64 - 1 was refused: now one rule, whichever parser runs."""
+    for case, (text, expected) in _NUMBERS.items():
+        src = tmp_path / f"{case.replace(' ', '_')}.json"
+        src.write_bytes(text)
+        code, err = _cli_child(parser, "convert", str(src), str(tmp_path / "out.npz"))
+        assert code == 2, (case, err)
+        line = _one_line(err)
+        assert line.startswith(
+            f"{'SchemaError' if case == '2**64 - 1' else 'CodecIOError'}: {src}"
+        ), line
+        assert expected in line, (case, line)
+        assert not (tmp_path / "out.npz").exists()
+
+
+@pytest.mark.parametrize("parser", ["orjson", "stdlib"])
+def test_json_lines_numbers_name_the_line_and_field(tmp_path, parser) -> None:
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(b'{"x": 1.0}\n{"x": 2e999}\n')
+    code, err = _cli_child(parser, "info", str(src))
+    assert code == 2
+    assert _one_line(err) == (
+        f"CodecIOError: {src}, line 2: field 'x': the number 2e999 is beyond float64's range"
+    )
+
+
+@pytest.mark.parametrize("parser", ["orjson", "stdlib"])
+def test_deeply_nested_json_is_one_line(tmp_path, parser) -> None:
+    """100,000 levels: orjson refused them, then the standard library's parser (the
+    fallback) raised RecursionError, a traceback."""
+    src = tmp_path / "deep.json"
+    src.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    code, err = _cli_child(parser, "info", str(src))
+    assert code == 2, err[-2000:]
+    assert _one_line(err).startswith(f"CodecIOError: {src}: nested too deeply")
+
+
+def test_uint64_values_beyond_int64_still_round_trip_through_json(tmp_path) -> None:
+    import dstore
+    from dstore.testing import read_all
+
+    values = np.array([0, 2**63, 2**64 - 1], np.uint64)
+    dstore.save({"train": {"u": values}}, str(tmp_path / "u.json"))
+    np.testing.assert_array_equal(read_all(str(tmp_path / "u.json"))["train"]["u"], values)

@@ -29,8 +29,14 @@ for bit.
 Parsing uses orjson when it is installed (the ``json`` extra: 5x faster than
 the standard library on float arrays, see ``benchmarks/bench_json.py``) and
 the standard library otherwise, or when orjson refuses a document the standard
-library reads (``NaN``/``Infinity``, integers beyond 64 bits), whose message
-with line and column is the one reported for a broken file.
+library reads (``NaN``/``Infinity``), whose message with line and column is
+the one reported for a broken file. Numbers follow one rule whichever parser
+runs: a literal beyond float64 (``1e400``, which the standard library reads as
+inf) and an integer beyond 64 bits (which orjson reads as a float64 from 2**64
+on) are refused naming the record and field; a document with such a long
+integer is parsed by the standard library, with checking hooks (about 25%
+slower than without them). Nesting deeper than a parser follows is one error,
+not a ``RecursionError``.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import base64
 import functools
 import json
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar, TypeGuard
@@ -59,7 +66,7 @@ from ..schema import (
 )
 from .base import Codec, Reader, Writer, is_regular_file, read_at
 
-__all__ = ["JsonCodec", "JsonLinesCodec", "loads"]
+__all__ = ["JsonCodec", "JsonLinesCodec", "JsonRangeError", "loads"]
 
 #: Member holding dstore's schema (a JSON Lines file's last line).
 SCHEMA_MEMBER = "dstore:schema"
@@ -67,31 +74,123 @@ SCHEMA_MEMBER = "dstore:schema"
 RECORDS_ATTR = "json.records"
 
 
-def _stdlib_loads(data: bytes) -> Any:
-    return json.loads(data)
+class JsonRangeError(ValueError):
+    """A JSON number no field can hold, or a document nested too deeply: not a parse error.
+
+    ``str(e)`` says where (record, field) and what; the reader prefixes the file."""
+
+
+#: The integers a JSON integer may be: what an int64 or uint64 field holds (an
+#: inferred integer field is int64: beyond it, the record is named then).
+_INT_RANGE = (-(2**63), 2**64 - 1)
+#: An integer literal orjson may not keep as written: 2**64 and more it parses as a
+#: float64, silently. 19 digits or more (int64 is 19 at most) go to the checked parser
+#: (a false alarm, digits in a string, costs the slower parser only).
+_LONG_INTEGER = re.compile(rb"(?<![\w.+\-])-?[0-9]{19,}(?![0-9.eE])")
+
+
+@dataclass(frozen=True)
+class _OutOfRange:
+    """Stands in for a number the checked parser could not keep: found and named after."""
+
+    text: str
+    what: str
+
+
+def _stdlib_loads(data: bytes | str, records: bool = False) -> Any:
+    """The standard library's parser, with one rule for numbers: a float literal beyond
+    float64 (``1e400``, which it reads as inf) or an integer beyond int64 is refused."""
+    lo, hi = _INT_RANGE
+    bad: list[_OutOfRange] = []
+
+    def checked_int(text: str) -> int | _OutOfRange:
+        value = int(text)
+        if lo <= value <= hi:
+            return value
+        bad.append(_OutOfRange(text, "does not fit in 64 bits"))
+        return bad[-1]
+
+    def checked_float(text: str) -> float | _OutOfRange:
+        # literals with a fraction or exponent only: NaN and Infinity are constants
+        value = float(text)
+        if math.isfinite(value):
+            return value
+        bad.append(_OutOfRange(text, "is beyond float64's range"))
+        return bad[-1]
+
+    try:
+        doc = json.loads(data, parse_int=checked_int, parse_float=checked_float)
+    except RecursionError:
+        raise JsonRangeError("nested too deeply for Python's parser") from None
+    if bad:
+        found = _find_out_of_range(doc, ())
+        where, value = found if found is not None else ((), bad[0])
+        raise JsonRangeError(
+            f"{_describe_path(where, records)}: the number {value.text[:40]} {value.what}"
+        )
+    return doc
+
+
+def _find_out_of_range(
+    value: Any, path: tuple[tuple[Any, Any], ...]
+) -> tuple[tuple[tuple[Any, Any], ...], _OutOfRange] | None:
+    """The first :class:`_OutOfRange` in a parsed document, and the (container, key)
+    pairs leading to it (the recursive parser read it: its depth is bounded)."""
+    if isinstance(value, _OutOfRange):
+        return path, value
+    items: Any = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        if isinstance(item, (dict, list, _OutOfRange)):
+            found = _find_out_of_range(item, (*path, (value, key)))
+            if found is not None:
+                return found
+    return None
+
+
+def _describe_path(path: tuple[tuple[Any, Any], ...], records: bool) -> str:
+    """(container, key) pairs into a document in dstore's words: the records of a list
+    of objects and their fields, items of a list, members of other objects.
+    ``records``: the document itself is one record (a JSON Lines line)."""
+    words = []
+    in_record = records
+    for container, key in path:
+        if isinstance(container, list):
+            in_record = all(isinstance(v, dict) for v in container)
+            words.append(f"record {key}" if in_record else f"item {key}")
+        else:
+            words.append(f"field {key!r}" if in_record else f"member {key!r}")
+            in_record = False
+    return ", ".join(words) or "the document"
 
 
 @functools.cache  # chosen once per process
-def _pick_loads() -> Callable[[bytes], Any]:
+def _pick_loads() -> Callable[[bytes, bool], Any]:
     try:
         import orjson
     except ImportError:
         return _stdlib_loads
     fast = orjson.loads
 
-    def loads(data: bytes) -> Any:
+    def loads(data: bytes, records: bool = False) -> Any:
+        if _LONG_INTEGER.search(data):
+            return _stdlib_loads(data, records)  # orjson would make 2**64 a float64
         try:
             return fast(data)
-        except orjson.JSONDecodeError:
-            # NaN/Infinity and huge integers are stdlib-only; a broken file gets its message
-            return json.loads(data)
+        except orjson.JSONDecodeError as e:
+            if "recursion" in str(e):
+                raise JsonRangeError(f"nested too deeply ({e})") from None
+            # NaN/Infinity and 1e400 are stdlib-only; a broken file gets its message
+            return _stdlib_loads(data, records)
 
     return loads
 
 
-def loads(data: bytes) -> Any:
-    """Parse one JSON text (orjson if installed, else the standard library)."""
-    return _pick_loads()(data)
+def loads(data: bytes, records: bool = False) -> Any:
+    """Parse one JSON text (orjson if installed, else the standard library) by one rule,
+    whichever parser runs: an integer beyond int64, a number beyond float64 (``1e400``)
+    or nesting beyond the parser's depth is a :class:`JsonRangeError` saying where
+    (``records``: the text is one record, as a JSON Lines line is)."""
+    return _pick_loads()(data, records)
 
 
 # ---------------------------------------------------------------------------- reading
@@ -137,10 +236,13 @@ def _infer_field(values: list[Any], where: str) -> tuple[Kind, Column]:
         if bad is not None:
             raise refuse(bad)
         if all(isinstance(v, int) for v in values):
-            try:
-                return Tensor(np.dtype(np.int64), ()), np.array(values, dtype=np.int64)
-            except OverflowError:
-                raise SchemaError(f"{where}: an integer does not fit in 64 bits") from None
+            lo, hi = _INT_RANGE[0], 2**63 - 1
+            bad = _first_disagreeing(values, lambda v: lo <= v <= hi)
+            if bad is not None:
+                raise SchemaError(
+                    f"{where}, record {bad}: the integer {values[bad]} does not fit in int64"
+                )
+            return Tensor(np.dtype(np.int64), ()), np.array(values, dtype=np.int64)
         return Tensor(np.dtype(np.float64), ()), np.array(values, dtype=np.float64)
     if isinstance(first, str):
         bad = _first_disagreeing(values, lambda v: isinstance(v, str))
@@ -352,6 +454,8 @@ class JsonReader(Reader):
     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema | None]:
         try:
             doc = loads(data)
+        except JsonRangeError as e:
+            raise CodecIOError(f"{self.path}: {e}") from None
         except ValueError as e:
             raise _parse_error(self.path, e) from None
         if isinstance(doc, list):
@@ -417,7 +521,9 @@ class JsonReader(Reader):
             if not line.strip():
                 continue
             try:
-                obj = loads(line)
+                obj = loads(line, records=True)
+            except JsonRangeError as e:
+                raise CodecIOError(f"{self.path}, line {n}: {e}") from None
             except ValueError as e:
                 raise _parse_error(self.path, e, n) from None
             if not isinstance(obj, dict):
