@@ -448,3 +448,55 @@ def test_uint64_values_beyond_int64_still_round_trip_through_json(tmp_path) -> N
     values = np.array([0, 2**63, 2**64 - 1], np.uint64)
     dstore.save({"train": {"u": values}}, str(tmp_path / "u.json"))
     np.testing.assert_array_equal(read_all(str(tmp_path / "u.json"))["train"]["u"], values)
+
+
+# ---------------------------------------------------------- 7. dtype policies
+
+
+@pytest.fixture
+def ints_npz(tmp_path) -> str:
+    src = str(tmp_path / "ints.npz")
+    np.savez(src, x=np.arange(12, dtype=np.uint8).reshape(4, 3), y=np.arange(4))
+    return src
+
+
+@pytest.mark.parametrize(
+    ("policies", "expected"),
+    [
+        (
+            ["x=float16"],
+            "DtypePolicyError: dtype policy for 'x': float16 applies to floating fields; "
+            "'x' is uint8 (3,), which it would leave as it is",
+        ),
+        (
+            ["x=float16", "x=float32"],
+            "DtypePolicyError: dtype policy gives field 'x' two rules, float16 and float32; "
+            "keep one",
+        ),
+        (
+            ["float16,float32"],
+            "DtypePolicyError: dtype policy gives every floating field two rules, float16 "
+            "and float32; keep one",
+        ),
+    ],
+)
+def test_a_per_field_policy_that_does_nothing_or_conflicts_is_an_error(
+    tmp_path, capsys, ints_npz, policies, expected
+) -> None:
+    """`--dtype x=float16` on an integer field exited 0 and changed nothing; two rules
+    for one field took the last silently."""
+    dst = str(tmp_path / "out.npz")
+    argv = [a for p in policies for a in ("--dtype", p)]
+    code, _, err = _run_cli(capsys, "convert", ints_npz, dst, *argv)
+    assert code == 2
+    assert _one_line(err) == expected
+    assert sorted(os.listdir(tmp_path)) == ["ints.npz"]
+
+
+def test_a_blanket_policy_with_no_floating_field_says_so_once(tmp_path, capsys, ints_npz) -> None:
+    dst = str(tmp_path / "out.npz")
+    # the same rule twice is no conflict
+    code, out, err = _run_cli(capsys, "convert", ints_npz, dst, "--dtype", "float16,float16")
+    assert code == 0, err
+    notes = [line for line in out.splitlines() if line.startswith("note:")]
+    assert notes == ["note: dtype policy float16 changed nothing: no field is floating"]
