@@ -1,8 +1,10 @@
 """The ``dstore`` command: argument parsing and printing only; the work is in the library.
 
 Errors are one line on stderr (``TypeName: message``) and a non-zero exit
-code; ``--debug`` shows the traceback instead. Ctrl-C exits 130; a reader that
-goes away (``dstore info x.npz | head -1``) ends the command quietly with 141.
+code; ``--debug`` shows the traceback instead. Ctrl-C exits 130, SIGTERM
+(systemd, ``timeout``, Kubernetes) is handled the same way and exits 143; a
+reader that goes away (``dstore info x.npz | head -1``) ends the command
+quietly with 141.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import DstoreError
+from .errors import DstoreError, Terminated
 
 # The library (numpy and up) is imported by the commands that use it, not here: `dstore
 # --help` and `--version` then start in the time Python itself takes (see README, Start-up).
@@ -24,6 +28,8 @@ __all__ = ["main"]
 EXIT_ERROR = 2
 EXIT_MISMATCH = 1
 EXIT_INTERRUPTED = 130
+#: 128 + SIGTERM, as a shell reports a process that SIGTERM ended.
+EXIT_TERMINATED = 143
 #: 128 + SIGPIPE, as coreutils exit when the reader of their output goes away (``| head``).
 EXIT_BROKEN_PIPE = 141
 
@@ -534,7 +540,7 @@ def _run(argv: Sequence[str] | None) -> int:
         return int(args.func(args))
     except KeyboardInterrupt as e:
         print(str(e) or "interrupted: no output was left behind", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if _sigterm.received else EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # the reader of our output went away: main() ends quietly
     except (DstoreError, ValueError, OSError, argparse.ArgumentTypeError) as e:
@@ -551,10 +557,41 @@ def _run(argv: Sequence[str] | None) -> int:
         return EXIT_ERROR
 
 
+class _SigtermAsInterrupt:
+    """SIGTERM raises :class:`~dstore.errors.Terminated`, a KeyboardInterrupt, in the
+    main thread: every clean-up that Ctrl-C runs (temporary output, writer lock, a
+    sharded run's journal) runs for it too, at once, instead of at the next run.
+    A second SIGTERM during that clean-up is ignored, so that it completes."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self.previous: Any = None
+
+    def handle(self, signum: int, frame: Any) -> None:
+        self.received = True
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated("terminated (SIGTERM): no output was left behind")
+
+    def __enter__(self) -> _SigtermAsInterrupt:
+        self.received = False
+        if threading.current_thread() is threading.main_thread():  # signal() needs it
+            self.previous = signal.signal(signal.SIGTERM, self.handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+            self.previous = None
+
+
+_sigterm = _SigtermAsInterrupt()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
-            return _run(argv)
+            with _sigterm:
+                return _run(argv)
         finally:  # also after --help's SystemExit
             # Flush here so that a reader which left (``| head -1``) shows up now, not as
             # "Exception ignored ... BrokenPipeError" when the interpreter exits.
