@@ -126,10 +126,20 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_lines(lines: Sequence[str]) -> None:
+    """Report lines, each printed as one line with nothing a terminal acts on: names
+    are quoted where the reports print them, and this catches any a codec's own
+    details (``describe()``) print raw."""
+    from .names import printable
+
+    print("\n".join(printable(line) for line in lines))
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     from . import api
 
-    print("\n".join(api.info(args.path, format=args.from_format, **_drop_options(args)).lines()))
+    report = api.info(args.path, format=args.from_format, **_drop_options(args))
+    _print_lines(report.lines())
     return 0
 
 
@@ -143,7 +153,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if args.b_format:
             raise argparse.ArgumentTypeError("--from-b needs a second dataset B")
         report = api.check(args.a, format=args.from_format)
-    print("\n".join(report.lines()))
+    _print_lines(report.lines())
     return 0 if report.ok else EXIT_MISMATCH
 
 
@@ -546,8 +556,14 @@ def _run(argv: Sequence[str] | None) -> int:
     except (DstoreError, ValueError, OSError, argparse.ArgumentTypeError) as e:
         if args.debug:
             raise
+        from .names import printable
+
         text = getattr(e, "cli_message", None) or str(e)  # e.g. --overwrite, not overwrite=True
-        message = text.splitlines()[0] if text else repr(e)
+        # dstore's own messages are one line by construction (a newline is in a name
+        # from the data): shown whole, escaped; a library's may run on over many lines
+        if text and not isinstance(e, DstoreError):
+            text = text.splitlines()[0]
+        message = printable(text) if text else repr(e)
         if isinstance(e, OSError) and not isinstance(e, DstoreError) and e.filename is None:
             # a write that ran out of room (errno 28) names no file: name what we wrote
             where = getattr(args, "dst", None) or getattr(args, "path", None)

@@ -500,3 +500,45 @@ def test_a_blanket_policy_with_no_floating_field_says_so_once(tmp_path, capsys, 
     assert code == 0, err
     notes = [line for line in out.splitlines() if line.startswith("note:")]
     assert notes == ["note: dtype policy float16 changed nothing: no field is floating"]
+
+
+# ------------------------------------------------------------ 9. names in printed output
+
+_HOSTILE = "y: 3 records bit-exact\nok  data_z\x1b[31m"
+
+
+def _hostile_npz(path, counts: tuple[int, int] = (3, 3)) -> None:
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("x.npy", _npy(np.arange(counts[0])))
+        z.writestr(_HOSTILE + ".npy", _npy(np.arange(counts[1])))
+
+
+@pytest.mark.parametrize("command", ["info", "verify", "verify-two"])
+def test_names_cannot_forge_report_lines_or_reach_the_terminal(tmp_path, capsys, command) -> None:
+    """A field name with a newline printed raw made `verify` print a fake `ok ...` line,
+    and escape sequences reached the terminal."""
+    src = str(tmp_path / "evil.npz")
+    _hostile_npz(src)
+    argv = {"info": ["info", src], "verify": ["verify", src], "verify-two": ["verify", src, src]}
+    code, out, err = _run_cli(capsys, *argv[command])
+    assert code == 0, err
+    assert "\x1b" not in out + err
+    lines = out.splitlines()
+    if command == "verify-two":
+        assert [ln.split(":")[0] for ln in lines if ln.startswith("ok")] == [
+            "ok  data/x",
+            "ok  data/'y",  # the quoted name, one line
+        ]
+    if command != "verify":  # which checks a split as a whole, naming no field
+        assert repr(_HOSTILE) in out
+
+
+def test_an_error_naming_a_hostile_key_is_one_whole_line(tmp_path, capsys) -> None:
+    """The error was cut at the newline in the name, and so lost its end (the --drop hint)."""
+    src = str(tmp_path / "evil.npz")
+    _hostile_npz(src, (3, 4))
+    code, _, err = _run_cli(capsys, "info", src)
+    assert code == 2
+    line = _one_line(err)
+    assert repr(_HOSTILE) in line and "\x1b" not in line
+    assert line.endswith("leave it out with --drop x")

@@ -29,6 +29,7 @@ from ...model import (
     infer_column,
     slice_column,
 )
+from ...names import shown
 from ...schema import (
     MAX_EMPTY_RECORDS,
     Batch,
@@ -684,7 +685,7 @@ class NpzReader(Reader):
             info = self._zip.getinfo(m.zip_name)
             how = "deflate" if info.compress_type == zipfile.ZIP_DEFLATED else "stored"
             lines.append(
-                f"member {m.zip_name}: {how}, {info.file_size} -> {info.compress_size} bytes"
+                f"member {shown(m.zip_name)}: {how}, {info.file_size} -> {info.compress_size} bytes"
             )
         return lines
 
