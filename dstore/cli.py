@@ -86,18 +86,17 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if args.per_source:
         from .multisource import write_per_source
 
-        print(
-            write_per_source(
-                args.src,
-                args.dst,
-                to=args.to,
-                from_format=args.from_format,
-                dtype=args.dtype,
-                on_overflow=args.on_overflow,
-                options=_key_values(args.option),
-                overwrite=args.overwrite,
-            ).summary()
+        done = write_per_source(
+            args.src,
+            args.dst,
+            to=args.to,
+            from_format=args.from_format,
+            dtype=args.dtype,
+            on_overflow=args.on_overflow,
+            options=_key_values(args.option),
+            overwrite=args.overwrite,
         )
+        _print_lines(done.summary().splitlines())
         return 0
     bar = _ProgressBar("convert") if sys.stderr.isatty() else None
     try:
@@ -122,7 +121,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    print(report.summary())
+    _print_lines(report.summary().splitlines())
     return 0
 
 

@@ -513,13 +513,19 @@ def _hostile_npz(path, counts: tuple[int, int] = (3, 3)) -> None:
         z.writestr(_HOSTILE + ".npy", _npy(np.arange(counts[1])))
 
 
-@pytest.mark.parametrize("command", ["info", "verify", "verify-two"])
+@pytest.mark.parametrize("command", ["info", "verify", "verify-two", "convert"])
 def test_names_cannot_forge_report_lines_or_reach_the_terminal(tmp_path, capsys, command) -> None:
     """A field name with a newline printed raw made `verify` print a fake `ok ...` line,
     and escape sequences reached the terminal."""
     src = str(tmp_path / "evil.npz")
     _hostile_npz(src)
-    argv = {"info": ["info", src], "verify": ["verify", src], "verify-two": ["verify", src, src]}
+    argv = {
+        "info": ["info", src],
+        "verify": ["verify", src],
+        "verify-two": ["verify", src, src],
+        # the summary's note names the key left out
+        "convert": ["convert", src, str(tmp_path / "o.npz"), "--drop", _HOSTILE],
+    }
     code, out, err = _run_cli(capsys, *argv[command])
     assert code == 0, err
     assert "\x1b" not in out + err
@@ -531,6 +537,7 @@ def test_names_cannot_forge_report_lines_or_reach_the_terminal(tmp_path, capsys,
         ]
     if command != "verify":  # which checks a split as a whole, naming no field
         assert repr(_HOSTILE) in out
+        assert len(lines) == len(out.split("\n")) - 1  # nothing but the lines printed
 
 
 def test_an_error_naming_a_hostile_key_is_one_whole_line(tmp_path, capsys) -> None:
