@@ -74,7 +74,8 @@ def _add_drop(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="KEY",
         help="leave key KEY of the input out, repeatable: a member whose record count does not "
-        "line up with the others (pyspacer's npz 'meta'); npz inputs (default: keep all)",
+        "line up with the others (pyspacer's npz 'meta'), a 0-d member; other formats: a "
+        "field name, or SPLIT/FIELD (default: keep all)",
     )
 
 

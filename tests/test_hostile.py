@@ -549,3 +549,43 @@ def test_an_error_naming_a_hostile_key_is_one_whole_line(tmp_path, capsys) -> No
     line = _one_line(err)
     assert repr(_HOSTILE) in line and "\x1b" not in line
     assert line.endswith("leave it out with --drop x")
+
+
+# -------------------------------------------------------------------------- 10. --drop
+
+
+def test_drop_leaves_out_a_0d_npz_member(tmp_path, capsys) -> None:
+    """np.savez(..., n=np.array(5)) beside the data: the 0-d check ran before --drop,
+    so the member could not be left out."""
+    src, dst = str(tmp_path / "d.npz"), str(tmp_path / "out.npz")
+    np.savez(src, x=np.arange(6.0).reshape(3, 2), n=np.array(5))
+    code, _, err = _run_cli(capsys, "convert", src, dst)
+    assert code == 2
+    assert _one_line(err) == (
+        f"SchemaError: {src}: key 'n' is a 0-d array; every field needs a record axis "
+        "(leave it out with --drop n)"
+    )
+    code, out, err = _run_cli(capsys, "convert", src, dst, "--drop", "n")
+    assert code == 0, err
+    assert f"note: {src}: key 'n' () left out (drop=n)" in out
+    with np.load(dst) as z:
+        assert z.files == ["x"]
+
+
+@pytest.mark.parametrize("ext", ["zarr", "h5", "json", "tfrecords"])
+def test_drop_works_for_every_format(tmp_path, capsys, ext) -> None:
+    import dstore
+    from dstore.testing import read_all
+
+    src, dst = str(tmp_path / f"d.{ext}"), str(tmp_path / "out.npz")
+    x, y = np.arange(6.0).reshape(3, 2), np.arange(3)
+    dstore.save({"train": {"x": x, "y": y}}, src)
+    code, out, err = _run_cli(capsys, "convert", src, dst, "--drop", "y")
+    assert code == 0, err
+    assert "left out" in out
+    got = read_all(dst)
+    assert list(got["train"]) == ["x"]
+    np.testing.assert_array_equal(got["train"]["x"], x)
+    code, _, err = _run_cli(capsys, "info", src, "--drop", "train/nope")
+    assert code == 2
+    assert "drop='train/nope': no such field (fields: 'x', 'y')" in _one_line(err)

@@ -7,6 +7,7 @@ import json
 import math
 import mmap
 import os
+import shlex
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -140,8 +141,15 @@ class NpzReader(Reader):
             raise CodecIOError(f"{path}: not a valid npz (zip) file: {e}") from None
         try:
             self._check_directory()
+            self._scalars: dict[str, str] = {}  # 0-d members: refused unless dropped
             self._members = self._read_headers()
             self._drop(drop)
+            if self._scalars:
+                key = next(iter(self._scalars))
+                raise SchemaError(
+                    f"{path}: key {key!r} is a 0-d array; every field needs a record axis "
+                    f"(leave it out with --drop {shlex.quote(key)})"
+                )
             self._sources = self._group_members()
             fields = {key: (src.kind, src.count) for key, src in self._sources.items()}
             inferred = schema_from_fields(fields, path)
@@ -233,9 +241,10 @@ class NpzReader(Reader):
             if dtype.kind not in "USO":
                 check_dtype(dtype, f"{self.path}: key {key!r}")
             if len(shape) == 0:
-                raise SchemaError(
-                    f"{self.path}: key {key!r} is a 0-d array; every field needs a record axis"
-                )
+                # np.savez(..., n=np.array(5)) beside the data is common: --drop may
+                # leave it out, so it is refused after --drop (in __init__), not here
+                self._scalars[key] = info.filename
+                continue
             self._check_size(key, info, dtype, tuple(shape), offset)
             members[key] = _Member(key, info.filename, dtype, tuple(shape), fortran, offset)
         return members
@@ -274,15 +283,18 @@ class NpzReader(Reader):
         notes = []
         self._dropped: set[str] = set()
         for key in keys:
+            if self._scalars.pop(key, None) is not None:
+                self._dropped.add(key)
+                notes.append(f"{self.path}: key {key!r} () left out (drop={key})")
+                continue
             found = [
                 k
                 for k in self._members
                 if k == key or k in (key + s for s in (_VALUES, _ROW_SPLITS, _SHAPES))
             ]
             if not found:
-                raise SchemaError(
-                    f"{self.path}: drop={key!r}: no such key (keys: {', '.join(self._members)})"
-                )
+                held = ", ".join(map(repr, [*self._members, *self._scalars]))
+                raise SchemaError(f"{self.path}: drop={key!r}: no such key (keys: {held})")
             self._dropped.add(key)
             for k in found:
                 m = self._members.pop(k)
