@@ -589,3 +589,34 @@ def test_drop_works_for_every_format(tmp_path, capsys, ext) -> None:
     code, _, err = _run_cli(capsys, "info", src, "--drop", "train/nope")
     assert code == 2
     assert "drop='train/nope': no such field (fields: 'x', 'y')" in _one_line(err)
+
+
+# ------------------------------------------------------------ 11. --from json on a folder
+
+
+def test_from_json_reads_a_folder_whatever_the_file_names(tmp_path, capsys) -> None:
+    """pyspacer-style feature files named without .json: `fv/: no such file`."""
+    import json
+
+    from dstore.testing import read_all
+
+    folder = tmp_path / "fv"
+    folder.mkdir()
+    for i in range(3):
+        records = [{"row": i, "col": j, "f": [float(i), float(j)]} for j in range(2)]
+        (folder / f"img{i}.featurevector").write_text(json.dumps(records))
+    dst = str(tmp_path / "fv.npz")
+    code, _, err = _run_cli(capsys, "convert", str(folder), dst, "--from", "json")
+    assert code == 0, err
+    got = read_all(dst)
+    (split,) = got.values()
+    assert len(split["row"]) == 6
+    assert sorted(set(split["source"].to_str_list())) == [f"img{i}.featurevector" for i in range(3)]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = _run_cli(capsys, "info", str(empty), "--from", "json")
+    assert code == 2
+    assert (
+        _one_line(err)
+        == f"CodecIOError: {empty}: the folder holds no json file (nor one without a format)"
+    )
