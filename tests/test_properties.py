@@ -39,3 +39,32 @@ def test_any_dataset_roundtrips(codec, data, batch_bytes):
         dstore.save(data, src)
         dstore.convert(src, dst, batch_bytes=batch_bytes)
         assert_datasets_equal(data, read_all(dst))
+
+
+_NUMBER_TEXTS = st.one_of(
+    st.integers().map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.from_regex(r"-?[1-9][0-9]{0,2}(\.[0-9]{1,3})?[eE][+-]?[0-9]{1,4}", fullmatch=True),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_NUMBER_TEXTS)
+def test_json_numbers_follow_one_rule_whichever_parser_runs(text):
+    """orjson and the standard library (issue #26: 1e400 became inf in one, 2**64 a
+    float64 in the other) give the same number of the same type, or both refuse it."""
+    pytest.importorskip("orjson")
+    from dstore.codecs.json import JsonRangeError, _stdlib_loads, loads
+
+    doc = f'[{{"v": {text}}}]'.encode()
+    outcomes = []
+    for parse in (loads, _stdlib_loads):
+        try:
+            value = parse(doc)[0]["v"]
+        except JsonRangeError as e:
+            outcomes.append(("refused", str(e)))
+        else:
+            outcomes.append((type(value).__name__, value))
+    assert outcomes[0] == outcomes[1], (text, outcomes)
+    if outcomes[0][0] == "refused":
+        assert outcomes[0][1].startswith("record 0, field 'v': the number ")
