@@ -33,10 +33,11 @@ library reads (``NaN``/``Infinity``), whose message with line and column is
 the one reported for a broken file. Numbers follow one rule whichever parser
 runs: a literal beyond float64 (``1e400``, which the standard library reads as
 inf) and an integer beyond 64 bits (which orjson reads as a float64 from 2**64
-on) are refused naming the record and field; a document with such a long
-integer is parsed by the standard library, with checking hooks (about 25%
-slower than without them). Nesting deeper than a parser follows is one error,
-not a ``RecursionError``.
+on) are refused naming the record and field. orjson's floats of 2**63 or
+more in magnitude (rare in data, and what it makes of such integers) send the
+document to the standard library's parser with checking hooks, which
+decides. Nesting deeper than a parser follows is one error, not a
+``RecursionError``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ import base64
 import functools
 import json
 import math
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar, TypeGuard
@@ -54,7 +54,7 @@ import numpy as np
 
 from .. import attrs as attr_codec
 from .. import fs
-from ..errors import CodecIOError, SchemaError
+from ..errors import CodecIOError, DstoreError, SchemaError
 from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, infer_column
 from ..schema import (
     DEFAULT_SPLIT,
@@ -83,10 +83,10 @@ class JsonRangeError(ValueError):
 #: The integers a JSON integer may be: what an int64 or uint64 field holds (an
 #: inferred integer field is int64: beyond it, the record is named then).
 _INT_RANGE = (-(2**63), 2**64 - 1)
-#: An integer literal orjson may not keep as written: 2**64 and more it parses as a
-#: float64, silently. 19 digits or more (int64 is 19 at most) go to the checked parser
-#: (a false alarm, digits in a string, costs the slower parser only).
-_LONG_INTEGER = re.compile(rb"(?<![\w.+\-])-?[0-9]{19,}(?![0-9.eE])")
+#: orjson parses an integer literal from 2**64 on (or below -2**63) as a float64,
+#: silently: a document holding a float of this magnitude is parsed again by the
+#: checked standard-library parser, which keeps integers as written and decides.
+_HUGE = 2.0**63
 
 
 @dataclass(frozen=True)
@@ -172,8 +172,6 @@ def _pick_loads() -> Callable[[bytes, bool], Any]:
     fast = orjson.loads
 
     def loads(data: bytes, records: bool = False) -> Any:
-        if _LONG_INTEGER.search(data):
-            return _stdlib_loads(data, records)  # orjson would make 2**64 a float64
         try:
             return fast(data)
         except orjson.JSONDecodeError as e:
@@ -186,11 +184,30 @@ def _pick_loads() -> Callable[[bytes, bool], Any]:
 
 
 def loads(data: bytes, records: bool = False) -> Any:
-    """Parse one JSON text (orjson if installed, else the standard library) by one rule,
-    whichever parser runs: an integer beyond int64, a number beyond float64 (``1e400``)
-    or nesting beyond the parser's depth is a :class:`JsonRangeError` saying where
-    (``records``: the text is one record, as a JSON Lines line is)."""
+    """Parse one JSON text (orjson if installed, else the standard library). A number
+    beyond float64 (``1e400``) or nesting beyond the parser's depth is a
+    :class:`JsonRangeError` saying where (``records``: the text is one record, as a
+    JSON Lines line is); so is an integer beyond 64 bits, except that orjson reads
+    those from 2**64 on as floats (see :func:`_has_huge_float`, and the reader)."""
     return _pick_loads()(data, records)
+
+
+def _has_huge_float(value: Any) -> bool:
+    """Does a parsed value (a column, an attribute) hold a float of 2**63 or more in
+    magnitude, which orjson may have made of an integer literal?"""
+    if isinstance(value, VarColumn):
+        value = value.values
+    if isinstance(value, np.ndarray):
+        # float16 cannot hold 2**63 (nor be compared with it without a warning)
+        wide = value.dtype.kind in "fc" and value.dtype.itemsize > 2
+        return wide and bool(np.any(np.abs(value) >= _HUGE))
+    if isinstance(value, float):
+        return abs(value) >= _HUGE
+    if isinstance(value, dict):
+        return any(_has_huge_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_huge_float(v) for v in value)
+    return False
 
 
 # ---------------------------------------------------------------------------- reading
@@ -416,7 +433,27 @@ class JsonReader(Reader):
                 data = f.read()
         except OSError as e:
             raise CodecIOError(f"{path}: cannot read: {e}") from None
-        splits, attrs, stored = self._parse_lines(data) if lines else self._parse(data)
+        fast = _pick_loads()
+        if fast is _stdlib_loads:
+            self._load(data, lines, fast)
+            return
+        try:
+            self._load(data, lines, fast)
+            again = _has_huge_float(self._data) or _has_huge_float(self._root)
+        except DstoreError:
+            again = True  # a number out of range is reported as the checked parser sees it
+        if again:
+            # orjson made an integer literal beyond 64 bits a float (or something failed):
+            # the standard library's checked parser reads the document and decides
+            self._load(data, lines, _stdlib_loads)
+
+    def _load(self, data: bytes, lines: bool, parse: Callable[[bytes, bool], Any]) -> None:
+        """Columns, schema and attributes of the document ``data``, parsed by ``parse``."""
+        path = self.path
+        self._root: dict[str, Any] = {}  # the members that are not records (attributes)
+        splits, attrs, stored = (
+            self._parse_lines(data, parse) if lines else self._parse(data, parse)
+        )
         self._data: dict[str, dict[str, Column]] = {}
         kinds_by_split: dict[str, dict[str, Kind]] = {}
         for split, records in splits.items():
@@ -450,10 +487,10 @@ class JsonReader(Reader):
         return schema
 
     def _parse(
-        self, data: bytes
+        self, data: bytes, parse: Callable[[bytes, bool], Any]
     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema | None]:
         try:
-            doc = loads(data)
+            doc = parse(data, False)
         except JsonRangeError as e:
             raise CodecIOError(f"{self.path}: {e}") from None
         except ValueError as e:
@@ -490,6 +527,7 @@ class JsonReader(Reader):
         else:
             splits = {k: members[k] for k in lists}
         root = {k: v for k, v in members.items() if k not in lists}
+        self._root = root
         if root:
             encoded, _ = attr_codec.encode_all(root, self.path)
             attrs[attr_codec.ATTRS_KEY] = {"root": encoded}
@@ -513,7 +551,7 @@ class JsonReader(Reader):
         return splits, {}, schema
 
     def _parse_lines(
-        self, data: bytes
+        self, data: bytes, parse: Callable[[bytes, bool], Any]
     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema | None]:
         records = []
         stored_json = None
@@ -521,7 +559,7 @@ class JsonReader(Reader):
             if not line.strip():
                 continue
             try:
-                obj = loads(line, records=True)
+                obj = parse(line, True)
             except JsonRangeError as e:
                 raise CodecIOError(f"{self.path}, line {n}: {e}") from None
             except ValueError as e:
