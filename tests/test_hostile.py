@@ -431,11 +431,20 @@ def test_json_lines_numbers_name_the_line_and_field(tmp_path, parser) -> None:
 
 
 @pytest.mark.parametrize("parser", ["orjson", "stdlib"])
-def test_deeply_nested_json_is_one_line(tmp_path, parser) -> None:
+@pytest.mark.parametrize("where", ["document", "attribute", "field"])
+def test_deeply_nested_json_is_one_line(tmp_path, parser, where) -> None:
     """100,000 levels: orjson refused them, then the standard library's parser (the
-    fallback) raised RecursionError, a traceback."""
+    fallback) raised RecursionError, a traceback. 1,000 levels, which orjson takes,
+    in an attribute or a record's field: a RecursionError further on."""
+    deep = {"document": 100_000, "attribute": 1_000, "field": 1_000}[where]
+    value = b"[" * deep + b"1" + b"]" * deep
+    text = {
+        "document": value,
+        "attribute": b'{"recs": [{"a": 1}], "meta": ' + value + b"}",
+        "field": b'[{"a": ' + value + b"}]",
+    }[where]
     src = tmp_path / "deep.json"
-    src.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    src.write_bytes(text)
     code, err = _cli_child(parser, "info", str(src))
     assert code == 2, err[-2000:]
     assert _one_line(err).startswith(f"CodecIOError: {src}: nested too deeply")

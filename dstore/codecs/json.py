@@ -99,7 +99,8 @@ class _OutOfRange:
 
 def _stdlib_loads(data: bytes | str, records: bool = False) -> Any:
     """The standard library's parser, with one rule for numbers: a float literal beyond
-    float64 (``1e400``, which it reads as inf) or an integer beyond int64 is refused."""
+    float64 (``1e400``, which it reads as inf) or an integer beyond 64 bits (what
+    neither an int64 nor a uint64 field holds) is refused, naming where it is."""
     lo, hi = _INT_RANGE
     bad: list[_OutOfRange] = []
 
@@ -123,7 +124,10 @@ def _stdlib_loads(data: bytes | str, records: bool = False) -> Any:
     except RecursionError:
         raise JsonRangeError("nested too deeply for Python's parser") from None
     if bad:
-        found = _find_out_of_range(doc, ())
+        try:
+            found = _find_out_of_range(doc, ())
+        except RecursionError:  # parsed just within the limit, walked beyond it
+            found = None
         where, value = found if found is not None else ((), bad[0])
         raise JsonRangeError(
             f"{_describe_path(where, records)}: the number {value.text[:40]} {value.what}"
@@ -193,20 +197,26 @@ def loads(data: bytes, records: bool = False) -> Any:
 
 
 def _has_huge_float(value: Any) -> bool:
-    """Does a parsed value (a column, an attribute) hold a float of 2**63 or more in
-    magnitude, which orjson may have made of an integer literal?"""
-    if isinstance(value, VarColumn):
-        value = value.values
-    if isinstance(value, np.ndarray):
-        # float16 cannot hold 2**63 (nor be compared with it without a warning)
-        wide = value.dtype.kind in "fc" and value.dtype.itemsize > 2
-        return wide and bool(np.any(np.abs(value) >= _HUGE))
-    if isinstance(value, float):
-        return abs(value) >= _HUGE
-    if isinstance(value, dict):
-        return any(_has_huge_float(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_huge_float(v) for v in value)
+    """Does a parsed value (columns, attributes) hold a float of 2**63 or more in
+    magnitude, which orjson may have made of an integer literal? (A loop, not a
+    recursion: orjson accepts nesting deeper than Python's recursion limit.)"""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, VarColumn):
+            item = item.values
+        if isinstance(item, np.ndarray):
+            # float16 cannot hold 2**63 (nor be compared with it without a warning)
+            wide = item.dtype.kind in "fc" and item.dtype.itemsize > 2
+            if wide and np.any(np.abs(item) >= _HUGE):
+                return True
+        elif isinstance(item, float):
+            if abs(item) >= _HUGE:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 
@@ -449,6 +459,16 @@ class JsonReader(Reader):
 
     def _load(self, data: bytes, lines: bool, parse: Callable[[bytes, bool], Any]) -> None:
         """Columns, schema and attributes of the document ``data``, parsed by ``parse``."""
+        try:
+            self._build(data, lines, parse)
+        except RecursionError:
+            # orjson takes 1024 levels; what is done with a value after (attributes,
+            # lists of numbers) recurses in Python, whose limit is about 1000
+            raise CodecIOError(
+                f"{self.path}: nested too deeply (Python's recursion limit)"
+            ) from None
+
+    def _build(self, data: bytes, lines: bool, parse: Callable[[bytes, bool], Any]) -> None:
         path = self.path
         self._root: dict[str, Any] = {}  # the members that are not records (attributes)
         splits, attrs, stored = (
