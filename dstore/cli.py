@@ -1,8 +1,10 @@
 """The ``dstore`` command: argument parsing and printing only; the work is in the library.
 
 Errors are one line on stderr (``TypeName: message``) and a non-zero exit
-code; ``--debug`` shows the traceback instead. Ctrl-C exits 130; a reader that
-goes away (``dstore info x.npz | head -1``) ends the command quietly with 141.
+code; ``--debug`` shows the traceback instead. Ctrl-C exits 130, SIGTERM
+(systemd, ``timeout``, Kubernetes) is handled the same way and exits 143; a
+reader that goes away (``dstore info x.npz | head -1``) ends the command
+quietly with 141.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import DstoreError
+from .errors import DstoreError, Terminated
 
 # The library (numpy and up) is imported by the commands that use it, not here: `dstore
 # --help` and `--version` then start in the time Python itself takes (see docs/benchmarks.md, Start-up).
@@ -24,6 +28,8 @@ __all__ = ["main"]
 EXIT_ERROR = 2
 EXIT_MISMATCH = 1
 EXIT_INTERRUPTED = 130
+#: 128 + SIGTERM, as a shell reports a process that SIGTERM ended.
+EXIT_TERMINATED = 143
 #: 128 + SIGPIPE, as coreutils exit when the reader of their output goes away (``| head``).
 EXIT_BROKEN_PIPE = 141
 
@@ -68,7 +74,8 @@ def _add_drop(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="KEY",
         help="leave key KEY of the input out, repeatable: a member whose record count does not "
-        "line up with the others (pyspacer's npz 'meta'); npz inputs (default: keep all)",
+        "line up with the others (pyspacer's npz 'meta'), a 0-d member; other formats: a "
+        "field name, or SPLIT/FIELD (default: keep all)",
     )
 
 
@@ -90,19 +97,18 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if args.per_source:
         from .multisource import write_per_source
 
-        print(
-            write_per_source(
-                args.src,
-                args.dst,
-                to=args.to,
-                from_format=args.from_format,
-                dtype=args.dtype,
-                on_overflow=args.on_overflow,
-                options=_key_values(args.option),
-                overwrite=args.overwrite,
-                follow_links=args.follow_links,
-            ).summary()
+        done = write_per_source(
+            args.src,
+            args.dst,
+            to=args.to,
+            from_format=args.from_format,
+            dtype=args.dtype,
+            on_overflow=args.on_overflow,
+            options=_key_values(args.option),
+            overwrite=args.overwrite,
+            follow_links=args.follow_links,
         )
+        _print_lines(done.summary().splitlines())
         return 0
     bar = _ProgressBar("convert") if sys.stderr.isatty() else None
     try:
@@ -128,8 +134,17 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    print(report.summary())
+    _print_lines(report.summary().splitlines())
     return 0
+
+
+def _print_lines(lines: Sequence[str]) -> None:
+    """Report lines, each printed as one line with nothing a terminal acts on: names
+    are quoted where the reports print them, and this catches any a codec's own
+    details (``describe()``) print raw."""
+    from .names import printable
+
+    print("\n".join(printable(line) for line in lines))
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -141,7 +156,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         follow_links=args.follow_links,
         **_drop_options(args),
     )
-    print("\n".join(report.lines()))
+    _print_lines(report.lines())
     return 0
 
 
@@ -168,7 +183,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if args.b_format:
             raise argparse.ArgumentTypeError("--from-b needs a second dataset B")
         report = api.check(args.a, format=args.from_format, follow_links=args.follow_links)
-    print("\n".join(report.lines()))
+    _print_lines(report.lines())
     return 0 if report.ok else EXIT_MISMATCH
 
 
@@ -619,14 +634,20 @@ def _run(argv: Sequence[str] | None) -> int:
         return int(args.func(args))
     except KeyboardInterrupt as e:
         print(str(e) or "interrupted: no output was left behind", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if _sigterm.received else EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # the reader of our output went away: main() ends quietly
     except (DstoreError, ValueError, OSError, argparse.ArgumentTypeError) as e:
         if args.debug:
             raise
+        from .names import printable
+
         text = getattr(e, "cli_message", None) or str(e)  # e.g. --overwrite, not overwrite=True
-        message = text.splitlines()[0] if text else repr(e)
+        # dstore's own messages are one line by construction (a newline is in a name
+        # from the data): shown whole, escaped; a library's may run on over many lines
+        if text and not isinstance(e, DstoreError):
+            text = text.splitlines()[0]
+        message = printable(text) if text else repr(e)
         if isinstance(e, OSError) and not isinstance(e, DstoreError) and e.filename is None:
             # a write that ran out of room (errno 28) names no file: name what we wrote
             where = getattr(args, "dst", None) or getattr(args, "path", None)
@@ -636,10 +657,41 @@ def _run(argv: Sequence[str] | None) -> int:
         return EXIT_ERROR
 
 
+class _SigtermAsInterrupt:
+    """SIGTERM raises :class:`~dstore.errors.Terminated`, a KeyboardInterrupt, in the
+    main thread: every clean-up that Ctrl-C runs (temporary output, writer lock, a
+    sharded run's journal) runs for it too, at once, instead of at the next run.
+    A second SIGTERM during that clean-up is ignored, so that it completes."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self.previous: Any = None
+
+    def handle(self, signum: int, frame: Any) -> None:
+        self.received = True
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated("terminated (SIGTERM): no output was left behind")
+
+    def __enter__(self) -> _SigtermAsInterrupt:
+        self.received = False
+        if threading.current_thread() is threading.main_thread():  # signal() needs it
+            self.previous = signal.signal(signal.SIGTERM, self.handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+            self.previous = None
+
+
+_sigterm = _SigtermAsInterrupt()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
-            return _run(argv)
+            with _sigterm:
+                return _run(argv)
         finally:  # also after --help's SystemExit
             # Flush here so that a reader which left (``| head -1``) shows up now, not as
             # "Exception ignored ... BrokenPipeError" when the interpreter exits.

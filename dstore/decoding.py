@@ -53,8 +53,10 @@ def decode_image(data: bytes, kind: Image, where: str) -> np.ndarray:
     """Pixels of one encoded image, checked against (and shaped like) the field's kind."""
     import imagecodecs
 
+    from .codecs._imagecodec import check_image_pixels
     from .codecs._png import decode as png_decode
 
+    check_image_pixels(data, where)
     try:
         if data[:8] == b"\x89PNG\r\n\x1a\n":
             img = png_decode(data)

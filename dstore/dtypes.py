@@ -187,7 +187,7 @@ class DtypePolicy:
             )
         for name, spec_text in self.per_field.items():
             t = prec.parse_target(spec_text, name)
-            if t.lossy_record and not known[name]:
+            if t.op != "keep" and not known[name]:
                 what = next(
                     f.kind.describe()
                     for s in schema.splits.values()
@@ -196,8 +196,17 @@ class DtypePolicy:
                 )
                 raise DtypePolicyError(
                     f"dtype policy for {name!r}: {t.spec} applies to floating fields; "
-                    f"{name!r} is {what}"
+                    f"{name!r} is {what}, which it would leave as it is"
                 )
+
+    def notes(self, schema: Schema) -> list[str]:
+        """A blanket policy that finds no floating field changes nothing: one note (the
+        data may be all integers on purpose, so it is not an error)."""
+        if self.default == "keep" or any(
+            _floating_field(f) for s in schema.splits.values() for f in s.fields.values()
+        ):
+            return []
+        return [f"dtype policy {self.default} changed nothing: no field is floating"]
 
     def prepare(self, reader: Any, codec: Any) -> DtypePolicy:
         """The policy resolved for ``reader``'s data and ``codec``: int8/uint8 ranges are
@@ -419,16 +428,25 @@ def parse_policy(
         return DtypePolicy(on_overflow=on_overflow)
     if isinstance(specs, str):
         specs = [specs]
-    default = "keep"
+    default: str | None = None
     per_field: dict[str, str] = {}
     for spec in specs:
         for raw in str(spec).split(","):
             part = raw.strip()
             if not part:
                 continue
-            if "=" in part:
-                name, _, target = part.partition("=")
-                per_field[name.strip()] = target.strip()
+            name, sep, target = part.partition("=") if "=" in part else ("", "", part)
+            name, target = name.strip(), target.strip()
+            # two rules for one field (or two blanket ones): which one wins would be an
+            # accident of order, so say so instead of taking the last
+            before = per_field.get(name) if sep else default
+            if before is not None and before != target:
+                what = f"field {name!r}" if sep else "every floating field"
+                raise DtypePolicyError(
+                    f"dtype policy gives {what} two rules, {before} and {target}; keep one"
+                )
+            if sep:
+                per_field[name] = target
             else:
-                default = part
-    return DtypePolicy(default, per_field, on_overflow)
+                default = target
+    return DtypePolicy(default or "keep", per_field, on_overflow)

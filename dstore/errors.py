@@ -134,5 +134,10 @@ class OldOutputLeftError(CodecIOError):
         self.left = left
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (systemd, ``timeout``, Kubernetes) received by the ``dstore`` command,
+    which raises it to be handled as Ctrl-C is: the output is removed at once."""
+
+
 class ResumableInterrupt(KeyboardInterrupt):
     """Ctrl-C during a sharded write: finished shards are kept for ``--resume``."""

@@ -75,14 +75,10 @@ def is_multi(path: str, format: str | None = None) -> bool:
         return True
     if not os.path.isdir(path):
         return False
-    if format is not None:  # a folder of that format's files, or a dataset of it
-        codec = get_codec_class(format)
-        if codec.reads_folders:  # its folder of shards is one dataset
-            return False
-        exts = codec.extensions
-        return not any(os.path.basename(os.path.normpath(path)).endswith(e) for e in exts) and any(
-            f.endswith(exts) for f in os.listdir(path)
-        )
+    if format is not None:
+        # a format whose dataset is a folder (shards, a zarr store) reads it itself;
+        # for any other, a folder can only be many files of it, whatever their names
+        return not get_codec_class(format).reads_folders
     try:
         infer_codec(path)
     except UnknownCodecError:
@@ -154,8 +150,12 @@ def _expand(
         if fname.startswith("."):
             continue
         fmt = _claimed(fname)
-        if fmt is not None and (format is None or fmt == format):
+        # with a format named (--from): its files and those no format claims (features
+        # saved as "0001.fv"), not another format's; else every file a format claims
+        if fmt in (format, None) if format is not None else fmt is not None:
             paths.append(path)
+    if not paths and format is not None:
+        raise CodecIOError(f"{spec}: the folder holds no {format} file (nor one without a format)")
     if not paths:
         raise UnknownCodecError(
             spec,

@@ -46,7 +46,9 @@ __all__ = [
     "escape",
     "field_path",
     "is_plain",
+    "printable",
     "safe_join",
+    "shown",
     "split_parts",
     "unescape",
 ]
@@ -185,3 +187,27 @@ def check_relative(root: str, rel: str) -> None:
     """Refuse a stored relative path (``a/b/c``) that could leave ``root``."""
     for part in rel.split("/"):
         _check_component(part, root)
+
+
+# ------------------------------------------------------------- names in printed text
+
+#: Characters that make a name ambiguous in a report line (besides unprintable ones):
+#: separators the lines use, and quotes (so a quoted name is never mistaken for a plain one).
+_AMBIGUOUS = frozenset(" /:'\"\\")
+
+
+def shown(name: str) -> str:
+    """A name from the data as a report prints it: as it is when plain, else quoted
+    ``repr``-style, so that a newline, an escape sequence or ``": ok"`` in a field
+    name cannot end a line, recolour a terminal or fake a result."""
+    if name and name.isprintable() and not _AMBIGUOUS.intersection(name):
+        return name
+    return repr(name)
+
+
+def printable(text: str) -> str:
+    """``text`` with every unprintable character escaped as ``repr`` escapes it (a
+    newline as ``\\n``, ESC as ``\\x1b``): one line, nothing a terminal acts on."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -311,7 +312,7 @@ def _mismatch(source: str, split: str, counts: Mapping[str, int]) -> str:
 
     Not guessed away: label-maker's ``x_train`` and ``y_train`` of different lengths are
     a damaged file, and pairing records by position would then be wrong."""
-    detail = ", ".join(f"{k} has {n}" for k, n in counts.items())
+    detail = ", ".join(f"{k!r} has {n}" for k, n in counts.items())
     groups: dict[int, list[str]] = {}
     for key, n in counts.items():
         groups.setdefault(n, []).append(key)
@@ -322,7 +323,7 @@ def _mismatch(source: str, split: str, counts: Mapping[str, int]) -> str:
         f"{', '.join(repr(k) for k in odd)} {'does' if len(odd) == 1 else 'do'} not line up "
         f"with the {len(groups[main])} field(s) of {main} records; "
         f"leave {'it' if len(odd) == 1 else 'them'} out with "
-        + " ".join(f"--drop {k}" for k in odd)
+        + " ".join(f"--drop {shlex.quote(k)}" for k in odd)
     )
 
 

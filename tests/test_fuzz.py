@@ -49,6 +49,8 @@ mutations = st.one_of(
     st.tuples(st.just("flip"), st.integers(0, 10**9), st.integers(0, 7)),
     st.tuples(st.just("truncate"), st.integers(0, 10**9), st.just(0)),
     st.tuples(st.just("byte"), st.integers(0, 10**9), st.integers(0, 255)),
+    # a lost byte (issue #26: one lost in the npz schema comment read it as a foreign file)
+    st.tuples(st.just("delete"), st.integers(0, 10**9), st.just(0)),
 )
 
 
@@ -65,6 +67,8 @@ def test_mutated_file_gives_data_or_dstore_error(valid, tmp_path, mutation):
         buf[pos] ^= 1 << arg
     elif kind == "truncate":
         buf = buf[:pos]
+    elif kind == "delete":
+        del buf[pos]
     else:
         buf[pos] = arg
     if ext == ".npz":

@@ -11,9 +11,18 @@ import sys
 import numpy as np
 import pytest
 
+_SIGNALS = {
+    "SIGINT": (signal.SIGINT, 130, "interrupted: no output was left behind"),
+    # systemd, timeout and Kubernetes stop a process with SIGTERM: it left the lock and
+    # the temporary output to the next run (issue #26)
+    "SIGTERM": (signal.SIGTERM, 143, "terminated (SIGTERM): no output was left behind"),
+}
 
+
+@pytest.mark.parametrize("sig", list(_SIGNALS))
 @pytest.mark.parametrize("dst_name", ["out.npz", "out.tfrecords"])
-def test_sigint_leaves_nothing(tmp_path, tiles, stepped, dst_name):
+def test_sigint_and_sigterm_leave_nothing(tmp_path, tiles, stepped, dst_name, sig):
+    number, exit_code, message = _SIGNALS[sig]
     if dst_name.endswith(".tfrecords"):
         pytest.importorskip("imagecodecs")
     x, y = tiles
@@ -35,12 +44,11 @@ def test_sigint_leaves_nothing(tmp_path, tiles, stepped, dst_name):
     # TFRecord shard begun), whatever the machine's load
     assert run.next_step(), "the conversion ended without a step"
     assert any(".dstore-tmp-" in f for f in os.listdir(tmp_path))
-    run.signal(signal.SIGINT)
+    assert any(f.endswith(".dstore-lock") for f in os.listdir(tmp_path))
+    run.signal(number)
     code, err = run.finish()
-    assert code == 130, err
-    assert [ln for ln in err.splitlines() if ln.strip()] == [
-        "interrupted: no output was left behind"
-    ]
+    assert code == exit_code, err
+    assert [ln for ln in err.splitlines() if ln.strip()] == [message]
     assert sorted(os.listdir(tmp_path)) == ["data.npz"]
     with open(src, "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 
@@ -39,3 +40,55 @@ def test_any_dataset_roundtrips(codec, data, batch_bytes):
         dstore.save(data, src)
         dstore.convert(src, dst, batch_bytes=batch_bytes)
         assert_datasets_equal(data, read_all(dst))
+
+
+_NUMBER_TEXTS = st.one_of(
+    st.integers().map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.from_regex(r"-?[1-9][0-9]{0,2}(\.[0-9]{1,3})?[eE][+-]?[0-9]{1,4}", fullmatch=True),
+)
+
+
+def _json_number_rule(text: str) -> tuple[str, object]:
+    """What dstore makes of a one-record JSON number field, by its documented rule."""
+    if all(c in "-0123456789" for c in text):
+        n = int(text)
+        if -(2**63) <= n < 2**63:
+            return "int64", n
+        return (
+            ("SchemaError", "does not fit in int64")
+            if 0 < n < 2**64
+            else (
+                "CodecIOError",
+                "does not fit in 64 bits",
+            )
+        )
+    x = float(text)
+    return ("float64", x) if math.isfinite(x) else ("CodecIOError", "is beyond float64's range")
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_NUMBER_TEXTS)
+def test_json_numbers_follow_one_rule_whichever_parser_runs(text):
+    """Issue #26: 1e400 became inf, and 2**64 a float64 under orjson but an exact int under
+    the standard library. The reader (orjson, which misreads huge integers, when
+    installed) and the standard library's checked parser both follow one rule."""
+    from dstore.codecs.json import JsonRangeError, _stdlib_loads
+
+    kind, want = _json_number_rule(text)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "n.json")
+        with open(path, "w") as f:
+            f.write(f'[{{"v": {text}}}]')
+        try:
+            got = read_all(path)["data"]["v"]
+        except dstore.DstoreError as e:
+            assert type(e).__name__ == kind and str(want) in str(e), e
+        else:
+            assert (got.dtype.name, got.tolist()) == (kind, [want])
+    try:
+        parsed = _stdlib_loads(f'[{{"v": {text}}}]'.encode())[0]["v"]
+    except JsonRangeError as e:
+        assert kind == "CodecIOError" and str(e).endswith(str(want)), e
+    else:
+        assert kind != "CodecIOError" and parsed == want

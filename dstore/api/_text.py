@@ -1,8 +1,11 @@
-"""Number formatting shared by the reports' text (convert summaries, info listings)."""
+"""Text shared by the reports (convert summaries, info listings, verify results):
+numbers, and names from data shown so that they cannot forge the text around them."""
 
 from __future__ import annotations
 
-__all__ = ["fmt_bytes"]
+from ..names import printable, shown
+
+__all__ = ["fmt_bytes", "printable", "shown"]
 
 
 def fmt_bytes(n: float) -> str:

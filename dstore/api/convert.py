@@ -273,7 +273,7 @@ def convert(
         # a multi-source reader (dstore.multisource) knows its files' format and total size
         src_format = getattr(reader, "format", None) or from_format or infer_codec(src)
         bytes_in = getattr(reader, "bytes_in", None) or size_or_zero(src)
-        notes = [*reader.notes, *dst_codec.attribute_notes(schema)]
+        notes = [*reader.notes, *dst_codec.attribute_notes(schema), *policy.notes(schema)]
     seconds = time.perf_counter() - t0
     return ConvertReport(
         src=src,

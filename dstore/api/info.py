@@ -12,7 +12,7 @@ from ..precision import describe_precision
 from ..registry import infer_codec
 from ..schema import Schema
 from ..sources import open_reader, size_or_zero
-from ._text import fmt_bytes
+from ._text import fmt_bytes, printable, shown
 
 __all__ = ["InfoReport", "dtype_name", "info"]
 
@@ -40,7 +40,7 @@ class InfoReport:
     def lines(self) -> list[str]:
         out = [
             (
-                f"{self.path}: {self.format}, {fmt_bytes(self.bytes_on_disk)} on disk, "
+                f"{printable(self.path)}: {self.format}, {fmt_bytes(self.bytes_on_disk)} on disk, "
                 f"{fmt_bytes(self.schema.nbytes)} raw, {self.schema.records} records"
             )
         ]
@@ -54,17 +54,18 @@ class InfoReport:
             ]
         )
         for split in self.schema.splits.values():
-            out.append(f"  split {split.name}: {split.count} records, {fmt_bytes(split.nbytes)}")
+            out.append(
+                f"  split {shown(split.name)}: {split.count} records, {fmt_bytes(split.nbytes)}"
+            )
             for f in split.fields.values():
-                key = f"  (key {f.key})" if f.key and f.key != f.name else ""
+                key = f"  (key {shown(f.key)})" if f.key and f.key != f.name else ""
+                name = shown(f.name)
                 if not f.dense:  # records vary: the kind says what each one is
-                    out.append(
-                        f"    {f.name:<16} {f.kind.describe():<31} {split.count} records{key}"
-                    )
+                    out.append(f"    {name:<16} {f.kind.describe():<31} {split.count} records{key}")
                     continue
                 lossy = describe_precision(f)
                 out.append(
-                    f"    {f.name:<16} {dtype_name(f.dtype):<{width}} {(split.count, *f.shape)!s:<24}"
+                    f"    {name:<16} {dtype_name(f.dtype):<{width}} {(split.count, *f.shape)!s:<24}"
                     f" {fmt_bytes(f.record_bytes * split.count)}{key}"
                     + (f"  [{lossy}]" if lossy else "")
                 )

@@ -17,6 +17,7 @@ from ..model import Column, Image, Kind, Ragged, Tensor, VarColumn
 from ..precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
 from ..schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
 from ..sources import open_reader
+from ._text import shown
 
 __all__ = ["FieldResult", "VerifyReport", "check", "verify"]
 
@@ -45,7 +46,9 @@ class VerifyReport:
 
     def lines(self) -> list[str]:
         out = [
-            f"{'ok' if r.ok else 'MISMATCH'}  {r.split}/{r.field}: {r.detail}" for r in self.results
+            f"{'ok' if r.ok else 'MISMATCH'}  {shown(r.split)}/{'*' if r.field == '*' else shown(r.field)}: "
+            f"{r.detail}"
+            for r in self.results
         ]
         n_bad = sum(not r.ok for r in self.results)
         if self.a == self.b:  # one dataset checked on its own

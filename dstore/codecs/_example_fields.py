@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
 from ..model import Bytes, Image, Ragged, String, StringList, VarColumn
 from ..parallel import default_workers, ordered_map
 from ..schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec, slice_batch
@@ -174,7 +174,9 @@ def _number_encoding(dtype: np.dtype) -> str:
 
 def _png_decode(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
     try:
-        img = png_decode(data)
+        img = png_decode(data, where)
+    except DstoreError:
+        raise  # a pixel bomb, refused from its header
     except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
         raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
     if img.dtype != spec.dtype.newbyteorder("=") or img.size != int(np.prod(spec.shape)):
@@ -379,7 +381,9 @@ def _png_decode_any(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
     kind = spec.kind
     assert isinstance(kind, Image)
     try:
-        img = png_decode(data)
+        img = png_decode(data, where)
+    except DstoreError:
+        raise  # a pixel bomb, refused from its header
     except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
         raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
     if kind.channels == 1 and img.ndim == 2:  # PNG has no 1-channel axis: dstore drops it on write

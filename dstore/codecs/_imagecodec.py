@@ -33,6 +33,8 @@ and fails, which is the truth about such data.
 from __future__ import annotations
 
 import math
+import os
+import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,13 +48,27 @@ from ..schema import FieldSpec, Schema
 __all__ = [
     "IMAGE_FORMATS",
     "LOSSY_FORMATS",
+    "MAX_IMAGE_PIXELS",
     "ErrorStats",
     "LossyImage",
+    "check_image_pixels",
     "check_quality",
     "image_fields",
+    "image_size",
     "is_image_like",
     "record_channels",
 ]
+
+#: Pixels (width x height) an encoded image may declare before it is decoded: a
+#: 1.5 MB PNG of one colour declares 1.6 GB. 2**28 (268 million, 16384 x 16384)
+#: is 2.7 times the largest camera sensors (100 MP), the most a lossy WebP can
+#: hold, and 1 GiB once decoded as RGBA uint8; Pillow's bomb error is at 179
+#: million. Raise it by setting this, or the environment variable
+#: ``DSTORE_MAX_IMAGE_PIXELS`` (which wins), for larger images.
+MAX_IMAGE_PIXELS = 2**28
+_PIXELS_ENV = "DSTORE_MAX_IMAGE_PIXELS"
+#: JPEG start-of-frame markers (the ones that carry the image size)
+_JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 LOSSY_FORMATS = ("jpeg", "webp", "jxl")
 IMAGE_FORMATS = ("png", *LOSSY_FORMATS)
@@ -71,6 +87,87 @@ _TAKES: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
     "webp": (("uint8",), (3, 4)),
     "jxl": (("uint8", "uint16"), (0, 1, 2, 3, 4)),
 }
+
+
+def max_image_pixels() -> int:
+    """The pixel limit in force: ``DSTORE_MAX_IMAGE_PIXELS`` if set, else :data:`MAX_IMAGE_PIXELS`."""
+    text = os.environ.get(_PIXELS_ENV, "").strip()
+    if not text:
+        return MAX_IMAGE_PIXELS
+    if not text.isdigit() or int(text) <= 0:
+        raise ValueError(f"{_PIXELS_ENV} must be a positive integer. Got {text!r} instead.")
+    return int(text)
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """(height, width) from a JPEG's start-of-frame segment, walking the segments before it."""
+    pos = 2
+    while pos + 9 <= len(data):
+        if data[pos] != 0xFF:
+            return None
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker in (0x01, *range(0xD0, 0xD8)):  # markers without a length
+            pos += 2
+            continue
+        if marker in _JPEG_SOF:
+            height, width = struct.unpack(">HH", data[pos + 5 : pos + 9])
+            return height, width
+        (length,) = struct.unpack(">H", data[pos + 2 : pos + 4])
+        pos += 2 + length
+    return None
+
+
+def _webp_size(data: bytes) -> tuple[int, int] | None:
+    chunk = data[12:16]
+    if chunk == b"VP8X" and len(data) >= 30:
+        width = int.from_bytes(data[24:27], "little") + 1
+        return int.from_bytes(data[27:30], "little") + 1, width
+    if chunk == b"VP8L" and len(data) >= 25:
+        bits = int.from_bytes(data[21:25], "little")
+        return ((bits >> 14) & 0x3FFF) + 1, (bits & 0x3FFF) + 1
+    if chunk == b"VP8 " and len(data) >= 30:
+        width, height = struct.unpack("<HH", data[26:30])
+        return height & 0x3FFF, width & 0x3FFF
+    return None
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """(height, width) an encoded image declares in its header (PNG, JPEG, WebP, GIF,
+    BMP), without decoding it; None for other formats or a header too short."""
+    head = bytes(data[:32])
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and len(head) >= 24:
+        width, height = struct.unpack(">II", head[16:24])
+        return height, width
+    if head[:3] == b"\xff\xd8\xff":
+        return _jpeg_size(bytes(data[: 1 << 20]))
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return _webp_size(head)
+    if head[:4] == b"GIF8" and len(head) >= 10:
+        width, height = struct.unpack("<HH", head[6:10])
+        return height, width
+    if head[:2] == b"BM" and len(head) >= 26:
+        width, height = struct.unpack("<ii", head[18:26])
+        return abs(height), abs(width)
+    return None
+
+
+def check_image_pixels(data: bytes, where: str) -> None:
+    """Refuse an encoded image whose header declares more pixels than the limit,
+    before a decoder allocates them (one line naming ``where``)."""
+    size = image_size(data)
+    if size is None:
+        return
+    limit = max_image_pixels()
+    height, width = size
+    if height * width > limit:
+        raise CodecIOError(
+            f"{where}: the image declares {width} x {height} pixels ({width * height:,}), "
+            f"more than the limit of {limit:,} (a decompression bomb?); raise it with the "
+            f"environment variable {_PIXELS_ENV} or dstore.codecs._imagecodec.MAX_IMAGE_PIXELS"
+        )
 
 
 def _fits(fmt: str, spec: FieldSpec, channels: int | None) -> bool:
@@ -227,6 +324,7 @@ class LossyImage:
     ) -> np.ndarray:
         """Pixels of one record, checked against the field (``shape`` may hold -1 for a
         size that varies) and given the field's record shape."""
+        check_image_pixels(data, where)
         try:
             img = self.decode(data)
         except DstoreError:

@@ -31,6 +31,8 @@ import imagecodecs
 import numpy as np
 from isal import isal_zlib
 
+from ._imagecodec import check_image_pixels
+
 __all__ = ["decode", "encode_adaptive", "encode_fast", "encoder_id", "png_encoder"]
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -128,13 +130,16 @@ def png_encoder(level: str) -> Callable[[np.ndarray], bytes]:
 _CHANNELS = {0: 1, 4: 2, 2: 3, 6: 4}
 
 
-def decode(data: bytes) -> np.ndarray:
+def decode(data: bytes, where: str = "PNG") -> np.ndarray:
     """Decode a PNG; files whose rows all use the UP (or no) filter -- what ``fast`` writes --
     are inflated by ISA-L and unfiltered by one numpy cumulative sum, anything else by libpng.
 
     Chunk CRCs are not checked on the fast path: in a TFRecord the record's
-    CRC32C already covers every byte.
+    CRC32C already covers every byte. A header declaring more pixels than
+    :data:`~dstore.codecs._imagecodec.MAX_IMAGE_PIXELS` is refused first
+    (a :class:`~dstore.errors.CodecIOError` naming ``where``).
     """
+    check_image_pixels(data, where)
     fast = _decode_up(data)
     return fast if fast is not None else imagecodecs.png_decode(data)
 

@@ -20,7 +20,7 @@ import pickle
 import re
 import struct
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 import numpy as np
 
@@ -255,9 +255,9 @@ class _RestrictedUnpickler(pickle._Unpickler):
 
     dispatch[pickle.BYTEARRAY8[0]] = _load_bytearray8
 
-    def __init__(self, data: bytes) -> None:
-        super().__init__(io.BytesIO(data))
-        self._size = len(data)
+    def __init__(self, stream: IO[bytes], size: int) -> None:
+        super().__init__(stream)
+        self._size = size  # the payload's length: no object in it can be longer
 
     def find_class(self, module: str, name: str) -> Any:
         try:
@@ -324,21 +324,31 @@ def _check_plain(value: Any, budget: _Budget, depth: int = 0) -> None:
     raise pickle.UnpicklingError(f"a {type(value).__name__}")
 
 
-def load_object_array(data: bytes, where: str) -> np.ndarray:
+def load_object_array(data: bytes | IO[bytes], where: str, size: int | None = None) -> np.ndarray:
     """Unpickle an npz object member's payload (what follows its ``.npy`` header).
 
-    Returns an object ndarray whose elements are plain data; raises
-    :class:`UnsafePickleError` naming the global a hostile pickle asked for,
-    or :class:`CodecIOError` for anything else that is not plain data."""
+    ``data`` is the payload, or a stream positioned at it holding ``size``
+    bytes (read as the unpickler goes, so the payload is never in memory
+    whole beside what it builds). Returns an object ndarray whose elements
+    are plain data; raises :class:`UnsafePickleError` naming the global a
+    hostile pickle asked for, or :class:`CodecIOError` for anything else
+    that is not plain data."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        stream: IO[bytes] = io.BytesIO(data)
+        size = len(data)
+    else:
+        if size is None:
+            raise TypeError("load_object_array: a stream needs its size")
+        stream = data
     try:
-        value = _RestrictedUnpickler(data).load()
+        value = _RestrictedUnpickler(stream, size).load()
         if not (
             isinstance(value, np.ndarray) and type(value) is np.ndarray and value.dtype.kind == "O"
         ):
             raise pickle.UnpicklingError(
                 f"the payload is a {type(value).__name__}, not an object array"
             )
-        _check_plain(value, _Budget(len(data)))
+        _check_plain(value, _Budget(size))
     except UnsafePickleError as e:
         raise UnsafePickleError(
             f"{where}: refused to unpickle: the data asks for {e} "

@@ -29,8 +29,15 @@ for bit.
 Parsing uses orjson when it is installed (the ``json`` extra: 5x faster than
 the standard library on float arrays, see ``benchmarks/bench_json.py``) and
 the standard library otherwise, or when orjson refuses a document the standard
-library reads (``NaN``/``Infinity``, integers beyond 64 bits), whose message
-with line and column is the one reported for a broken file.
+library reads (``NaN``/``Infinity``), whose message with line and column is
+the one reported for a broken file. Numbers follow one rule whichever parser
+runs: a literal beyond float64 (``1e400``, which the standard library reads as
+inf) and an integer beyond 64 bits (which orjson reads as a float64 from 2**64
+on) are refused naming the record and field. orjson's floats of 2**63 or
+more in magnitude (rare in data, and what it makes of such integers) send the
+document to the standard library's parser with checking hooks, which
+decides. Nesting deeper than a parser follows is one error, not a
+``RecursionError``.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ import numpy as np
 
 from .. import attrs as attr_codec
 from .. import fs
-from ..errors import CodecIOError, SchemaError
+from ..errors import CodecIOError, DstoreError, SchemaError
 from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, infer_column
 from ..schema import (
     DEFAULT_SPLIT,
@@ -59,7 +66,7 @@ from ..schema import (
 )
 from .base import Codec, Reader, Writer, is_regular_file, read_at
 
-__all__ = ["JsonCodec", "JsonLinesCodec", "loads"]
+__all__ = ["JsonCodec", "JsonLinesCodec", "JsonRangeError", "loads"]
 
 #: Member holding dstore's schema (a JSON Lines file's last line).
 SCHEMA_MEMBER = "dstore:schema"
@@ -67,31 +74,150 @@ SCHEMA_MEMBER = "dstore:schema"
 RECORDS_ATTR = "json.records"
 
 
-def _stdlib_loads(data: bytes) -> Any:
-    return json.loads(data)
+class JsonRangeError(ValueError):
+    """A JSON number no field can hold, or a document nested too deeply: not a parse error.
+
+    ``str(e)`` says where (record, field) and what; the reader prefixes the file."""
+
+
+#: The integers a JSON integer may be: what an int64 or uint64 field holds (an
+#: inferred integer field is int64: beyond it, the record is named then).
+_INT_RANGE = (-(2**63), 2**64 - 1)
+#: orjson parses an integer literal from 2**64 on (or below -2**63) as a float64,
+#: silently: a document holding a float of this magnitude is parsed again by the
+#: checked standard-library parser, which keeps integers as written and decides.
+_HUGE = 2.0**63
+
+
+@dataclass(frozen=True)
+class _OutOfRange:
+    """Stands in for a number the checked parser could not keep: found and named after."""
+
+    text: str
+    what: str
+
+
+def _stdlib_loads(data: bytes | str, records: bool = False) -> Any:
+    """The standard library's parser, with one rule for numbers: a float literal beyond
+    float64 (``1e400``, which it reads as inf) or an integer beyond 64 bits (what
+    neither an int64 nor a uint64 field holds) is refused, naming where it is."""
+    lo, hi = _INT_RANGE
+    bad: list[_OutOfRange] = []
+
+    def checked_int(text: str) -> int | _OutOfRange:
+        value = int(text)
+        if lo <= value <= hi:
+            return value
+        bad.append(_OutOfRange(text, "does not fit in 64 bits"))
+        return bad[-1]
+
+    def checked_float(text: str) -> float | _OutOfRange:
+        # literals with a fraction or exponent only: NaN and Infinity are constants
+        value = float(text)
+        if math.isfinite(value):
+            return value
+        bad.append(_OutOfRange(text, "is beyond float64's range"))
+        return bad[-1]
+
+    try:
+        doc = json.loads(data, parse_int=checked_int, parse_float=checked_float)
+    except RecursionError:
+        raise JsonRangeError("nested too deeply for Python's parser") from None
+    if bad:
+        try:
+            found = _find_out_of_range(doc, ())
+        except RecursionError:  # parsed just within the limit, walked beyond it
+            found = None
+        where, value = found if found is not None else ((), bad[0])
+        raise JsonRangeError(
+            f"{_describe_path(where, records)}: the number {value.text[:40]} {value.what}"
+        )
+    return doc
+
+
+def _find_out_of_range(
+    value: Any, path: tuple[tuple[Any, Any], ...]
+) -> tuple[tuple[tuple[Any, Any], ...], _OutOfRange] | None:
+    """The first :class:`_OutOfRange` in a parsed document, and the (container, key)
+    pairs leading to it (the recursive parser read it: its depth is bounded)."""
+    if isinstance(value, _OutOfRange):
+        return path, value
+    items: Any = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        if isinstance(item, (dict, list, _OutOfRange)):
+            found = _find_out_of_range(item, (*path, (value, key)))
+            if found is not None:
+                return found
+    return None
+
+
+def _describe_path(path: tuple[tuple[Any, Any], ...], records: bool) -> str:
+    """(container, key) pairs into a document in dstore's words: the records of a list
+    of objects and their fields, items of a list, members of other objects.
+    ``records``: the document itself is one record (a JSON Lines line)."""
+    words = []
+    in_record = records
+    for container, key in path:
+        if isinstance(container, list):
+            in_record = all(isinstance(v, dict) for v in container)
+            words.append(f"record {key}" if in_record else f"item {key}")
+        else:
+            words.append(f"field {key!r}" if in_record else f"member {key!r}")
+            in_record = False
+    return ", ".join(words) or "the document"
 
 
 @functools.cache  # chosen once per process
-def _pick_loads() -> Callable[[bytes], Any]:
+def _pick_loads() -> Callable[[bytes, bool], Any]:
     try:
         import orjson
     except ImportError:
         return _stdlib_loads
     fast = orjson.loads
 
-    def loads(data: bytes) -> Any:
+    def loads(data: bytes, records: bool = False) -> Any:
         try:
             return fast(data)
-        except orjson.JSONDecodeError:
-            # NaN/Infinity and huge integers are stdlib-only; a broken file gets its message
-            return json.loads(data)
+        except orjson.JSONDecodeError as e:
+            if "recursion" in str(e):
+                raise JsonRangeError(f"nested too deeply ({e})") from None
+            # NaN/Infinity and 1e400 are stdlib-only; a broken file gets its message
+            return _stdlib_loads(data, records)
 
     return loads
 
 
-def loads(data: bytes) -> Any:
-    """Parse one JSON text (orjson if installed, else the standard library)."""
-    return _pick_loads()(data)
+def loads(data: bytes, records: bool = False) -> Any:
+    """Parse one JSON text (orjson if installed, else the standard library). A number
+    beyond float64 (``1e400``) or nesting beyond the parser's depth is a
+    :class:`JsonRangeError` saying where (``records``: the text is one record, as a
+    JSON Lines line is); so is an integer beyond 64 bits, except that orjson reads
+    those from 2**64 on as floats (see :func:`_has_huge_float`, and the reader)."""
+    return _pick_loads()(data, records)
+
+
+def _has_huge_float(value: Any) -> bool:
+    """Does a parsed value (columns, attributes) hold a float of 2**63 or more in
+    magnitude, which orjson may have made of an integer literal? (A loop, not a
+    recursion: orjson accepts nesting deeper than Python's recursion limit.)"""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, VarColumn):
+            item = item.values
+        if isinstance(item, np.ndarray):
+            # float16 cannot hold 2**63 (nor be compared with it without a warning)
+            wide = item.dtype.kind in "fc" and item.dtype.itemsize > 2
+            if wide and np.any(np.abs(item) >= _HUGE):
+                return True
+        elif isinstance(item, float):
+            if abs(item) >= _HUGE:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 # ---------------------------------------------------------------------------- reading
@@ -137,10 +263,13 @@ def _infer_field(values: list[Any], where: str) -> tuple[Kind, Column]:
         if bad is not None:
             raise refuse(bad)
         if all(isinstance(v, int) for v in values):
-            try:
-                return Tensor(np.dtype(np.int64), ()), np.array(values, dtype=np.int64)
-            except OverflowError:
-                raise SchemaError(f"{where}: an integer does not fit in 64 bits") from None
+            lo, hi = _INT_RANGE[0], 2**63 - 1
+            bad = _first_disagreeing(values, lambda v: lo <= v <= hi)
+            if bad is not None:
+                raise SchemaError(
+                    f"{where}, record {bad}: the integer {values[bad]} does not fit in int64"
+                )
+            return Tensor(np.dtype(np.int64), ()), np.array(values, dtype=np.int64)
         return Tensor(np.dtype(np.float64), ()), np.array(values, dtype=np.float64)
     if isinstance(first, str):
         bad = _first_disagreeing(values, lambda v: isinstance(v, str))
@@ -314,7 +443,37 @@ class JsonReader(Reader):
                 data = f.read()
         except OSError as e:
             raise CodecIOError(f"{path}: cannot read: {e}") from None
-        splits, attrs, stored = self._parse_lines(data) if lines else self._parse(data)
+        fast = _pick_loads()
+        if fast is _stdlib_loads:
+            self._load(data, lines, fast)
+            return
+        try:
+            self._load(data, lines, fast)
+            again = _has_huge_float(self._data) or _has_huge_float(self._root)
+        except DstoreError:
+            again = True  # a number out of range is reported as the checked parser sees it
+        if again:
+            # orjson made an integer literal beyond 64 bits a float (or something failed):
+            # the standard library's checked parser reads the document and decides
+            self._load(data, lines, _stdlib_loads)
+
+    def _load(self, data: bytes, lines: bool, parse: Callable[[bytes, bool], Any]) -> None:
+        """Columns, schema and attributes of the document ``data``, parsed by ``parse``."""
+        try:
+            self._build(data, lines, parse)
+        except RecursionError:
+            # orjson takes 1024 levels; what is done with a value after (attributes,
+            # lists of numbers) recurses in Python, whose limit is about 1000
+            raise CodecIOError(
+                f"{self.path}: nested too deeply (Python's recursion limit)"
+            ) from None
+
+    def _build(self, data: bytes, lines: bool, parse: Callable[[bytes, bool], Any]) -> None:
+        path = self.path
+        self._root: dict[str, Any] = {}  # the members that are not records (attributes)
+        splits, attrs, stored = (
+            self._parse_lines(data, parse) if lines else self._parse(data, parse)
+        )
         self._data: dict[str, dict[str, Column]] = {}
         kinds_by_split: dict[str, dict[str, Kind]] = {}
         for split, records in splits.items():
@@ -348,10 +507,12 @@ class JsonReader(Reader):
         return schema
 
     def _parse(
-        self, data: bytes
+        self, data: bytes, parse: Callable[[bytes, bool], Any]
     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema | None]:
         try:
-            doc = loads(data)
+            doc = parse(data, False)
+        except JsonRangeError as e:
+            raise CodecIOError(f"{self.path}: {e}") from None
         except ValueError as e:
             raise _parse_error(self.path, e) from None
         if isinstance(doc, list):
@@ -386,6 +547,7 @@ class JsonReader(Reader):
         else:
             splits = {k: members[k] for k in lists}
         root = {k: v for k, v in members.items() if k not in lists}
+        self._root = root
         if root:
             encoded, _ = attr_codec.encode_all(root, self.path)
             attrs[attr_codec.ATTRS_KEY] = {"root": encoded}
@@ -409,7 +571,7 @@ class JsonReader(Reader):
         return splits, {}, schema
 
     def _parse_lines(
-        self, data: bytes
+        self, data: bytes, parse: Callable[[bytes, bool], Any]
     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema | None]:
         records = []
         stored_json = None
@@ -417,7 +579,9 @@ class JsonReader(Reader):
             if not line.strip():
                 continue
             try:
-                obj = loads(line)
+                obj = parse(line, True)
+            except JsonRangeError as e:
+                raise CodecIOError(f"{self.path}, line {n}: {e}") from None
             except ValueError as e:
                 raise _parse_error(self.path, e, n) from None
             if not isinstance(obj, dict):

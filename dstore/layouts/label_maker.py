@@ -129,8 +129,11 @@ def _pixels(
         return arr
     import imagecodecs  # the tfrecord extra: only files that keep images encoded get here
 
+    from ..codecs._imagecodec import check_image_pixels
+
     out = np.empty((len(col), *shape), kind.value_dtype)
     for i, blob in enumerate(col.to_bytes_list()):
+        check_image_pixels(blob, f"{where}, field {name!r}, record {start + i}")
         try:
             img = imagecodecs.imread(blob)
         except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types

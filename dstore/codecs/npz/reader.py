@@ -7,6 +7,7 @@ import json
 import math
 import mmap
 import os
+import shlex
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,9 +30,11 @@ from ...model import (
     infer_column,
     slice_column,
 )
+from ...names import shown
 from ...schema import (
     MAX_EMPTY_RECORDS,
     Batch,
+    FieldSpec,
     Schema,
     SplitSpec,
     check_dtype,
@@ -44,6 +47,13 @@ from .._strings import (
 )
 from ..base import Reader
 from .options import _COMMENT_PREFIX, _COPY_CHUNK, _ROW_SPLITS, _SHAPES, _VALUES, _ZIP_ERRORS
+
+#: Bytes an object member's pickle may inflate to. Such a member (``np.savez`` of
+#: a list of arrays) is rebuilt whole in memory, as ``np.load`` does; 1 GiB is far
+#: beyond the ragged labels people save this way, and stops a deflate bomb before
+#: a byte is inflated. Raise it here for larger object members (or store them as
+#: ragged ``K.values`` + ``K.row_splits``, which stream).
+MAX_OBJECT_BYTES = 2**30
 
 
 @dataclass
@@ -91,6 +101,23 @@ def _stores(src: _Source, kind: Kind) -> bool:
     return isinstance(kind, (String, Bytes, Image)) and len(m.shape) == 1 and src.shapes is None
 
 
+def _looks_like_ours(comment: bytes) -> bool:
+    """Does a zip comment start as dstore's schema does, or within one byte of it
+    (one lost, one changed)? Such a comment is checked, never taken as foreign."""
+    p = _COMMENT_PREFIX
+    if comment.startswith(p):
+        return True
+    head = comment[: len(p)]
+    if len(head) == len(p) and sum(a != b for a, b in zip(head, p, strict=True)) <= 1:
+        return True
+    return any(comment.startswith(p[:i] + p[i + 1 :]) for i in range(len(p)))
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e)
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 def _dense_shape(kind: Kind) -> tuple[int, ...]:
     if isinstance(kind, Tensor):
         return kind.shape
@@ -114,8 +141,15 @@ class NpzReader(Reader):
             raise CodecIOError(f"{path}: not a valid npz (zip) file: {e}") from None
         try:
             self._check_directory()
+            self._scalars: dict[str, str] = {}  # 0-d members: refused unless dropped
             self._members = self._read_headers()
             self._drop(drop)
+            if self._scalars:
+                key = next(iter(self._scalars))
+                raise SchemaError(
+                    f"{path}: key {key!r} is a 0-d array; every field needs a record axis "
+                    f"(leave it out with --drop {shlex.quote(key)})"
+                )
             self._sources = self._group_members()
             fields = {key: (src.kind, src.count) for key, src in self._sources.items()}
             inferred = schema_from_fields(fields, path)
@@ -155,6 +189,16 @@ class NpzReader(Reader):
             raise CodecIOError(
                 f"{self.path}: corrupt zip directory: it declares {declared} members, {found} are readable"
             )
+        # zipfile keeps every entry in infolist() but only the last of a name in
+        # its name map: one of two same-named members would be dropped unseen
+        seen: set[str] = set()
+        for info in self._zip.infolist():
+            if info.filename in seen:
+                raise CodecIOError(
+                    f"{self.path}: two zip members are named {info.filename!r}; "
+                    "which one holds the data is ambiguous"
+                )
+            seen.add(info.filename)
 
     def _read_headers(self) -> dict[str, _Member]:
         members = {}
@@ -197,9 +241,10 @@ class NpzReader(Reader):
             if dtype.kind not in "USO":
                 check_dtype(dtype, f"{self.path}: key {key!r}")
             if len(shape) == 0:
-                raise SchemaError(
-                    f"{self.path}: key {key!r} is a 0-d array; every field needs a record axis"
-                )
+                # np.savez(..., n=np.array(5)) beside the data is common: --drop may
+                # leave it out, so it is refused after --drop (in __init__), not here
+                self._scalars[key] = info.filename
+                continue
             self._check_size(key, info, dtype, tuple(shape), offset)
             members[key] = _Member(key, info.filename, dtype, tuple(shape), fortran, offset)
         return members
@@ -236,16 +281,21 @@ class NpzReader(Reader):
     def _drop(self, keys: tuple[str, ...]) -> None:
         """Leave out the keys asked for (with a ragged field's members), and say so."""
         notes = []
+        self._dropped: set[str] = set()
         for key in keys:
+            if self._scalars.pop(key, None) is not None:
+                self._dropped.add(key)
+                notes.append(f"{self.path}: key {key!r} () left out (drop={key})")
+                continue
             found = [
                 k
                 for k in self._members
                 if k == key or k in (key + s for s in (_VALUES, _ROW_SPLITS, _SHAPES))
             ]
             if not found:
-                raise SchemaError(
-                    f"{self.path}: drop={key!r}: no such key (keys: {', '.join(self._members)})"
-                )
+                held = ", ".join(map(repr, [*self._members, *self._scalars]))
+                raise SchemaError(f"{self.path}: drop={key!r}: no such key (keys: {held})")
+            self._dropped.add(key)
             for k in found:
                 m = self._members.pop(k)
                 notes.append(f"{self.path}: key {k!r} {m.shape} left out (drop={key})")
@@ -309,15 +359,32 @@ class NpzReader(Reader):
         return sources
 
     def _load_objects(self, m: _Member) -> list[object]:
-        """An object member, through the restricted unpickler only (plain arrays and strings)."""
+        """An object member, through the restricted unpickler only (plain arrays and strings).
+
+        The pickle is streamed into the unpickler, never read whole, and its
+        inflated size (the zip directory's, which zipfile never reads past) is
+        bounded first: a 1.5 MB member of deflated zeros inflates to 1.5 GB."""
         where = f"{self.path}: key {m.key!r}"
+        info = self._zip.getinfo(m.zip_name)
+        size = max(0, info.file_size - m.data_offset)
+        if size > MAX_OBJECT_BYTES:
+            raise CodecIOError(
+                f"{where}: the pickled object array inflates to {size:,} bytes "
+                f"({info.compress_size:,} in the file); object members are rebuilt in memory "
+                f"and the limit is {MAX_OBJECT_BYTES:,} "
+                "(dstore.codecs.npz.reader.MAX_OBJECT_BYTES)"
+            )
         try:
-            with self._zip.open(m.zip_name) as fp:
+            with self._zip.open(info) as fp:
                 fp.seek(m.data_offset)
-                payload = fp.read()
+                # buffered: the unpickler reads a few bytes per opcode
+                buffered = io.BufferedReader(fp, 1 << 20)  # type: ignore[type-var]  # ZipExtFile is a RawIOBase in all but name
+                arr = load_object_array(buffered, where, size)
+                while buffered.read(_COPY_CHUNK):  # to the member's end: zipfile checks its CRC
+                    pass
+                buffered.detach()  # fp is closed by its own ``with``
         except _ZIP_ERRORS as e:
             raise CodecIOError(f"{where}: {e}") from None
-        arr = load_object_array(payload, where)
         if arr.shape != m.shape:
             raise CodecIOError(
                 f"{where}: the pickled array is {arr.shape}, its header says {m.shape}"
@@ -325,22 +392,51 @@ class NpzReader(Reader):
         return [np.asarray(v) if isinstance(v, (list, tuple)) else v for v in arr.tolist()]
 
     def _stored_schema(self, inferred: Schema) -> Schema | None:
-        """The schema from the zip comment, if present and consistent with the members."""
+        """The schema from the zip comment, None if there is none.
+
+        A comment that looks like dstore's but does not parse, or disagrees
+        with the members, is an error: read as a foreign file, int8 codes
+        would be delivered as data and attributes lost without a word."""
         comment = self._zip.comment
-        if not comment.startswith(_COMMENT_PREFIX):
+        if not _looks_like_ours(comment):
             return None
+        where = f"{self.path}: the dstore schema in the zip comment"
         try:
+            if not comment.startswith(_COMMENT_PREFIX):
+                raise ValueError(f"it starts {comment[: len(_COMMENT_PREFIX)]!r}")
             stored = Schema.from_json(json.loads(comment[len(_COMMENT_PREFIX) :]))
-        except (ValueError, SchemaError):
-            return None
+        except (ValueError, SchemaError, RecursionError) as e:
+            raise SchemaError(f"{where} is damaged ({_first_line(e)})") from None
+        listed: set[str] = set()
         for split in stored.splits.values():
-            for spec in split.fields.values():
-                src = self._sources.get(key_for(split.name, spec))
-                if src is None or src.count != split.count or not _stores(src, spec.kind):
-                    return None
-        if sum(len(s.fields) for s in stored.splits.values()) != len(self._sources):
-            return None
+            for name, spec in list(split.fields.items()):
+                key = key_for(split.name, spec)
+                if key in self._dropped:
+                    del split.fields[name]  # --drop: the field goes with its members
+                    continue
+                listed.add(key)
+                self._check_stored_field(where, split, spec, key)
+        unlisted = [k for k in self._sources if k not in listed]
+        if unlisted:
+            raise SchemaError(f"{where} does not list key {unlisted[0]!r}, which the npz holds")
         return stored
+
+    def _check_stored_field(self, where: str, split: SplitSpec, spec: FieldSpec, key: str) -> None:
+        """One field of the stored schema must be what its members hold."""
+        field = f"split {split.name!r}, field {spec.name!r}"
+        src = self._sources.get(key)
+        if src is None:
+            raise SchemaError(f"{where} lists {field} (key {key!r}), which the npz does not hold")
+        if src.count != split.count:
+            raise SchemaError(
+                f"{where} gives {field} {split.count} records; key {key!r} holds {src.count}"
+            )
+        if not _stores(src, spec.kind):
+            m = src.main
+            raise SchemaError(
+                f"{where} says {field} is {spec.kind.describe()}; key {key!r} holds "
+                f"{m.dtype} {m.shape}"
+            )
 
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
@@ -601,7 +697,7 @@ class NpzReader(Reader):
             info = self._zip.getinfo(m.zip_name)
             how = "deflate" if info.compress_type == zipfile.ZIP_DEFLATED else "stored"
             lines.append(
-                f"member {m.zip_name}: {how}, {info.file_size} -> {info.compress_size} bytes"
+                f"member {shown(m.zip_name)}: {how}, {info.file_size} -> {info.compress_size} bytes"
             )
         return lines
 
