@@ -78,7 +78,7 @@ def is_multi(path: str, format: str | None = None) -> bool:
     if format is not None:
         # a format whose dataset is a folder (shards, a zarr store) reads it itself;
         # for any other, a folder can only be many files of it, whatever their names
-        return not get_codec_class(format).reads_folders
+        return not (get_codec_class(format).reads_folders or _claimed(path) == format)
     try:
         infer_codec(path)
     except UnknownCodecError:

@@ -36,6 +36,7 @@ __all__ = [
     "assert_columns_equal",
     "assert_datasets_equal",
     "cli_command",
+    "data_loader",
     "dtype_cases",
     "file_digests",
     "kind_cases",
@@ -423,3 +424,18 @@ class CodecSuite:
         assert isinstance(f, np.ndarray) and f.dtype == np.float16, type(f)
         np.testing.assert_array_equal(f, feats.astype(np.float16))
         np.testing.assert_array_equal(got["y"], labels)
+
+
+def data_loader(dataset: Any, **kwargs: Any) -> Any:
+    """``torch.utils.data.DataLoader(dataset, **kwargs)``, started with 'spawn' when the
+    dataset's format cannot be used in forked workers (``Codec.fork_safe``), as a
+    user must do for it."""
+    from torch.utils.data import DataLoader
+
+    from .registry import get_codec_class
+
+    source = getattr(dataset, "source", None)
+    fmt = getattr(source, "format", None)
+    if kwargs.get("num_workers") and fmt is not None and not get_codec_class(fmt).fork_safe:
+        kwargs.setdefault("multiprocessing_context", "spawn")
+    return DataLoader(dataset, **kwargs)

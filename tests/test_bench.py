@@ -239,7 +239,7 @@ def test_missing_probe_field_lists_the_fields(feats_npz, capsys, option, name):
         (["--evaluate", "json:no_such_function"], "module 'json'"),
         (["--evaluate", "json"], "evaluate must be MODULE:FUNCTION"),
         (["--evaluate", ":score"], "evaluate must be MODULE:FUNCTION"),
-        (["--formats", "npz,parquet"], "UnknownCodecError: unknown format 'parquet'"),
+        (["--formats", "npz,lance"], "UnknownCodecError: unknown format 'lance'"),
         (["--repeats", "0"], "repeats must be >= 1"),
         (["--sample", "0"], "sample must be >= 1"),
         (["--report", "bench.txt"], "--report must end in .json, .csv or .md"),

@@ -102,7 +102,9 @@ def test_distributed_cast_matches_local(tmp_path, client, features):
 def test_failed_shard_is_named_and_nothing_is_committed(tmp_path, client, sources):
     src = str(tmp_path / "src.tfrecords")
     dstore.convert(sources[0], src, options=OPTIONS)
-    victim = sorted(f for f in os.listdir(src) if f.startswith("train"))[2]
+    victim = sorted(
+        f for f in os.listdir(src) if f.startswith("train") and f.endswith(".tfrecord")
+    )[2]
     with open(os.path.join(src, victim), "r+b") as f:
         f.seek(5000)
         byte = f.read(1)

@@ -65,7 +65,7 @@ def _records(path: str, split: str = "train") -> list[dict]:
 
     out = []
     for name in sorted(os.listdir(path)):
-        if name.startswith(f"{split}-"):
+        if name.startswith(f"{split}-") and name.endswith(".tfrecord"):
             with RecordFile(os.path.join(path, name)) as f:
                 out += [decode_example(rec) for rec in f]
     return out
@@ -101,7 +101,9 @@ def test_od_over_many_shards(tmp_path, od_npz):
         layout="tf-object-detection",
         options={"shard_mb": "0.02", "class_names": "a,b"},
     )
-    assert len([f for f in os.listdir(out) if f.startswith("train-")]) > 3
+    assert (
+        len([f for f in os.listdir(out) if f.startswith("train-") and f.endswith(".tfrecord")]) > 3
+    )
     dstore.convert(out, back, layout="tf-object-detection")
     assert dstore.verify(src, back).ok
 

@@ -158,7 +158,11 @@ def _stored(fmt: str, path: str, split: str, name: str) -> tuple[np.ndarray, dic
     with open(os.path.join(path, "dstore.json")) as f:
         manifest = json.load(f)
     field = manifest["schema"]["splits"][split]["fields"][name]
-    files = sorted(os.path.join(path, n) for n in os.listdir(path) if n.startswith(f"{split}-"))
+    files = sorted(
+        os.path.join(path, n)
+        for n in os.listdir(path)
+        if n.startswith(f"{split}-") and n.endswith(".tfrecord")  # not the .idx beside each
+    )
     shape = field["shape"]
     kind = tf.int64 if field["dtype"] in ("|i1", "|u1") else tf.float32
     desc = {name: tf.io.FixedLenFeature(shape, kind)}

@@ -95,7 +95,7 @@ def test_tfrecord_shards_on_s3_are_read_by_name(s3, label_maker_npz):
     url = f"s3://{BUCKET}/named/data.tfrecords"
     dstore.convert(label_maker_npz, url, options={"shard_mb": "0.1"})
     names = sorted(os.path.basename(p) for p in s3["fs"].ls(url))
-    train = [n for n in names if n.startswith("train-")]
+    train = [n for n in names if n.startswith("train-") and n.endswith(".tfrecord")]
     assert "dstore.json" in names and len(train) >= 3, names
     total = len(train)
     # a glob over the shards (no manifest) reads by inspection

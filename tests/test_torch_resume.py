@@ -18,9 +18,8 @@ from dstore.errors import SchemaError
 from dstore.testing import parts_options, usable_formats
 
 torch = pytest.importorskip("torch")
-from torch.utils.data import DataLoader
-
 from dstore.readers.torch import dataset_states, merge_states
+from dstore.testing import data_loader as DataLoader
 
 N = 90
 
@@ -77,10 +76,12 @@ def test_stateful_dataloader_resumes_exactly_in_a_new_process(tmp_path, stores, 
     """Stop after k batches with 2 workers, restore in a new process: the rest of the epoch
     comes in the uninterrupted order, nothing twice, nothing lost."""
     sdl = pytest.importorskip("torchdata.stateful_dataloader")
+    context = {} if dstore.get_codec_class(fmt).fork_safe else {"multiprocessing_context": "spawn"}
     make = lambda: sdl.StatefulDataLoader(  # noqa: E731
         dstore.to_torch(stores[fmt], "train", fields=["k"], shuffle=shuffle, seed=3),
         batch_size=4,
         num_workers=2,
+        **context,
     )
     whole = _keys(make())
     loader = make()
@@ -97,7 +98,7 @@ def test_stateful_dataloader_resumes_exactly_in_a_new_process(tmp_path, stores, 
         import json, sys, torch, dstore
         from torchdata.stateful_dataloader import StatefulDataLoader
         ds = dstore.to_torch({stores[fmt]!r}, "train", fields=["k"], shuffle={shuffle!r}, seed=3)
-        loader = StatefulDataLoader(ds, batch_size=4, num_workers=2)
+        loader = StatefulDataLoader(ds, batch_size=4, num_workers=2, **{context!r})
         loader.load_state_dict(torch.load({str(state_file)!r}, weights_only=False))
         print(json.dumps([int(k) for b in loader for k in b["k"]]))
         """

@@ -329,6 +329,9 @@ class Codec(ABC):
     #: True when TensorFlow reads this format's files itself (``tf.data.TFRecordDataset``):
     #: ``to_tf_dataset`` then builds a native pipeline instead of a Python generator.
     tensorflow_native: ClassVar[bool] = False
+    #: False when the format's library cannot be used in a process forked after it was
+    #: used (ArrayRecord's C++ thread pool): DataLoader workers then need 'spawn'.
+    fork_safe: ClassVar[bool] = True
     #: True when values are stored as text (JSON): large arrays are slow and big there,
     #: so the demo's image tiles skip it.
     stores_text: ClassVar[bool] = False

@@ -63,6 +63,7 @@ class ArrayRecordCodec(Codec):
     extensions = (".arrayrecord", ".array_record")
     reads_folders = True
     sharded = True
+    fork_safe = False  # array_record's thread pool: DataLoader workers need 'spawn'
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_encoded_images = True  # JPEG/PNG bytes pass through byte for byte
     keeps_empty_rows = False  # a ragged record is one feature of its values

@@ -35,6 +35,8 @@ __all__ = ["ArrayRecordDatasetReader"]
 #: records asked of the library at once: bounds memory, amortises the call
 _BLOCK = 256
 #: random access (what ArrayRecordDataSource opens with): no 16 MiB readahead per read
+#: the process that first used array_record's reader (its thread pool lives there)
+_LIBRARY_PID: int | None = None
 _READ_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
 _TFDS_RE = re.compile(r"^(?:.*-)?(?P<split>[A-Za-z0-9_]+)\.array_?record-\d+-of-\d+$")
 _OURS_RE = re.compile(r"^(?P<split>[A-Za-z0-9_]+)-\d+-of-\d+\.array_?record$")
@@ -82,6 +84,15 @@ class ArrayRecordDatasetReader(ShardedDirectoryReader):
         """The library's reader of ``path``, opened once; an unreadable file is one line."""
         from array_record.python.array_record_module import ArrayRecordReader
 
+        global _LIBRARY_PID  # noqa: PLW0603 - one value per process, read after a fork
+        if _LIBRARY_PID is not None and os.getpid() != _LIBRARY_PID:
+            raise CodecIOError(
+                f"{path}: this process was forked after array_record was used in its parent "
+                "(a DataLoader worker started with 'fork'); array_record's C++ thread pool does "
+                "not survive fork and would crash or hang here: pass "
+                "multiprocessing_context='spawn' (or 'forkserver') to the DataLoader"
+            )
+        _LIBRARY_PID = os.getpid()
         with self._lock:
             if path not in self._files:
                 if not os.path.isfile(path):

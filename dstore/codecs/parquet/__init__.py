@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import fs
+from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...schema import Schema
 from ...sharding import is_manifest_of, plan_by_size
@@ -89,6 +90,15 @@ class ParquetCodec(Codec):
 
     def check_schema(self, schema: Schema) -> None:
         super().check_schema(schema)
+        for split in schema.splits.values():
+            for name in (split.name, *split.fields):
+                try:  # Arrow column names and shard names are UTF-8 text
+                    name.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise SchemaError(
+                        f"parquet: split {split.name!r}, field {name!r}: the name is not valid "
+                        "Unicode text (a lone surrogate); rename it before writing Parquet"
+                    ) from None
         from .writer import check_storages
 
         check_storages(schema, self.options)
