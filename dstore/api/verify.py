@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from ..model import Column, Image, Kind, Ragged, Tensor, VarColumn
 from ..precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
 from ..schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
 from ..sources import open_reader
+
+if TYPE_CHECKING:
+    from ..engine import Progress
 
 __all__ = ["FieldResult", "VerifyReport", "check", "verify"]
 
@@ -135,6 +138,7 @@ def verify(
     a_format: str | None = None,
     b_format: str | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    progress: Progress | None = None,
 ) -> VerifyReport:
     """Compare two datasets split by split, field by field, record by record.
 
@@ -142,7 +146,8 @@ def verify(
     bit for bit (so NaNs with other payloads, or 0.0 against -0.0, differ); a
     float field may differ in dtype if ``b`` holds exactly the bits of ``a``
     rounded to it (a dtype policy's output). Never raises on a difference:
-    check ``.ok``.
+    check ``.ok``. ``progress(n, total)`` is called after each batch compared,
+    ``total`` being ``a``'s record count.
     """
     a, b = os.fspath(a), os.fspath(b)
     results: list[FieldResult] = []
@@ -214,6 +219,8 @@ def verify(
                         bad[name] += k
                         first_bad.setdefault(name, pos + int(np.argmin(eq)))
                 pos += n
+                if progress is not None:
+                    progress(n, sa.records)
             for name in names:
                 fa, fb = pa.fields[name], pb.fields[name]
                 if name in precise:
@@ -325,13 +332,14 @@ def check(
     *,
     format: str | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    progress: Progress | None = None,
 ) -> VerifyReport:
     """Check one dataset on its own: manifest checksums, then every record decoded.
 
     Decoding checks what each format carries (TFRecord CRC32C and PNG, zip
     CRC-32, chunk codecs) and that every record has its field's shape. Never
     raises on damage: it is reported in the result, with the first record that
-    fails to decode.
+    fails to decode. ``progress(n, total)`` is called after each batch decoded.
     """
     path = os.fspath(path)
     results: list[FieldResult] = []
@@ -352,6 +360,8 @@ def check(
                     k = check_batch(split, batch)
                     hasher.update(split.name, batch)  # hashed here, per field
                     n += k
+                    if progress is not None:
+                        progress(k, reader.schema.records)
             except DstoreError as e:
                 failed = True
                 bad, decoded, why = _first_bad_record(reader, split, n, min(split.count, n + rows))
