@@ -237,6 +237,7 @@ def test_verify_one_npz_alone(tmp_path, capsys, label_maker_npz):
     assert "MISMATCH" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # builds photo tiles, converts to every format and benches them (~100 s)
 def test_demo_runs(tmp_path, capsys):
     """The README's first command: sample data from real photos, every format, verified, benched."""
     pytest.importorskip("sklearn")
@@ -519,6 +520,7 @@ print(json.dumps({k: v.numpy().tolist() for k, v in first.items()}))
 """
 
 
+@pytest.mark.slow  # a child Python importing TensorFlow per format
 @pytest.mark.tf
 @pytest.mark.parametrize("fmt", ["tfrecords", "arrayrecord"])
 def test_info_tensorflow_snippet_runs_as_printed(tmp_path, capsys, label_maker_npz, fmt):

@@ -109,3 +109,15 @@ def test_api_functions_stay_functions_after_their_modules_import():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+def test_convert_to_npz_imports_no_sharding(tmp_path):
+    """A one-file output never loads the sharded-directory runner (issue #27 §3.9)."""
+    src = tmp_path / "small.json"
+    src.write_text('[{"x": [1.0, 2.0], "y": 1}, {"x": [3.0, 4.0], "y": 0}]')
+    loaded = _modules_after(
+        "import contextlib, io\nfrom dstore.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['convert', {str(src)!r}, {str(tmp_path / 'o.npz')!r}]) == 0"
+    )
+    assert not {"dstore.sharding.run", "dstore.multisource", *HEAVY} & loaded

@@ -273,7 +273,9 @@ def convert(
             resume=resume,
             client=client,
             # a Dask worker reopens the source without the layout: send it the records
-            source=_source_ref(src, from_format, src_options) if mapping is None else None,
+            source=_source_ref(src, from_format, src_options)
+            if mapping is None and dst_codec.sharded  # only a sharded run sends it to workers
+            else None,
         )
         schema = reader.schema
         # a multi-source reader (dstore.multisource) knows its files' format and total size
