@@ -156,14 +156,19 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     if args.b_format and not args.b:
         raise argparse.ArgumentTypeError("--from-b needs a second dataset B")
-    with _bars(("verify", "rec")) as (bar,):
+    with _bars(("scan", "file"), ("verify", "rec")) as (scan, bar):
         if args.b:
             b_format = args.b_format or args.from_format
             report = api.verify(
-                args.a, args.b, a_format=args.from_format, b_format=b_format, progress=bar
+                args.a,
+                args.b,
+                a_format=args.from_format,
+                b_format=b_format,
+                progress=bar,
+                scan_progress=scan,
             )
         else:
-            report = api.check(args.a, format=args.from_format, progress=bar)
+            report = api.check(args.a, format=args.from_format, progress=bar, scan_progress=scan)
     print("\n".join(report.lines()))
     return 0 if report.ok else EXIT_MISMATCH
 

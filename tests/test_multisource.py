@@ -277,3 +277,9 @@ def test_scan_reports_progress_per_file(tmp_path: Any) -> None:
     assert calls[:5] == [("scan", 1, 5)] * 5
     assert {c[0] for c in calls[5:]} == {"write"}
     assert sum(c[1] for c in calls[5:]) == 14
+    # verify and check scan the same way (the files are read as one dataset)
+    glob = str(tmp_path / "feats" / "*.json")
+    scans: list[tuple[int, int]] = []
+    assert dstore.verify(glob, tmp_path / "out.npz", scan_progress=lambda *c: scans.append(c)).ok
+    assert dstore.api.check(glob, scan_progress=lambda *c: scans.append(c)).ok
+    assert scans == [(1, 5)] * 10

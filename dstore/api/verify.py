@@ -139,6 +139,7 @@ def verify(
     b_format: str | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     progress: Progress | None = None,
+    scan_progress: Progress | None = None,
 ) -> VerifyReport:
     """Compare two datasets split by split, field by field, record by record.
 
@@ -147,11 +148,15 @@ def verify(
     float field may differ in dtype if ``b`` holds exactly the bits of ``a``
     rounded to it (a dtype policy's output). Never raises on a difference:
     check ``.ok``. ``progress(n, total)`` is called after each batch compared,
-    ``total`` being ``a``'s record count.
+    ``total`` being ``a``'s record count; ``scan_progress(1, files)`` after each file
+    of a many-file dataset is scanned for its schema.
     """
     a, b = os.fspath(a), os.fspath(b)
     results: list[FieldResult] = []
-    with open_reader(a, format=a_format) as raw_a, open_reader(b, format=b_format) as raw_b:
+    with (
+        open_reader(a, format=a_format, scan_progress=scan_progress) as raw_a,
+        open_reader(b, format=b_format, scan_progress=scan_progress) as raw_b,
+    ):
         ra, rb = _decode_against(raw_a, raw_b), _decode_against(raw_b, raw_a)
         sa, sb = ra.schema, rb.schema
         for split in sorted(set(sa.splits) | set(sb.splits)):
@@ -333,19 +338,21 @@ def check(
     format: str | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     progress: Progress | None = None,
+    scan_progress: Progress | None = None,
 ) -> VerifyReport:
     """Check one dataset on its own: manifest checksums, then every record decoded.
 
     Decoding checks what each format carries (TFRecord CRC32C and PNG, zip
     CRC-32, chunk codecs) and that every record has its field's shape. Never
     raises on damage: it is reported in the result, with the first record that
-    fails to decode. ``progress(n, total)`` is called after each batch decoded.
+    fails to decode. ``progress(n, total)`` is called after each batch decoded,
+    ``scan_progress(1, files)`` after each file of a many-file dataset is scanned.
     """
     path = os.fspath(path)
     results: list[FieldResult] = []
     notes: list[str] = []
     # the stored values: the checksums were taken of them (int8 codes, not their floats)
-    with open_reader(path, format=format, decode=False) as reader:
+    with open_reader(path, format=format, decode=False, scan_progress=scan_progress) as reader:
         integrity = reader.check_integrity()
         for ok, what in integrity:
             results.append(FieldResult("*", "manifest", ok, what))
