@@ -691,22 +691,17 @@ def _expanded_glob(
     if len(files) < len(names) - 1 or not os.path.exists(names[0]):
         return None
     takes = " ".join(str(a.metavar or a.dest).upper() for a in wanted)
-    pattern = _common_glob(files)
+    # the glob's files share the first one's folder and extension; an existing output
+    # (convert's DST, out.npz from an earlier run) does not
+    folder, ext = os.path.dirname(files[0]), os.path.splitext(files[0])[1]
+    matched = [f for f in files if os.path.dirname(f) == folder and f.endswith(ext)]
+    pattern = os.path.join(folder, "*" + ext) if len(matched) > 1 else None
     quote = f', e.g. "{pattern}"' if pattern else ""
     return (
         f"{command.prog}: error: {len(names)} paths where it takes {takes} ({files[0]}, "
-        f"{files[1]}, ... {len(files)} existing files): did the shell expand a glob? "
+        f"{files[1]}, ... {len(matched)} existing files): did the shell expand a glob? "
         f"quote it{quote}"
     )
-
-
-def _common_glob(paths: list[str]) -> str | None:
-    """``dir/*.ext`` when ``paths`` share their folder and extension."""
-    folders = {os.path.dirname(p) for p in paths}
-    exts = {os.path.splitext(p)[1] for p in paths}
-    if len(folders) != 1 or len(exts) != 1:
-        return None
-    return os.path.join(folders.pop(), "*" + exts.pop())
 
 
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:

@@ -473,8 +473,10 @@ def test_unquoted_glob_gets_one_line_saying_to_quote_it(tmp_path, capsys):
         path = feats / f"f{i:02d}.json"
         path.write_text(json.dumps({"v": [i, i + 1]}))
         paths.append(str(path))
+    (tmp_path / "old.npz").write_bytes(b"")  # an output left by an earlier run
     for argv, count in [
         (["convert", *paths, str(tmp_path / "out.npz")], 12),
+        (["convert", *paths, str(tmp_path / "old.npz")], 12),
         (["info", *paths], 12),
         (["verify", *paths[:3]], 3),
     ]:
@@ -486,7 +488,7 @@ def test_unquoted_glob_gets_one_line_saying_to_quote_it(tmp_path, capsys):
         assert len(lines) == 1, err
         assert f"{paths[0]}, {paths[1]}, ... {count} existing files" in lines[0]
         assert "quote it" in lines[0] and f'"{feats}/*.json"' in lines[0]
-    assert not (tmp_path / "out.npz").exists()
+    assert not (tmp_path / "out.npz").exists() and not (tmp_path / "old.npz").stat().st_size
     # an unknown word that is no file keeps argparse's own message
     with pytest.raises(SystemExit):
         main(["convert", paths[0], str(tmp_path / "o.npz"), "not-a-file"])
