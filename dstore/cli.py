@@ -10,12 +10,13 @@ quietly with 141.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .errors import DstoreError, Terminated
@@ -47,20 +48,39 @@ def _key_values(pairs: Sequence[str] | None) -> dict[str, str]:
 class _ProgressBar:
     """A tqdm bar on a terminal, created on the first batch (when the total is known)."""
 
-    def __init__(self, desc: str) -> None:
+    def __init__(self, desc: str, unit: str = "rec") -> None:
         self.desc = desc
+        self.unit = unit
         self.bar: Any = None
 
     def __call__(self, n: int, total: int) -> None:
         if self.bar is None:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=self.desc, unit="rec", unit_scale=True, leave=False)
+            self.bar = tqdm(
+                total=total, desc=self.desc, unit=self.unit, unit_scale=True, leave=False
+            )
         self.bar.update(n)
+        if self.bar.n >= total:  # done: off the terminal before the next bar (scan, convert)
+            self.close()
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+            self.bar = None
+
+
+@contextlib.contextmanager
+def _bars(*specs: tuple[str, str]) -> Iterator[list[_ProgressBar | None]]:
+    """One :class:`_ProgressBar` per ``(desc, unit)`` when stderr is a terminal (else None:
+    a log file gets no bar), all closed at the end, error or not."""
+    bars = [_ProgressBar(desc, unit) if sys.stderr.isatty() else None for desc, unit in specs]
+    try:
+        yield bars
+    finally:
+        for bar in bars:
+            if bar is not None:
+                bar.close()
 
 
 def _drop_options(args: argparse.Namespace) -> dict[str, str]:
@@ -110,10 +130,9 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         )
         _print_lines(done.summary().splitlines())
         return 0
-    bar = _ProgressBar("convert") if sys.stderr.isatty() else None
-    try:
-        from . import api
+    from . import api
 
+    with _bars(("scan", "file"), ("convert", "rec")) as (scan, bar):
         report = api.convert(
             args.src,
             args.dst,
@@ -130,10 +149,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             layout=args.layout,
             keep_encoded=args.keep_encoded,
             follow_links=args.follow_links,
+            scan_progress=scan,
         )
-    finally:
-        if bar is not None:
-            bar.close()
     _print_lines(report.summary().splitlines())
     return 0
 
@@ -170,19 +187,28 @@ def _cmd_index(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from . import api
 
-    if args.b:
-        b_format = args.b_format or args.from_format
-        report = api.verify(
-            args.a,
-            args.b,
-            a_format=args.from_format,
-            b_format=b_format,
-            follow_links=args.follow_links,
-        )
-    else:
-        if args.b_format:
-            raise argparse.ArgumentTypeError("--from-b needs a second dataset B")
-        report = api.check(args.a, format=args.from_format, follow_links=args.follow_links)
+    if args.b_format and not args.b:
+        raise argparse.ArgumentTypeError("--from-b needs a second dataset B")
+    with _bars(("scan", "file"), ("verify", "rec")) as (scan, bar):
+        if args.b:
+            b_format = args.b_format or args.from_format
+            report = api.verify(
+                args.a,
+                args.b,
+                a_format=args.from_format,
+                b_format=b_format,
+                follow_links=args.follow_links,
+                progress=bar,
+                scan_progress=scan,
+            )
+        else:
+            report = api.check(
+                args.a,
+                format=args.from_format,
+                follow_links=args.follow_links,
+                progress=bar,
+                scan_progress=scan,
+            )
     _print_lines(report.lines())
     return 0 if report.ok else EXIT_MISMATCH
 
@@ -325,6 +351,60 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _HelpList:
+    """A list of names put into a help string by argparse's ``%(name)s`` when help is
+    printed, not when the parser is built: the registries load entry points (and, for
+    what a format can do, its codec module), which ``dstore info x.npz`` never needs."""
+
+    def __init__(self, make: Callable[[], list[str]]) -> None:
+        self.make = make
+
+    def __str__(self) -> str:
+        return ", ".join(self.make())
+
+
+def _codec_names() -> list[str]:
+    from .registry import codec_names
+
+    return codec_names()
+
+
+def _codecs_where(flag: str) -> list[str]:
+    """The formats whose codec class sets ``flag`` (``sharded``, ``keeps_encoded_images``);
+    a format whose extra is missing cannot say, and is left out."""
+    from .registry import get_codec_class
+
+    out = []
+    for name in _codec_names():
+        try:
+            if getattr(get_codec_class(name), flag, False):
+                out.append(name)
+        except (DstoreError, ImportError):
+            continue
+    return out
+
+
+def _layout_names() -> list[str]:
+    from .layouts import layout_names
+
+    return layout_names()
+
+
+def _bench_layouts() -> list[str]:
+    """The names ``bench --layout`` reads: dstore's layouts and label-maker's ``ml_type``s."""
+    from .bench.accuracy import LAYOUT_KINDS
+
+    return list(LAYOUT_KINDS)
+
+
+def _fill_help(action: argparse.Action, **lists: Callable[[], list[str]]) -> argparse.Action:
+    """Give ``action`` the attributes its help's ``%(name)s`` placeholders name (argparse
+    fills them from the action's own attributes)."""
+    for key, make in lists.items():
+        setattr(action, key, _HelpList(make))
+    return action
+
+
 def _with_lazy_epilog(parser: argparse.ArgumentParser, make: Callable[[], str]) -> None:
     """Build ``parser``'s epilog only when help is printed (it imports every codec)."""
     plain = parser.format_help
@@ -337,10 +417,17 @@ def _with_lazy_epilog(parser: argparse.ArgumentParser, make: Callable[[], str]) 
     parser.format_help = format_help  # type: ignore[method-assign]
 
 
+def _from_argument(p: argparse.ArgumentParser, help: str, *aliases: str) -> None:
+    """``--from FORMAT`` (and ``aliases``), its help listing the registered formats."""
+    action = p.add_argument("--from", *aliases, dest="from_format", metavar="FORMAT", help=help)
+    _fill_help(action, formats=_codec_names)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dstore",
-        description="Move ML datasets between npz, zarr, HDF5 and TFRecord; measure the cost.",
+        description="Move ML datasets between formats ('dstore formats' lists them); "
+        "measure the cost.",
     )
     parser.add_argument(
         "--debug", action="store_true", help="show the traceback of an error (default: one line)"
@@ -364,17 +451,15 @@ def build_parser() -> argparse.ArgumentParser:
         'glob ("features/*.json"), a folder of files, or @LIST (a file of paths, one a line)',
     )
     p.add_argument("dst", help="output path; its extension picks the format unless --to is given")
-    p.add_argument(
-        "--to",
-        metavar="FORMAT",
-        help="output format: npz, zarr, hdf5, tfrecord (default: from DST's extension)",
+    _fill_help(
+        p.add_argument(
+            "--to",
+            metavar="FORMAT",
+            help="output format: %(formats)s (default: from DST's extension)",
+        ),
+        formats=_codec_names,
     )
-    p.add_argument(
-        "--from",
-        dest="from_format",
-        metavar="FORMAT",
-        help="input format (default: from SRC's extension)",
-    )
+    _from_argument(p, "input format: %(formats)s (default: from SRC's extension)")
     p.add_argument(
         "--dtype",
         action="append",
@@ -398,15 +483,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume",
         action="store_true",
-        help="finish an interrupted sharded (tfrecord) conversion started with the same options, "
-        "keeping its finished shards (default: start afresh)",
+        help="finish an interrupted conversion to a sharded format (%(sharded)s) started "
+        "with the same options, keeping its finished shards (default: start afresh)",
     )
+    _fill_help(p._actions[-1], sharded=lambda: _codecs_where("sharded"))
     p.add_argument(
         "--keep-encoded",
         action="store_true",
-        help="keep encoded images (PNG/JPEG bytes) encoded in npz, zarr and HDF5 too "
-        "(default: decode them to pixels; TFRecord always keeps them byte for byte)",
+        help="keep encoded images (PNG/JPEG bytes) encoded in every format (default: "
+        "decode them to pixels, except in %(keeping)s, which keep them byte for byte)",
     )
+    _fill_help(p._actions[-1], keeping=lambda: _codecs_where("keeps_encoded_images"))
     p.add_argument(
         "--scheduler",
         metavar="ADDRESS",
@@ -432,10 +519,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--layout",
         metavar="NAME",
-        help="map label-maker arrays to a training layout (tf-object-detection, "
-        "tf-segmentation, tf-classification), or back from one (listed by 'dstore formats'; "
-        "default: none, the fields as they are)",
+        help="map label-maker arrays to a training layout (%(layouts)s), or back from one "
+        "(listed by 'dstore formats'; default: none, the fields as they are)",
     )
+    _fill_help(p._actions[-1], layouts=_layout_names)
     p.set_defaults(func=_cmd_convert)
     _with_lazy_epilog(
         p, lambda: "-o options of each format (KEY=DEFAULT  meaning):\n" + _formats_text()
@@ -446,12 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_drop(p)
     _add_follow_links(p)
     # --from names an input's format in every subcommand; --format is the older spelling
-    p.add_argument(
-        "--from",
-        "--format",
-        dest="from_format",
-        metavar="FORMAT",
-        help="input format (default: from PATH's extension or contents)",
+    _from_argument(
+        p, "input format: %(formats)s (default: from PATH's extension or contents)", "--format"
     )
     p.set_defaults(func=_cmd_info)
 
@@ -464,12 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", metavar="DIR", help="write the indexes into DIR (default: beside each file)"
     )
-    p.add_argument(
-        "--from",
-        dest="from_format",
-        metavar="FORMAT",
-        help="input format (default: from PATH's extension)",
-    )
+    _from_argument(p, "input format: %(formats)s (default: from PATH's extension)")
     p.set_defaults(func=_cmd_index)
 
     p = sub.add_parser(
@@ -483,12 +561,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the dataset compared with A (default: none: check A alone, checksums, "
         "then every record decoded)",
     )
-    p.add_argument(
-        "--from",
+    _from_argument(
+        p,
+        "input format of A, and of B unless --from-b is given: %(formats)s "
+        "(default: from the paths)",
         "--format",
-        dest="from_format",
-        metavar="FORMAT",
-        help="input format of A, and of B unless --from-b is given (default: from the paths)",
     )
     p.add_argument(
         "--from-b",
@@ -549,11 +626,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--layout",
         metavar="NAME",
-        help="what the labels are, for the probe: tf-classification, tf-object-detection, "
-        "tf-segmentation (or label-maker's classification, object-detection, segmentation) "
+        help="what the labels are, for the probe: %(layouts)s "
         "(default: told from the labels' shape: class ids or one-hot, (max_boxes, 5) boxes, "
         "masks the tiles' size)",
     )
+    _fill_help(p._actions[-1], layouts=_bench_layouts)
     p.add_argument(
         "--no-probe",
         action="store_true",
@@ -621,12 +698,69 @@ def build_parser() -> argparse.ArgumentParser:
         "--records", type=int, default=300, help="sample records to build (default: %(default)s)"
     )
     p.set_defaults(func=_cmd_demo)
+    for command in sub.choices.values():
+        # after the command as well as before it: `dstore convert a b --debug` is how the
+        # flag is typed when re-running a failed command
+        command.add_argument(
+            "--debug",
+            dest="debug_after",
+            action="store_true",
+            help="show the traceback of an error, as --debug before the command does "
+            "(default: one line)",
+        )
     return parser
 
 
+def _command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[name]
+    raise LookupError(name)  # build_parser always adds the subcommands
+
+
+def _expanded_glob(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]
+) -> str | None:
+    """The one-line error for positional arguments beyond those the command takes when
+    they are existing files (a glob the shell expanded: ``feats/*.json`` unquoted), else
+    None. The last one may be a new output (``convert feats/*.json out.npz``)."""
+    if not extra or any(e.startswith("-") for e in extra):
+        return None
+    command = _command_parser(parser, args.command)
+    wanted = [a for a in command._actions if not a.option_strings]
+    given = [getattr(args, a.dest) for a in wanted if isinstance(getattr(args, a.dest), str)]
+    names = [*given, *extra]
+    files = [n for n in names if os.path.exists(n)]
+    if len(files) < len(names) - 1 or not os.path.exists(names[0]):
+        return None
+    takes = " ".join(str(a.metavar or a.dest).upper() for a in wanted)
+    # the glob's files share the first one's folder and extension; an existing output
+    # (convert's DST, out.npz from an earlier run) does not
+    folder, ext = os.path.dirname(files[0]), os.path.splitext(files[0])[1]
+    matched = [f for f in files if os.path.dirname(f) == folder and f.endswith(ext)]
+    pattern = os.path.join(folder, "*" + ext) if len(matched) > 1 else None
+    quote = f', e.g. "{pattern}"' if pattern else ""
+    return (
+        f"{command.prog}: error: {len(names)} paths where it takes {takes} ({files[0]}, "
+        f"{files[1]}, ... {len(matched)} existing files): did the shell expand a glob? "
+        f"quote it{quote}"
+    )
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, with one line of advice for an unquoted glob."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        message = _expanded_glob(parser, args, extra)
+        if message is not None:
+            parser.exit(EXIT_ERROR, message + "\n")
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")  # as parse_args says it
+    args.debug = args.debug or getattr(args, "debug_after", False)
+    return args
+
+
 def _run(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(build_parser(), argv)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING, format="%(message)s"
     )

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ import numpy as np
 from . import links
 from .attrs import ATTRS_KEY
 from .codecs.base import Codec, Reader
-from .errors import CodecIOError, OptionError, SchemaError, UnknownCodecError
+from .errors import CodecIOError, OptionError, SchemaError, UnknownCodecError, UnsafePathError
 from .integrity import CHECKSUM_ATTR
 from .model import Column, Kind, Ragged, String, Tensor, VarColumn, concat_columns, slice_column
 from .options import parse_bool
@@ -326,6 +326,7 @@ class MultiReader(Reader):
         names: Sequence[str],
         codec: Codec,
         spool: bool = True,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.path = spec
         self.codec = codec
@@ -337,12 +338,19 @@ class MultiReader(Reader):
         self._spooled: dict[int, dict[str, dict[str, _Desc]]] = {}
         self._files: list[_File] = []
         try:
-            self._scan(paths, names)
+            self._scan(paths, names, progress)
         except BaseException:
             self.close()
             raise
 
-    def _scan(self, paths: Sequence[str], names: Sequence[str]) -> None:
+    def _scan(
+        self,
+        paths: Sequence[str],
+        names: Sequence[str],
+        progress: Callable[[int, int], None] | None,
+    ) -> None:
+        """Every file's schema, unified: one pass before the first record (seconds of
+        opening files for thousands of them, hence ``progress``)."""
         splits: dict[str, dict[str, Kind]] = {}  # the unified kinds
         first: dict[str, str] = {}  # split -> the file that fixed its fields
         seen_kinds: dict[str, dict[str, dict[str, Kind]]] = {}
@@ -378,6 +386,8 @@ class MultiReader(Reader):
                     }
             finally:
                 reader.close()
+            if progress is not None:
+                progress(1, len(paths))
         self._fields = splits
         self.schema = self._build_schema(splits)
 
@@ -524,9 +534,14 @@ def _repeat_string(text: str, n: int) -> VarColumn:
     return VarColumn(np.tile(raw, n), np.arange(n + 1, dtype=np.int64) * len(raw))
 
 
-def open_sources(spec: str, format: str | None, options: Mapping[str, Any]) -> MultiReader:
+def open_sources(
+    spec: str,
+    format: str | None,
+    options: Mapping[str, Any],
+    progress: Callable[[int, int], None] | None = None,
+) -> MultiReader:
     """A reader over the files ``spec`` names (all of one format: ``format``, or the one
-    their extensions claim)."""
+    their extensions claim); ``progress(1, files)`` after each file's schema is read."""
     try:
         follow = parse_bool(options.get("follow_links", False))
     except ValueError as e:
@@ -549,7 +564,7 @@ def open_sources(spec: str, format: str | None, options: Mapping[str, Any]) -> M
             )
     cls = get_codec_class(fmt)
     codec = cls(**{**cls.path_options(paths[0]), **dict(options)})
-    reader = MultiReader(spec, paths, names, codec)
+    reader = MultiReader(spec, paths, names, codec, progress=progress)
     if skipped:  # said, not silent: the user may have meant to read what is behind them
         shown = ", ".join(skipped[:3]) + (", ..." if len(skipped) > 3 else "")
         reader.notes = [
@@ -672,7 +687,13 @@ def write_per_source(
                     name[: -len(os.path.splitext(name)[1])] if os.path.splitext(name)[1] else name
                 )
                 rel = stem + ext
-                names.check_relative(dst, rel)  # a name from data never leaves the folder
+                try:
+                    names.check_relative(dst, rel)  # a name from data never leaves the folder
+                except UnsafePathError as e:
+                    # the component alone ('..') does not say which record to fix
+                    raise UnsafePathError(
+                        f"{e} (it comes from source {name!r}, field {field!r} of {src})"
+                    ) from None
                 data: dict[str, dict[str, Column]] = {}
                 kinds: dict[tuple[str, str], Kind] = {}
                 for split, (start, stop) in spans.items():

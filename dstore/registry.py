@@ -18,7 +18,6 @@ import os
 import re
 import types
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from . import fs
@@ -115,6 +114,10 @@ def _load_entry_points() -> None:
     if _entry_points_loaded:
         return
     _entry_points_loaded = True
+    # imported here: importlib.metadata, and the scan of every installed distribution's
+    # metadata, cost start-up time that a built-in codec's name or extension never needs
+    from importlib.metadata import entry_points
+
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name not in _entries:  # built-ins win unless replaced explicitly
             _entries[ep.name] = _Entry(ep.value, ())
@@ -140,7 +143,8 @@ def codec_names() -> list[str]:
 
 def get_codec_class(name: str) -> type[Codec]:
     """Import (once) and return the codec class registered as ``name``."""
-    _load_entry_points()
+    if name not in _entries:  # an entry point never replaces a known name: look only now
+        _load_entry_points()
     if name in _classes:
         return _classes[name]
     entry = _entries.get(name)
@@ -205,7 +209,6 @@ def _has_marker(path: str, entry: _Entry) -> bool:
 
 def infer_codec(path: str) -> str:
     """The codec name claimed by ``path``'s extension or file name."""
-    _load_entry_points()
     base = os.path.basename(os.path.normpath(str(path))).lower()
     best: tuple[int, str] | None = None
     for name, entry in _entries.items():
@@ -215,7 +218,8 @@ def infer_codec(path: str) -> str:
         if best is None and entry.pattern and re.search(entry.pattern, base):
             best = (0, name)
     if best is None:
-        # Plugin classes declare extensions on the class: look only now.
+        # Entry points name no extensions, their classes do: load and look only now.
+        _load_entry_points()
         for name in list(_entries):
             if name in _BUILTIN:
                 continue

@@ -191,9 +191,17 @@ class SplitSpec:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the fixed-size fields' values; fields whose records vary are not known
-        without reading them (a conversion measures them as they pass)."""
-        return sum(f.record_bytes for f in self.fields.values() if f.dense) * self.count
+        """Decoded bytes of the fields whose records have one size (encoded images of a
+        fixed shape count their pixels); fields whose records vary (:attr:`varying`) are
+        not known without reading them (a conversion measures them as they pass)."""
+        sizes = (f.kind.decoded_record_bytes() for f in self.fields.values())
+        return sum(n for n in sizes if n is not None) * self.count
+
+    @property
+    def varying(self) -> list[str]:
+        """The fields whose decoded size is not in the schema (strings, ragged lists, byte
+        strings, encoded images of varying shape): :attr:`nbytes` leaves them out."""
+        return [n for n, f in self.fields.items() if f.kind.decoded_record_bytes() is None]
 
 
 #: Records of zero bytes cost nothing to claim (an HDF5 or zarr shape ``(2**62, 0)``,
@@ -222,6 +230,7 @@ class Schema:
 
     @property
     def nbytes(self) -> int:
+        """Decoded bytes of the fixed-size fields of every split (:attr:`SplitSpec.nbytes`)."""
         return sum(s.nbytes for s in self.splits.values())
 
     @property

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .codecs.base import RANGE_BYTES, Codec, Reader
 from .errors import CodecIOError, DstoreError, SchemaError
@@ -20,6 +20,9 @@ from .output import path_size
 from .precision import logical_reader
 from .registry import get_codec_class, infer_codec
 from .schema import Batch, Schema, SplitSpec, check_empty_records
+
+if TYPE_CHECKING:
+    from .multisource import MultiReader
 
 __all__ = ["codec_for", "open_reader", "open_source", "size_or_zero"]
 
@@ -131,19 +134,38 @@ def _generic_drop(
     return {k: v for k, v in options.items() if k != "drop"}, keys
 
 
+def _open_many(
+    path: str,
+    format: str | None,
+    options: Mapping[str, Any],
+    scan_progress: Callable[[int, int], None] | None,
+) -> MultiReader | None:
+    """A reader over the many files ``path`` names, or None when it names one dataset."""
+    if "://" in path or os.path.isfile(path):
+        return None  # a file is one dataset: `info x.npz` never imports the multi-file reader
+    from . import multisource
+
+    if not multisource.is_multi(path, format):
+        return None
+    return multisource.open_sources(path, format, options, scan_progress)
+
+
 def open_source(
-    path: str, format: str | None, options: Mapping[str, Any], decode: bool = True
+    path: str,
+    format: str | None,
+    options: Mapping[str, Any],
+    decode: bool = True,
+    scan_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Codec, Reader]:
     """The codec and an open reader for the dataset at ``path``; a glob, a folder of files
-    or ``@list`` is many files read as one dataset (:mod:`dstore.multisource`).
+    or ``@list`` is many files read as one dataset (:mod:`dstore.multisource`), whose
+    schemas are read first: ``scan_progress(1, files)`` is called after each file.
 
     bfloat16 bits and int8 codes read back as numbers; ``decode=False`` gives them as stored."""
-    from . import multisource  # imported here: it needs the codec registry only when used
-
     reader: Reader
     options, drop = _generic_drop(path, format, options)
-    if multisource.is_multi(path, format):
-        multi = multisource.open_sources(path, format, options)
+    multi = _open_many(path, format, options, scan_progress)
+    if multi is not None:
         codec, reader = multi.codec, multi
     else:
         check_local_input(path)
@@ -164,12 +186,14 @@ def open_reader(
     *,
     format: str | None = None,
     decode: bool = True,
+    scan_progress: Callable[[int, int], None] | None = None,
     **options: Any,
 ) -> Reader:
     """A codec reader for ``path`` (format from the extension unless given).
 
-    ``decode=False`` gives the values as stored (int8 codes, bfloat16 bits)."""
-    return open_source(os.fspath(path), format, options, decode)[1]
+    ``decode=False`` gives the values as stored (int8 codes, bfloat16 bits);
+    ``scan_progress(1, files)`` is called after each file of a many-file source is scanned."""
+    return open_source(os.fspath(path), format, options, decode, scan_progress)[1]
 
 
 def size_or_zero(path: str) -> int:

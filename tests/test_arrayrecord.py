@@ -184,6 +184,7 @@ def test_verify_and_info_across_formats(tmp_path, tiles_npz, capsys):
     assert "arrayrecord" in text and "ArrayRecordDataSource(" in text
 
 
+@pytest.mark.slow  # kills a conversion and resumes it (~6 s)
 def test_resume_after_sigkill_is_byte_identical(tmp_path, tiles):
     from test_resume import resume, start_and_stop_after  # tests/ is on sys.path (rootdir)
 

@@ -41,6 +41,7 @@ def feats_npz(tmp_path_factory):
     return path, feats, labels
 
 
+@pytest.mark.slow  # a full bench with the accuracy probe (~8 s)
 def test_bench_rows_and_honesty(feats_npz, tmp_path):
     path, _, _ = feats_npz
     report = dstore.bench(
@@ -89,6 +90,7 @@ def test_bench_rows_and_honesty(feats_npz, tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # a bench with the probe (~5 s)
 def test_bench_shows_a_float16_loss(feats_npz, tmp_path):
     """Class signal in differences below float16 resolution (offset 1000: spacing 0.5)."""
     _, feats, labels = feats_npz
@@ -136,6 +138,7 @@ def test_user_evaluate_replaces_probe(feats_npz):
     assert report.cells[0].accuracy == report.baseline_accuracy
 
 
+@pytest.mark.slow  # a full bench through the CLI (~7 s)
 def test_cli_bench(feats_npz, tmp_path, capsys):
     path, _, _ = feats_npz
     rc = main(
@@ -229,6 +232,7 @@ def test_missing_probe_field_lists_the_fields(feats_npz, capsys, option, name):
     )
 
 
+@pytest.mark.slow  # one case benches every format first (~9 s)
 @pytest.mark.parametrize(
     "argv,contains",
     [
@@ -345,6 +349,7 @@ def test_missing_scikit_learn(feats_npz, tmp_path):
 # ---------------------------------------------------------------- the recommendation
 
 
+@pytest.mark.slow  # a bench with the probe (~5 s)
 def test_no_accuracy_never_recommends_a_lossy_cast(feats_npz, tmp_path, capsys):
     _, feats, _ = feats_npz
     path = str(tmp_path / "my data.npz")  # a name that needs quoting in a shell
@@ -428,6 +433,7 @@ def varying_npz(tmp_path_factory, feats_npz):
     return path
 
 
+@pytest.mark.slow  # a bench over every format (~5 s)
 def test_bench_measures_ragged_and_string_fields(varying_npz):
     report = dstore.bench(
         varying_npz,

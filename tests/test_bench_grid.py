@@ -31,6 +31,9 @@ imagecodecs = pytest.importorskip("imagecodecs")
 # refusal check: the same as test_bench's
 from test_bench import _one_error_line, _own_tempdir  # noqa: F401  # tests/ is on sys.path
 
+# The whole module is slow: trains the accuracy probe on every grid cell (~27 s); `pytest -m "not slow"` leaves it out.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def tiles_npz(tmp_path_factory):

@@ -237,6 +237,7 @@ def test_verify_one_npz_alone(tmp_path, capsys, label_maker_npz):
     assert "MISMATCH" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # builds photo tiles, converts to every format and benches them (~100 s)
 def test_demo_runs(tmp_path, capsys):
     """The README's first command: sample data from real photos, every format, verified, benched."""
     pytest.importorskip("sklearn")
@@ -412,3 +413,145 @@ def test_pipe_into_head(label_maker_npz):
         assert proc.stderr == "", proc.stderr
         assert rc in ("rc=0", "rc=141")
         assert first.startswith((label_maker_npz, "npz", "usage: dstore convert"))
+
+
+# ------------------------------------------- issue #27: what the command tells you
+
+
+def _help_of(option: str, text: str) -> str:
+    """The help paragraph of ``option`` in ``text`` without its whitespace: argparse wraps
+    lines at hyphens too (``tf-`` / ``object-detection``)."""
+    found = re.search(rf"\n  {re.escape(option)}\b(.*?)(?=\n  -|\Z)", text, re.S)
+    assert found, option
+    return "".join(found.group(1).split())
+
+
+def test_format_options_list_every_registered_format():
+    from dstore.registry import codec_names
+
+    _, subs = _subparsers()
+    for command, option in [
+        ("convert", "--to"),
+        ("convert", "--from"),
+        ("info", "--from"),
+        ("verify", "--from"),
+        ("index", "--from"),
+    ]:
+        text = _help_of(option, subs[command].format_help())
+        for name in codec_names():
+            assert re.search(rf"\b{name}\b", text), (command, option, name, text)
+
+
+def test_layout_and_sharded_help_come_from_the_registries():
+    from dstore.layouts import layout_names
+    from dstore.registry import get_codec_class
+
+    _, subs = _subparsers()
+    text = subs["convert"].format_help()
+    for name in layout_names():
+        assert name in _help_of("--layout", text)
+    for name in usable_formats():
+        cls = get_codec_class(name)
+        assert (name in _help_of("--resume", text)) == cls.sharded, name
+        assert (name in _help_of("--keep-encoded", text)) == cls.keeps_encoded_images, name
+
+
+def test_debug_after_the_command(tmp_path, capsys, label_maker_npz):
+    from dstore.errors import OutputExistsError
+
+    with pytest.raises(OutputExistsError):
+        main(["convert", label_maker_npz, label_maker_npz, "--debug"])
+    # without it, still one line
+    _fails(capsys, ["convert", label_maker_npz, label_maker_npz], contains="OutputExistsError")
+
+
+def test_unquoted_glob_gets_one_line_saying_to_quote_it(tmp_path, capsys):
+    feats = tmp_path / "feats"
+    feats.mkdir()
+    paths = []
+    for i in range(12):
+        path = feats / f"f{i:02d}.json"
+        path.write_text(json.dumps({"v": [i, i + 1]}))
+        paths.append(str(path))
+    (tmp_path / "old.npz").write_bytes(b"")  # an output left by an earlier run
+    for argv, count in [
+        (["convert", *paths, str(tmp_path / "out.npz")], 12),
+        (["convert", *paths, str(tmp_path / "old.npz")], 12),
+        (["info", *paths], 12),
+        (["verify", *paths[:3]], 3),
+    ]:
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        assert f"{paths[0]}, {paths[1]}, ... {count} existing files" in lines[0]
+        assert "quote it" in lines[0] and f'"{feats}/*.json"' in lines[0]
+    assert not (tmp_path / "out.npz").exists() and not (tmp_path / "old.npz").stat().st_size
+    # an unknown word that is no file keeps argparse's own message
+    with pytest.raises(SystemExit):
+        main(["convert", paths[0], str(tmp_path / "o.npz"), "not-a-file"])
+    assert "unrecognized arguments: not-a-file" in capsys.readouterr().err
+
+
+def test_layout_option_typo_lists_the_layouts_options(tmp_path, capsys, label_maker_npz):
+    line = _fails(
+        capsys,
+        [
+            "convert",
+            label_maker_npz,
+            str(tmp_path / "out.tfrecords"),
+            "--layout",
+            "tf-object-detection",
+            "-o",
+            "class_name=a,b",
+        ],
+        contains="unknown option(s) class_name",
+    )
+    assert "class_names" in line and "filenames" in line, line
+    assert "did you mean class_names?" in line
+    _only(tmp_path, "data.npz")
+
+
+_SNIPPET_CHILD = r"""
+import json, sys
+exec(compile(sys.stdin.read(), "<dstore info snippet>", "exec"))
+first = next(iter(dataset)) if "dataset" in dir() else example
+print(json.dumps({k: v.numpy().tolist() for k, v in first.items()}))
+"""
+
+
+@pytest.mark.slow  # a child Python importing TensorFlow per format
+@pytest.mark.tf
+@pytest.mark.parametrize("fmt", ["tfrecords", "arrayrecord"])
+def test_info_tensorflow_snippet_runs_as_printed(tmp_path, capsys, label_maker_npz, fmt):
+    """The lines `dstore info` prints after "TensorFlow (...)", pasted into a fresh Python
+    with TensorFlow, decode the first record: the import is part of what is printed."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("needs TensorFlow (the tf extra)")
+    if fmt == "arrayrecord":
+        pytest.importorskip("array_record")
+    out = str(tmp_path / f"out.{fmt}")
+    assert main(["convert", label_maker_npz, out]) == 0
+    assert main(["info", out]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    start = next(i for i, ln in enumerate(printed) if ln.startswith("TensorFlow (train split)"))
+    snippet = "\n".join(printed[start + 1 :])
+    assert snippet.startswith("import tensorflow as tf")
+    proc = subprocess.run(
+        [sys.executable, "-c", _SNIPPET_CHILD],
+        input=snippet,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first = json.loads(proc.stdout.strip().splitlines()[-1])
+    expected = _npz(label_maker_npz)
+    np.testing.assert_array_equal(first["x"], expected["x_train"][0])
+    np.testing.assert_array_equal(first["y"], expected["y_train"][0])

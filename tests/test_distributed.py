@@ -16,6 +16,9 @@ distributed = pytest.importorskip("distributed")
 
 from dstore.codecs.tfrecord import TFRecordCodec, TFRecordShardWriter
 
+# The whole module is slow: starts Dask clusters (~16 s); `pytest -m "not slow"` leaves it out.
+pytestmark = pytest.mark.slow
+
 OPTIONS = {"shard_mb": "0.25"}
 
 

@@ -65,6 +65,7 @@ def run_blocks(blocks: list[tuple[str, str]], cwd: Path, timeout: float = 600) -
         )
 
 
+@pytest.mark.slow  # runs every command of the page (~30 s)
 def test_getting_started_runs_as_written(tmp_path):
     pytest.importorskip("skimage")  # the page makes its sample data from scikit-image's photos
     pytest.importorskip("sklearn")  # dstore bench's probe

@@ -21,6 +21,9 @@ from hypothesis import strategies as st
 import dstore
 from dstore.testing import read_all
 
+# The whole module is slow: hypothesis-driven mutations of every format, some in subprocesses (~20 s); `pytest -m "not slow"` leaves it out.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("imagecodecs")
 
 

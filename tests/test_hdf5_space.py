@@ -96,6 +96,7 @@ def test_refused_up_front_with_the_numbers(tmp_path, tiles):
     assert sorted(os.listdir(tmp_path)) == ["data.npz"]
 
 
+@pytest.mark.slow  # a failing write at every moment (~8 s each)
 @pytest.mark.parametrize("compression", ["none", "gzip"])
 def test_failing_writes_are_one_error_at_any_moment(tmp_path, tiles, compression):
     """With the up-front check off, the file size limit is hit at every stage of the write,

@@ -70,3 +70,54 @@ def test_lazy_names_and_bench_stays_the_function():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+def test_info_of_an_npz_imports_only_what_it_reads(tmp_path):
+    """`dstore info x.npz` (issue #27 §3.9): no backend, and none of the conversion engine,
+    the sharding runner, the multi-file reader or the installed packages' entry points."""
+    import numpy as np
+
+    path = str(tmp_path / "small.npz")
+    np.savez(path, x=np.zeros((10, 3)), y=np.arange(10))
+    loaded = _modules_after(
+        "import contextlib, io\nfrom dstore.cli import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()):\n    assert main(['info', {path!r}]) == 0"
+    )
+    unneeded = {
+        *HEAVY,
+        "pyarrow",
+        "array_record",
+        "dstore.api.convert",
+        "dstore.engine",
+        "dstore.sharding.run",
+        "dstore.multisource",
+        "dstore.codecs.npz.writer",
+        "importlib.metadata",
+    }
+    assert not unneeded & loaded, sorted(unneeded & loaded)
+
+
+def test_api_functions_stay_functions_after_their_modules_import():
+    """``dstore.api`` imports its names lazily; importing the submodule of the same name
+    (dstore.api.convert) must not turn ``api.convert`` into a module."""
+    code = (
+        "import dstore.api.convert, dstore.api.info, dstore.api.verify, dstore.api.index\n"
+        "from dstore import api\n"
+        "assert all(callable(getattr(api, n)) for n in ('convert', 'info', 'verify', 'index'))\n"
+        "assert set(api.__all__) <= set(dir(api)) and api.check.__module__ == 'dstore.api.verify'\n"
+        "print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
+
+
+def test_convert_to_npz_imports_no_sharding(tmp_path):
+    """A one-file output never loads the sharded-directory runner (issue #27 §3.9)."""
+    src = tmp_path / "small.json"
+    src.write_text('[{"x": [1.0, 2.0], "y": 1}, {"x": [3.0, 4.0], "y": 0}]')
+    loaded = _modules_after(
+        "import contextlib, io\nfrom dstore.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['convert', {str(src)!r}, {str(tmp_path / 'o.npz')!r}]) == 0"
+    )
+    assert not {"dstore.sharding.run", "dstore.multisource", *HEAVY} & loaded

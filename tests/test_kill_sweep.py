@@ -24,6 +24,9 @@ import pytest
 import dstore
 from dstore.testing import file_digests
 
+# The whole module is slow: SIGKILLs conversions at random moments, every format (~90 s); `pytest -m "not slow"` leaves it out.
+pytestmark = pytest.mark.slow
+
 KILLS_PER_CASE = 4
 BATCH_BYTES = 256 * 1024  # ~25 batches of tiles: that many moments to choose from
 OPTIONS = {

@@ -70,6 +70,7 @@ def _psnr(a: np.ndarray, b: np.ndarray, peak: float) -> float:
     return np.inf if mse == 0 else 10 * np.log10(peak**2 / mse)
 
 
+@pytest.mark.slow  # encodes and decodes every tile per codec (~15 s)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_tfrecord_lossy_decodes_to_pixels_within_the_declared_bound(tmp_path, fmt):
     for channels in TAKES[fmt]:
@@ -144,6 +145,7 @@ def test_images_of_varying_size_stored_lossy(tmp_path):
             assert _psnr(img, back, 255) > 29
 
 
+@pytest.mark.slow  # a child Python per codec (~8 s)
 def test_zarr_image_codec_opens_with_zarr_and_imagecodecs_alone(tmp_path):
     zarr = pytest.importorskip("zarr")
     for fmt in FORMATS:
@@ -205,6 +207,7 @@ def test_hdf5_refuses_lossy_image_codecs_by_field(tmp_path):
         assert not out.exists() and os.listdir(tmp_path) == ["s.npz"]
 
 
+@pytest.mark.slow  # every format x lossy codec (~14 s)
 def test_refused_encodings_name_the_field_and_write_nothing(tmp_path):
     """Every (format, dtype, channels) a format cannot take, through both codecs."""
     cases = 0
@@ -232,6 +235,7 @@ def test_refused_encodings_name_the_field_and_write_nothing(tmp_path):
     assert cases == 26  # 2 dtypes x 5 channel layouts x 3 formats, less accepted and non-images
 
 
+@pytest.mark.slow  # ~5 s of refused conversions
 def test_bad_quality_and_format_refused(tmp_path):
     src = str(tmp_path / "s.npz")
     np.savez(src, x_train=_photos(2))

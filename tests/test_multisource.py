@@ -186,8 +186,10 @@ def test_per_source_names_never_leave_the_folder(tmp_path: Any) -> None:
     for evil in ("../evil.json", "a/../../evil.json", "/abs.json"):
         src = tmp_path / "s.npz"
         np.savez(src, v=np.arange(2), source=np.array(["ok.json", evil]))
-        with pytest.raises(UnsafePathError):
+        with pytest.raises(UnsafePathError) as e:
             sources.write_per_source(str(src), str(tmp_path / "out"), to="json")
+        # the message names the source the name came from, not only its bad component
+        assert f"source {evil!r}, field 'source' of {src}" in str(e.value)
         assert sorted(os.listdir(tmp_path)) == ["s.npz"]
         src.unlink()
 
@@ -259,3 +261,25 @@ def test_label_maker_mismatch_still_refused(tmp_path: Any) -> None:
     np.savez(tmp_path / "lm.npz", x_train=np.zeros((5, 2)), y_train=np.zeros((4, 2)))
     with pytest.raises(SchemaError, match="different record counts"):
         dstore.open(tmp_path / "lm.npz")
+
+
+def test_scan_reports_progress_per_file(tmp_path: Any) -> None:
+    """The schema pass over many files (seconds of nothing for thousands of them) calls
+    ``scan_progress(1, files)`` once per file, before the first record is written."""
+    make_features(tmp_path / "feats", [3, 1, 4, 1, 5])
+    calls: list[tuple[Any, ...]] = []
+    dstore.convert(
+        str(tmp_path / "feats" / "*.json"),
+        str(tmp_path / "out.npz"),
+        scan_progress=lambda n, total: calls.append(("scan", n, total)),
+        progress=lambda n, total: calls.append(("write", n, total)),
+    )
+    assert calls[:5] == [("scan", 1, 5)] * 5
+    assert {c[0] for c in calls[5:]} == {"write"}
+    assert sum(c[1] for c in calls[5:]) == 14
+    # verify and check scan the same way (the files are read as one dataset)
+    glob = str(tmp_path / "feats" / "*.json")
+    scans: list[tuple[int, int]] = []
+    assert dstore.verify(glob, tmp_path / "out.npz", scan_progress=lambda *c: scans.append(c)).ok
+    assert dstore.api.check(glob, scan_progress=lambda *c: scans.append(c)).ok
+    assert scans == [(1, 5)] * 10

@@ -6,6 +6,9 @@ import os
 
 import pytest
 
+# The whole module is slow: executes the notebooks with a Jupyter kernel (~100 s); `pytest -m "not slow"` leaves it out.
+pytestmark = pytest.mark.slow
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")

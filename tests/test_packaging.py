@@ -282,6 +282,7 @@ def _wheel_dir(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow  # pip resolves every extra against the index (~26 s)
 @pytest.mark.network
 def test_every_hint_resolves_with_pip(tmp_path, project, hints):
     """`pip install --dry-run` of every hint, as printed, against the index plus the built wheel.

@@ -16,7 +16,17 @@ def _usable() -> list[str]:
     return [n for n, hint in dstore.available_codecs().items() if hint is None]
 
 
-@pytest.mark.parametrize(("a", "b"), list(itertools.permutations(_usable(), 2)))
+def _pairs() -> list[object]:
+    """Every ordered pair; those through JSON are slow (5-9 s each: the tiles as JSON text),
+    so they run in the full suite only. Every format's own round trip, and every pair of
+    the binary formats, stay in `pytest -m "not slow"` (tests/test_roundtrip.py too)."""
+    return [
+        pytest.param(a, b, marks=[pytest.mark.slow] if {a, b} & {"json", "jsonl"} else [])
+        for a, b in itertools.permutations(_usable(), 2)
+    ]
+
+
+@pytest.mark.parametrize(("a", "b"), _pairs())
 def test_pair_and_back(tmp_path, tiles, features, a, b):
     x, y = tiles
     feats, _labels = features

@@ -25,6 +25,7 @@ def test_readme_has_one_python_snippet():
     assert len(_python_blocks()) == 1
 
 
+@pytest.mark.slow  # runs the README's Python on the demo data (~6 s)
 def test_readme_python_snippet_runs(tmp_path, tiles):
     pytest.importorskip("tensorflow")
     pytest.importorskip("distributed")
@@ -87,6 +88,7 @@ def test_readme_has_two_setup_commands_from_a_checkout():
     assert "pip install -e '.[test]'" in tests and "pytest" in tests, tests
 
 
+@pytest.mark.slow  # runs the README's commands (~6 s)
 def test_readme_commands_run_on_the_demo_files(tmp_path):
     """The README's five commands, as written, in a folder holding the files `dstore demo`
     writes under the names they use (made smaller here: the demo itself is tests/test_cli.py's)."""

@@ -15,6 +15,9 @@ import pytest
 
 from dstore.testing import cli_command, file_digests
 
+# The whole module is slow: kills and resumes sharded conversions in child processes (~40 s); `pytest -m "not slow"` leaves it out.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("imagecodecs")
 
 OPTIONS = ["-o", "shard_mb=1", "-o", "png_level=9"]  # ~20 slow shards: time to interrupt

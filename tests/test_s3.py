@@ -16,6 +16,9 @@ import pytest
 
 import dstore
 
+# The whole module is slow: starts a moto S3 server and talks to it over loopback (~40 s); `pytest -m "not slow"` leaves it out.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
 

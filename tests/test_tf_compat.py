@@ -14,7 +14,8 @@ import dstore
 from dstore.testing import read_all
 
 tf = pytest.importorskip("tensorflow")
-pytestmark = pytest.mark.tf
+# TensorFlow-heavy: TensorFlow writes and parses every kind (slow: not in `-m "not slow"`)
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 
 def _feature_description(path: str, split: str) -> dict:

@@ -23,6 +23,9 @@ from dstore.readers.torch import collate, pad_collate
 from dstore.testing import data_loader as DataLoader
 from dstore.testing import parts_options, usable_formats
 
+# The whole module is slow: DataLoader worker processes, each importing torch (~26 s); `pytest -m "not slow"` leaves it out.
+pytestmark = pytest.mark.slow
+
 N = 60
 RANGE_MB = 0.05  # ~4 tiles of 64x64x3 per range: many ranges from small files
 

@@ -358,3 +358,19 @@ def test_from_names_the_input_format_in_every_subcommand(tmp_path, capsys, label
     assert main(["verify", label_maker_npz, h5_odd, "--from-b", "hdf5"]) == 0
     capsys.readouterr()
     _one_error_line(capsys, ["verify", odd, h5_odd, "--from", "npz"], h5_odd)
+
+
+def test_verify_and_check_report_progress_per_batch(tmp_path, tiles):
+    """``progress(n, total)`` after each batch: what the CLI's bar shows on a terminal."""
+    x, y = tiles
+    a, b = str(tmp_path / "a.npz"), str(tmp_path / "b.zarr")
+    np.savez(a, x_train=x, y_train=y)
+    dstore.convert(a, b)
+    for run in (
+        lambda p: dstore.verify(a, b, batch_bytes=x[0].nbytes * 7, progress=p),
+        lambda p: check(b, batch_bytes=x[0].nbytes * 7, progress=p),
+    ):
+        calls: list[tuple[int, int]] = []
+        assert run(lambda n, total, calls=calls: calls.append((n, total))).ok
+        assert len(calls) > 1 and {t for _, t in calls} == {len(x)}
+        assert sum(n for n, _ in calls) == len(x)

@@ -15,13 +15,60 @@ every caller (the CLI, the bench harness, tests, plugins).
 
 from __future__ import annotations
 
-from ..sources import open_reader
-from .convert import ConvertReport, Progress, convert, write_dataset
-from .index import IndexReport, index
-from .info import InfoReport, dtype_name, info
-from .memory import ArrayReader, save
-from .verify import FieldResult, VerifyReport, check, verify
-from .views import Dataset, FieldView, Split, open
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..sources import open_reader
+    from .convert import ConvertReport, Progress, convert, write_dataset
+    from .index import IndexReport, index
+    from .info import InfoReport, dtype_name, info
+    from .memory import ArrayReader, save
+    from .verify import FieldResult, VerifyReport, check, verify
+    from .views import Dataset, FieldView, Split, open
+
+# Imported on first use (PEP 562), as dstore's own names: `dstore info x.npz` then never
+# imports the conversion engine, the sharding runner or the multi-file reader.
+_LAZY = {
+    "open_reader": "..sources",
+    **dict.fromkeys(["ConvertReport", "Progress", "convert", "write_dataset"], ".convert"),
+    **dict.fromkeys(["IndexReport", "index"], ".index"),
+    **dict.fromkeys(["InfoReport", "dtype_name", "info"], ".info"),
+    **dict.fromkeys(["ArrayReader", "save"], ".memory"),
+    **dict.fromkeys(["FieldResult", "VerifyReport", "check", "verify"], ".verify"),
+    **dict.fromkeys(["Dataset", "FieldView", "Split", "open"], ".views"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    setattr(sys.modules[__name__], name, value)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """``api.convert``, ``api.info``, ``api.verify`` and ``api.index`` are the functions, as
+    when this package imported them eagerly: importing the submodule of the same name binds
+    it here, and would shadow the function."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and isinstance(
+            getattr(value, name, None), types.FunctionType
+        ):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "ArrayReader",

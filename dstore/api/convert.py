@@ -12,20 +12,24 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..codecs.base import Codec, Reader
 from ..dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
 from ..engine import Progress, cast_batches, write_splits
-from ..errors import CodecIOError, MissingDependencyError
+from ..errors import CodecIOError, MissingDependencyError, OptionError
 from ..integrity import CHECKSUM_ATTR, FieldHasher
 from ..model import concat_columns
 from ..output import atomic_output, is_url, path_size, upload_output, url_output
+from ..rawsize import RawMeter
 from ..registry import infer_codec
 from ..schema import DEFAULT_BATCH_BYTES, Batch, Schema
-from ..sharding.run import ShardRun, SourceRef, write_sharded
 from ..sources import codec_for, open_reader, size_or_zero
 from ._text import fmt_bytes
+
+if TYPE_CHECKING:
+    # imported where a sharded format is written: an npz or HDF5 output never needs them
+    from ..sharding.run import ShardRun, SourceRef
 
 __all__ = ["ConvertReport", "Progress", "convert", "write_dataset"]
 
@@ -123,6 +127,8 @@ def write_dataset(
 
     plan = codec.plan_shards(out_schema, sample) if codec.sharded else None
     if plan is not None:
+        from ..sharding.run import write_sharded
+
         run = write_sharded(
             reader,
             dst,
@@ -190,6 +196,7 @@ def convert(
     layout: str | None = None,
     keep_encoded: bool = False,
     follow_links: bool = False,
+    scan_progress: Progress | None = None,
 ) -> ConvertReport:
     """Convert ``src`` to ``dst``, streaming, with an optional dtype policy.
 
@@ -206,6 +213,9 @@ def convert(
     keeping the shards it completed; ``client`` (a ``dask.distributed.Client``)
     writes each shard as a Dask task. Both give the same bytes as a plain run.
 
+    ``progress(records, total)`` is called after each batch written;
+    ``scan_progress(1, files)`` after each file of a many-file ``src`` is scanned for its
+    schema, the pass before the first record.
     A source that links to other files (HDF5 external links or virtual datasets,
     zarr symlinks out of the store, folder links in a glob) is refused with
     :class:`~dstore.errors.UnsafeInputError` before anything is written, unless
@@ -222,7 +232,7 @@ def convert(
         from ..layouts import split_layout_options
 
         mapping, codec_options = split_layout_options(layout, options)
-    dst_codec = codec_for(dst, to, codec_options)
+    dst_codec = _destination_codec(dst, to, codec_options, layout)
     if isinstance(client, str):  # a scheduler address: connect for this conversion only
         with _dask_client(client) as connected:
             return convert(
@@ -240,9 +250,12 @@ def convert(
                 client=connected,
                 layout=layout,
                 keep_encoded=keep_encoded,
+                scan_progress=scan_progress,
             )
     t0 = time.perf_counter()
-    with open_reader(src, format=from_format, **dict(src_options or {})) as opened:
+    with open_reader(
+        src, format=from_format, scan_progress=scan_progress, **dict(src_options or {})
+    ) as opened:
         reader = opened
         if mapping is not None:
             from ..layouts import apply_layout
@@ -253,8 +266,10 @@ def convert(
 
             if encoded_image_fields(reader.schema):
                 reader = DecodedImages(reader)
+        # the decoded size of the fields the schema cannot size, as their records pass
+        meter = RawMeter(reader)
         stats, run = write_dataset(
-            reader,
+            meter,
             dst,
             dst_codec,
             policy=policy,
@@ -265,8 +280,8 @@ def convert(
             resume=resume,
             client=client,
             # a Dask worker reopens the source without the layout: send it the records
-            source=SourceRef(src, from_format, dict(src_options or {}))
-            if mapping is None
+            source=_source_ref(src, from_format, src_options)
+            if mapping is None and dst_codec.sharded  # only a sharded run sends it to workers
             else None,
         )
         schema = reader.schema
@@ -282,7 +297,7 @@ def convert(
         dst_format=dst_codec.name,
         records=schema.records,
         splits=len(schema.splits),
-        raw_bytes=schema.nbytes,
+        raw_bytes=schema.nbytes + meter.measured,
         bytes_in=bytes_in,
         bytes_out=path_size(dst),
         seconds=seconds,
@@ -290,6 +305,43 @@ def convert(
         shards=run,
         notes=notes,
     )
+
+
+def _source_ref(
+    src: str, from_format: str | None, src_options: Mapping[str, Any] | None
+) -> SourceRef:
+    from ..sharding.run import SourceRef
+
+    return SourceRef(src, from_format, dict(src_options or {}))
+
+
+def _destination_codec(
+    dst: str, to: str | None, options: Mapping[str, Any] | None, layout: str | None
+) -> Codec:
+    """The codec writing ``dst``; with a layout, an unknown ``-o`` key also lists the
+    layout's keys: the layout took its own first, so a misspelt one landed here."""
+    try:
+        return codec_for(dst, to, options)
+    except OptionError as e:
+        if layout is None or "unknown option" not in str(e):
+            raise
+        from ..layouts import get_layout_class
+
+        names = get_layout_class(layout).option_names()
+        raise OptionError(
+            f"{e}; layout {layout}'s: {', '.join(names) or 'none'}" + _did_you_mean(str(e), names)
+        ) from None
+
+
+def _did_you_mean(message: str, layout_keys: Sequence[str]) -> str:
+    """``(did you mean class_names?)`` for an unknown key close to one of the layout's."""
+    import difflib
+    import re
+
+    found = re.search(r"unknown option\(s\) ([^;]+);", message)
+    unknown = found.group(1).split(", ") if found else []
+    close = [m for key in unknown for m in difflib.get_close_matches(key, layout_keys, 1)]
+    return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
 def _dask_client(address: str) -> Any:

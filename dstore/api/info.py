@@ -41,7 +41,8 @@ class InfoReport:
         out = [
             (
                 f"{printable(self.path)}: {self.format}, {fmt_bytes(self.bytes_on_disk)} on disk, "
-                f"{fmt_bytes(self.schema.nbytes)} raw, {self.schema.records} records"
+                f"{fmt_bytes(self.schema.nbytes)} raw{_varying_note(self.schema)}, "
+                f"{self.schema.records} records"
             )
         ]
         width = max(
@@ -56,6 +57,7 @@ class InfoReport:
         for split in self.schema.splits.values():
             out.append(
                 f"  split {shown(split.name)}: {split.count} records, {fmt_bytes(split.nbytes)}"
+                + _varying_note(Schema({split.name: split}))
             )
             for f in split.fields.values():
                 key = f"  (key {shown(f.key)})" if f.key and f.key != f.name else ""
@@ -71,6 +73,16 @@ class InfoReport:
                 )
         out.extend(self.details)
         return out
+
+
+def _varying_note(schema: Schema) -> str:
+    """`` + image, text (size varies, not read)`` for the fields whose decoded size the
+    schema does not give: the raw size before it counts only the others (their records
+    would have to be read; a conversion measures them)."""
+    names = list(dict.fromkeys(n for s in schema.splits.values() for n in s.varying))
+    if not names:
+        return ""
+    return f" + {', '.join(names)} (size varies, not read)"
 
 
 def info(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> InfoReport:

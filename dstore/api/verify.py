@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from ..precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
 from ..schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
 from ..sources import open_reader
 from ._text import shown
+
+if TYPE_CHECKING:
+    from ..engine import Progress
 
 __all__ = ["FieldResult", "VerifyReport", "check", "verify"]
 
@@ -139,6 +142,8 @@ def verify(
     b_format: str | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     follow_links: bool = False,
+    progress: Progress | None = None,
+    scan_progress: Progress | None = None,
 ) -> VerifyReport:
     """Compare two datasets split by split, field by field, record by record.
 
@@ -146,7 +151,10 @@ def verify(
     bit for bit (so NaNs with other payloads, or 0.0 against -0.0, differ); a
     float field may differ in dtype if ``b`` holds exactly the bits of ``a``
     rounded to it (a dtype policy's output). Never raises on a difference:
-    check ``.ok``. An input that links to other files (HDF5 external links or
+    check ``.ok``. ``progress(n, total)`` is called after each batch compared,
+    ``total`` being ``a``'s record count; ``scan_progress(1, files)`` after each file
+    of a many-file dataset is scanned for its schema.
+    An input that links to other files (HDF5 external links or
     virtual datasets, zarr symlinks out of the store) is refused with
     :class:`~dstore.errors.UnsafeInputError` unless ``follow_links=True``.
     """
@@ -154,8 +162,8 @@ def verify(
     results: list[FieldResult] = []
     follow = {"follow_links": follow_links}
     with (
-        open_reader(a, format=a_format, **follow) as raw_a,
-        open_reader(b, format=b_format, **follow) as raw_b,
+        open_reader(a, format=a_format, scan_progress=scan_progress, **follow) as raw_a,
+        open_reader(b, format=b_format, scan_progress=scan_progress, **follow) as raw_b,
     ):
         ra, rb = _decode_against(raw_a, raw_b), _decode_against(raw_b, raw_a)
         sa, sb = ra.schema, rb.schema
@@ -224,6 +232,8 @@ def verify(
                         bad[name] += k
                         first_bad.setdefault(name, pos + int(np.argmin(eq)))
                 pos += n
+                if progress is not None:
+                    progress(n, sa.records)
             for name in names:
                 fa, fb = pa.fields[name], pb.fields[name]
                 if name in precise:
@@ -336,19 +346,25 @@ def check(
     format: str | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     follow_links: bool = False,
+    progress: Progress | None = None,
+    scan_progress: Progress | None = None,
 ) -> VerifyReport:
     """Check one dataset on its own: manifest checksums, then every record decoded.
 
     Decoding checks what each format carries (TFRecord CRC32C and PNG, zip
     CRC-32, chunk codecs) and that every record has its field's shape. Never
     raises on damage: it is reported in the result, with the first record that
-    fails to decode. ``follow_links`` as in :func:`verify`.
+    fails to decode. ``progress(n, total)`` is called after each batch decoded,
+    ``scan_progress(1, files)`` after each file of a many-file dataset is scanned;
+    ``follow_links`` as in :func:`verify`.
     """
     path = os.fspath(path)
     results: list[FieldResult] = []
     notes: list[str] = []
     # the stored values: the checksums were taken of them (int8 codes, not their floats)
-    with open_reader(path, format=format, decode=False, follow_links=follow_links) as reader:
+    with open_reader(
+        path, format=format, decode=False, scan_progress=scan_progress, follow_links=follow_links
+    ) as reader:
         integrity = reader.check_integrity()
         for ok, what in integrity:
             results.append(FieldResult("*", "manifest", ok, what))
@@ -363,6 +379,8 @@ def check(
                     k = check_batch(split, batch)
                     hasher.update(split.name, batch)  # hashed here, per field
                     n += k
+                    if progress is not None:
+                        progress(k, reader.schema.records)
             except DstoreError as e:
                 failed = True
                 bad, decoded, why = _first_bad_record(reader, split, n, min(split.count, n + rows))

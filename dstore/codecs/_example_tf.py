@@ -26,7 +26,8 @@ __all__ = ["DECODE_RAW_DTYPES", "parse_snippet"]
 def parse_snippet(split: SplitSpec, encs: dict[str, FieldEncoding]) -> list[str]:
     """Lines defining ``feature_description`` and ``decode(record)`` (a dict of the
     split's fields, as dstore reads them) for TensorFlow."""
-    lines = ["feature_description = {"]
+    # the import too: the snippet is printed to be pasted and run as it is
+    lines = ["import tensorflow as tf", "", "feature_description = {"]
     returns = []
     sequence = []  # a SequenceExample's feature lists
     for name, spec in split.fields.items():

@@ -104,6 +104,11 @@ class Kind(ABC):
         """Bytes of one record in memory, or None when records vary."""
         return None
 
+    def decoded_record_bytes(self) -> int | None:
+        """Bytes of one record's values once decoded (an encoded image's pixels, not its
+        PNG bytes), or None when records vary: what a dataset's "raw" size counts."""
+        return self.record_bytes()
+
 
 @dataclass(frozen=True)
 class Tensor(Kind):
@@ -282,6 +287,12 @@ class Image(Kind):
         if self.encoding != "raw" or shape is None:
             return None
         return int(math.prod(shape)) * self.dtype.itemsize
+
+    def decoded_record_bytes(self) -> int | None:
+        # width x height x channels x itemsize whatever the encoding: PNG bytes in memory
+        # say nothing of the pixels they hold
+        shape = self.shape
+        return None if shape is None else int(math.prod(shape)) * self.dtype.itemsize
 
     def to_json(self) -> dict[str, Any]:
         return {

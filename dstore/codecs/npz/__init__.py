@@ -44,6 +44,7 @@ ever unpickled.
 from __future__ import annotations
 
 import zipfile
+from typing import TYPE_CHECKING, Any
 
 from ... import fs
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
@@ -51,9 +52,21 @@ from ...schema import Schema
 from ..base import Codec, Reader, Writer, read_at
 from .options import _COMMENT_PREFIX, _ZIP_ERRORS, NpzOptions
 from .reader import NpzReader
-from .writer import NpzWriter
+
+if TYPE_CHECKING:
+    from .writer import NpzWriter
 
 __all__ = ["NpzCodec", "NpzOptions", "NpzReader", "NpzWriter"]
+
+
+def __getattr__(name: str) -> Any:
+    """``NpzWriter``, imported when first asked for (PEP 562), as :meth:`NpzCodec.open_writer`
+    imports it: reading an npz never loads the writer and its parallel deflate."""
+    if name == "NpzWriter":
+        from .writer import NpzWriter
+
+        return NpzWriter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class NpzCodec(Codec):
@@ -83,6 +96,8 @@ class NpzCodec(Codec):
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         self.check_schema(schema)
+        from .writer import NpzWriter  # imported to write only: `dstore info` reads
+
         return NpzWriter(path, schema, self.options)
 
     def attribute_notes(self, schema: Schema) -> list[str]:
