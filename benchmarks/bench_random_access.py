@@ -84,7 +84,7 @@ def _random(path: str, picks: np.ndarray) -> float:
         field = ds["data"]["label"]
         t = time.perf_counter()
         for i in picks:
-            assert int(field[int(i)][0]) == i
+            assert int(np.asarray(field[int(i)]).reshape(-1)[0]) == i
         return time.perf_counter() - t
 
 

@@ -208,6 +208,14 @@ def run_demo(directory: str = "dstore-demo", records: int = 300) -> Iterator[str
         yield f"  verify: {'all fields bit-exact' if check.ok else 'MISMATCH'}"
         if not check.ok:
             yield from ("    " + line for line in check.lines())
+    od = os.path.join(directory, "od.npz")
+    od_records = max(1, min(records, 60))
+    make_label_maker_npz(od, od_records, task="object-detection")
+    yield (
+        f"sample: {od} ({od_records} tiles with label-maker object-detection boxes (N, 8, 5); "
+        "try: dstore convert od.npz od.tfrecords --layout tf-object-detection "
+        "-o class_names=dark,bright)"
+    )
     feats = make_features_npz(os.path.join(directory, "features.npz"), n=1200)
     yield f"sample: {feats} (1200 HOG feature vectors of photo tiles, CoralNet-style)"
     try:

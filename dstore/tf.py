@@ -35,7 +35,9 @@ def _tf() -> Any:
     try:
         import tensorflow as tf
     except ImportError as e:
-        raise MissingDependencyError("to_tf_dataset", "tf", "tensorflow") from e
+        raise MissingDependencyError(
+            "to_tf_dataset", "tf", "tensorflow", what="dstore.to_tf_dataset"
+        ) from e
     return tf
 
 

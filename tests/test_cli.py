@@ -245,9 +245,15 @@ def test_demo_runs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("verify: all fields bit-exact") == len(usable_formats())
     assert "recommendation:" in out and "outputs are in" in out
-    assert {"data.npz", "data.tfrecords", "data.zarr", "data.h5", "bench.md"} <= set(
+    assert {"data.npz", "data.tfrecords", "data.zarr", "data.h5", "od.npz", "bench.md"} <= set(
         os.listdir(tmp_path / "demo")
     )
+    # the object-detection sample the docs' --layout example runs on, as the demo says
+    od, back = str(tmp_path / "demo" / "od.npz"), str(tmp_path / "od.tfrecords")
+    layout = ["--layout", "tf-object-detection"]
+    assert main(["convert", od, back, *layout, "-o", "class_names=dark,bright"]) == 0
+    assert main(["convert", back, str(tmp_path / "back.npz"), *layout]) == 0
+    assert main(["verify", od, str(tmp_path / "back.npz")]) == 0
 
 
 # ----------------------------------------------------------------- help and printing

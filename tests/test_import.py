@@ -121,3 +121,20 @@ def test_convert_to_npz_imports_no_sharding(tmp_path):
         f"    assert main(['convert', {str(src)!r}, {str(tmp_path / 'o.npz')!r}]) == 0"
     )
     assert not {"dstore.sharding.run", "dstore.multisource", *HEAVY} & loaded
+
+
+def test_to_tf_dataset_without_tensorflow_names_the_function_not_a_format(tmp_path):
+    """#27: the MissingDependencyError for to_tf_dataset called it 'the to_tf_dataset format'."""
+    code = (
+        "import sys; sys.modules['tensorflow'] = None\n"
+        "import dstore\n"
+        "try:\n"
+        "    dstore.to_tf_dataset('x.tfrecords')\n"
+        "except dstore.MissingDependencyError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+    ).stdout
+    assert out.startswith("dstore.to_tf_dataset needs 'tensorflow'"), out
+    assert "format" not in out

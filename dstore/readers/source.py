@@ -8,6 +8,7 @@ record ranges (:meth:`dstore.codecs.base.Reader.record_ranges`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -48,6 +49,7 @@ class SplitSource:
         self.follow_links = follow_links
         self._reader: Any = None
         self._pid = -1
+        self._home = os.getpid()  # the process that made this source (DataLoader workers differ)
         reader = self.reader()
         self.spec: SplitSpec = reader.split(split)  # one line naming the splits there are
         self.split = split
@@ -82,13 +84,23 @@ class SplitSource:
         return self.spec.count
 
     def reader(self) -> Any:
-        """This process's reader, opened on first use."""
+        """This process's reader, opened on first use. In a DataLoader worker (a process
+        other than the one that made this source) a format that decodes on a pool of
+        threads gets one thread: the workers are the parallelism, and N workers each
+        with a pool of all cores' threads only contend (measured on Parquet: 6.7 s an
+        epoch with pools, 5.5 s with one thread each)."""
         if self._reader is None or self._pid != os.getpid():
+            from ..registry import get_codec_class
             from ..sources import open_reader
 
-            self._reader = open_reader(
-                self.path, format=self.format, follow_links=self.follow_links
+            options: dict[str, Any] = {"follow_links": self.follow_links}
+            cls = get_codec_class(self.format)
+            has_workers = dataclasses.is_dataclass(cls.Options) and any(
+                f.name == "workers" for f in dataclasses.fields(cls.Options)
             )
+            if os.getpid() != self._home and has_workers:
+                options["workers"] = 1
+            self._reader = open_reader(self.path, format=self.format, **options)
             self._pid = os.getpid()
         return self._reader
 
