@@ -33,14 +33,13 @@ from .. import fs, links
 from ..errors import CodecIOError
 from ..fs import is_url
 from ..model import Bytes, Image, Ragged, String, StringList, Tensor
-from ..options import option, options_json
+from ..options import option
 from ..schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, Schema, SplitSpec
 from ..sharding import (
     ShardedDirectoryReader,
     ShardedDirectoryWriter,
     ShardFile,
     is_manifest_of,
-    manifest_base,
     plan_by_size,
 )
 from . import _tfrecord_io as rio
@@ -193,13 +192,9 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
         skip = {"workers"}
         if self.options.image_format == "png":  # PNG outputs' manifests stay as they were
             skip |= {"image_format", "quality"}
-        return {
-            **manifest_base("dstore-tfrecord", self.compression),
-            "options": {k: v for k, v in options_json(self.options).items() if k not in skip},
-            "libraries": self.libraries,
-            "schema": self.schema.to_json(),
-            "fields": self.examples.fields_json(),
-        }
+        return self.standard_head(
+            "dstore-tfrecord", self.options, self.examples.fields_json(), skip
+        )
 
 
 # ------------------------------------------------------------------------- reader
@@ -297,14 +292,6 @@ class TFRecordReader(ShardedDirectoryReader):
         yield from read_examples(spec, self.encodings[spec.name], names, raw, hi - lo, rows, pool)
         for _ in raw:  # drain: checks the tail of the shard
             pass
-
-    def lossy_fields(self, split: str) -> dict[str, LossyImage]:
-        """Fields of ``split`` stored in a lossy image encoding (decoded on read)."""
-        return {
-            name: lossy
-            for name, enc in self.encodings.get(split, {}).items()
-            if (lossy := enc.lossy) is not None
-        }
 
     def tf_compression_types(self, split: str) -> list[str]:
         """TensorFlow's ``compression_type`` of each shard of ``split``: "", "GZIP" or "ZLIB"."""

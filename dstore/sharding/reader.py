@@ -369,6 +369,16 @@ class ShardedDirectoryReader(Reader):
             first += shard.records
         return ranges
 
+    def lossy_fields(self, split: str) -> dict[str, Any]:
+        """Fields of ``split`` stored in a lossy image encoding, from the format's field
+        encodings (``self.encodings[split][field].lossy``, where a format keeps them)."""
+        encodings = getattr(self, "encodings", None) or {}
+        return {
+            name: lossy
+            for name, enc in encodings.get(split, {}).items()
+            if (lossy := getattr(enc, "lossy", None)) is not None
+        }
+
     def check_integrity(self) -> list[tuple[bool, str]]:
         """Every shard the manifest lists: present, of its size, with its sha256."""
         if self.manifest is None:

@@ -35,13 +35,14 @@ import hashlib
 import json
 import os
 from abc import abstractmethod
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any, ClassVar
 
 from .. import fs, names
 from ..codecs.base import Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError
 from ..fs import is_url
+from ..options import options_json
 from ..schema import Batch, Schema
 from .index import INDEX_SUFFIX, format_index
 from .manifest import ENTRY_KEYS, MANIFEST, manifest_base
@@ -253,6 +254,27 @@ class ShardedDirectoryWriter(ShardWriter):
                 out.write(b"".join(encoded))  # one write and hash per group
                 lengths.extend(len(rec) for rec in encoded)
                 yield len(encoded)
+
+    def standard_head(
+        self,
+        format_id: str,
+        options: Any,
+        fields: Mapping[str, Any],
+        skip: Iterable[str] = ("workers",),
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """The manifest keys formats write, in this order: format and versions, the options
+        that shape the bytes (``skip`` those that do not), ``extra``, libraries, schema,
+        and the field encodings its reader needs."""
+        skipped = set(skip)
+        return {
+            **manifest_base(format_id, self.compression),
+            "options": {k: v for k, v in options_json(options).items() if k not in skipped},
+            **extra,
+            "libraries": self.libraries,
+            "schema": self.schema.to_json(),
+            "fields": dict(fields),
+        }
 
     @abstractmethod
     def manifest_head(self) -> dict[str, Any]:

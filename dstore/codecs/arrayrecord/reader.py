@@ -27,7 +27,6 @@ from ...sharding import ShardedDirectoryReader, ShardFile
 from .._example_fields import FieldEncoding, check_manifest_fields, read_examples
 from .._example_infer import ExampleInference
 from .._example_tf import parse_snippet
-from .._imagecodec import LossyImage
 from .writer import FORMAT_ID
 
 __all__ = ["ArrayRecordDatasetReader"]
@@ -136,13 +135,6 @@ class ArrayRecordDatasetReader(ShardedDirectoryReader):
     def shard_pieces(self, shard: ShardFile, target_bytes: int) -> int:
         """Any record is entered directly: a shard is cut by its size."""
         return self.pieces_by_size(shard, target_bytes)
-
-    def lossy_fields(self, split: str) -> dict[str, LossyImage]:
-        return {
-            name: lossy
-            for name, enc in self.encodings.get(split, {}).items()
-            if (lossy := enc.lossy) is not None
-        }
 
     def describe(self) -> list[str]:
         lines = []

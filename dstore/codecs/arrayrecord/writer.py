@@ -19,9 +19,8 @@ from importlib.metadata import version
 from typing import Any
 
 from ...errors import CodecIOError
-from ...options import options_json
 from ...schema import Batch, Schema
-from ...sharding import ShardedDirectoryWriter, manifest_base
+from ...sharding import ShardedDirectoryWriter
 from .._example_fields import ExampleEncoder
 from ..base import Shard
 from .options import ArrayRecordOptions
@@ -115,11 +114,9 @@ class ArrayRecordShardWriter(ShardedDirectoryWriter):
             raise CodecIOError(f"{path}: array_record's writer failed: {last}")
 
     def manifest_head(self) -> dict[str, Any]:
-        return {
-            **manifest_base(FORMAT_ID, None),
-            "options": {k: v for k, v in options_json(self.options).items() if k != "workers"},
-            "writer_options": self.options.writer_options(),
-            "libraries": self.libraries,
-            "schema": self.schema.to_json(),
-            "fields": self.examples.fields_json(),
-        }
+        return self.standard_head(
+            FORMAT_ID,
+            self.options,
+            self.examples.fields_json(),
+            writer_options=self.options.writer_options(),
+        )

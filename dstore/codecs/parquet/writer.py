@@ -25,10 +25,9 @@ import pyarrow.parquet as pq
 
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ...model import Image, Ragged, VarColumn
-from ...options import options_json
 from ...parallel import default_workers, ordered_map
 from ...schema import Batch, FieldSpec, Schema, slice_batch
-from ...sharding import ShardedDirectoryWriter, manifest_base
+from ...sharding import ShardedDirectoryWriter
 from .._imagecodec import LossyImage
 from .._png import encoder_id, png_encoder
 from ..base import Shard
@@ -237,16 +236,11 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         writer.close()
 
     def manifest_head(self) -> dict[str, Any]:
-        return {
-            **manifest_base(FORMAT_ID, None),
-            "options": {k: v for k, v in options_json(self.options).items() if k != "workers"},
-            "libraries": self.libraries,
-            "schema": self.schema.to_json(),
-            "fields": {
-                split: {name: s.to_json() for name, s in encs.items()}
-                for split, encs in self.storages.items()
-            },
+        fields = {
+            split: {name: s.to_json() for name, s in encs.items()}
+            for split, encs in self.storages.items()
         }
+        return self.standard_head(FORMAT_ID, self.options, fields)
 
 
 def _table(schema: pa.Schema, group: list[dict[str, pa.Array]]) -> pa.Table:

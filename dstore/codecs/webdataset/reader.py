@@ -42,7 +42,6 @@ from ...model import (
 )
 from ...schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile
-from .._imagecodec import LossyImage
 from . import tario
 from .encodings import ENCODINGS, EXT_IMAGE, FieldEncoding, decode_value
 from .writer import FORMAT_ID
@@ -301,13 +300,6 @@ class WebDatasetReader(ShardedDirectoryReader):
                 values[name].append(decode_value(encs[name], spec.fields[name], data, where))
         return {
             n: _column(spec.fields[n], v, f"{spec.name}: field {n!r}") for n, v in values.items()
-        }
-
-    def lossy_fields(self, split: str) -> dict[str, LossyImage]:
-        return {
-            name: lossy
-            for name, enc in self.encodings.get(split, {}).items()
-            if (lossy := enc.lossy) is not None
         }
 
     def describe(self) -> list[str]:

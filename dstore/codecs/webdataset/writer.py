@@ -17,10 +17,9 @@ from typing import Any
 
 from ... import names
 from ...model import Bytes, Image, String, VarColumn, record
-from ...options import options_json
 from ...parallel import default_workers, ordered_map
 from ...schema import Batch, Schema, SplitSpec, slice_batch
-from ...sharding import ShardedDirectoryWriter, manifest_base
+from ...sharding import ShardedDirectoryWriter
 from .._png import encoder_id, png_encoder
 from ..base import Shard
 from . import tario
@@ -135,13 +134,8 @@ class WebDatasetShardWriter(ShardedDirectoryWriter):
                 yield held
 
     def manifest_head(self) -> dict[str, Any]:
-        return {
-            **manifest_base(FORMAT_ID, None),
-            "options": {k: v for k, v in options_json(self.options).items() if k != "workers"},
-            "libraries": self.libraries,
-            "schema": self.schema.to_json(),
-            "fields": {
-                split: {name: e.to_json() for name, e in encs.items()}
-                for split, encs in self.encodings.items()
-            },
+        fields = {
+            split: {name: e.to_json() for name, e in encs.items()}
+            for split, encs in self.encodings.items()
         }
+        return self.standard_head(FORMAT_ID, self.options, fields)
