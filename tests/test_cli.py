@@ -403,6 +403,10 @@ def test_reader_going_away_ends_quietly(tmp_path, label_maker_npz, argv):
 
 
 def test_pipe_into_head(label_maker_npz):
+    # the `dstore` command installed beside this interpreter (a venv's bin/), whatever
+    # PATH the test runner was started with
+    bindir = os.path.dirname(sys.executable)
+    env = {**os.environ, "PATH": os.pathsep.join([bindir, os.environ.get("PATH", "")])}
     for command in (
         f"dstore info {shlex.quote(label_maker_npz)} | head -1",
         "dstore formats | head -1",
@@ -414,6 +418,7 @@ def test_pipe_into_head(label_maker_npz):
             text=True,
             timeout=120,
             check=False,
+            env=env,
         )
         first, rc = proc.stdout.splitlines()
         assert proc.stderr == "", proc.stderr
