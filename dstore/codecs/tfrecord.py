@@ -34,7 +34,7 @@ from ..errors import CodecIOError
 from ..fs import is_url
 from ..model import Bytes, Image, Ragged, String, StringList, Tensor
 from ..options import option
-from ..schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, Schema, SplitSpec
+from ..schema import Batch, FieldSpec, Schema, SplitSpec
 from ..sharding import (
     ShardedDirectoryReader,
     ShardedDirectoryWriter,
@@ -199,8 +199,6 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
 
 # ------------------------------------------------------------------------- reader
 
-_TFDS_RE = re.compile(r"^(?:.*-)?(?P<split>[A-Za-z0-9_]+)\.tfrecords?-\d+-of-\d+(?:\.gz)?$")
-_OURS_RE = re.compile(r"^(?P<split>[A-Za-z0-9_]+)-\d+-of-\d+\.tfrecords?(?:\.gz)?$")
 _OF_RE = re.compile(r"-(\d+)-of-(\d+)")
 
 
@@ -212,18 +210,11 @@ class TFRecordReader(ShardedDirectoryReader):
     codec_name = "tfrecord"
     sequential_reason = "TFRecord shards are read in order"
     file_pattern = r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$"
+    shard_extension = r"\.tfrecords?"
 
     def __init__(self, path: str, workers: int = 0) -> None:
         self.encodings: dict[str, dict[str, FieldEncoding]] = {}
         super().__init__(path, workers)
-
-    def split_of(self, filename: str) -> str:
-        for rx in (_OURS_RE, _TFDS_RE):
-            m = rx.match(filename)
-            if m:
-                return m.group("split")
-        stem = re.sub(r"\.tfrecords?(\.gz)?$", "", filename)
-        return stem if stem in KNOWN_SPLITS else DEFAULT_SPLIT
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         self.encodings = check_manifest_fields(manifest, self.schema, where)

@@ -116,6 +116,10 @@ class ShardedDirectoryReader(Reader):
     codec_name: ClassVar[str] = "sharded"
     #: regex on a file name: the files of this format in a folder dstore did not write
     file_pattern: ClassVar[str] = r"$^"
+    #: regex of the extension a shard's name carries (``\.tfrecords?``), when the format
+    #: names shards as dstore (``train-00000-of-00004<ext>``) or TFDS
+    #: (``mnist-train<ext>-00000-of-00004``) do; a trailing ``.gz`` may follow either
+    shard_extension: ClassVar[str | None] = None
 
     def __init__(self, path: str, workers: int = 0) -> None:
         self.path = path
@@ -205,10 +209,21 @@ class ShardedDirectoryReader(Reader):
         """The split a file dstore did not write belongs to, from its name:
         ``train-00000-of-00004.x`` -> ``train``, ``test.x`` -> ``test``, else the
         default split."""
-        m = _OURS_RE.match(filename)
-        if m and re.fullmatch(r"[A-Za-z0-9_]+", m.group("split")):
-            return m.group("split")
-        stem = filename.split(".", 1)[0]
+        ext = self.shard_extension
+        if ext is None:
+            m = _OURS_RE.match(filename)
+            if m and re.fullmatch(r"[A-Za-z0-9_]+", m.group("split")):
+                return m.group("split")
+            stem = filename.split(".", 1)[0]
+            return stem if stem in KNOWN_SPLITS else DEFAULT_SPLIT
+        split = r"(?P<split>[A-Za-z0-9_]+)"
+        for rx in (
+            rf"^{split}-\d+-of-\d+{ext}(?:\.gz)?$",
+            rf"^(?:.*-)?{split}{ext}-\d+-of-\d+(?:\.gz)?$",
+        ):
+            if m := re.match(rx, filename):
+                return m.group("split")
+        stem = re.sub(rf"{ext}(\.gz)?$", "", filename)
         return stem if stem in KNOWN_SPLITS else DEFAULT_SPLIT
 
     # ------------------------------------------------------------ opening

@@ -15,14 +15,13 @@ sha256 per shard and per-field checksums for its own folders.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Executor
 from typing import Any
 
 from ...errors import CodecIOError
-from ...schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, SplitSpec
+from ...schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile
 from .._example_fields import FieldEncoding, check_manifest_fields, read_examples
 from .._example_infer import ExampleInference
@@ -37,8 +36,6 @@ _BLOCK = 256
 #: the process that first used array_record's reader (its thread pool lives there)
 _LIBRARY_PID: int | None = None
 _READ_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
-_TFDS_RE = re.compile(r"^(?:.*-)?(?P<split>[A-Za-z0-9_]+)\.array_?record-\d+-of-\d+$")
-_OURS_RE = re.compile(r"^(?P<split>[A-Za-z0-9_]+)-\d+-of-\d+\.array_?record$")
 
 
 class ArrayRecordDatasetReader(ShardedDirectoryReader):
@@ -49,19 +46,13 @@ class ArrayRecordDatasetReader(ShardedDirectoryReader):
     codec_name = "arrayrecord"
     sequential_reason = None  # any record is read alone
     file_pattern = r"\.array_?record(-\d+-of-\d+)?$"
+    shard_extension = r"\.array_?record"
 
     def __init__(self, path: str, workers: int = 0) -> None:
         self.encodings: dict[str, dict[str, FieldEncoding]] = {}
         self._files: dict[str, Any] = {}  # open library readers by path
         self._lock = threading.Lock()
         super().__init__(path, workers)
-
-    def split_of(self, filename: str) -> str:
-        for rx in (_OURS_RE, _TFDS_RE):
-            if m := rx.match(filename):
-                return m.group("split")
-        stem = re.sub(r"\.array_?record$", "", filename)
-        return stem if stem in KNOWN_SPLITS else DEFAULT_SPLIT
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         self.encodings = check_manifest_fields(manifest, self.schema, where)
