@@ -16,6 +16,7 @@ pixels, a ``tf.RaggedTensor`` once batched when their size varies.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -24,6 +25,7 @@ import numpy as np
 
 from .errors import MissingDependencyError, SchemaError
 from .precision import dequant_params
+from .readers.plan import GLOBAL_WINDOW, consumer_indices, drop_first, read_order
 from .registry import get_codec_class
 
 __all__ = ["to_tf_dataset"]
@@ -52,11 +54,15 @@ def to_tf_dataset(
     fields: Sequence[str] | None = None,
     batch_size: int | None = None,
     drop_remainder: bool = False,
-    shuffle: int = 0,
+    shuffle: int | str = 0,
     seed: int = 0,
     deterministic: bool | None = None,
     ordered: bool = False,
     format: str | None = None,
+    epoch: int = 0,
+    skip: int = 0,
+    rank: int | None = None,
+    world_size: int | None = None,
 ) -> Any:
     """A ``tf.data.Dataset`` of ``{field: tensor}`` with the original dtypes and shapes.
 
@@ -70,26 +76,86 @@ def to_tf_dataset(
     ``deterministic`` (default: only when ``ordered`` or shuffling, so that a
     seed gives the same order every run) lets a record decoded early pass one
     still decoding; order is then not guaranteed, every record still comes once.
+
+    ``shuffle="global"`` (random-access storage only) makes each pass over the
+    dataset one epoch: a permutation of all the split's records from
+    ``(seed, epoch)``, the same on any machine and the same as ``to_torch``'s
+    with one reading process; the first pass is epoch ``epoch``, the next
+    ``epoch + 1`` and so on. ``rank``/``world_size`` deal the permutation
+    round-robin, so the ranks together read each record once per epoch.
+
+    Resuming mid-epoch: ``skip`` leaves out the first ``skip`` records of the
+    first pass (this rank's share) without reading or decoding them. With
+    ``shuffle="global"`` pass the epoch and the records taken
+    (``steps * batch_size``) you saved; in storage order (``ordered=True``,
+    no shuffle) ``skip`` alone. A shuffle buffer cannot resume exactly and
+    refuses ``skip``.
     """
     tf = _tf()
     from .readers.source import SplitSource
 
-    if shuffle < 0:
-        raise ValueError(f"shuffle is a buffer size in records (>= 0); got {shuffle}")
+    order = _ReadOrder.of(shuffle, seed, epoch, skip, ordered, rank, world_size)
     if deterministic is None:
-        deterministic = ordered or shuffle > 1
+        deterministic = ordered or order.is_global or order.buffer > 1
     source = SplitSource(path, split, fields, format=format)
-    if get_codec_class(source.format).tensorflow_native:
-        ds = _tfrecord_dataset(
-            tf, source, shuffle, seed, deterministic, ordered, batch_size, drop_remainder
-        )
+    if order.is_global:
+        source.require_random_access("shuffle='global'")
+    if get_codec_class(source.format).tensorflow_native and not order.is_global:
+        ds = _tfrecord_dataset(tf, source, order, deterministic, batch_size, drop_remainder)
     else:
-        ds = _generator_dataset(tf, source, shuffle, seed, deterministic)
-        if shuffle > 1:
-            ds = ds.shuffle(shuffle, seed=seed, reshuffle_each_iteration=True)
+        ds = _generator_dataset(tf, source, order, deterministic)
+        if order.buffer > 1:
+            ds = ds.shuffle(order.buffer, seed=seed, reshuffle_each_iteration=True)
         if batch_size:
             ds = _batch(source, ds, batch_size, drop_remainder)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ReadOrder:
+    """The order a dataset reads its records in (checked once, up front)."""
+
+    buffer: int  # shuffle buffer in records (0: none)
+    is_global: bool
+    seed: int
+    epoch: int
+    skip: int
+    ordered: bool
+    rank: int
+    world_size: int
+
+    @classmethod
+    def of(
+        cls,
+        shuffle: int | str,
+        seed: int,
+        epoch: int,
+        skip: int,
+        ordered: bool,
+        rank: int | None,
+        world_size: int | None,
+    ) -> _ReadOrder:
+        is_global = shuffle == "global"
+        if not is_global and (isinstance(shuffle, str) or shuffle < 0):
+            raise ValueError(
+                f"shuffle is a buffer size in records (>= 0) or 'global'; got {shuffle!r}"
+            )
+        buffer = 0 if is_global else int(shuffle)
+        if skip < 0 or epoch < 0:
+            raise ValueError(f"epoch and skip are counts (>= 0); got epoch={epoch}, skip={skip}")
+        if skip and not (is_global or (ordered and buffer <= 1)):
+            raise ValueError(
+                "skip= resumes a fixed order: use shuffle='global' (with its epoch=) or "
+                "ordered=True without a shuffle buffer (a buffer's order depends on the "
+                "records already read)"
+            )
+        if (rank is None) != (world_size is None):
+            raise ValueError("give rank= and world_size= together")
+        if rank is not None and not is_global:
+            raise ValueError("rank= and world_size= deal a shuffle='global' epoch to ranks")
+        if world_size is not None and rank is not None and not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
+        return cls(buffer, is_global, seed, epoch, skip, ordered, rank or 0, world_size or 1)
 
 
 def _batch(source: Any, ds: Any, batch_size: int, drop_remainder: bool) -> Any:
@@ -246,13 +312,12 @@ def _dequantized(post: Post, quant: tuple[np.ndarray, np.ndarray]) -> Post:
 def _tfrecord_dataset(
     tf: Any,
     source: Any,
-    shuffle: int,
-    seed: int,
+    order: _ReadOrder,
     deterministic: bool,
-    ordered: bool,
     batch_size: int | None,
     drop_remainder: bool,
 ) -> Any:
+    shuffle, seed, ordered = order.buffer, order.seed, order.ordered
     reader = source.reader()
     encs = reader.encodings[source.split]
     files = [s.path for s in reader.shards[source.split]]
@@ -305,6 +370,8 @@ def _tfrecord_dataset(
         # the serialized records are shuffled, not the decoded ones: a buffer of
         # PNG bytes is a fraction of the memory of the same buffer of pixels
         ds = ds.shuffle(shuffle, seed=seed, reshuffle_each_iteration=True)
+    if order.skip:  # storage order: the serialized records are passed over, never parsed
+        ds = ds.skip(order.skip)
     ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     if batch_size:
         ds = _batch(source, ds, batch_size, drop_remainder)
@@ -314,7 +381,7 @@ def _tfrecord_dataset(
 # ------------------------------------------------------------------ other formats
 
 
-def _generator_dataset(tf: Any, source: Any, shuffle: int, seed: int, deterministic: bool) -> Any:
+def _generator_dataset(tf: Any, source: Any, order: _ReadOrder, deterministic: bool) -> Any:
     """zarr, HDF5, npz: dstore's batched reader, range by range, unbatched into records.
 
     Fixed-shape fields are ``tf.TensorSpec``; strings, bytes and encoded
@@ -383,17 +450,8 @@ def _generator_dataset(tf: Any, source: Any, shuffle: int, seed: int, determinis
         return out
 
     def batches() -> Iterator[dict[str, Any]]:
-        ranges = list(source.ranges)
-        rows = None
-        if not source.random_access:  # a deflated npz: one forward pass, never re-entered
-            rows = max((b - a for a, b in ranges), default=1)
-            ranges = [(0, source.count)]
-        elif shuffle > 1:
-            rng = np.random.default_rng([seed, next(epochs)])
-            ranges = [ranges[i] for i in rng.permutation(len(ranges))]
-        for a, b in ranges:
-            for batch in source.batches(a, b, rows):
-                yield columns(batch)
+        for batch in _epoch_batches(source, order, next(epochs)):
+            yield columns(batch)
 
     ds = tf.data.Dataset.from_generator(batches, output_signature=signature).unbatch()
     if not post and not shaped:
@@ -413,3 +471,46 @@ def _generator_dataset(tf: Any, source: Any, shuffle: int, seed: int, determinis
         return out
 
     return ds.map(finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+
+
+def _epoch_batches(source: Any, order: _ReadOrder, nth: int) -> Iterator[Any]:
+    """The batches of the ``nth`` pass over the dataset (each pass is the next epoch)."""
+    skip = order.skip if nth == 0 else 0
+    if order.is_global:
+        yield from _global_batches(source, order, order.epoch + nth, skip)
+        return
+    ranges = list(source.ranges)
+    rows = None
+    if not source.random_access:  # a deflated npz: one forward pass, never re-entered
+        rows = max((b - a for a, b in ranges), default=1)
+        ranges = [(0, source.count)]
+    elif order.buffer > 1:
+        rng = np.random.default_rng([order.seed, nth])
+        ranges = [ranges[i] for i in rng.permutation(len(ranges))]
+    for a, b in drop_first(ranges, skip):
+        yield from source.batches(a, b, rows)
+
+
+def _global_batches(source: Any, order: _ReadOrder, epoch: int, skip: int) -> Iterator[Any]:
+    """This rank's share of epoch ``epoch``'s permutation after its first ``skip``
+    records: windows read in storage order (runs of consecutive records), each
+    handed out as one batch in the permuted order -- the same sequence as
+    ``to_torch(shuffle="global")`` with one reading process per rank."""
+    from .model import concat_columns, take_column
+
+    kinds = source.kinds()
+    mine = consumer_indices(
+        source.count, order.rank, order.world_size, seed=order.seed, epoch=epoch
+    )
+    for part, runs in read_order(mine[skip:], GLOBAL_WINDOW):
+        pieces: dict[str, list[Any]] = {name: [] for name in source.fields}
+        for a, b in runs:
+            for batch in source.batches(a, b):
+                for name in source.fields:
+                    pieces[name].append(batch[name])
+        # the window's records came sorted by position; hand them out permuted
+        where = np.searchsorted(np.sort(part), part)
+        yield {
+            name: take_column(concat_columns(kinds[name], pieces[name]), where)
+            for name in source.fields
+        }

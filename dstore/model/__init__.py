@@ -10,6 +10,7 @@ from .columns import (
     empty_column,
     record,
     slice_column,
+    take_column,
     to_column,
 )
 from .infer import infer_column, numpy_strings_to_column
@@ -46,5 +47,6 @@ __all__ = [
     "numpy_strings_to_column",
     "record",
     "slice_column",
+    "take_column",
     "to_column",
 ]

@@ -34,6 +34,7 @@ __all__ = [
     "empty_column",
     "record",
     "slice_column",
+    "take_column",
     "to_column",
 ]
 
@@ -305,6 +306,11 @@ def column_len(col: Column) -> int:
 
 def slice_column(col: Column, start: int, stop: int) -> Column:
     return col.slice(start, stop) if isinstance(col, VarColumn) else col[start:stop]
+
+
+def take_column(col: Column, indices: np.ndarray) -> Column:
+    """Records ``indices`` of ``col``, in that order."""
+    return _gather(col, np.asarray(indices, np.int64))
 
 
 def concat_columns(kind: Kind, parts: Sequence[Column]) -> Column:

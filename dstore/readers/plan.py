@@ -13,8 +13,10 @@ from typing import TypeVar
 import numpy as np
 
 __all__ = [
+    "GLOBAL_WINDOW",
     "consumer_indices",
     "consumer_ranges",
+    "drop_first",
     "epoch_rng",
     "global_order",
     "read_order",
@@ -22,6 +24,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: records a globally shuffled reader reads together, sorted by position
+GLOBAL_WINDOW = 256
 
 
 def epoch_rng(seed: int, epoch: int, *stream: int) -> np.random.Generator:
@@ -59,6 +64,18 @@ def consumer_ranges(
         perm = epoch_rng(seed, epoch).permutation(len(order))
         order = [order[i] for i in perm]
     return order[consumer::consumers]
+
+
+def drop_first(ranges: Sequence[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+    """``ranges`` without their first ``n`` records (taken before a resume: never read)."""
+    out = []
+    for a, b in ranges:
+        if n >= b - a:
+            n -= b - a
+            continue
+        out.append((a + n, b))
+        n = 0
+    return out
 
 
 def shuffle_buffer(items: Iterable[T], size: int, rng: np.random.Generator) -> Iterator[T]:

@@ -75,6 +75,18 @@ class SplitSource:
         self.skipped = 0
         self.errors: list[str] = []
 
+    def require_random_access(self, what: str) -> None:
+        """Refuse ``what`` (a mode that reads single records at random) in one line
+        when this storage only streams, naming the conversions that make it random-access."""
+        if self.sequential_reason or not self.random_access:
+            why = self.sequential_reason or "a deflated npz only streams"
+            raise SchemaError(
+                f"{self.path}: {what} reads single records at random and {why}; "
+                "convert it to a random-access form (zarr, HDF5, an uncompressed npz, plain "
+                "TFRecord with its .idx, ArrayRecord, Parquet, WebDataset), or index it with "
+                "'dstore index'"
+            )
+
     def kinds(self) -> dict[str, Any]:
         """The kind of each field read, by name (what a record of it is)."""
         return {name: self.spec.fields[name].kind for name in self.fields}

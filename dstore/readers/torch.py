@@ -37,7 +37,15 @@ import torch.utils.data as tud
 
 from ..errors import SchemaError
 from ..model import Bytes, Image, Kind, String, StringList, VarColumn
-from .plan import consumer_indices, consumer_ranges, epoch_rng, read_order, shuffle_buffer
+from .plan import (
+    GLOBAL_WINDOW,
+    consumer_indices,
+    consumer_ranges,
+    drop_first,
+    epoch_rng,
+    read_order,
+    shuffle_buffer,
+)
 from .source import SplitSource
 
 __all__ = [
@@ -50,8 +58,6 @@ __all__ = [
 ]
 
 Record = dict[str, Any]
-#: records a globally shuffled reader reads together, sorted by position
-GLOBAL_WINDOW = 256
 STATE_VERSION = 1
 
 
@@ -153,14 +159,8 @@ class DstoreIterableDataset(tud.IterableDataset):
             raise ValueError(
                 f"shuffle is a buffer size in records (>= 0) or 'global'; got {shuffle!r}"
             )
-        if self._global and (source.sequential_reason or not source.random_access):
-            what = source.sequential_reason or "a deflated npz only streams"
-            raise SchemaError(
-                f"{source.path}: shuffle='global' reads single records at random and {what}; "
-                "convert it to a random-access form (zarr, HDF5, an uncompressed npz, plain "
-                "TFRecord with its .idx, ArrayRecord, Parquet, WebDataset), or index it with "
-                "'dstore index'"
-            )
+        if self._global:
+            source.require_random_access("shuffle='global'")
         self._place: tuple[int, int] | None
         if rank is not None and world_size is not None:
             if not (world_size >= 1 and 0 <= rank < world_size):
@@ -314,7 +314,7 @@ class DstoreIterableDataset(tud.IterableDataset):
             epoch=self.epoch,
             streaming=streaming,
         )
-        mine = _drop_first(mine, skip)  # taken before a restore: never read again
+        mine = drop_first(mine, skip)  # taken before a restore: never read again
         if streaming:
             rows = max((b - a for a, b in src.ranges), default=1)
             batches = (bt for a, b in _merge(mine) for bt in src.batches(a, b, rows))
@@ -325,18 +325,6 @@ class DstoreIterableDataset(tud.IterableDataset):
         if buffer > 1:
             records = shuffle_buffer(records, buffer, epoch_rng(self.seed, self.epoch, 1, me))
         yield from records
-
-
-def _drop_first(ranges: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
-    """``ranges`` without their first ``n`` records."""
-    out = []
-    for a, b in ranges:
-        if n >= b - a:
-            n -= b - a
-            continue
-        out.append((a + n, b))
-        n = 0
-    return out
 
 
 def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
