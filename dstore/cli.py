@@ -319,6 +319,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         progress=progress,
         layout=args.layout,
         probe=not args.no_probe,
+        loader=args.read,
+        loader_workers=args.workers,
     )
     print(to_text(report, wide=args.wide))
     if args.report:
@@ -651,10 +653,29 @@ def build_parser() -> argparse.ArgumentParser:
         "times are medians (default: %(default)s)",
     )
     p.add_argument(
+        "--goal",
         "--objective",
-        choices=["size", "write", "read"],
+        dest="objective",
+        choices=["size", "write", "read", "balanced"],
         default="size",
-        help="what the recommendation minimises (default: %(default)s)",
+        help="what the recommendation favours: size, write time, read speed (the training "
+        "loader's with --read), or a balance of the three (default: %(default)s; "
+        "--objective is the old name)",
+    )
+    p.add_argument(
+        "--read",
+        choices=["torch", "tf"],
+        default=None,
+        help="also measure each cell's training loader: records/s and MB/s of a PyTorch "
+        "DataLoader over dstore.to_torch (or tf.data over dstore.to_tf_dataset), warm and cold "
+        "page cache (default: not measured)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        metavar="N",
+        help="DataLoader workers for --read torch (default: %(default)s)",
     )
     p.add_argument(
         "--max-accuracy-drop",

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .. import api
-from ..errors import DstoreError, LabelError, UsageError
+from ..errors import DstoreError, LabelError, MissingDependencyError, UsageError
 from ..model import Column
 from ..output import path_size, remove_path
 from ..registry import available_codecs, default_extension, get_codec_class, registry
@@ -56,6 +56,7 @@ from .accuracy import (
     to_score,
 )
 from .grid import ImageEncoding, dtype_support, image_options, parse_dtypes, parse_images
+from .loader import LOADERS, LoaderRead, measure_loader
 
 __all__ = ["Cell", "bench", "default_settings"]
 
@@ -89,6 +90,9 @@ class Cell:
     write_s: float = float("nan")
     read_s: float = float("nan")
     peak_write_mb: float = float("nan")  # peak RSS of the process that wrote (MiB)
+    loader_rps: float = float("nan")  # --read: the training loader's records/s, warm cache
+    loader_mbps: float = float("nan")  # --read: its MB/s of the cell's bytes, warm cache
+    loader_cold_rps: float = float("nan")  # --read: records/s after a page-cache drop
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0
     bit_exact: bool = False
@@ -307,6 +311,8 @@ def bench(
     progress: Callable[[str], None] | None = None,
     layout: str | None = None,
     probe: bool = True,
+    loader: str | None = None,
+    loader_workers: int = 2,
 ) -> BenchReport:
     """Measure every format x image encoding x dtype policy (x codec setting) on ``src``.
 
@@ -320,6 +326,12 @@ def bench(
     the labels' shape or by ``layout`` (``tf-object-detection``, ``segmentation``,
     ...; see :mod:`.accuracy`). ``probe=False`` measures no accuracy at all.
     The first row is ``src`` itself, as it is.
+
+    ``loader`` (``"torch"`` or ``"tf"``) also measures each cell's training
+    loader: the records/s and MB/s of a DataLoader with ``loader_workers``
+    workers over :func:`dstore.to_torch` (or a :func:`dstore.to_tf_dataset`
+    pipeline), warm and cold page cache (see :mod:`.loader`); ``objective="read"``
+    then ranks by it.
 
     ``progress`` gets one line as soon as the inputs are checked (the records to
     measure), one when the original data's accuracy is known, and one per cell
@@ -336,6 +348,7 @@ def bench(
         else {"evaluate": evaluate, "features": features, "labels": labels, "layout": layout}
     )
     formats = _check_inputs(formats, repeats, sample, objective, no_probe)
+    how = _check_loader(loader, loader_workers)
     if layout is not None:
         layout_kind(layout)  # an unknown name: one line before the input is even opened
     if isinstance(evaluate, str):
@@ -375,6 +388,8 @@ def bench(
                 "only lossless cells can be recommended"
             )
         input_cell = _measure_input(src, src_info, sample, original, schema, repeats)
+        if how is not None and sample is None and input_cell.error is None:
+            _measure_loader(input_cell, src, src_info.format, list(original), how, repeats)
         input_cell.accuracy, input_cell.accuracy_delta = baseline, 0.0
         input_cell.probe_s = base.seconds if base is not None else float("nan")
         input_cell.probe_dtype = base.dtype if base is not None else ""
@@ -403,7 +418,9 @@ def bench(
                         cell.unsupported = _unsupported(cell, codec_cls, enc)
                         if not cell.unsupported:
                             out = os.path.join(workdir, f"cell-{len(cells)}{ext}")
-                            _measure(cell, source, out, original, task, evaluate, base, repeats)
+                            _measure(
+                                cell, source, out, original, task, evaluate, base, repeats, how
+                            )
                         if cell.error:  # name the user's file, not the bench's working copy
                             cell.error = cell.error.replace(source, src)
                         say(cell_line(cell, 1 + len(cells), total))
@@ -426,6 +443,8 @@ def bench(
                 "max_accuracy_drop": max_accuracy_drop,
                 "layout": layout,
                 "probe": probe,
+                "loader": loader,
+                "loader_workers": loader_workers if loader else None,
             },
             warnings=warnings,
             input=input_cell,
@@ -584,6 +603,30 @@ def _measure_input(
     return cell
 
 
+def _check_loader(loader: str | None, workers: int) -> LoaderRead | None:
+    """The ``--read`` settings, checked (and the loader's library found) before any work."""
+    if loader is None:
+        return None
+    if loader not in LOADERS:
+        raise UsageError(f"--read must be one of {', '.join(LOADERS)}. Got {loader!r}.")
+    if workers < 0:
+        raise UsageError(f"--workers must be >= 0. Got {workers}.")
+    import importlib.util
+
+    module, extra = ("torch", "torch") if loader == "torch" else ("tensorflow", "tf")
+    if importlib.util.find_spec(module) is None:
+        raise MissingDependencyError("bench", extra, module, what=f"dstore bench --read {loader}")
+    return LoaderRead(loader, workers)
+
+
+def _measure_loader(
+    cell: Cell, path: str, fmt: str, splits: list[str], how: LoaderRead, repeats: int
+) -> None:
+    speed = measure_loader(path, fmt, splits, cell.bytes, how, repeats)
+    cell.loader_rps, cell.loader_mbps = speed.records_per_s, speed.mb_per_s
+    cell.loader_cold_rps = speed.cold_records_per_s
+
+
 def _child_env() -> dict[str, str]:
     """The child imports this very dstore, whatever the parent's ``sys.path`` tricks."""
     env = dict(os.environ)
@@ -651,6 +694,7 @@ def _measure(
     evaluate: Evaluate | None,
     base: _Timed | None,
     repeats: int,
+    how: LoaderRead | None = None,
 ) -> None:
     try:
         _write_in_child(cell, source, out, repeats)
@@ -666,6 +710,8 @@ def _measure(
             _read_all(out, cell.format)
             times.append(time.perf_counter() - t)
         cell.read_s = statistics.median(times)
+        if how is not None:
+            _measure_loader(cell, out, cell.format, list(original), how, repeats)
         cell.max_abs_error, cell.max_rel_error, cell.bit_exact = _errors(original, got)
         scored = _score(got, task, evaluate)
         if scored is not None and base is not None:

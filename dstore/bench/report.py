@@ -9,6 +9,7 @@ import math
 import os
 import shlex
 import textwrap
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -28,10 +29,12 @@ __all__ = [
     "to_text",
 ]
 
+#: what each goal ranks by (best first), and how the reason names the winner
 OBJECTIVES = {
-    "size": ("bytes", "smallest"),
-    "write": ("write_s", "fastest to write"),
-    "read": ("read_s", "fastest to read"),
+    "size": "smallest",
+    "write": "fastest to write",
+    "read": "fastest to read",
+    "balanced": "best balance of size, write and read time",
 }
 
 COLUMNS = [
@@ -44,6 +47,9 @@ COLUMNS = [
     ("write_s", "write s"),
     ("read_s", "read s"),
     ("peak_mb", "write peak RSS MB"),
+    ("loader", "loader rec/s"),
+    ("loader_mb", "loader MB/s"),
+    ("cold", "cold rec/s"),
     ("max_abs", "max abs err"),
     ("exact", "bit-exact"),
     ("acc", "accuracy"),
@@ -55,6 +61,8 @@ COLUMNS = [
 ]
 #: Columns that exist only when accuracy was measured.
 ACCURACY_COLUMNS = ("acc", "delta", "band", "probe_s", "probe_dtype")
+#: Columns that exist only with --read (a training loader was measured).
+LOADER_COLUMNS = ("loader", "loader_mb", "cold")
 #: The terminal table's width unless ``wide``.
 TABLE_WIDTH = 120
 #: The narrow table (``wide=False``): shorter headings; bytes/record, the writer's peak
@@ -67,6 +75,7 @@ NARROW = {
     "ratio": "raw/out",
     "write_s": "write s",
     "read_s": "read s",
+    "loader": "rec/s",
     "max_abs": "max err",
     "exact": "exact",
     "acc": "acc %",
@@ -111,7 +120,7 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}. Got {objective!r}.")
-    key, word = OBJECTIVES[objective]
+    word = OBJECTIVES[objective]
     ok = [c for c in report.cells if c.error is None and c.unsupported is None and not c.is_input]
     measured = not math.isnan(report.baseline_accuracy)
     ok = [c for c in ok if acceptable(c, max_drop)] if measured else [c for c in ok if c.bit_exact]
@@ -122,7 +131,7 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
             else "no lossless configuration succeeded; no accuracy measured, "
             "lossy casts not considered"
         )
-    best = min(ok, key=lambda c: (getattr(c, key), c.bytes))
+    best = min(ok, key=_ranking(objective, ok))
     if measured:
         reason = (
             f"{word} of {len(ok)} configurations that lose at most {max_drop} accuracy points "
@@ -140,15 +149,60 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
     reason += (
         f": {_fmt_size(best.bytes)}, {best.write_s:.2f} s to write, {best.read_s:.2f} s to read"
     )
+    if not math.isnan(best.loader_rps):
+        reason += (
+            f", {best.loader_rps:,.0f} records/s through the {report.settings['loader']} loader"
+        )
     if not best.bit_exact:
         reason += f", max abs error {best.max_abs_error:.3g}"
     inp = report.input
     if inp is not None and inp.error is None and inp.bytes and best.bytes:
-        if objective == "read" and not math.isnan(inp.read_s) and best.read_s > 0:
+        if objective == "read" and _loaded(best) and _loaded(inp):
+            reason += f"; {best.loader_rps / inp.loader_rps:.1f}x your input's loader speed"
+        elif objective == "read" and not math.isnan(inp.read_s) and best.read_s > 0:
             reason += f"; {inp.read_s / best.read_s:.1f}x your input's read speed"
         else:
             reason += f"; {inp.bytes / best.bytes:.2f}x smaller than your input"
     return best, reason
+
+
+def _loaded(c: Cell) -> bool:
+    return not math.isnan(c.loader_rps) and c.loader_rps > 0
+
+
+def _read_cost(c: Cell) -> float:
+    """Seconds per record: the training loader's where measured, else one process's read."""
+    if _loaded(c):
+        return 1 / c.loader_rps
+    return c.read_s / c.records if c.records else c.read_s
+
+
+def _ranking(objective: str, cells: list[Cell]) -> Callable[[Cell], tuple[float, int]]:
+    """Sort key for ``objective`` (smaller is better, ties to the smaller file).
+
+    ``balanced``: the geometric mean of size, write time and read cost, each
+    relative to the best candidate's, so no unit dominates."""
+    if objective == "size":
+        return lambda c: (float(c.bytes), c.bytes)
+    if objective == "write":
+        return lambda c: (c.write_s, c.bytes)
+    if objective == "read":
+        return lambda c: (_read_cost(c), c.bytes)
+    floor = {
+        "bytes": min(c.bytes for c in cells) or 1,
+        "write": min(c.write_s for c in cells) or 1e-9,
+        "read": min(_read_cost(c) for c in cells) or 1e-9,
+    }
+
+    def balanced(c: Cell) -> tuple[float, int]:
+        parts = (
+            c.bytes / floor["bytes"],
+            c.write_s / floor["write"],
+            _read_cost(c) / floor["read"],
+        )
+        return (math.prod(parts) ** (1 / 3), c.bytes)
+
+    return balanced
 
 
 def _note(c: Cell) -> str:
@@ -189,6 +243,9 @@ def table_rows(report: BenchReport) -> list[dict[str, str]]:
                 "write_s": _num(c.write_s, ".2f"),
                 "read_s": _num(c.read_s, ".2f"),
                 "peak_mb": _num(c.peak_write_mb, ".0f"),
+                "loader": _num(c.loader_rps, ",.0f"),
+                "loader_mb": _num(c.loader_mbps, ".1f"),
+                "cold": _num(c.loader_cold_rps, ",.0f"),
                 "max_abs": f"{c.max_abs_error:.2g}" if has else "-",
                 "exact": "yes" if c.bit_exact and has else ("no" if has else "-"),
                 "acc": _num(100 * c.accuracy, ".2f"),
@@ -237,6 +294,8 @@ def cell_line(cell: Cell, i: int, total: int) -> str:
     if not math.isnan(cell.write_s):
         parts.append(f"write {cell.write_s:.2f} s")
     parts.append(f"read {_num(cell.read_s, '.2f')} s")
+    if not math.isnan(cell.loader_rps):
+        parts.append(f"loader {cell.loader_rps:,.0f} records/s")
     if not math.isnan(cell.accuracy):
         parts.append(f"accuracy {100 * cell.accuracy:.2f}%")
         if not cell.is_input:
@@ -280,6 +339,8 @@ def _columns(report: BenchReport, wide: bool) -> list[tuple[str, str]]:
     cols = COLUMNS if wide else [(k, NARROW[k]) for k, _ in COLUMNS if k in NARROW]
     if math.isnan(report.baseline_accuracy):
         cols = [(k, h) for k, h in cols if k not in ACCURACY_COLUMNS]
+    if not report.settings.get("loader"):
+        cols = [(k, h) for k, h in cols if k not in LOADER_COLUMNS]
     return list(cols)
 
 

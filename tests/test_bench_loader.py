@@ -1,0 +1,149 @@
+"""dstore bench --read torch|tf: each cell's training loader measured with real DataLoader
+workers (or tf.data), shown in the table and report, and used by --goal read/balanced."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+
+import dstore
+from dstore.bench.harness import BenchReport, Cell
+from dstore.bench.report import recommend
+from dstore.cli import main
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def tiles_npz(tmp_path_factory, tiles):
+    x, y = tiles
+    path = str(tmp_path_factory.mktemp("benchread") / "tiles.npz")
+    np.savez(path, x_train=x[:48], y_train=y[:48], x_test=x[48:60], y_test=y[48:60])
+    return path
+
+
+def test_bench_measures_the_torch_loader_of_every_cell(tiles_npz):
+    report = dstore.bench(
+        tiles_npz,
+        formats=["npz", "zarr"],
+        dtypes=["keep"],
+        probe=False,
+        repeats=1,
+        loader="torch",
+        loader_workers=1,
+    )
+    cells = [report.input, *report.cells]
+    for cell in cells:
+        assert cell.error is None, cell.error
+        assert cell.loader_rps > 0 and cell.loader_mbps > 0, cell.label
+        # the cold pass ran after a page-cache drop (posix_fadvise on Linux)
+        assert cell.loader_cold_rps > 0, cell.label
+        # MB/s is the cell's bytes over the same time as records/s
+        records = 60
+        assert cell.loader_mbps == pytest.approx(
+            cell.bytes / (records / cell.loader_rps) / 1e6, rel=1e-6
+        )
+    assert report.settings["loader"] == "torch"
+
+
+def test_cli_read_torch_goal_read(tiles_npz, tmp_path, capsys):
+    report_path = tmp_path / "r.json"
+    rc = main(
+        [
+            "bench",
+            tiles_npz,
+            "--formats",
+            "zarr,tfrecord",
+            "--dtypes",
+            "keep",
+            "--no-probe",
+            "--repeats",
+            "1",
+            "--read",
+            "torch",
+            "--workers",
+            "1",
+            "--goal",
+            "read",
+            "--report",
+            str(report_path),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert rc == 0
+    assert "rec/s" in captured.out  # the loader column
+    assert "records/s" in captured.err  # each cell's progress line
+    (line,) = [ln for ln in captured.out.splitlines() if ln.startswith("recommendation:")]
+    assert "fastest to read" in line and "records/s through the torch loader" in line
+    saved = json.loads(report_path.read_text())
+    speeds = {c["format"]: c["loader_rps"] for c in saved["cells"]}
+    best = max(speeds, key=speeds.get)
+    assert f"recommendation: {best} keep" in line  # ranked by the loader, not the plain read
+
+
+def test_the_loader_columns_exist_only_with_read(tiles_npz, capsys):
+    assert main(["bench", tiles_npz, "--formats", "zarr", "--dtypes", "keep", "--no-probe"]) == 0
+    assert "rec/s" not in capsys.readouterr().out
+
+
+def test_bad_read_value_is_one_line(tiles_npz, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bench", tiles_npz, "--read", "jax"])
+    assert e.value.code == 2
+    assert "invalid choice: 'jax'" in capsys.readouterr().err
+
+
+def _cell(rng: random.Random, loader: bool) -> Cell:
+    cell = Cell(
+        rng.choice(["npz", "zarr", "tfrecord"]),
+        "keep",
+        {},
+        bytes=rng.randint(1, 10**6),
+        raw_bytes=10**6,
+        records=100,
+        write_s=rng.uniform(0.01, 1),
+        read_s=rng.uniform(0.01, 1),
+        bit_exact=True,
+    )
+    if loader:
+        cell.loader_rps = rng.uniform(10, 1000)
+    return cell
+
+
+def test_goal_read_ranks_by_the_loader_and_balanced_by_all_three():
+    rng = random.Random(3)
+    for trial in range(200):
+        loader = rng.random() < 0.5
+        cells = [_cell(rng, loader) for _ in range(rng.randint(1, 8))]
+        settings = {"loader": "torch" if loader else None}
+        report = BenchReport("d.npz", None, math.nan, math.nan, math.nan, cells, {}, settings)
+        best, _ = recommend(report, "read", 0.1)
+        if loader:
+            assert best.loader_rps == max(c.loader_rps for c in cells), trial
+        else:
+            assert best.read_s == min(c.read_s for c in cells), trial
+        best, reason = recommend(report, "balanced", 0.1)
+        assert "best balance" in reason
+
+        def score(c: Cell, cells=cells, loader=loader) -> float:
+            read = 1 / c.loader_rps if loader else c.read_s / c.records
+            floor_read = min(1 / d.loader_rps if loader else d.read_s / d.records for d in cells)
+            return (
+                c.bytes
+                / min(d.bytes for d in cells)
+                * c.write_s
+                / min(d.write_s for d in cells)
+                * read
+                / floor_read
+            )
+
+        assert score(best) == pytest.approx(min(score(c) for c in cells)), trial
+        # a cell that is best at all three wins the balance
+        star = Cell("zarr", "keep", {}, bytes=1, raw_bytes=10**6, records=100, bit_exact=True)
+        star.write_s, star.read_s, star.loader_rps = 0.001, 0.001, 10**6
+        report.cells = [*cells, star]
+        assert recommend(report, "balanced", 0.1)[0] is star
