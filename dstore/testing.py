@@ -427,15 +427,8 @@ class CodecSuite:
 
 
 def data_loader(dataset: Any, **kwargs: Any) -> Any:
-    """``torch.utils.data.DataLoader(dataset, **kwargs)``, started with 'spawn' when the
-    dataset's format cannot be used in forked workers (``Codec.fork_safe``), as a
-    user must do for it."""
-    from torch.utils.data import DataLoader
+    """:func:`dstore.readers.torch.data_loader`: a DataLoader started as a user must
+    start one for the dataset's format."""
+    from .readers.torch import data_loader as make
 
-    from .registry import get_codec_class
-
-    source = getattr(dataset, "source", None)
-    fmt = getattr(source, "format", None)
-    if kwargs.get("num_workers") and fmt is not None and not get_codec_class(fmt).fork_safe:
-        kwargs.setdefault("multiprocessing_context", "spawn")
-    return DataLoader(dataset, **kwargs)
+    return make(dataset, **kwargs)

@@ -66,7 +66,7 @@ def drop_from_page_cache(path: str) -> bool:
 
 def _torch_pass(path: str, fmt: str, splits: list[str], how: LoaderRead) -> int:
     import dstore
-    from dstore.testing import data_loader
+    from dstore.readers.torch import data_loader
 
     records = 0
     for split in splits:

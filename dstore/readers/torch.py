@@ -52,6 +52,7 @@ __all__ = [
     "DstoreIterableDataset",
     "DstoreMapDataset",
     "collate",
+    "data_loader",
     "merge_states",
     "pad_collate",
     "to_torch",
@@ -480,6 +481,19 @@ def _pad(values: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         padded[i, : len(v)] = v
         mask[i, : len(v)] = True
     return padded, mask
+
+
+def data_loader(dataset: Any, **kwargs: Any) -> tud.DataLoader:
+    """``torch.utils.data.DataLoader(dataset, **kwargs)``, its workers started with
+    'spawn' when the dataset's format cannot be used in forked workers
+    (``Codec.fork_safe``), as a user must start them for it."""
+    from ..registry import get_codec_class
+
+    source = getattr(dataset, "source", None)
+    fmt = getattr(source, "format", None)
+    if kwargs.get("num_workers") and fmt is not None and not get_codec_class(fmt).fork_safe:
+        kwargs.setdefault("multiprocessing_context", "spawn")
+    return tud.DataLoader(dataset, **kwargs)
 
 
 def to_torch(
