@@ -298,3 +298,45 @@ def test_remote_hdf5_is_read_from_a_local_copy_that_is_never_left_behind(
         assert os.listdir(scratch) == []
     dstore.output.remove_path(url)
     s3["fs"].rm(f"{BUCKET}/copy/bad.h5")
+
+
+def test_torch_reads_s3_shards_through_a_bounded_cache_with_two_workers(
+    s3, tmp_path, label_maker_npz
+):
+    """to_torch(s3://..., cache_dir=, cache_limit=) with two DataLoader workers sharing the
+    cache: each epoch gives every record once; with the shards gone from the bucket a
+    second epoch still reads (from the cache); a small limit keeps the cache within one
+    shard per worker of it (issue #25 §4)."""
+    import hashlib
+
+    from dstore.testing import data_loader
+
+    url = f"s3://{BUCKET}/cached.tfrecords"
+    dstore.convert(label_maker_npz, url, options={"shard_mb": "0.05"})
+    fs = s3["fs"]
+    shards = sorted(p for p in fs.ls(url.removeprefix("s3://")) if p.endswith(".tfrecord"))
+    shards = [p for p in shards if "train-" in os.path.basename(p)]
+    assert len(shards) >= 3
+    with np.load(label_maker_npz) as z:
+        expected = sorted(hashlib.sha256(img.tobytes()).hexdigest() for img in z["x_train"])
+
+    def epoch(ds) -> list[str]:  # two workers interleave: compare the records as a set
+        loader = data_loader(ds, batch_size=8, num_workers=2)
+        return sorted(
+            hashlib.sha256(img.numpy().tobytes()).hexdigest() for b in loader for img in b["x"]
+        )
+
+    biggest = max(fs.size(p) for p in shards)
+    small = tmp_path / "small"
+    bounded = dstore.to_torch(url, "train", cache_dir=small, cache_limit=biggest)
+    assert epoch(bounded) == expected
+    # each process keeps the shard it reads: at most one shard per worker over the limit
+    assert sum(f.stat().st_size for f in small.iterdir()) <= 3 * biggest
+
+    cache = tmp_path / "cache"
+    ds = dstore.to_torch(url, "train", cache_dir=cache, cache_limit="1GB")
+    assert epoch(ds) == expected
+    assert len(list(cache.iterdir())) == len(shards)
+    for shard in shards:  # the bucket loses the shards; the cache still has them
+        fs.rm(shard)
+    assert epoch(ds) == expected

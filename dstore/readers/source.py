@@ -12,9 +12,10 @@ import dataclasses
 import logging
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CodecIOError, SchemaError
+from ..fs import is_url
 from ..registry import infer_codec
 from ..schema import Batch, SplitSpec
 
@@ -24,6 +25,30 @@ ON_ERROR = ("raise", "skip")
 _log = logging.getLogger("dstore")
 #: skipped-record messages kept for inspection (the count has no bound)
 _KEEP_ERRORS = 100
+
+if TYPE_CHECKING:
+    from ..sharding.cache import ShardCache
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+def parse_bytes(value: int | str) -> int:
+    """A size in bytes from an int or text such as ``"500MB"`` or ``"20 GB"``."""
+    if isinstance(value, int):
+        size = value
+    else:
+        text = value.strip().upper().replace(" ", "")
+        number = text.rstrip("KMGTB")
+        unit = text[len(number) :]
+        if unit not in _UNITS:
+            raise ValueError(f"a size in bytes, e.g. 500MB or 20GB; got {value!r}")
+        try:
+            size = int(float(number) * _UNITS[unit])
+        except ValueError:
+            raise ValueError(f"a size in bytes, e.g. 500MB or 20GB; got {value!r}") from None
+    if size <= 0:
+        raise ValueError(f"cache_limit must be > 0 bytes; got {value!r}")
+    return size
 
 
 class SplitSource:
@@ -39,6 +64,8 @@ class SplitSource:
         on_error: str = "raise",
         range_bytes: int | None = None,
         follow_links: bool = False,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
     ) -> None:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}; got {on_error!r}")
@@ -47,6 +74,10 @@ class SplitSource:
         self.on_error = on_error
         #: pickled to the workers with the path: each process opens the source as allowed
         self.follow_links = follow_links
+        #: where remote shards are kept between epochs (None: read remotely each time)
+        self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
+        self.cache_limit = None if cache_limit is None else parse_bytes(cache_limit)
+        self._cache: ShardCache | None = None
         self._reader: Any = None
         self._pid = -1
         self._home = os.getpid()  # the process that made this source (DataLoader workers differ)
@@ -114,16 +145,37 @@ class SplitSource:
                 options["workers"] = 1
             self._reader = open_reader(self.path, format=self.format, **options)
             self._pid = os.getpid()
+            if self.cache_dir is not None:
+                self._reader.shard_cache = self._cache = self._shard_cache(self._reader)
         return self._reader
+
+    def _shard_cache(self, reader: Any) -> ShardCache:
+        from ..sharding import ShardedDirectoryReader
+        from ..sharding.cache import ShardCache
+
+        if not is_url(self.path):
+            raise ValueError(
+                f"cache_dir= keeps local copies of shards read from object storage; "
+                f"{self.path} is on this machine already"
+            )
+        if not isinstance(reader, ShardedDirectoryReader):
+            raise ValueError(
+                f"cache_dir= caches the shard files of a sharded format (TFRecord, WebDataset, "
+                f"Parquet, ArrayRecord); {self.path} is {self.format}"
+            )
+        assert self.cache_dir is not None
+        return ShardCache(self.cache_dir, self.cache_limit)
 
     def close(self) -> None:
         if self._reader is not None and self._pid == os.getpid():
             self._reader.close()
-        self._reader = None
+            if self._cache is not None:
+                self._cache.close()
+        self._reader = self._cache = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_reader"], state["_pid"] = None, -1
+        state["_reader"], state["_pid"], state["_cache"] = None, -1, None
         return state
 
     def batches(self, start: int, stop: int, rows: int | None = None) -> Iterator[Batch]:

@@ -511,6 +511,8 @@ def to_torch(
     range_mb: float | None = None,
     format: str | None = None,
     follow_links: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_limit: int | str | None = None,
 ) -> DstoreIterableDataset | DstoreMapDataset:
     """A PyTorch dataset of ``{field: tensor}`` records of ``split``; see the module doc.
 
@@ -526,6 +528,12 @@ def to_torch(
     fields as bytes; every field decodes today. ``follow_links=True`` reads what HDF5
     external links and virtual datasets or zarr symlinks out of the store lead to
     (refused by default, :class:`~dstore.errors.UnsafeInputError`).
+
+    ``cache_dir`` (a sharded format read from a URL such as ``s3://``): each
+    shard is downloaded whole once into this local folder, the next one while
+    the current one is read, and later epochs read the copies; ``cache_limit``
+    (bytes, or text such as ``"20GB"``) bounds the folder, least recently used
+    shards deleted first (see :mod:`dstore.sharding.cache`).
     """
     if not decode:
         raise NotImplementedError(
@@ -542,6 +550,8 @@ def to_torch(
         on_error=on_error,
         range_bytes=None if range_mb is None else max(1, int(range_mb * 1024 * 1024)),
         follow_links=follow_links,
+        cache_dir=cache_dir,
+        cache_limit=cache_limit,
     )
     if map_style:
         if shuffle or rank is not None:

@@ -29,7 +29,7 @@ import dataclasses
 import os
 import re
 from abc import abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -53,6 +53,7 @@ from ..schema import (
     SplitSpec,
     slice_batch,
 )
+from .cache import ShardCache
 from .index import INDEX_SUFFIX, read_index
 from .manifest import MANIFEST, check_shards, load_manifest
 
@@ -129,6 +130,8 @@ class ShardedDirectoryReader(Reader):
         self.root = path  # the folder shard names in a manifest are relative to
         self.shards: dict[str, list[ShardFile]] = {}
         self._offsets: dict[str, np.ndarray] = {}
+        #: local copies of remote shards (``to_torch(url, cache_dir=...)``), if set
+        self.shard_cache: ShardCache | None = None
         manifest_path = fs.join(path, MANIFEST)
         if fs.isdir(path) and fs.exists(manifest_path):
             self._open_manifest(manifest_path)
@@ -362,16 +365,35 @@ class ShardedDirectoryReader(Reader):
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
+        slices: Iterable[tuple[ShardFile, int, int]] = self.shard_slices(spec.name, start, stop)
+        if self.shard_cache is not None:
+            slices = self._cached(self.shard_slices(spec.name, start, stop), self.shard_cache)
         with ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-decode") as pool:
             per_shard = (
                 batch
-                for shard, lo, hi in self.shard_slices(spec.name, start, stop)
+                for shard, lo, hi in slices
                 for batch in self.read_shard(spec, names, shard, lo, hi, rows, pool)
             )
             if not names:
                 yield from per_shard
             else:
                 yield from _rebatch(per_shard, spec, names, rows)
+
+    @staticmethod
+    def _cached(
+        slices: list[tuple[ShardFile, int, int]], cache: ShardCache
+    ) -> Iterator[tuple[ShardFile, int, int]]:
+        """The slices with each shard read from its local copy, the next one fetched
+        while this one is read."""
+        for i, (shard, lo, hi) in enumerate(slices):
+            if i + 1 < len(slices):
+                cache.prefetch(slices[i + 1][0].path)
+            yield dataclasses.replace(shard, path=cache.local(shard.path)), lo, hi
+
+    def close(self) -> None:
+        if self.shard_cache is not None:
+            self.shard_cache.close()
+        super().close()
 
     def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
         """Shards, each cut into :meth:`shard_pieces` ranges of about ``target_bytes``."""
