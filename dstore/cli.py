@@ -659,8 +659,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["size", "write", "read", "balanced"],
         default="size",
         help="what the recommendation favours: size, write time, read speed (the training "
-        "loader's with --read), or a balance of the three (default: %(default)s; "
-        "--objective is the old name)",
+        "loader's with --read), or a balance of the three; --objective is the old name "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--read",
