@@ -246,7 +246,7 @@ ds = Mm()
     tf_common = """
 import json, os, time, glob
 import tensorflow as tf
-import dstore, dstore.tf, dstore.codecs.tfrecord
+import dstore, dstore.readers.tf, dstore.codecs.tfrecord
 dstore.available_codecs()
 t = time.perf_counter(); n = 0
 """

@@ -138,7 +138,7 @@ sys.modules[__name__].__class__ = _Package
 
 def to_tf_dataset(path: str, split: str = "train", **kwargs: Any) -> Any:
     """A ``tf.data.Dataset`` over a dstore TFRecord directory (needs the ``tf`` extra)."""
-    from .tf import to_tf_dataset as _impl
+    from .readers.tf import to_tf_dataset as _impl
 
     return _impl(path, split=split, **kwargs)
 

@@ -19,8 +19,8 @@ import pytest
 
 import dstore
 from dstore.bench import save_plot, save_report
-from dstore.bench.harness import BenchReport, Cell
 from dstore.bench.report import recommend
+from dstore.bench.results import BenchReport, Cell
 from dstore.cli import main
 from dstore.demo import hog_features
 

@@ -16,8 +16,8 @@ import dstore
 from dstore.bench import save_plot
 from dstore.bench.accuracy import Score, Task, band_points, image_features, run_probe, to_score
 from dstore.bench.grid import dtype_support, image_options, parse_dtypes, parse_images
-from dstore.bench.harness import BenchReport, Cell
 from dstore.bench.report import acceptable, pareto, recommend, to_text
+from dstore.bench.results import BenchReport, Cell
 from dstore.cli import main
 from dstore.demo import hog_features, photo_tiles
 from dstore.errors import UsageError

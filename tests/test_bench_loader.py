@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore.bench.harness import BenchReport, Cell
 from dstore.bench.report import recommend
+from dstore.bench.results import BenchReport, Cell
 from dstore.cli import main
 
 pytest.importorskip("torch")

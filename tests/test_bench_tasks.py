@@ -16,7 +16,7 @@ import pytest
 
 from dstore.bench import report as report_mod
 from dstore.bench.accuracy import Task, class_presence, run_probe
-from dstore.bench.harness import BenchReport, Cell
+from dstore.bench.results import BenchReport, Cell
 from dstore.cli import main
 from dstore.demo import label_maker_arrays, make_label_maker_npz
 

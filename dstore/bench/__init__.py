@@ -9,7 +9,8 @@ in :mod:`.accuracy`, tables, recommendation and plot in :mod:`.report`;
 
 from __future__ import annotations
 
-from .harness import BenchReport, Cell, bench
+from .harness import bench
 from .report import save_plot, save_report, to_markdown, to_text
+from .results import BenchReport, Cell
 
 __all__ = ["BenchReport", "Cell", "bench", "save_plot", "save_report", "to_markdown", "to_text"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..registry import default_extension
 from .accuracy import Task
-from .harness import BenchReport, Cell
+from .results import BenchReport, Cell
 
 __all__ = [
     "cell_line",

@@ -46,7 +46,7 @@ from .plan import (
     read_order,
     shuffle_buffer,
 )
-from .source import SplitSource
+from .split import SplitSource
 
 __all__ = [
     "DstoreIterableDataset",

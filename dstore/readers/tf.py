@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import MissingDependencyError, SchemaError
-from .precision import dequant_params
-from .readers.plan import GLOBAL_WINDOW, consumer_indices, drop_first, read_order
-from .registry import get_codec_class
+from ..errors import MissingDependencyError, SchemaError
+from ..precision import dequant_params
+from ..registry import get_codec_class
+from .plan import GLOBAL_WINDOW, consumer_indices, drop_first, read_order
 
 __all__ = ["to_tf_dataset"]
 
@@ -92,7 +92,7 @@ def to_tf_dataset(
     refuses ``skip``.
     """
     tf = _tf()
-    from .readers.source import SplitSource
+    from .split import SplitSource
 
     order = _ReadOrder.of(shuffle, seed, epoch, skip, ordered, rank, world_size)
     if deterministic is None:
@@ -245,8 +245,8 @@ def _image_shape(kind: Any) -> tuple[int | None, ...]:
 
 def _tfrecord_field(tf: Any, source: Any, name: str, enc: Any) -> tuple[Any, Post]:
     """The parse spec of one field's feature, and what turns the parsed value into its record."""
-    from .codecs._example_tf import DECODE_RAW_DTYPES as _DECODE_RAW_DTYPES
-    from .model import Bytes, Image, Ragged, String
+    from ..codecs._example_tf import DECODE_RAW_DTYPES as _DECODE_RAW_DTYPES
+    from ..model import Bytes, Image, Ragged, String
 
     field = source.spec.fields[name]
     kind = field.kind
@@ -389,7 +389,7 @@ def _generator_dataset(tf: Any, source: Any, order: _ReadOrder, deterministic: b
     fields ``tf.RaggedTensorSpec`` from their values + row offsets (a record
     is then a tensor of varying first axis); raw images of varying size their
     pixels as a ragged row plus their shape, put back together per record."""
-    from .model import Bytes, Image, Ragged, String, StringList
+    from ..model import Bytes, Image, Ragged, String, StringList
 
     spec = source.spec
     signature: dict[str, Any] = {}
@@ -496,7 +496,7 @@ def _global_batches(source: Any, order: _ReadOrder, epoch: int, skip: int) -> It
     records: windows read in storage order (runs of consecutive records), each
     handed out as one batch in the permuted order -- the same sequence as
     ``to_torch(shuffle="global")`` with one reading process per rank."""
-    from .model import concat_columns, take_column
+    from ..model import concat_columns, take_column
 
     kinds = source.kinds()
     mine = consumer_indices(
