@@ -1,10 +1,10 @@
-"""npz -> TFRecord with JPEG images (``-o image_format=jpeg -o quality=90``), in one run.
+"""npz -> TFRecord with JPEG images (``-o image_codec=jpeg -o quality=90``), in one run.
 
     python benchmarks/bench_jpeg.py [--tiles 7000] [--repeats 1] [--quality 90]
 
 Ways (each in its own process, peak RSS from /usr/bin/time -v, i.e. the child's VmHWM):
   TensorFlow eager loop (arrays loaded once, tf.io.encode_jpeg(quality=Q), TFRecordWriter),
-  dstore convert with the PNG default, dstore convert -o image_format=jpeg -o quality=Q;
+  dstore convert with the PNG default, dstore convert -o image_codec=jpeg -o quality=Q;
 then the error of dstore's JPEG output against the source (``dstore.verify``'s numbers).
 Ratios are against the TF eager JPEG loop and dstore's PNG default of the same run.
 """
@@ -45,11 +45,11 @@ def ways(src: str, out: str, quality: int) -> dict[str, str]:
             s = time.perf_counter() - t
             print("RESULT", json.dumps({{"seconds": s, "bytes": dstore.output.path_size({out!r})}}))
         """,
-        f"dstore convert -o image_format=jpeg -o quality={quality}": f"""
+        f"dstore convert -o image_codec=jpeg -o quality={quality}": f"""
             import json, time, dstore
             t = time.perf_counter()
             dstore.convert({src!r}, {out!r}, overwrite=True,
-                           options={{"image_format": "jpeg", "quality": {quality}}})
+                           options={{"image_codec": "jpeg", "quality": {quality}}})
             s = time.perf_counter() - t
             print("RESULT", json.dumps({{"seconds": s, "bytes": dstore.output.path_size({out!r})}}))
         """,

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -842,10 +843,19 @@ class _SigtermAsInterrupt:
 _sigterm = _SigtermAsInterrupt()
 
 
+def _warning_line(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """A warning from dstore (an old option name...) as one line, not Python's two."""
+    print(f"dstore: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
-            with _sigterm:
+            with _sigterm, warnings.catch_warnings():
+                warnings.showwarning = _warning_line
+                # shown, whatever filters the caller set (pytest's "error", say): an old
+                # option name must not fail a conversion
+                warnings.filterwarnings("default", category=FutureWarning)
                 return _run(argv)
         finally:  # also after --help's SystemExit
             # Flush here so that a reader which left (``| head -1``) shows up now, not as

@@ -6,7 +6,7 @@ frozen dataclasses too); adding a key is one line::
     @dataclass(frozen=True)
     class MyOptions:
         quality: int = option(90, "JPEG quality 1..100")
-        image_format: Literal["png", "jpeg"] = option("png", "how raw images are stored")
+        image_codec: Literal["png", "jpeg"] = option("png", "how raw images are stored")
         images: tuple[str, ...] | None = option(None, "fields stored as images", none="auto")
 
     def validate(self) -> None:   # optional: checks across keys or ranges
@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
@@ -144,7 +145,10 @@ def _parse(tp: Any, value: Any, none_word: str | None) -> Any:
 def parse_options(cls: type[T], values: Mapping[str, Any], codec: str) -> T:
     """An instance of the option dataclass ``cls`` from ``values`` (text or typed).
 
-    Raises :class:`~dstore.errors.OptionError` naming the codec, key and value."""
+    Raises :class:`~dstore.errors.OptionError` naming the codec, key and value.
+    Old names in the class's ``RENAMED`` (``{"image_format": "image_codec"}``) are
+    read as their new names, with a ``FutureWarning`` saying so."""
+    values = renamed_options(cls, values, codec)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - set(fields))
     if unknown:
@@ -168,6 +172,23 @@ def parse_options(cls: type[T], values: Mapping[str, Any], codec: str) -> T:
         except ValueError as e:  # a codec's validate() written before OptionError
             raise OptionError(str(e)) from None
     return opts
+
+
+def renamed_options(cls: type, values: Mapping[str, Any], codec: str) -> dict[str, Any]:
+    """``values`` with the old option names ``cls.RENAMED`` lists under their new names."""
+    out = dict(values)
+    for old, new in getattr(cls, "RENAMED", {}).items():
+        if old not in out:
+            continue
+        if new in out:
+            raise OptionError(f"{codec}: give {new}= only ({old}= is its old name)")
+        warnings.warn(
+            f"{codec}: option {old}= is now called {new}= (the old name will go)",
+            FutureWarning,
+            stacklevel=3,
+        )
+        out[new] = out.pop(old)
+    return out
 
 
 def option_text(value: Any, none_word: str | None = None) -> Any:

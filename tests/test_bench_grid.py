@@ -111,7 +111,7 @@ def _declares(fmt: str, key: str) -> bool:
 
 def test_image_options_follow_what_each_codec_declares():
     (jpeg,) = parse_images(["jpeg:80"])
-    for fmt, key in (("tfrecord", "image_format"), ("zarr", "image_codec"), ("npz", None)):
+    for fmt, key in (("tfrecord", "image_codec"), ("zarr", "image_codec"), ("npz", None)):
         got = image_options(get_codec_class(fmt), fmt, jpeg)
         if key is not None and _declares(fmt, key):
             assert got == {key: "jpeg", "quality": 80}
@@ -163,8 +163,8 @@ def test_grid_on_photo_tiles_reports_unsupported_cells(tiles_npz, capsys):
         if cell.dtype == "bfloat16" and bf16:
             # the tiles hold no floats, but a policy this dstore lacks is named, not run
             assert cell.unsupported == bf16
-        elif lossy and not _declares(cell.format, "image_format"):
-            assert cell.unsupported.startswith(f"{cell.format} has no -o image_format")
+        elif lossy and not _declares(cell.format, "image_codec"):
+            assert cell.unsupported.startswith(f"{cell.format} has no -o image_codec")
         else:
             assert cell.unsupported is None and cell.bytes > 0
             if not lossy:  # PNG or raw: lossless, the same accuracy to the last example

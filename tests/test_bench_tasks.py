@@ -248,7 +248,7 @@ def _crowded_report(seed: int) -> BenchReport:
                     cell.unsupported = "dtype policy 'bfloat16' is not in this dstore"
                 elif fmt == "npz" and lossy:
                     cell.unsupported = (
-                        "npz has no -o image_format=/quality= option (no lossy image encodings)"
+                        "npz has no -o image_codec=/quality= option (no lossy image encodings)"
                     )
                 cells.append(cell)
     cells[-1].error = "CodecIOError: " + "a long error message that goes on " * 6

@@ -204,8 +204,8 @@ def test_records_written_by_tensorflow_map_back(tmp_path):
         assert ds["train"]["image/filename"][:] == [f"f{i}.png" for i in range(4)]
 
 
-def test_image_format_is_passed_to_the_codec_and_written(tmp_path):
-    """``-o image_format=jpeg`` reaches the TFRecord codec (where JPEG encoding exists) and
+def test_image_codec_is_passed_to_the_codec_and_written(tmp_path):
+    """``-o image_codec=jpeg`` reaches the TFRecord codec (where JPEG encoding exists) and
     ``image/format`` says what it wrote; the boxes do not depend on it."""
     import dataclasses
 
@@ -214,10 +214,10 @@ def test_image_format_is_passed_to_the_codec_and_written(tmp_path):
     src = str(tmp_path / "data.npz")
     arrays = write_od_npz(src, seed=16, size=64, most=3)
     out = str(tmp_path / "od.tfrecords")
-    options = {"image_format": "jpeg"}
-    if "image_format" not in {f.name for f in dataclasses.fields(TFRecordOptions)}:
+    options = {"image_codec": "jpeg"}
+    if "image_codec" not in {f.name for f in dataclasses.fields(TFRecordOptions)}:
         # before JPEG encoding lands the codec refuses the key by name, with nothing written
-        with pytest.raises(ValueError, match=r"unknown option.*image_format"):
+        with pytest.raises(ValueError, match=r"unknown option.*image_codec"):
             dstore.convert(src, out, layout="tf-object-detection", options=options)
         assert not os.path.exists(out)
         return

@@ -1,4 +1,4 @@
-"""Lossy image encodings (issue #14 §1): TFRecord image_format=, zarr image_codec=, HDF5 refusal,
+"""Lossy image encodings (issue #14 §1): TFRecord image_codec=, zarr image_codec=, HDF5 refusal,
 decode on read, verify's error statistics, and the bad inputs, on real photographs."""
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_tfrecord_lossy_decodes_to_pixels_within_the_declared_bound(tmp_path, fm
             np.savez(src, x_train=x, y_train=y)
             out = str(tmp_path / f"{fmt}{channels}q{quality}.tfrecords")
             dstore.convert(
-                src, out, options={"image_format": fmt, "quality": quality, "images": "x"}
+                src, out, options={"image_codec": fmt, "quality": quality, "images": "x"}
             )
             with dstore.open(out) as ds:
                 back = np.stack([ds["train"]["x"][i] for i in range(len(x))])
@@ -112,7 +112,7 @@ def test_tfrecord_jpeg_bytes_are_libjpeg_turbo_and_smaller_than_png(tmp_path):
     png = str(tmp_path / "png.tfrecords")
     jpg = str(tmp_path / "jpg.tfrecords")
     dstore.save({"train": {"x": x}}, png)
-    dstore.save({"train": {"x": x}}, jpg, image_format="jpeg", quality=90)
+    dstore.save({"train": {"x": x}}, jpg, image_codec="jpeg", quality=90)
     shard = os.path.join(jpg, "train-00000-of-00001.tfrecord")
     with RecordFile(shard) as rf:
         for i in range(len(x)):
@@ -136,7 +136,7 @@ def test_images_of_varying_size_stored_lossy(tmp_path):
         {"train": {"img": imgs}},
         out,
         kinds={("train", "img"): Image(np.dtype(np.uint8), 3)},
-        image_format="jpeg",
+        image_codec="jpeg",
     )
     with dstore.open(out) as ds:
         for i, img in enumerate(imgs):
@@ -203,7 +203,7 @@ def test_hdf5_refuses_lossy_image_codecs_by_field(tmp_path):
         assert (
             "\n" not in line and "field 'x'" in line and f"no HDF5 filter plugin for {fmt}" in line
         )
-        assert f"image_format={fmt}" in line  # what to use instead
+        assert f"image_codec={fmt}" in line  # what to use instead
         assert not out.exists() and os.listdir(tmp_path) == ["s.npz"]
 
 
@@ -220,7 +220,7 @@ def test_refused_encodings_name_the_field_and_write_nothing(tmp_path):
                 src = str(tmp_path / "s.npz")
                 np.savez(src, img_train=_photos(2, size=16, channels=channels, dtype=dtype))
                 for out, opts in (
-                    ("o.tfrecords", ["-o", f"image_format={fmt}", "-o", "images=img"]),
+                    ("o.tfrecords", ["-o", f"image_codec={fmt}", "-o", "images=img"]),
                     ("o.zarr", ["-o", f"image_codec={fmt}"]),
                 ):
                     if out == "o.zarr" and channels == 2:
@@ -240,16 +240,16 @@ def test_bad_quality_and_format_refused(tmp_path):
     src = str(tmp_path / "s.npz")
     np.savez(src, x_train=_photos(2))
     for opts in (
-        ["-o", "image_format=jpeg", "-o", "quality=0"],
-        ["-o", "image_format=webp", "-o", "quality=101"],
-        ["-o", "image_format=jxl", "-o", "quality=-5"],
-        ["-o", "image_format=jpeg", "-o", "quality=9.5"],
-        ["-o", "image_format=jpeg", "-o", "quality=high"],
-        ["-o", "image_format=gif"],
+        ["-o", "image_codec=jpeg", "-o", "quality=0"],
+        ["-o", "image_codec=webp", "-o", "quality=101"],
+        ["-o", "image_codec=jxl", "-o", "quality=-5"],
+        ["-o", "image_codec=jpeg", "-o", "quality=9.5"],
+        ["-o", "image_codec=jpeg", "-o", "quality=high"],
+        ["-o", "image_codec=gif"],
     ):
         r = _cli("convert", src, str(tmp_path / "o.tfrecords"), *opts)
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-        assert "quality" in r.stderr or "image_format" in r.stderr
+        assert "quality" in r.stderr or "image_codec" in r.stderr
         assert sorted(os.listdir(tmp_path)) == ["s.npz"]
     for opts in (["-o", "image_codec=jpeg", "-o", "quality=200"], ["-o", "image_codec=png"]):
         r = _cli("convert", src, str(tmp_path / "o.zarr"), *opts)
@@ -281,7 +281,7 @@ def test_verify_fails_lossy_data_below_the_declared_psnr(tmp_path):
     src = str(tmp_path / "n.npz")
     np.savez(src, x_train=x)
     out = str(tmp_path / "n.tfrecords")
-    dstore.convert(src, out, options={"image_format": "jpeg", "quality": 90})
+    dstore.convert(src, out, options={"image_codec": "jpeg", "quality": 90})
     r = _cli("verify", src, out)
     assert r.returncode == 1
     assert "MISMATCH  train/x: 6 records jpeg: max abs error" in r.stdout
@@ -303,7 +303,7 @@ def test_tensorflow_snippet_decodes_lossy_images_as_dstore_does(tmp_path):
     ):
         x = _photos(6, channels=channels)
         out = str(tmp_path / f"{fmt}{channels}.tfrecords")
-        dstore.save({"train": {"x": x, "y": np.arange(6)}}, out, image_format=fmt, quality=80)
+        dstore.save({"train": {"x": x, "y": np.arange(6)}}, out, image_codec=fmt, quality=80)
         namespace = {"tf": tf}
         exec("\n".join(TFRecordReader(out).feature_description("train")), namespace)  # noqa: S102
         got = [{k: v.numpy() for k, v in ex.items()} for ex in namespace["dataset"]]

@@ -153,3 +153,50 @@ def test_cli_option_errors_are_one_line_exit_2_nothing_written(
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(contains), lines
     assert sorted(os.listdir(tmp_path)) == ["in.npz"]
+
+
+def test_image_codec_is_the_one_name_and_image_format_an_old_one(tmp_path, tiles):
+    """Every format chooses its image encoding with -o image_codec=; TFRecord's old
+    image_format= still works, with a FutureWarning naming the new one, and the same bytes;
+    both at once is one error."""
+    import dstore
+    from dstore.errors import OptionError
+    from dstore.registry import available_codecs, get_codec_class
+
+    for name, hint in available_codecs().items():
+        if hint is None and any(
+            f.name == "quality" for f in dataclasses.fields(get_codec_class(name).Options)
+        ):
+            fields = {f.name for f in dataclasses.fields(get_codec_class(name).Options)}
+            assert "image_codec" in fields and "image_format" not in fields, name
+    x, _ = tiles
+    new, old = tmp_path / "new.tfrecords", tmp_path / "old.tfrecords"
+    dstore.save({"train": {"x": x[:8]}}, str(new), image_codec="jpeg", quality=80)
+    with pytest.warns(FutureWarning, match=r"image_format= is now called image_codec="):
+        dstore.save({"train": {"x": x[:8]}}, str(old), image_format="jpeg", quality=80)
+    assert (new / "train-00000-of-00001.tfrecord").read_bytes() == (
+        old / "train-00000-of-00001.tfrecord"
+    ).read_bytes()
+    with pytest.raises(OptionError, match=r"give image_codec= only \(image_format= is its old"):
+        dstore.save(
+            {"train": {"x": x[:8]}},
+            str(tmp_path / "both.tfrecords"),
+            image_format="png",
+            image_codec="jpeg",
+        )
+
+
+def test_the_cli_shows_an_old_option_name_as_one_warning_line(tmp_path, tiles, capsys):
+    from dstore.cli import main
+
+    x, _ = tiles
+    src = tmp_path / "d.npz"
+    np.savez(src, x_train=x[:4])
+    rc = main(["convert", str(src), str(tmp_path / "o.tfrecords"), "-o", "image_format=jpeg"])
+    err = capsys.readouterr().err
+    assert rc == 0
+    (line,) = [ln for ln in err.splitlines() if "image_format" in ln]
+    assert line == (
+        "dstore: warning: tfrecord: option image_format= is now called image_codec= "
+        "(the old name will go)"
+    )

@@ -38,7 +38,7 @@ def stores(tmp_path_factory, data):
         if name == "npz":
             options["compress"] = "false"  # stored members: random access
         if name == "tfrecord":
-            options["image_format"] = "png"  # encoded images decoded by the tf pipeline
+            options["image_codec"] = "png"  # encoded images decoded by the tf pipeline
         dstore.save({"train": data}, path, **options)
         out[name] = path
     out["npz-deflated"] = str(root / "z.npz")

@@ -3,7 +3,7 @@
 ``--images png,jpeg:95,webp:90`` and ``--dtypes keep,float16,round:10,int8`` name
 values from a fixed vocabulary. A value outside it (``jpeg:0``, ``float8``) is a
 usage error before any work. A value inside it that this installation cannot
-write yet (a codec without the ``image_format`` option, a dtype policy the
+write yet (a codec without the ``image_codec`` option, a dtype policy the
 dtype module does not know) is not an error: its cells are reported as
 "not supported: <why>", so one grid runs on every dstore version and fills in
 as codecs gain encodings.
@@ -32,8 +32,8 @@ __all__ = [
 
 #: Lossy image encodings the grid knows; ``png`` is each format's lossless default.
 IMAGE_ENCODINGS = ("png", "jpeg", "webp", "jxl")
-#: Per format, the ``-o`` option that chooses the image encoding (issue #14's names).
-_IMAGE_OPTION = {"tfrecord": "image_format", "zarr": "image_codec", "hdf5": "image_codec"}
+#: The ``-o`` option that chooses the image encoding, in every format.
+_IMAGE_OPTION = "image_codec"
 #: Feature precisions the grid knows (``round:N`` keeps N float32 mantissa bits).
 DTYPE_VOCABULARY = ("keep", "float32", "float16", "float64", "bfloat16", "round:N", "int8", "uint8")
 _ROUND = re.compile(r"round:(\d+)$")
@@ -128,25 +128,20 @@ def image_options(codec_cls: Any, fmt: str, enc: ImageEncoding) -> dict[str, Any
     """The ``-o`` options that make format ``fmt`` store images as ``enc``, or why it can't.
 
     ``png`` is each format's lossless default (no option). A lossy encoding maps
-    to ``image_format`` + ``quality`` (TFRecord) or ``image_codec`` + ``quality``
-    (zarr, HDF5); a codec whose options lack them, or that refuses the values,
-    cannot take it here.
+    to ``image_codec`` + ``quality``; a codec whose options lack them, or that
+    refuses the values, cannot take it here.
     """
     if enc.lossless:
         return {}
-    key = _IMAGE_OPTION.get(fmt)
+    key = _IMAGE_OPTION
     options_cls = getattr(codec_cls, "Options", None)
     fields = (
         {f.name for f in dataclasses.fields(options_cls)}
         if options_cls is not None and dataclasses.is_dataclass(options_cls)
         else set()
     )
-    if key is None:  # a third-party codec: whichever of the two names it declares
-        key = next((k for k in ("image_format", "image_codec") if k in fields), None)
-    if key is None or key not in fields or "quality" not in fields:
-        return (
-            f"{fmt} has no -o {key or 'image_format'}=/quality= option (no lossy image encodings)"
-        )
+    if key not in fields or "quality" not in fields:
+        return f"{fmt} has no -o {key}=/quality= option (no lossy image encodings)"
     options = {key: enc.name, "quality": enc.quality}
     try:
         codec_cls.parse_options(options)

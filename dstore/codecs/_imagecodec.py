@@ -256,12 +256,15 @@ class LossyImage:
             )
         object.__setattr__(self, "quality", check_quality(self.quality, self.format))
 
-    def check_field(self, spec: FieldSpec, where: str, option: str = "image_format") -> None:
+    def check_field(
+        self, spec: FieldSpec, where: str, lossless: str = "png", images_option: bool = True
+    ) -> None:
         """Refuse, before anything is written, a field this encoding cannot hold exactly
         in shape (wrong dtype or channels), or whose codec library is missing.
 
-        ``option`` is the option the user set (``image_format`` for TFRecord,
-        ``image_codec`` for zarr): the message names what to set instead."""
+        The message names what to set instead: ``-o image_codec=`` the format's
+        ``lossless`` choice (``png``; ``none`` for zarr) or another lossy codec, or,
+        where the format has an ``images`` option, leaving the field out."""
         dtypes, channels = _TAKES[self.format]
         kind = spec.kind
         # a raw image of varying size has its channels in its kind, a dense record in its shape
@@ -274,11 +277,10 @@ class LossyImage:
             shapes = " or ".join("(H, W)" if n == 0 else f"(H, W, {n})" for n in channels)
             shown = spec.kind.describe() if not spec.dense else f"{spec.dtype.name} {spec.shape}"
             instead = [f for f in ("jpeg", "webp", "jxl") if f != self.format and _fits(f, spec, c)]
-            lossless = "png" if option == "image_format" else "none"
-            hint = f"use -o {option}={lossless} (lossless)" + "".join(
-                f" or {option}={f}" for f in instead
+            hint = f"use -o image_codec={lossless} (lossless)" + "".join(
+                f" or image_codec={f}" for f in instead
             )
-            if option == "image_format":
+            if images_option:
                 hint += ", or leave the field out with -o images=..."
             raise UnsupportedDtypeError(
                 f"{where}: field {spec.name!r} is {shown}: {self.format} takes "

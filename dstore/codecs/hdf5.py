@@ -96,7 +96,7 @@ class HDF5Options:
         default="none",
         metadata={
             "help": "lossy image fields: refused (no HDF5 filter plugin for jpeg, webp or jxl "
-            "exists in hdf5plugin); use zarr -o image_codec= or TFRecord -o image_format="
+            "exists in hdf5plugin); use zarr or TFRecord with -o image_codec="
         },
     )
     quality: int = field(default=90, metadata={"help": "quality 1..100 of image_codec"})
@@ -910,7 +910,7 @@ class HDF5Codec(Codec):
             where = f"hdf5: split {first[0]!r}, field {first[1].name!r}"
         raise UnsupportedDtypeError(
             f"{where}: no HDF5 filter plugin for {fmt} exists (hdf5plugin: {shipped}); "
-            f"write zarr with -o image_codec={fmt} or TFRecord with -o image_format={fmt}, "
+            f"write zarr or TFRecord with -o image_codec={fmt}, "
             "or keep HDF5 lossless"
         )
 

@@ -27,7 +27,7 @@ from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from glob import escape as glob_escape
-from typing import Any
+from typing import Any, ClassVar
 
 from .. import fs, links
 from ..errors import CodecIOError
@@ -72,6 +72,9 @@ _PLAN_SAMPLE = 64  # records encoded to size the shards
 
 @dataclass(frozen=True)
 class TFRecordOptions:
+    #: old option names, read as the new ones with a warning
+    RENAMED: ClassVar[dict[str, str]] = {"image_format": "image_codec"}
+
     shard_mb: float = field(
         default=256.0, metadata={"help": "target shard size in MiB (TFDS aims at 64 MiB - 1 GiB)"}
     )
@@ -93,7 +96,7 @@ class TFRecordOptions:
     rename: dict[str, str] = option(  # noqa: RUF009
         {}, "feature names in the Example, e.g. x=image,y=label"
     )
-    image_format: str = field(
+    image_codec: str = field(
         default="png",
         metadata={
             "help": "image fields as png (lossless), jpeg (libjpeg-turbo), webp or jxl (lossy, "
@@ -118,18 +121,18 @@ class TFRecordOptions:
             raise ValueError(
                 f"tfrecord: png_level must be fast or 0..9. Got {self.png_level!r} instead."
             )
-        if self.image_format not in IMAGE_FORMATS:
+        if self.image_codec not in IMAGE_FORMATS:
             raise ValueError(
-                f"tfrecord: image_format must be one of {', '.join(IMAGE_FORMATS)}. "
-                f"Got {self.image_format!r} instead."
+                f"tfrecord: image_codec must be one of {', '.join(IMAGE_FORMATS)}. "
+                f"Got {self.image_codec!r} instead."
             )
         check_quality(self.quality, "tfrecord")
 
     def lossy(self) -> LossyImage | None:
         """The lossy encoding image fields take, None for PNG."""
-        if self.image_format == "png":
+        if self.image_codec == "png":
             return None
-        return LossyImage(self.image_format, self.quality)
+        return LossyImage(self.image_codec, self.quality)
 
     def image_set(self) -> set[str] | None:
         """The fields stored as PNG, or None: every image-like field."""
@@ -190,8 +193,8 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
 
     def manifest_head(self) -> dict[str, Any]:
         skip = {"workers"}
-        if self.options.image_format == "png":  # PNG outputs' manifests stay as they were
-            skip |= {"image_format", "quality"}
+        if self.options.image_codec == "png":  # PNG outputs' manifests stay as they were
+            skip |= {"image_codec", "quality"}
         return self.standard_head(
             "dstore-tfrecord", self.options, self.examples.fields_json(), skip
         )

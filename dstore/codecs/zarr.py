@@ -112,10 +112,10 @@ def lossy_fields(schema: Schema, options: ZarrOptions) -> dict[tuple[str, str], 
                 raise UnsupportedDtypeError(
                     f"zarr: split {split.name!r}, field {spec.name!r} holds images of varying "
                     f"size: image_codec={lossy.format} needs one chunk per image of one size; "
-                    f"use TFRecord with -o image_format={lossy.format}"
+                    f"use TFRecord with -o image_codec={lossy.format}"
                 )
     for split_name, spec in image_fields(schema):
-        lossy.check_field(spec, f"zarr: split {split_name!r}", "image_codec")
+        lossy.check_field(spec, f"zarr: split {split_name!r}", lossless="none", images_option=False)
         out[(split_name, spec.name)] = lossy
     return out
 

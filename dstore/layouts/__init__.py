@@ -14,6 +14,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..options import renamed_options
 
 if TYPE_CHECKING:
     from ..codecs.base import Reader
@@ -82,10 +83,11 @@ def split_layout_options(
     name: str, options: Mapping[str, Any] | None
 ) -> tuple[Layout, dict[str, Any]]:
     """The layout ``name`` built from its own ``-o`` options, and the options left for the
-    destination codec (the layout's shared keys, such as ``image_format``, stay in both)."""
+    destination codec (the layout's shared keys, such as ``image_codec``, stay in both)."""
     cls = get_layout_class(name)
     mine = set(cls.option_names())
-    options = dict(options or {})
+    # an old option name the layout shares with the codec: both must read it as the new one
+    options = renamed_options(cls.Options, options or {}, f"layout {name}")
     layout = cls(**{k: v for k, v in options.items() if k in mine})
     rest = {k: v for k, v in options.items() if k not in mine or k in cls.shared_options}
     return layout, rest

@@ -43,7 +43,7 @@ class Layout(ABC):
     fields, declared with :func:`dstore.options.option`, are the ``-o KEY=VALUE``
     options the layout takes; the conversion
     removes them from the destination codec's options, except the keys in
-    ``shared_options``, which both read -- ``image_format`` says what the codec
+    ``shared_options``, which both read -- ``image_codec`` says what the codec
     encodes the images as, and the layout writes it in ``image/format``).
 
     ``where`` arguments name the source for error messages. A layout keeps

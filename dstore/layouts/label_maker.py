@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -54,7 +54,7 @@ __all__ = ["Classification", "ObjectDetection", "Segmentation"]
 _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
 #: the codec option that picks the image encoding; written into ``image/format``
-IMAGE_FORMAT = "image_format"
+IMAGE_CODEC = "image_codec"
 
 IMAGE, FORMAT, HEIGHT, WIDTH = "image/encoded", "image/format", "image/height", "image/width"
 FILENAME, SOURCE_ID = "image/filename", "image/source_id"
@@ -158,6 +158,8 @@ def _passthrough(split: SplitSpec, used: set[str]) -> list[FieldSpec]:
 
 @dataclass(frozen=True)
 class ODOptions:
+    RENAMED: ClassVar[dict[str, str]] = {"image_format": "image_codec"}
+
     # a string, split here: an empty name must be an error, not a shift of the ones after it
     class_names: str = option(
         "",
@@ -165,7 +167,7 @@ class ODOptions:
         "(writes image/object/class/text)",
     )
     filenames: str = option("", "string field giving image/filename and image/source_id")
-    image_format: str = option("png", "what the codec encodes images as (image/format)")
+    image_codec: str = option("png", "what the codec encodes images as (image/format)")
 
     def names(self) -> list[str]:
         return [n.strip() for n in self.class_names.split(",")] if self.class_names else []
@@ -190,7 +192,7 @@ class ObjectDetection(Layout):
     name = "tf-object-detection"
     help = "TF Object Detection API keys (image/encoded, image/object/bbox/*, class/label|text)"
     Options = ODOptions
-    shared_options = (IMAGE_FORMAT,)
+    shared_options = (IMAGE_CODEC,)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -279,7 +281,7 @@ class ObjectDetection(Layout):
             fnames = _index_strings(start, n)
         out: Batch = {
             IMAGE: x,
-            FORMAT: _strings(n, self.options.image_format),
+            FORMAT: _strings(n, self.options.image_codec),
             HEIGHT: _scalars(n, h),
             WIDTH: _scalars(n, w),
             FILENAME: fnames,
@@ -416,19 +418,21 @@ class ObjectDetection(Layout):
 
 @dataclass(frozen=True)
 class SegOptions:
-    image_format: str = option("png", "what the codec encodes images as (image/format)")
+    RENAMED: ClassVar[dict[str, str]] = {"image_format": "image_codec"}
+
+    image_codec: str = option("png", "what the codec encodes images as (image/format)")
 
 
 class Segmentation(Layout):
     """label-maker segmentation <-> DeepLab's ``build_data`` Example keys.
 
     The mask is PNG-encoded here, not by the codec, so that a lossy
-    ``image_format`` for the images never touches the class indices."""
+    ``image_codec`` for the images never touches the class indices."""
 
     name = "tf-segmentation"
     help = "DeepLab keys (image/encoded, image/segmentation/class/encoded PNG mask)"
     Options = SegOptions
-    shared_options = (IMAGE_FORMAT,)
+    shared_options = (IMAGE_CODEC,)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -480,7 +484,7 @@ class Segmentation(Layout):
         masks = y.reshape(n, int(tile.height or 0), int(tile.width or 0))
         out: Batch = {
             IMAGE: x,
-            FORMAT: _strings(n, self.options.image_format),
+            FORMAT: _strings(n, self.options.image_codec),
             HEIGHT: _scalars(n, int(tile.height or 0)),
             WIDTH: _scalars(n, int(tile.width or 0)),
             MASK: VarColumn.from_bytes(encode_fast(np.ascontiguousarray(m)) for m in masks),

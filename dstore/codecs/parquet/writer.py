@@ -326,4 +326,4 @@ def check_storages(schema: Schema, options: ParquetOptions) -> None:
                     "((H, W) or (H, W, 1..4) of uint8/uint16); leave it out of -o images=..."
                 )
             if (lossy := s.lossy) is not None:
-                lossy.check_field(spec, where, option="image_codec")
+                lossy.check_field(spec, where)

@@ -105,7 +105,7 @@ def choose_encoding(spec: FieldSpec, lossy: LossyImage | None) -> FieldEncoding:
         enc = "png" if lossy is None else lossy.format
         if lossy is not None:
             try:
-                lossy.check_field(spec, "webdataset", "image_codec")
+                lossy.check_field(spec, "webdataset", images_option=False)
             except UnsupportedDtypeError as e:
                 raise _lossy_hint(e) from None
         ext = str(ENCODINGS[enc])
