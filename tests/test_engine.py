@@ -13,6 +13,7 @@ from dstore.dtypes import DtypePolicy
 from dstore.errors import SchemaError
 from dstore.schema import Schema, SplitSpec
 from dstore.sources import codec_for
+from dstore.testing import parts_options, usable_formats
 
 
 class _ShortReader(ArrayReader):
@@ -30,14 +31,15 @@ class _ShortReader(ArrayReader):
         return len(self._data["train"]["x"])
 
 
-@pytest.mark.parametrize("ext", [".npz", ".zarr", ".h5", ".tfrecords"])
+@pytest.mark.parametrize("ext", list(usable_formats(text=True).values()))
 @pytest.mark.parametrize(("have", "claimed"), [(0, 1), (5, 6), (40, 41), (7, 100)])
 def test_a_reader_that_ends_early_fails_every_write_path_alike(tmp_path, ext, have, claimed):
     """Single-writer formats and sharded TFRecord go through the same count check,
     and leave nothing behind."""
     dst = str(tmp_path / f"out{ext}")
     try:
-        codec = codec_for(dst, None, {"shard_mb": 0.0001} if ext == ".tfrecords" else None)
+        name = next(n for n, e in usable_formats(text=True).items() if e == ext)
+        codec = codec_for(dst, None, parts_options(name, shard_mb=0.0001, chunk_mb=0.0001) or None)
     except dstore.MissingDependencyError as e:
         pytest.skip(str(e))
     with pytest.raises(

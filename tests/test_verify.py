@@ -24,6 +24,7 @@ import dstore
 from dstore.api import check
 from dstore.cli import main
 from dstore.errors import CodecIOError, DtypePolicyError, SchemaError, UnsupportedDtypeError
+from dstore.testing import usable_formats
 
 
 def _one_error_line(capsys, argv: list[str], contains: str) -> str:
@@ -250,7 +251,7 @@ def test_long_double_is_refused_everywhere(tmp_path, capsys, dtype):
         ({"test": {"y": [None, 1]}}, "split 'test', field 'y'"),
     ],
 )
-@pytest.mark.parametrize("ext", ["npz", "zarr", "h5", "tfrecords"])
+@pytest.mark.parametrize("ext", [e.lstrip(".") for e in usable_formats(text=True).values()])
 def test_save_of_unstorable_input_is_a_schema_error(tmp_path, data, where, ext):
     """Never numpy's ValueError: a SchemaError naming the split and field, nothing written."""
     with pytest.raises(SchemaError, match=where):
@@ -267,7 +268,7 @@ def test_save_of_unstorable_input_is_a_schema_error(tmp_path, data, where, ext):
         ({"train": {"x": np.array([[1, 2], [3]], dtype=object)}}, "train", "x"),
     ],
 )
-@pytest.mark.parametrize("ext", ["npz", "zarr", "h5", "tfrecords"])
+@pytest.mark.parametrize("ext", [e.lstrip(".") for e in usable_formats(text=True).values()])
 def test_save_of_ragged_lists_stores_them_or_names_the_field(tmp_path, data, split, field, ext):
     """Ragged lists are a Ragged field: stored and read back record by record where the
     format holds them, else one SchemaError naming the split and field, nothing written."""
