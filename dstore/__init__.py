@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         UnsafeInputError,
         UnsupportedDtypeError,
     )
+    from .model.schema import FieldSpec, Schema, SplitSpec
     from .registry import (
         available_codecs,
         get_codec,
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
         infer_codec,
         register_codec,
     )
-    from .schema import FieldSpec, Schema, SplitSpec
 
 #: Public name -> the module defining it, imported when the name is first used.
 _LAZY = {
@@ -70,7 +70,7 @@ _LAZY = {
         ["available_codecs", "get_codec", "get_codec_class", "infer_codec", "register_codec"],
         "registry",
     ),
-    **dict.fromkeys(["FieldSpec", "Schema", "SplitSpec"], "schema"),
+    **dict.fromkeys(["FieldSpec", "Schema", "SplitSpec"], "model.schema"),
     "bench": "bench",
 }
 

@@ -160,7 +160,7 @@ def _print_lines(lines: Sequence[str]) -> None:
     """Report lines, each printed as one line with nothing a terminal acts on: names
     are quoted where the reports print them, and this catches any a codec's own
     details (``describe()``) print raw."""
-    from .names import printable
+    from .model.names import printable
 
     print("\n".join(printable(line) for line in lines))
 
@@ -796,7 +796,7 @@ def _run(argv: Sequence[str] | None) -> int:
     except (DstoreError, ValueError, OSError, argparse.ArgumentTypeError) as e:
         if args.debug:
             raise
-        from .names import printable
+        from .model.names import printable
 
         text = getattr(e, "cli_message", None) or str(e)  # e.g. --overwrite, not overwrite=True
         # dstore's own messages are one line by construction (a newline is in a name

@@ -25,7 +25,7 @@ from .codecs.base import RANGE_BYTES, Reader
 from .errors import CodecIOError
 from .integrity import CHECKSUM_ATTR
 from .model import Image, Kind, VarColumn
-from .schema import Batch, Schema, SplitSpec
+from .model.schema import Batch, Schema, SplitSpec
 
 __all__ = ["DecodedImages", "decode_image", "decoded_kind", "encoded_image_fields"]
 

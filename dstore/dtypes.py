@@ -19,10 +19,10 @@ from typing import Any, Literal
 import numpy as np
 
 from . import precision as prec
-from .attrs import encode
 from .errors import DtypePolicyError, UnsupportedDtypeError
 from .model import Kind, Ragged, Tensor, VarColumn
-from .schema import Batch, FieldSpec, Schema, SplitSpec
+from .model.attrs import encode
+from .model.schema import Batch, FieldSpec, Schema, SplitSpec
 
 __all__ = ["CastStats", "DtypePolicy", "parse_policy"]
 

@@ -17,8 +17,8 @@ from .codecs.base import Reader, Writer
 from .dtypes import CastStats, DtypePolicy
 from .errors import SchemaError
 from .integrity import FieldHasher
+from .model.schema import DEFAULT_BATCH_BYTES, Batch, batch_rows_for, check_batch
 from .parallel import prefetch
-from .schema import DEFAULT_BATCH_BYTES, Batch, batch_rows_for, check_batch
 
 __all__ = ["Progress", "cast_batches", "write_splits"]
 

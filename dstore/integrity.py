@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .model import VarColumn
-from .schema import Batch, Schema
+from .model.schema import Batch, Schema
 
 __all__ = ["CHECKSUM_ATTR", "FieldHasher", "stored_checksums"]
 

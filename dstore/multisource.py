@@ -37,14 +37,14 @@ from typing import Any
 import numpy as np
 
 from . import links
-from .attrs import ATTRS_KEY
 from .codecs.base import Codec, Reader
 from .errors import CodecIOError, OptionError, SchemaError, UnknownCodecError, UnsafePathError
 from .integrity import CHECKSUM_ATTR
 from .model import Column, Kind, Ragged, String, Tensor, VarColumn, concat_columns, slice_column
+from .model.attrs import ATTRS_KEY
+from .model.schema import Batch, FieldSpec, Schema, SplitSpec
 from .options import parse_bool
 from .registry import available_codecs, get_codec_class, infer_codec
-from .schema import Batch, FieldSpec, Schema, SplitSpec
 
 __all__ = [
     "SOURCES_ATTR",
@@ -661,8 +661,9 @@ def write_per_source(
     ``dst``: ``features/img1.json`` becomes ``dst/features/img1.<ext>``. The folder
     appears whole or not at all; ``overwrite`` replaces only an earlier such folder
     (:class:`PerSourceFolder`)."""
-    from . import api, names
+    from . import api
     from .dtypes import parse_policy
+    from .model import names
     from .output import atomic_output
     from .registry import default_extension
 

@@ -34,7 +34,7 @@ import numpy as np
 from .codecs.base import RANGE_BYTES, Reader
 from .errors import DtypePolicyError, MissingDependencyError
 from .model import Ragged, Tensor, VarColumn
-from .schema import Batch, FieldSpec, Schema, SplitSpec
+from .model.schema import Batch, FieldSpec, Schema, SplitSpec
 
 __all__ = [
     "PRECISION_ATTR",

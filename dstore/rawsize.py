@@ -18,7 +18,7 @@ import numpy as np
 
 from .codecs.base import RANGE_BYTES, Reader
 from .model import Image, Kind, VarColumn, column_len, slice_column
-from .schema import Batch, SplitSpec
+from .model.schema import Batch, SplitSpec
 
 __all__ = ["RawMeter", "encoded_image_bytes", "measured_bytes"]
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from .codecs.base import RANGE_BYTES, Codec, Reader
 from .errors import CodecIOError, DstoreError, SchemaError
+from .model.schema import Batch, Schema, SplitSpec, check_empty_records
 from .output import path_size
 from .precision import logical_reader
 from .registry import get_codec_class, infer_codec
-from .schema import Batch, Schema, SplitSpec, check_empty_records
 
 if TYPE_CHECKING:
     from .multisource import MultiReader

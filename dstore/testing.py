@@ -29,7 +29,7 @@ from .dtypes import DtypePolicy
 from .errors import UnsupportedDtypeError
 from .fs import sha256_file
 from .model import Bytes, Column, Image, Kind, Ragged, String, StringList, VarColumn
-from .schema import DEFAULT_SPLIT
+from .model.schema import DEFAULT_SPLIT
 
 __all__ = [
     "CodecSuite",

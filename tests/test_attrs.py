@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import dstore
-from dstore.attrs import decode, encode
 from dstore.cli import main
+from dstore.model.attrs import decode, encode
 
 h5py = pytest.importorskip("h5py")
 zarr = pytest.importorskip("zarr")

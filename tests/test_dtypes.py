@@ -7,7 +7,7 @@ import pytest
 
 from dstore.dtypes import DtypePolicy, parse_policy
 from dstore.errors import DtypePolicyError
-from dstore.schema import FieldSpec, SplitSpec
+from dstore.model.schema import FieldSpec, SplitSpec
 
 
 def _split(**arrays):

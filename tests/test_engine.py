@@ -11,7 +11,7 @@ import dstore
 from dstore.api import ArrayReader, write_dataset
 from dstore.dtypes import DtypePolicy
 from dstore.errors import SchemaError
-from dstore.schema import Schema, SplitSpec
+from dstore.model.schema import Schema, SplitSpec
 from dstore.sources import codec_for
 from dstore.testing import parts_options, usable_formats
 

@@ -22,7 +22,7 @@ from dstore.errors import SchemaError, UsageError
 from dstore.layouts import get_layout_class, layout_names, register_layout
 from dstore.layouts.label_maker import ObjectDetection
 from dstore.model import Tensor
-from dstore.schema import FieldSpec, SplitSpec
+from dstore.model.schema import FieldSpec, SplitSpec
 
 
 def od_labels(rng: np.random.Generator, n: int, size: int, most: int, pad: int = 0) -> np.ndarray:

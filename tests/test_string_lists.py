@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import dstore
 from dstore.errors import SchemaError
 from dstore.model import StringList, VarColumn, infer_column, kind_from_json
-from dstore.schema import FieldSpec
+from dstore.model.schema import FieldSpec
 
 FORMATS = ["npz", "h5", "zarr", "tfrecords"]
 NAMES = [["cat", "dog"], [], ["é", "", "日本"], ["x" * 70], []]

@@ -3,7 +3,7 @@ numbers, and names from data shown so that they cannot forge the text around the
 
 from __future__ import annotations
 
-from ..names import printable, shown
+from ..model.names import printable, shown
 
 __all__ = ["fmt_bytes", "printable", "shown"]
 

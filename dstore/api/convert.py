@@ -20,10 +20,10 @@ from ..engine import Progress, cast_batches, write_splits
 from ..errors import CodecIOError, MissingDependencyError, OptionError
 from ..integrity import CHECKSUM_ATTR, FieldHasher
 from ..model import concat_columns
+from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema
 from ..output import atomic_output, is_url, path_size, upload_output, url_output
 from ..rawsize import RawMeter
 from ..registry import infer_codec
-from ..schema import DEFAULT_BATCH_BYTES, Batch, Schema
 from ..sources import codec_for, open_reader, size_or_zero
 from ._text import fmt_bytes
 

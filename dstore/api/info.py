@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from ..model.schema import Schema
 from ..precision import describe_precision
 from ..registry import infer_codec
-from ..schema import Schema
 from ..sources import open_reader, size_or_zero
 from ._text import fmt_bytes, printable, shown
 

@@ -11,7 +11,7 @@ from ..codecs.base import Reader
 from ..dtypes import DtypePolicy, OnOverflow, parse_policy
 from ..errors import SchemaError
 from ..model import Column, Kind, VarColumn, infer_column, slice_column, to_column
-from ..schema import Batch, FieldSpec, Schema, SplitSpec, split_key
+from ..model.schema import Batch, FieldSpec, Schema, SplitSpec, split_key
 from ..sources import codec_for
 from .convert import write_dataset
 

@@ -14,8 +14,8 @@ from ..codecs.base import Reader
 from ..errors import DstoreError, SchemaError
 from ..integrity import FieldHasher, stored_checksums
 from ..model import Column, Image, Kind, Ragged, Tensor, VarColumn
+from ..model.schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
 from ..precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
-from ..schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
 from ..sources import open_reader
 from ._text import shown
 

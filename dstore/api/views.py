@@ -15,7 +15,7 @@ import numpy as np
 from ..codecs.base import Reader, _concat
 from ..errors import SchemaError
 from ..model import Column, Kind, VarColumn, empty_column, record
-from ..schema import Batch, FieldSpec, Schema, SplitSpec
+from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ..sources import open_source
 
 if TYPE_CHECKING:

@@ -53,7 +53,7 @@ import numpy as np
 
 from ..errors import LabelError, MissingDependencyError, SchemaError, UsageError
 from ..model import Column, Tensor
-from ..schema import FieldSpec, Schema
+from ..model.schema import FieldSpec, Schema
 
 __all__ = [
     "PROBES",

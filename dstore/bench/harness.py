@@ -531,9 +531,10 @@ def _check_loader(loader: str | None, workers: int) -> LoaderRead | None:
         raise UsageError(f"--workers must be >= 0. Got {workers}.")
     import importlib.util
 
-    module, extra = ("torch", "torch") if loader == "torch" else ("tensorflow", "tf")
-    if importlib.util.find_spec(module) is None:
-        raise MissingDependencyError("bench", extra, module, what=f"dstore bench --read {loader}")
+    if loader == "torch" and importlib.util.find_spec("torch") is None:
+        raise MissingDependencyError("bench", "torch", "torch", what="dstore bench --read torch")
+    if loader == "tf" and importlib.util.find_spec("tensorflow") is None:
+        raise MissingDependencyError("bench", "tf", "tensorflow", what="dstore bench --read tf")
     return LoaderRead(loader, workers)
 
 

@@ -7,11 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import names
-from ..attrs import encode_all, with_groups
 from ..errors import CodecIOError, DstoreError, SchemaError
-from ..model import Column, Kind, Tensor
-from ..schema import Batch, FieldSpec, Schema, SplitSpec
+from ..model import Column, Kind, Tensor, names
+from ..model.attrs import encode_all, with_groups
+from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 from .base import RANGE_BYTES, Reader, even_ranges
 
 __all__ = ["AlignedAppender", "ArrayTreeReader", "chunk_rows"]
@@ -62,7 +61,7 @@ class ArrayTreeReader(Reader):
     Subclasses fill ``self.arrays`` ((split, field) -> array, as the tree
     reads) and ``self.by_path`` (``group/.../array`` -> array) while walking
     their tree, then call :meth:`_build_schema`: with dstore's stored schema,
-    each field is found where :func:`dstore.names.field_path` stored it, so
+    each field is found where :func:`dstore.model.names.field_path` stored it, so
     escaped names come back as the originals.
     """
 
@@ -82,7 +81,7 @@ class ArrayTreeReader(Reader):
         return None
 
     def _field_attrs(self, arr: Any) -> dict[str, Any]:
-        """``FieldSpec.attrs`` of an array: user attributes and fill value (dstore.attrs)."""
+        """``FieldSpec.attrs`` of an array: user attributes and fill value (dstore.model.attrs, stored under the key dstore.attrs)."""
         return {}
 
     def _root_attrs(self) -> dict[str, Any]:

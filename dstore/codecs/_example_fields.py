@@ -29,8 +29,8 @@ import numpy as np
 
 from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
 from ..model import Bytes, Image, Ragged, String, StringList, VarColumn
+from ..model.schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec, slice_batch
 from ..parallel import default_workers, ordered_map
-from ..schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec, slice_batch
 from ._example import (
     BYTES,
     FLOAT,

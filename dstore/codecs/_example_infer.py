@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import CodecIOError, SchemaError
 from ..model import Bytes, Image, Ragged, String, StringList
-from ..schema import FieldSpec
+from ..model.schema import FieldSpec
 from ._example import (
     BYTES,
     FLOAT,

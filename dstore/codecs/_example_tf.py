@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Image, Ragged, String
+from ..model.schema import FieldSpec, SplitSpec
 from ..precision import dequant_params
-from ..schema import FieldSpec, SplitSpec
 from ._example_fields import FieldEncoding
 from ._imagecodec import LOSSY_FORMATS
 from ._sequence import SEQ_ENCODINGS

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import CodecIOError, DstoreError, UnsupportedDtypeError
 from ..model import Image
-from ..schema import FieldSpec, Schema
+from ..model.schema import FieldSpec, Schema
 
 __all__ = [
     "IMAGE_FORMATS",

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import CodecIOError, SchemaError
 from ..model import Ragged, StringList
-from ..schema import FieldSpec
+from ..model.schema import FieldSpec
 from ._example import BYTES, FLOAT, INT64, SEQ, encode_feature, encode_feature_list
 from ._strings import first_invalid_utf8
 

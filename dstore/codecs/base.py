@@ -51,12 +51,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from .. import fs
-from ..attrs import schema_only_notes
 from ..errors import CodecIOError, OptionError, SchemaError, UnsupportedDtypeError
 from ..integrity import FieldHasher, stored_checksums
 from ..model import Column, Kind, Ragged, Tensor, concat_columns
+from ..model.attrs import schema_only_notes
+from ..model.schema import Batch, FieldSpec, Schema, SplitSpec, batch_rows_for
 from ..options import options_json, parse_bool, parse_options  # parse_bool: re-exported
-from ..schema import Batch, FieldSpec, Schema, SplitSpec, batch_rows_for
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -25,9 +25,8 @@ from typing import Any
 import h5py
 import numpy as np
 
-from .. import fs, names
+from .. import fs
 from .._dist import install_hint
-from ..attrs import encode, fill_value, for_hdf5, group_attrs, target_notes
 from ..errors import (
     CodecIOError,
     DstoreError,
@@ -35,10 +34,11 @@ from ..errors import (
     UnsafeInputError,
     UnsupportedDtypeError,
 )
-from ..model import Bytes, Column, Image, Kind, Ragged, String, StringList, Tensor, VarColumn
+from ..model import Bytes, Column, Image, Kind, Ragged, String, StringList, Tensor, VarColumn, names
+from ..model.attrs import encode, fill_value, for_hdf5, group_attrs, target_notes
+from ..model.schema import Batch, FieldSpec, Schema, check_dtype, split_key
 from ..output import TMP_MARK
 from ..parallel import default_workers, ordered_map
-from ..schema import Batch, FieldSpec, Schema, check_dtype, split_key
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
 from ._imagecodec import LOSSY_FORMATS, check_quality, image_fields
 from ._strings import fixed_to_column

@@ -52,11 +52,11 @@ from typing import IO, Any, ClassVar, TypeGuard
 
 import numpy as np
 
-from .. import attrs as attr_codec
 from .. import fs
 from ..errors import CodecIOError, DstoreError, SchemaError
 from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, infer_column
-from ..schema import (
+from ..model import attrs as attr_codec
+from ..model.schema import (
     DEFAULT_SPLIT,
     KNOWN_SPLITS,
     Batch,

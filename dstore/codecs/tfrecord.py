@@ -33,8 +33,8 @@ from .. import fs, links
 from ..errors import CodecIOError
 from ..fs import is_url
 from ..model import Bytes, Image, Ragged, String, StringList, Tensor
+from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ..options import option
-from ..schema import Batch, FieldSpec, Schema, SplitSpec
 from ..sharding import (
     ShardedDirectoryReader,
     ShardedDirectoryWriter,

@@ -25,8 +25,7 @@ import zarr
 from zarr.codecs import BloscCname, BloscCodec, BloscShuffle
 from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8
 
-from .. import fs, links, names
-from ..attrs import encode, fill_value, for_zarr, group_attrs, is_missing, target_notes
+from .. import fs, links
 from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
 from ..integrity import CHECKSUM_ATTR
 from ..model import (
@@ -40,9 +39,11 @@ from ..model import (
     Tensor,
     VarColumn,
     kind_from_json,
+    names,
 )
+from ..model.attrs import encode, fill_value, for_zarr, group_attrs, is_missing, target_notes
+from ..model.schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, check_dtype, split_key
 from ..parallel import default_workers, ordered_map
-from ..schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, check_dtype, split_key
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
 from ._imagecodec import LOSSY_FORMATS, LossyImage, check_quality, image_fields
 from ._zarr_imagecodec import lossy_of, zarr_codec  # registers the image codecs with zarr

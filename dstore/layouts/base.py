@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..codecs.base import Reader
 from ..errors import SchemaError
 from ..integrity import CHECKSUM_ATTR
+from ..model.schema import Batch, Schema, SplitSpec
 from ..options import parse_options
-from ..schema import Batch, Schema, SplitSpec
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

@@ -45,8 +45,8 @@ from ..model import (
     VarColumn,
     kind_from_json,
 )
+from ..model.schema import Batch, FieldSpec, SplitSpec
 from ..options import option
-from ..schema import Batch, FieldSpec, SplitSpec
 from .base import Layout
 
 __all__ = ["Classification", "ObjectDetection", "Segmentation"]

@@ -1,4 +1,5 @@
-"""The data model: field kinds, batch columns and kind inference (numpy only)."""
+"""The data model: field kinds, batch columns, kind inference, the schema, field and split
+names (escaped for every store) and user attributes (numpy only)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CodecIOError, SchemaError
 from ..fs import is_url
+from ..model.schema import Batch, SplitSpec
 from ..registry import infer_codec
-from ..schema import Batch, SplitSpec
 
 __all__ = ["ON_ERROR", "SplitSource"]
 

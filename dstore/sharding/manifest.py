@@ -14,9 +14,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .. import __version__, fs, names
+from .. import __version__, fs
 from ..codecs.base import is_regular_file
 from ..errors import CodecIOError
+from ..model import names
 
 __all__ = [
     "ENTRY_KEYS",

@@ -42,8 +42,7 @@ from ..codecs.base import RANGE_BYTES, Reader, even_ranges
 from ..errors import CodecIOError
 from ..integrity import CHECKSUM_ATTR
 from ..model import column_len, concat_columns
-from ..parallel import default_workers
-from ..schema import (
+from ..model.schema import (
     DEFAULT_SPLIT,
     KNOWN_SPLITS,
     Batch,
@@ -53,6 +52,7 @@ from ..schema import (
     SplitSpec,
     slice_batch,
 )
+from ..parallel import default_workers
 from .cache import ShardCache
 from .index import INDEX_SUFFIX, read_index
 from .manifest import MANIFEST, check_shards, load_manifest

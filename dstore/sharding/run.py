@@ -27,9 +27,9 @@ from ..dtypes import CastStats, DtypePolicy
 from ..engine import Progress, cast_batches
 from ..errors import CodecIOError, DstoreError, OutputExistsError, ResumableInterrupt
 from ..fs import is_url, url_fs
+from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema, slice_batch
 from ..output import atomic_output, url_output
 from ..parallel import prefetch
-from ..schema import DEFAULT_BATCH_BYTES, Batch, Schema, slice_batch
 from ..sources import open_reader
 from .journal import JOURNAL, append_journal, read_journal, still_good
 

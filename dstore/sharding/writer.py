@@ -38,12 +38,13 @@ from abc import abstractmethod
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any, ClassVar
 
-from .. import fs, names
+from .. import fs
 from ..codecs.base import Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError
 from ..fs import is_url
+from ..model import names
+from ..model.schema import Batch, Schema
 from ..options import options_json
-from ..schema import Batch, Schema
 from .index import INDEX_SUFFIX, format_index
 from .manifest import ENTRY_KEYS, MANIFEST, manifest_base
 

@@ -71,7 +71,7 @@ def golden_data() -> dict[str, dict[str, dict[str, Any]]]:
             "train": {"a": np.zeros((0, 3), np.int32)},
             "test": {"a": np.arange(6, dtype=np.int32).reshape(2, 3)},
         },
-        # names stored through dstore.names' escape: the rule is part of every format
+        # names stored through dstore.model.names' escape: the rule is part of every format
         "names": {
             "../evil": {
                 "image/object/bbox/xmin": feats[:, :2],

@@ -22,8 +22,8 @@ from typing import Any
 
 from ... import fs
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
-from ...names import escape
-from ...schema import Schema
+from ...model.names import escape
+from ...model.schema import Schema
 from ...sharding import is_manifest_of, plan_by_size
 from .._example_fields import choose_encoding
 from ..base import Codec, Reader, Shard, ShardWriter, Writer, read_at

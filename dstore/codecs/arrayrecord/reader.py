@@ -21,7 +21,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from ...errors import CodecIOError
-from ...schema import Batch, FieldSpec, SplitSpec
+from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile
 from .._example_fields import FieldEncoding, check_manifest_fields, read_examples
 from .._example_infer import ExampleInference

@@ -19,7 +19,7 @@ from importlib.metadata import version
 from typing import Any
 
 from ...errors import CodecIOError
-from ...schema import Batch, Schema
+from ...model.schema import Batch, Schema
 from ...sharding import ShardedDirectoryWriter
 from .._example_fields import ExampleEncoder
 from ..base import Shard

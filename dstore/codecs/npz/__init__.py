@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import fs
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
-from ...schema import Schema
+from ...model.schema import Schema
 from ..base import Codec, Reader, Writer, read_at
 from .options import _COMMENT_PREFIX, _ZIP_ERRORS, NpzOptions
 from .reader import NpzReader

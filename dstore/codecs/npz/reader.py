@@ -30,8 +30,8 @@ from ...model import (
     infer_column,
     slice_column,
 )
-from ...names import shown
-from ...schema import (
+from ...model.names import shown
+from ...model.schema import (
     MAX_EMPTY_RECORDS,
     Batch,
     FieldSpec,

@@ -13,7 +13,6 @@ from typing import IO
 
 import numpy as np
 
-from ... import names
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ...model import (
     Bytes,
@@ -22,9 +21,9 @@ from ...model import (
     String,
     StringList,
     VarColumn,
+    names,
 )
-from ...parallel import ParallelDeflate
-from ...schema import (
+from ...model.schema import (
     Batch,
     FieldSpec,
     Schema,
@@ -32,6 +31,7 @@ from ...schema import (
     key_for,
     split_key,
 )
+from ...parallel import ParallelDeflate
 from .._strings import (
     bytes_to_fixed,
     char_counts,

@@ -24,7 +24,7 @@ from typing import Any
 from ... import fs
 from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
-from ...schema import Schema
+from ...model.schema import Schema
 from ...sharding import is_manifest_of, plan_by_size
 from ..base import Codec, Reader, Shard, ShardWriter, Writer, read_at
 from .options import ParquetOptions

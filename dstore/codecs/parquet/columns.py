@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from ...errors import CodecIOError
 from ...model import Column, Image, Ragged, StringList, VarColumn
-from ...schema import FieldSpec
+from ...model.schema import FieldSpec
 from ...sharding.reader import DECODE_GROUP
 from .._png import decode as png_decode
 from .features import Storage, value_dims

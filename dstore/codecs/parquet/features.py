@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
-from ...schema import FieldSpec
+from ...model.schema import FieldSpec
 from .._imagecodec import LOSSY_FORMATS, LossyImage
 
 __all__ = ["PIXEL_ENCODINGS", "Storage", "arrow_type", "hf_feature", "value_dims"]

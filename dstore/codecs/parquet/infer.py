@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from ...errors import CodecIOError, SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
-from ...schema import FieldSpec
+from ...model.schema import FieldSpec
 from .features import Storage
 
 __all__ = ["hf_features", "infer_fields", "open_parquet"]

@@ -19,11 +19,11 @@ from concurrent.futures import Executor
 from typing import Any
 
 from ... import fs
-from ...codecs.base import RANGE_BYTES
 from ...errors import CodecIOError
-from ...schema import Batch, FieldSpec, SplitSpec
+from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile
 from .._imagecodec import LossyImage
+from ..base import RANGE_BYTES
 from .columns import from_arrow
 from .features import Storage
 from .infer import infer_fields, open_parquet

@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ...model import Image, Ragged, VarColumn
+from ...model.schema import Batch, FieldSpec, Schema, slice_batch
 from ...parallel import default_workers, ordered_map
-from ...schema import Batch, FieldSpec, Schema, slice_batch
 from ...sharding import ShardedDirectoryWriter
 from .._imagecodec import LossyImage
 from .._png import encoder_id, png_encoder

@@ -21,7 +21,7 @@ from typing import Any
 from ... import fs
 from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
-from ...schema import Schema
+from ...model.schema import Schema
 from ...sharding import is_manifest_of, plan_by_size
 from .._png import png_encoder
 from ..base import Codec, Reader, Shard, ShardWriter, Writer, is_regular_file, read_at

@@ -18,7 +18,7 @@ bytes                          ``.bin``     bytes
 ============================== ============ =================================
 
 Field names are escaped into one member-name part (:func:`member_part`):
-:func:`dstore.names.escape` (``/``, ``\\``, ``%``, ``~``, control characters,
+:func:`dstore.model.names.escape` (``/``, ``\\``, ``%``, ``~``, control characters,
 a leading ``.``) and then every ``.`` as ``%2E``, so WebDataset's split of a
 member name at its first and last dot always finds the key and the field.
 """
@@ -33,10 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from ... import names
 from ...errors import CodecIOError, UnsupportedDtypeError
-from ...model import Image, Ragged, String, StringList, Tensor
-from ...schema import FieldSpec
+from ...model import Image, Ragged, String, StringList, Tensor, names
+from ...model.schema import FieldSpec
 from .._imagecodec import LossyImage, is_image_like
 from .._png import decode as png_decode
 

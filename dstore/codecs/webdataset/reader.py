@@ -40,7 +40,7 @@ from ...model import (
     VarColumn,
     to_column,
 )
-from ...schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, SplitSpec
+from ...model.schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile
 from . import tario
 from .encodings import ENCODINGS, EXT_IMAGE, FieldEncoding, decode_value

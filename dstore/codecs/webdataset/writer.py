@@ -15,10 +15,9 @@ from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ... import names
-from ...model import Bytes, Image, String, VarColumn, record
+from ...model import Bytes, Image, String, VarColumn, names, record
+from ...model.schema import Batch, Schema, SplitSpec, slice_batch
 from ...parallel import default_workers, ordered_map
-from ...schema import Batch, Schema, SplitSpec, slice_batch
 from ...sharding import ShardedDirectoryWriter
 from .._png import encoder_id, png_encoder
 from ..base import Shard

@@ -33,8 +33,8 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from .errors import SchemaError, UnsafePathError
-from .fs import is_url
+from ..errors import SchemaError, UnsafePathError
+from ..fs import is_url
 
 if TYPE_CHECKING:
     from .schema import Schema

@@ -18,21 +18,19 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import SchemaError
 from . import names
-from .errors import SchemaError
-from .model import (
-    Column,
+from .columns import Column, VarColumn, slice_column
+from .kinds import (
     Image,
     Kind,
     Ragged,
     String,
     StringList,
     Tensor,
-    VarColumn,
     check_numeric_dtype,
     kind_from_json,
 )
-from .model.columns import slice_column
 
 __all__ = [
     "DEFAULT_SPLIT",
@@ -292,7 +290,7 @@ def split_key(key: str) -> tuple[str, str]:
 def key_for(split: str, spec: FieldSpec) -> str:
     """The flat key a field gets in a flat container (npz): the original one if known and plain.
 
-    Names are escaped (:mod:`dstore.names`), so ``../evil/x`` never becomes a
+    Names are escaped (:mod:`dstore.model.names`), so ``../evil/x`` never becomes a
     member that ``unzip`` would write outside its folder, and a field with
     ``/`` cannot take the key of another split's field; the zip comment's
     schema restores the original names."""
