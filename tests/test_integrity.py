@@ -26,7 +26,8 @@ def test_every_output_carries_field_checksums(tmp_path, src, ext, capsys):
     out = str(tmp_path / f"o{ext}")
     dstore.convert(src, out)
     with dstore.api.open_reader(out) as r:
-        sums = r.schema.attrs[CHECKSUM_ATTR]
+        sums = r.schema.checksums
+        assert CHECKSUM_ATTR not in r.schema.attrs  # dstore's own, not among the user's
     assert set(sums["train"]) == {"x", "y"}
     assert main(["verify", out]) == 0
     text = capsys.readouterr().out
