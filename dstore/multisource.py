@@ -699,7 +699,7 @@ def _write_per_source(src: str, dst: str, job: ConvertJob) -> PerSourceReport:
     from .registry import default_extension
 
     if job.resume or job.client is not None:
-        what = "--resume" if job.resume else "--scheduler (a Dask client)"
+        what = "--resume" if job.resume else "--scheduler"
         raise UsageError(
             f"{dst}: {what} does not go with --per-source: its folder is written whole by "
             "this process (convert, then split)"
