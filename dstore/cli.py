@@ -128,6 +128,9 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             options=_key_values(args.option),
             overwrite=args.overwrite,
             follow_links=args.follow_links,
+            src_options=_drop_options(args),
+            resume=args.resume,
+            client=args.scheduler,
         )
         _print_lines(done.summary().splitlines())
         return 0

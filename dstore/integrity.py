@@ -1,7 +1,8 @@
 """Content checksums: a sha256 per field, stored with the schema, checked by ``dstore verify PATH``.
 
 Single-file and chunked formats (npz, zarr, HDF5) carry these in the schema
-they already store (``attrs["dstore.sha256"]``): the hash of each field's
+they already store (its ``checksums`` key, beside the user's ``attrs``; files
+written before kept them in ``attrs["dstore.sha256"]``, still read): the hash of each field's
 values in record order, as stored (dtype and byte order). Unlike a file hash
 it survives copying and re-chunking, and it catches what the formats' own
 checks miss -- blosc chunks have no checksum, so a flipped byte in a zarr
@@ -18,11 +19,13 @@ from typing import Any
 import numpy as np
 
 from .model import VarColumn
-from .model.schema import Batch, Schema
+from .model.schema import LEGACY_CHECKSUM_ATTR, Batch, Schema
 
 __all__ = ["CHECKSUM_ATTR", "FieldHasher", "stored_checksums"]
 
-CHECKSUM_ATTR = "dstore.sha256"
+#: the attrs key older files kept the checksums under (never written now; readers that
+#: build a schema of another's leave it out of the attrs they copy)
+CHECKSUM_ATTR = LEGACY_CHECKSUM_ATTR
 
 
 class FieldHasher:
@@ -78,5 +81,6 @@ class FieldHasher:
 
 
 def stored_checksums(schema: Schema) -> Mapping[str, Mapping[str, Any]] | None:
-    value = schema.attrs.get(CHECKSUM_ATTR)
-    return value if isinstance(value, Mapping) else None
+    """The checksums stored with ``schema`` (its own slot; a file written before it had
+    one kept them in ``attrs[CHECKSUM_ATTR]``, moved to the slot when read), or None."""
+    return schema.checksums or None

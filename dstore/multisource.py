@@ -38,11 +38,19 @@ import numpy as np
 
 from . import links
 from .codecs.base import Codec, Reader
-from .errors import CodecIOError, OptionError, SchemaError, UnknownCodecError, UnsafePathError
+from .errors import (
+    CodecIOError,
+    OptionError,
+    SchemaError,
+    UnknownCodecError,
+    UnsafePathError,
+    UsageError,
+)
 from .integrity import CHECKSUM_ATTR
+from .job import ConvertJob
 from .model import Column, Kind, Ragged, String, Tensor, VarColumn, concat_columns, slice_column
 from .model.attrs import ATTRS_KEY
-from .model.schema import Batch, FieldSpec, Schema, SplitSpec
+from .model.schema import DEFAULT_BATCH_BYTES, Batch, FieldSpec, Schema, SplitSpec, batch_rows_for
 from .options import parse_bool
 from .registry import available_codecs, get_codec_class, infer_codec
 
@@ -656,22 +664,53 @@ def write_per_source(
     options: Mapping[str, Any] | None = None,
     overwrite: bool = False,
     follow_links: bool = False,
+    src_options: Mapping[str, Any] | None = None,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    resume: bool = False,
+    client: Any = None,
 ) -> PerSourceReport:
     """Write ``src`` back as one file per source (its ``source`` field) in the new folder
     ``dst``: ``features/img1.json`` becomes ``dst/features/img1.<ext>``. The folder
     appears whole or not at all; ``overwrite`` replaces only an earlier such folder
-    (:class:`PerSourceFolder`)."""
+    (:class:`PerSourceFolder`). ``resume`` and ``client`` are refused in one line:
+    the folder is written whole by this process, so there is nothing to resume or share
+    out (they were once taken and ignored)."""
+    job = ConvertJob.build(
+        to=to,
+        from_format=from_format,
+        dtype=dtype,
+        on_overflow=on_overflow,
+        options=options,
+        overwrite=overwrite,
+        follow_links=follow_links,
+        src_options=src_options,
+        batch_bytes=batch_bytes,
+        resume=resume,
+        client=client,
+        sources=[src],
+    )
+    return _write_per_source(src, dst, job)
+
+
+def _write_per_source(src: str, dst: str, job: ConvertJob) -> PerSourceReport:
+    """:func:`write_per_source` of a built job."""
     from . import api
-    from .dtypes import parse_policy
     from .model import names
     from .output import atomic_output
     from .registry import default_extension
 
-    policy = parse_policy(dtype, on_overflow)
-    with api.open_reader(src, format=from_format, follow_links=follow_links) as reader:
+    if job.resume or job.client is not None:
+        what = "--resume" if job.resume else "--scheduler"
+        raise UsageError(
+            f"{dst}: {what} does not go with --per-source: its folder is written whole by "
+            "this process (convert, then split)"
+        )
+    # each file of the folder is a new output inside the new folder: nothing to replace
+    each = job.replace(overwrite=False, resume=False)
+    with api.open_reader(src, format=job.from_format, **dict(job.src_options)) as reader:
         held = reader.schema.attrs.get(SOURCES_ATTR) or {}
         field = str(held.get("field", SOURCE_FIELD))
-        fmt = to or held.get("format")
+        fmt = job.to or held.get("format")
         if fmt is None:
             raise SchemaError(f"{dst}: --per-source writes a folder: name its format with --to")
         cls = get_codec_class(str(fmt))
@@ -681,7 +720,7 @@ def write_per_source(
         common = _flat_attrs(reader.schema.attrs)
         records = 0
         owner: Any = PerSourceFolder(cls, ext)
-        with atomic_output(dst, codec=owner, sources=[src], overwrite=overwrite) as tmp:
+        with atomic_output(dst, codec=owner, sources=job.sources, overwrite=job.overwrite) as tmp:
             os.mkdir(tmp)
             for name, spans in runs.items():
                 stem = (
@@ -700,7 +739,15 @@ def write_per_source(
                 for split, (start, stop) in spans.items():
                     spec = reader.schema.splits[split]
                     cols = [n for n in spec.fields if n != field]
-                    parts = list(reader.iter_batches(split, fields=cols, start=start, stop=stop))
+                    parts = list(
+                        reader.iter_batches(
+                            split,
+                            fields=cols,
+                            start=start,
+                            stop=stop,
+                            batch_rows=batch_rows_for(spec, job.batch_bytes),
+                        )
+                    )
                     data[split] = {
                         n: concat_columns(spec.fields[n].kind, [b[n] for b in parts]) for n in cols
                     }
@@ -711,6 +758,6 @@ def write_per_source(
                 one.schema.attrs.update(unflatten_attrs({**common, **varying.get(name, {})}))
                 out = os.path.join(tmp, *rel.split("/"))
                 os.makedirs(os.path.dirname(out), exist_ok=True)
-                codec = cls(**{**cls.path_options(out), **dict(options or {})})
-                api.write_dataset(one, out, codec, policy=policy)
+                codec = cls(**{**cls.path_options(out), **dict(job.options)})
+                api.write_dataset(one, out, codec, each)
     return PerSourceReport(dst, cls.name, len(runs), records)

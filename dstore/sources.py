@@ -87,7 +87,7 @@ class DropFields(Reader):
                 f"{inner.path}: drop={missing[0]!r}: no such field "
                 f"(fields: {', '.join(map(repr, fields))})"
             )
-        self.schema = Schema(splits, inner.schema.attrs)
+        self.schema = Schema(splits, inner.schema.attrs, inner.schema.checksums)
         self.notes = [*inner.notes, *(f"{inner.path}: field {k!r} left out (drop)" for k in keys)]
 
     def _iter(

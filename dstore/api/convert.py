@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..codecs.base import Codec, Reader
-from ..dtypes import CastStats, DtypePolicy, OnOverflow, parse_policy
+from ..dtypes import CastStats, DtypePolicy, OnOverflow
 from ..engine import Progress, cast_batches, write_splits
 from ..errors import CodecIOError, MissingDependencyError, OptionError
-from ..integrity import CHECKSUM_ATTR, FieldHasher
+from ..integrity import FieldHasher
+from ..job import ConvertJob, SourceRef
 from ..model import concat_columns
 from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema
 from ..output import atomic_output, is_url, path_size, upload_output, url_output
@@ -29,7 +30,7 @@ from ._text import fmt_bytes
 
 if TYPE_CHECKING:
     # imported where a sharded format is written: an npz or HDF5 output never needs them
-    from ..sharding.run import ShardRun, SourceRef
+    from ..sharding.run import ShardRun
 
 __all__ = ["ConvertReport", "Progress", "convert", "write_dataset"]
 
@@ -73,14 +74,15 @@ class ConvertReport:
             f"(raw/out {self.ratio:.2f}), {self.seconds:.1f} s, {self.mb_per_s:.0f} MB/s -> {self.dst}"
         )
         if self.cast:
-            worst_abs = max(s.max_abs_error for s in self.cast.values())
-            worst_rel = max(s.max_rel_error for s in self.cast.values())
-            clipped = sum(s.clipped for s in self.cast.values())
-            n = sum(s.count for s in self.cast.values())
-            mean = sum(s.sum_abs_error for s in self.cast.values()) / n if n else 0.0
-            line += f"; cast error max abs {worst_abs:.3g}, mean abs {mean:.3g}, max rel {worst_rel:.3g}"
-            if clipped:
-                line += f", {clipped} value(s) clipped"
+            every = CastStats()  # all fields as one: the mean weighs each value alike
+            for stats in self.cast.values():
+                every.merge(stats)
+            line += (
+                f"; cast error max abs {every.max_abs_error:.3g}, mean abs "
+                f"{every.mean_abs_error:.3g}, max rel {every.max_rel_error:.3g}"
+            )
+            if every.clipped:
+                line += f", {every.clipped} value(s) clipped"
         if self.shards is not None and self.shards.kept:
             line += f"; resumed: {self.shards.kept} of {self.shards.shards} shards kept, {self.shards.written} written"
         if self.shards is not None and self.shards.note:
@@ -94,32 +96,28 @@ def write_dataset(
     reader: Reader,
     dst: str,
     codec: Codec,
-    *,
-    policy: DtypePolicy,
-    overwrite: bool = False,
-    sources: Sequence[str] = (),
-    batch_bytes: int = DEFAULT_BATCH_BYTES,
-    progress: Progress | None = None,
-    resume: bool = False,
-    client: Any = None,
-    source: SourceRef | None = None,
+    job: ConvertJob | None = None,
+    **settings: Any,
 ) -> tuple[dict[str, CastStats], ShardRun | None]:
-    """Stream every split of ``reader`` through ``policy`` into ``codec`` at ``dst``.
+    """Stream every split of ``reader`` through ``job.policy`` into ``codec`` at ``dst``.
 
-    Sharded formats go through ``dstore.sharding.run`` (resumable, distributable);
-    the others are written by one writer, split after split."""
-    policy = policy.prepare(reader, codec)  # int8 ranges (one read), bfloat16 storage
+    ``settings`` are :class:`~dstore.job.ConvertJob` fields (``policy=``,
+    ``overwrite=``, ``batch_bytes=``...), applied over ``job``: the keywords this
+    function took before the job existed. Sharded formats go through
+    ``dstore.sharding.run`` (resumable, distributable); the others are written by
+    one writer, split after split."""
+    job = (job or ConvertJob()).replace(**settings) if settings else (job or ConvertJob())
+    policy = job.policy.prepare(reader, codec)  # int8 ranges (one read), bfloat16 storage
+    job = job.replace(policy=policy)
+    # the source's checksums describe the source's values, not these: a new schema has none
     out_schema = policy.apply_schema(reader.schema)
-    # the source's checksums describe the source's values, not these
-    out_schema = Schema(
-        out_schema.splits, {k: v for k, v in out_schema.attrs.items() if k != CHECKSUM_ATTR}
-    )
+    out_schema = Schema(out_schema.splits, dict(out_schema.attrs))
     codec.check_schema(out_schema)
 
     def sample(split: str, n: int) -> Batch:
         # the first records as they will be written: through the engine, so a reader
         # that yields fewer than its schema says fails here as it would when writing
-        parts = list(cast_batches(reader, split, policy, {}, stop=n, batch_bytes=batch_bytes))
+        parts = list(cast_batches(reader, split, policy, {}, stop=n, batch_bytes=job.batch_bytes))
         fields = out_schema.splits[split].fields
         return {
             name: concat_columns(fields[name].kind, [p[name] for p in parts]) for name in fields
@@ -129,24 +127,10 @@ def write_dataset(
     if plan is not None:
         from ..sharding.run import write_sharded
 
-        run = write_sharded(
-            reader,
-            dst,
-            codec,
-            out_schema,
-            plan,
-            policy=policy,
-            overwrite=overwrite,
-            sources=sources,
-            batch_bytes=batch_bytes,
-            progress=progress,
-            resume=resume,
-            client=client,
-            source=source,
-        )
+        run = write_sharded(reader, dst, codec, out_schema, plan, job)
         return run.stats, run
-    if resume or client is not None:
-        what = "--resume" if resume else "a Dask client"
+    if job.resume or job.client is not None:
+        what = "--resume" if job.resume else "a Dask client"
         raise CodecIOError(
             f"{dst}: {what} needs a sharded output format ('dstore formats' marks them); "
             f"{codec.name} is written by one process"
@@ -157,7 +141,7 @@ def write_dataset(
         output = url_output if codec.supports_urls else upload_output
     else:
         output = atomic_output
-    with output(dst, codec=codec, sources=sources, overwrite=overwrite) as tmp:
+    with output(dst, codec=codec, sources=job.sources, overwrite=job.overwrite) as tmp:
         writer = codec.open_writer(tmp, out_schema)
         try:
             write_splits(
@@ -166,11 +150,11 @@ def write_dataset(
                 policy,
                 stats,
                 hasher,
-                batch_bytes=batch_bytes,
-                progress=progress,
+                batch_bytes=job.batch_bytes,
+                progress=job.progress,
             )
-            # stored by close() with the schema
-            out_schema.attrs[CHECKSUM_ATTR] = hasher.hexdigests()
+            # stored by close() with the schema, in a slot of their own (not the user's attrs)
+            out_schema.checksums = hasher.hexdigests()
             writer.close()
         except BaseException:
             writer.abort()
@@ -223,45 +207,47 @@ def convert(
 
     >>> dstore.convert("data.npz", "out.tfrecords", dtype="float16")  # doctest: +SKIP
     """
-    src, dst = os.fspath(src), os.fspath(dst)
-    if follow_links:  # a reading choice: it travels with the source's options (Dask workers too)
-        src_options = {**dict(src_options or {}), "follow_links": True}
-    policy = dtype if isinstance(dtype, DtypePolicy) else parse_policy(dtype, on_overflow)
-    mapping, codec_options = None, options
-    if layout is not None:
+    job = ConvertJob.build(
+        to=to,
+        from_format=from_format,
+        dtype=dtype,
+        on_overflow=on_overflow,
+        overwrite=overwrite,
+        options=options,
+        src_options=src_options,
+        batch_bytes=batch_bytes,
+        progress=progress,
+        resume=resume,
+        client=client,
+        layout=layout,
+        keep_encoded=keep_encoded,
+        follow_links=follow_links,
+        scan_progress=scan_progress,
+    )
+    return convert_job(os.fspath(src), os.fspath(dst), job)
+
+
+def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
+    """:func:`convert` of a built :class:`~dstore.job.ConvertJob`."""
+    mapping, codec_options = None, job.options
+    if job.layout is not None:
         from ..layouts import split_layout_options
 
-        mapping, codec_options = split_layout_options(layout, options)
-    dst_codec = _destination_codec(dst, to, codec_options, layout)
-    if isinstance(client, str):  # a scheduler address: connect for this conversion only
-        with _dask_client(client) as connected:
-            return convert(
-                src,
-                dst,
-                to=to,
-                from_format=from_format,
-                dtype=policy,
-                overwrite=overwrite,
-                options=options,
-                src_options=src_options,
-                batch_bytes=batch_bytes,
-                progress=progress,
-                resume=resume,
-                client=connected,
-                layout=layout,
-                keep_encoded=keep_encoded,
-                scan_progress=scan_progress,
-            )
+        mapping, codec_options = split_layout_options(job.layout, job.options)
+    dst_codec = _destination_codec(dst, job.to, codec_options, job.layout)
+    if isinstance(job.client, str):  # a scheduler address: connect for this conversion only
+        with _dask_client(job.client) as connected:
+            return convert_job(src, dst, job.replace(client=connected))
     t0 = time.perf_counter()
     with open_reader(
-        src, format=from_format, scan_progress=scan_progress, **dict(src_options or {})
+        src, format=job.from_format, scan_progress=job.scan_progress, **dict(job.src_options)
     ) as opened:
         reader = opened
         if mapping is not None:
             from ..layouts import apply_layout
 
             reader = apply_layout(reader, mapping)
-        if not keep_encoded and not dst_codec.keeps_encoded_images:
+        if not job.keep_encoded and not dst_codec.keeps_encoded_images:
             from ..decoding import DecodedImages, encoded_image_fields
 
             if encoded_image_fields(reader.schema):
@@ -272,23 +258,19 @@ def convert(
             meter,
             dst,
             dst_codec,
-            policy=policy,
-            overwrite=overwrite,
-            sources=[src, *getattr(reader, "inputs", ())],
-            batch_bytes=batch_bytes,
-            progress=progress,
-            resume=resume,
-            client=client,
-            # a Dask worker reopens the source without the layout: send it the records
-            source=_source_ref(src, from_format, src_options)
-            if mapping is None and dst_codec.sharded  # only a sharded run sends it to workers
-            else None,
+            job.replace(
+                sources=[src, *getattr(reader, "inputs", ())],
+                # a Dask worker reopens the source without the layout: send it the records
+                source=_source_ref(src, job.from_format, job.src_options)
+                if mapping is None and dst_codec.sharded  # only a sharded run sends it to workers
+                else None,
+            ),
         )
         schema = reader.schema
         # a multi-source reader (dstore.multisource) knows its files' format and total size
-        src_format = getattr(reader, "format", None) or from_format or infer_codec(src)
+        src_format = getattr(reader, "format", None) or job.from_format or infer_codec(src)
         bytes_in = getattr(reader, "bytes_in", None) or size_or_zero(src)
-        notes = [*reader.notes, *dst_codec.attribute_notes(schema), *policy.notes(schema)]
+        notes = [*reader.notes, *dst_codec.attribute_notes(schema), *job.policy.notes(schema)]
     seconds = time.perf_counter() - t0
     return ConvertReport(
         src=src,
@@ -307,12 +289,8 @@ def convert(
     )
 
 
-def _source_ref(
-    src: str, from_format: str | None, src_options: Mapping[str, Any] | None
-) -> SourceRef:
-    from ..sharding.run import SourceRef
-
-    return SourceRef(src, from_format, dict(src_options or {}))
+def _source_ref(src: str, from_format: str | None, src_options: Mapping[str, Any]) -> SourceRef:
+    return SourceRef(src, from_format, dict(src_options))
 
 
 def _destination_codec(

@@ -8,8 +8,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..codecs.base import Reader
-from ..dtypes import DtypePolicy, OnOverflow, parse_policy
+from ..dtypes import DtypePolicy, OnOverflow
 from ..errors import SchemaError
+from ..job import ConvertJob
 from ..model import Column, Kind, VarColumn, infer_column, slice_column, to_column
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec, split_key
 from ..sources import codec_for
@@ -101,11 +102,7 @@ def save(
     varies (ragged); ``kinds={("train", "img"): dstore.model.Image(...)}``
     names a kind the values cannot show (an image, a VarColumn's kind)."""
     path = os.fspath(path)
-    policy = dtype if isinstance(dtype, DtypePolicy) else parse_policy(dtype, on_overflow)
-    write_dataset(
-        ArrayReader(data, kinds=kinds),
-        path,
-        codec_for(path, format, options),
-        policy=policy,
-        overwrite=overwrite,
+    job = ConvertJob.build(
+        to=format, dtype=dtype, on_overflow=on_overflow, overwrite=overwrite, options=options
     )
+    write_dataset(ArrayReader(data, kinds=kinds), path, codec_for(path, job.to, job.options), job)

@@ -27,7 +27,6 @@ from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8
 
 from .. import fs, links
 from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
-from ..integrity import CHECKSUM_ATTR
 from ..model import (
     Bytes,
     Column,
@@ -469,14 +468,14 @@ class ZarrWriter(Writer):
             fut.result()
         self._pool.shutdown()
         schema = self.schema
-        sums = schema.attrs.get(CHECKSUM_ATTR)
-        if self._lossy and isinstance(sums, dict):
+        sums = schema.checksums
+        if self._lossy and sums:
             # the checksums hash the values written; a lossy field reads back other values
             sums = {
                 split: {n: d for n, d in fields.items() if (split, n) not in self._lossy}
                 for split, fields in sums.items()
             }
-            schema = Schema(schema.splits, {**schema.attrs, CHECKSUM_ATTR: sums})
+            schema = Schema(schema.splits, schema.attrs, sums)
         self.root.attrs.update({**_json_attrs(self._root_attrs), _ATTR: schema.to_json()})
 
     def abort(self) -> None:

@@ -219,12 +219,19 @@ def check_empty_records(schema: Schema, path: str) -> None:
                 )
 
 
+#: where files written before the checksums had a slot of their own kept them: in the attrs
+LEGACY_CHECKSUM_ATTR = "dstore.sha256"
+
+
 @dataclass
 class Schema:
     """All splits of a dataset plus dataset-level attributes."""
 
     splits: dict[str, SplitSpec]
     attrs: dict[str, Any] = field(default_factory=dict)
+    #: split -> field -> sha256 of its values as written (:mod:`dstore.integrity`):
+    #: dstore's own, stored under the schema's ``checksums`` key, never among ``attrs``
+    checksums: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
@@ -236,7 +243,7 @@ class Schema:
         return sum(s.count for s in self.splits.values())
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "splits": {
                 s.name: {
                     "count": s.count,
@@ -246,6 +253,9 @@ class Schema:
             },
             "attrs": self.attrs,
         }
+        if self.checksums:
+            out["checksums"] = self.checksums
+        return out
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=False)
@@ -267,13 +277,21 @@ class Schema:
             if isinstance(e, SchemaError):
                 raise
             raise SchemaError(f"malformed schema: {e}") from e
-        return cls(splits, dict(data.get("attrs", {})))
+        attrs = dict(data.get("attrs", {}))
+        # files written before the checksums had a slot kept them among the attrs
+        legacy = attrs.pop(LEGACY_CHECKSUM_ATTR, None)
+        checksums = data.get("checksums", legacy)
+        if not isinstance(checksums, Mapping):
+            checksums = {}
+        # a damaged entry is left out: verify then names each field it has no sha256 for
+        sums = {str(s): dict(f) for s, f in checksums.items() if isinstance(f, Mapping)}
+        return cls(splits, attrs, sums)
 
     def with_fields(self, split: str, fields: Iterable[FieldSpec]) -> Schema:
         """A copy with the fields of ``split`` replaced."""
         splits = dict(self.splits)
         splits[split] = replace(splits[split], fields={f.name: f for f in fields})
-        return Schema(splits, dict(self.attrs))
+        return Schema(splits, dict(self.attrs), dict(self.checksums))
 
 
 def split_key(key: str) -> tuple[str, str]:

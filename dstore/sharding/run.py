@@ -24,25 +24,17 @@ from typing import Any
 
 from ..codecs.base import Codec, Reader, Shard, ShardWriter
 from ..dtypes import CastStats, DtypePolicy
-from ..engine import Progress, cast_batches
+from ..engine import cast_batches
 from ..errors import CodecIOError, DstoreError, OutputExistsError, ResumableInterrupt
 from ..fs import is_url, url_fs
-from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema, slice_batch
+from ..job import ConvertJob, SourceRef
+from ..model.schema import Batch, Schema, slice_batch
 from ..output import atomic_output, url_output
 from ..parallel import prefetch
 from ..sources import open_reader
 from .journal import JOURNAL, append_journal, read_journal, still_good
 
 __all__ = ["ShardRun", "SourceRef", "write_sharded"]
-
-
-@dataclasses.dataclass(frozen=True)
-class SourceRef:
-    """How a worker process opens the source itself."""
-
-    path: str
-    format: str | None = None
-    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -66,13 +58,13 @@ def _header(
     writer: ShardWriter,
     schema: Schema,
     plan: Sequence[Shard],
-    policy: DtypePolicy,
-    sources: Sequence[str],
+    job: ConvertJob,
 ) -> dict[str, Any]:
     """Everything that fixes the output's bytes; a resume needs all of it equal."""
+    policy = job.policy
     config = {k: v for k, v in codec.get_config().items() if k != "workers"}
     fingerprint = []
-    for src in sources:
+    for src in job.sources:
         try:
             st = os.stat(src)
             fingerprint.append([os.path.abspath(src), st.st_size, st.st_mtime_ns])
@@ -161,9 +153,8 @@ def _cut(batches: Iterator[Batch], sizes: Sequence[int]) -> Iterator[Iterator[Ba
 def _shard_streams(
     reader: Reader,
     pending: Sequence[Shard],
-    policy: DtypePolicy,
+    job: ConvertJob,
     stats: dict[str, CastStats],
-    batch_bytes: int,
     ahead: bool,
 ) -> Iterator[tuple[Shard, Iterator[Batch]]]:
     """Each pending shard with its records, one continuous read per run of
@@ -173,11 +164,11 @@ def _shard_streams(
         stream = cast_batches(
             reader,
             run[0].split,
-            policy,
+            job.policy,
             stats,
             start=run[0].start,
             stop=run[-1].stop,
-            batch_bytes=batch_bytes,
+            batch_bytes=job.batch_bytes,
         )
         yield from zip(
             run, _cut(prefetch(stream) if ahead else stream, [s.records for s in run]), strict=True
@@ -189,13 +180,12 @@ def _local(
     writer: ShardWriter,
     root: str,
     pending: Sequence[Shard],
-    policy: DtypePolicy,
+    job: ConvertJob,
     stats: dict[str, CastStats],
-    batch_bytes: int,
     done: Callable[[Shard, dict[str, Any]], None],
     advance: Callable[[int], None] | None,
 ) -> None:
-    for shard, batches in _shard_streams(reader, pending, policy, stats, batch_bytes, ahead=True):
+    for shard, batches in _shard_streams(reader, pending, job, stats, ahead=True):
         done(shard, writer.write_shard(root, shard, batches, advance))
 
 
@@ -208,7 +198,10 @@ def _dask_task(
     batch_bytes: int,
     batches: list[Batch] | None,
 ) -> tuple[dict[str, Any], dict[str, CastStats]]:
-    """Runs on a worker: read the shard's records (or take them), write the shard."""
+    """Runs on a worker: read the shard's records (or take them), write the shard.
+
+    Takes the policy and batch size, not the whole job: a task is pickled, and the
+    job's progress callback and client belong to the calling process."""
     stats: dict[str, CastStats] = {}
     if batches is not None:
         return writer.write_shard(root, shard, iter(batches)), stats
@@ -227,21 +220,19 @@ def _dask_task(
 
 
 def _distributed(
-    client: Any,
     reader: Reader,
-    source: SourceRef | None,
     writer: ShardWriter,
     root: str,
     pending: Sequence[Shard],
-    policy: DtypePolicy,
+    job: ConvertJob,
     stats: dict[str, CastStats],
-    batch_bytes: int,
-    retries: int,
     done: Callable[[Shard, dict[str, Any]], None],
 ) -> str:
-    """One Dask task per shard; workers read the source themselves when it allows it."""
+    """One Dask task per shard (on ``job.client``); workers read the source themselves
+    when it allows it."""
     from dask.distributed import as_completed
 
+    client, source, retries = job.client, job.source, job.retries
     streamed = source is None or not reader.random_access
     note = ""
     if streamed:
@@ -256,9 +247,7 @@ def _distributed(
         if not streamed:
             yield from ((s, None) for s in pending)
             return
-        for shard, batches in _shard_streams(
-            reader, pending, policy, stats, batch_bytes, ahead=False
-        ):
+        for shard, batches in _shard_streams(reader, pending, job, stats, ahead=False):
             yield shard, list(batches)
 
     def submit(shard: Shard, batches: list[Batch] | None) -> Any:
@@ -271,8 +260,8 @@ def _distributed(
             writer,
             root,
             shard,
-            policy,
-            batch_bytes,
+            job.policy,
+            job.batch_bytes,
             data,
             key=f"dstore-{token}-{shard.file}",
             retries=retries,
@@ -347,24 +336,17 @@ def write_sharded(
     codec: Codec,
     schema_out: Schema,
     plan: list[Shard],
-    *,
-    policy: DtypePolicy,
-    overwrite: bool = False,
-    sources: Sequence[str] = (),
-    batch_bytes: int = DEFAULT_BATCH_BYTES,
-    progress: Progress | None = None,
-    resume: bool = False,
-    client: Any = None,
-    source: SourceRef | None = None,
-    retries: int = 2,
+    job: ConvertJob,
 ) -> ShardRun:
-    """Write ``plan`` (from ``codec.plan_shards``) at ``dst``; see the module doc.
+    """Write ``plan`` (from ``codec.plan_shards``) at ``dst`` as ``job`` says; see the
+    module doc.
 
     Progress advances per record written locally, per shard on Dask. With
-    ``resume``, a ``dst`` that is already this command's complete output (see
+    ``job.resume``, a ``dst`` that is already this command's complete output (see
     :func:`_finished_output`) is left as it is and reported complete."""
+    progress, resume, client = job.progress, job.resume, job.client
     writer = codec.shard_writer(schema_out, plan)
-    header = _header(codec, writer, schema_out, plan, policy, sources)
+    header = _header(codec, writer, schema_out, plan, job)
     run = _run_record(header)
     total = reader.schema.records
     stats: dict[str, CastStats] = {}
@@ -392,13 +374,13 @@ def write_sharded(
     if is_url(dst):
         if resume:
             raise CodecIOError(f"{dst}: --resume needs a local destination")
-        context = url_output(dst, codec=codec, sources=sources, overwrite=overwrite)
+        context = url_output(dst, codec=codec, sources=job.sources, overwrite=job.overwrite)
     else:
         context = atomic_output(
             dst,
             codec=codec,
-            sources=sources,
-            overwrite=overwrite,
+            sources=job.sources,
+            overwrite=job.overwrite,
             resume=compatible if resume else None,
         )
     with context as root:
@@ -440,26 +422,13 @@ def write_sharded(
                     writer,
                     root,
                     pending,
-                    policy,
+                    job,
                     stats,
-                    batch_bytes,
                     done,
                     None if progress is None else (lambda n: progress(n, total)),
                 )
             else:
-                note = _distributed(
-                    client,
-                    reader,
-                    source,
-                    writer,
-                    root,
-                    pending,
-                    policy,
-                    stats,
-                    batch_bytes,
-                    retries,
-                    done,
-                )
+                note = _distributed(reader, writer, root, pending, job, stats, done)
         except KeyboardInterrupt:
             finished = len(infos)
             if journal is not None and finished:
