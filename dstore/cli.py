@@ -116,7 +116,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
         raise UsageError("--per-source and --layout do not go together: convert, then split")
     if args.per_source:
-        from .multisource import write_per_source
+        from .api.per_source import write_per_source
 
         done = write_per_source(
             args.src,

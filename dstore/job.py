@@ -1,7 +1,7 @@
 """One conversion's settings as one frozen object, built once by each entry point.
 
 :func:`dstore.convert`, :func:`dstore.save` and ``--per-source``
-(:func:`dstore.multisource.write_per_source`) each turn their keyword arguments
+(:func:`dstore.api.per_source.write_per_source`) each turn their keyword arguments
 into a :class:`ConvertJob` with :meth:`ConvertJob.build` and hand it down whole:
 ``write_dataset`` -> ``write_sharded`` -> the local or Dask shard loop. A
 setting added here reaches every writer without a new keyword in five

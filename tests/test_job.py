@@ -19,10 +19,10 @@ import pytest
 import dstore
 from dstore import engine
 from dstore.api import memory
+from dstore.api.per_source import write_per_source
 from dstore.dtypes import CastStats, DtypePolicy
 from dstore.errors import UsageError
 from dstore.job import ConvertJob
-from dstore.multisource import write_per_source
 from dstore.sharding import run as sharding_run
 from dstore.testing import cli_command
 

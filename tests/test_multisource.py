@@ -14,9 +14,10 @@ import pytest
 from test_json import pyspacer_doc, write_json
 
 import dstore
-from dstore import multisource as sources
+from dstore.api.per_source import write_per_source
 from dstore.errors import CodecIOError, SchemaError, UnsafePathError
 from dstore.model import Ragged, String, Tensor
+from dstore.sources import many_files as sources
 from dstore.testing import cli_command
 
 
@@ -64,7 +65,7 @@ def test_glob_to_float16_npz_and_back_per_source(tmp_path: Any) -> None:
         ]
         assert set(ds.schema.attrs["dstore.attrs"]["root"]) == {"valid_rowcol", "feature_dim"}
     back = tmp_path / "back"
-    rep = sources.write_per_source(str(out), str(back))
+    rep = write_per_source(str(out), str(back))
     assert (rep.files, rep.records) == (len(counts) - 1, sum(counts))  # img001 has no record
     for i, doc in enumerate(docs):
         path = back / f"img{i:03d}.json"
@@ -93,7 +94,7 @@ def test_folder_and_list_sources_with_nested_names(tmp_path: Any) -> None:
     with dstore.open(f"@{listing}") as ds:
         assert ds["data"]["source"][:] == ["f/b/img000.json"] * 4 + ["f/a/img000.json"] * 2
     dstore.convert(f"@{listing}", tmp_path / "o.h5")
-    sources.write_per_source(str(tmp_path / "o.h5"), str(tmp_path / "per"), to="npz")
+    write_per_source(str(tmp_path / "o.h5"), str(tmp_path / "per"), to="npz")
     with np.load(tmp_path / "per" / "f" / "b" / "img000.npz") as z:
         assert z["row"].shape == (4,) and "source" not in z
 
@@ -187,7 +188,7 @@ def test_per_source_names_never_leave_the_folder(tmp_path: Any) -> None:
         src = tmp_path / "s.npz"
         np.savez(src, v=np.arange(2), source=np.array(["ok.json", evil]))
         with pytest.raises(UnsafePathError) as e:
-            sources.write_per_source(str(src), str(tmp_path / "out"), to="json")
+            write_per_source(str(src), str(tmp_path / "out"), to="json")
         # the message names the source the name came from, not only its bad component
         assert f"source {evil!r}, field 'source' of {src}" in str(e.value)
         assert sorted(os.listdir(tmp_path)) == ["s.npz"]

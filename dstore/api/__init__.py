@@ -21,7 +21,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..sources import open_reader
+    from ..sources.opening import open_reader
     from .convert import ConvertReport, Progress, convert, write_dataset
     from .index import IndexReport, index
     from .info import InfoReport, dtype_name, info

@@ -25,7 +25,7 @@ from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema
 from ..output import atomic_output, is_url, path_size, upload_output, url_output
 from ..rawsize import RawMeter
 from ..registry import infer_codec
-from ..sources import codec_for, open_reader, size_or_zero
+from ..sources.opening import codec_for, open_reader, size_or_zero
 from ._text import fmt_bytes
 
 if TYPE_CHECKING:
@@ -267,7 +267,7 @@ def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
             ),
         )
         schema = reader.schema
-        # a multi-source reader (dstore.multisource) knows its files' format and total size
+        # a multi-source reader (dstore.sources.many_files) knows its files' format and total size
         src_format = getattr(reader, "format", None) or job.from_format or infer_codec(src)
         bytes_in = getattr(reader, "bytes_in", None) or size_or_zero(src)
         notes = [*reader.notes, *dst_codec.attribute_notes(schema), *job.policy.notes(schema)]

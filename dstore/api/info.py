@@ -11,7 +11,7 @@ import numpy as np
 from ..model.schema import Schema
 from ..precision import describe_precision
 from ..registry import infer_codec
-from ..sources import open_reader, size_or_zero
+from ..sources.opening import open_reader, size_or_zero
 from ._text import fmt_bytes, printable, shown
 
 __all__ = ["InfoReport", "dtype_name", "info"]

@@ -13,7 +13,7 @@ from ..errors import SchemaError
 from ..job import ConvertJob
 from ..model import Column, Kind, VarColumn, infer_column, slice_column, to_column
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec, split_key
-from ..sources import codec_for
+from ..sources.opening import codec_for
 from .convert import write_dataset
 
 __all__ = ["ArrayReader", "save"]

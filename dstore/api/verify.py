@@ -16,7 +16,7 @@ from ..integrity import FieldHasher, stored_checksums
 from ..model import Column, Image, Kind, Ragged, Tensor, VarColumn
 from ..model.schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
 from ..precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
-from ..sources import open_reader
+from ..sources.opening import open_reader
 from ._text import shown
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from ..codecs.base import Reader, _concat
 from ..errors import SchemaError
 from ..model import Column, Kind, VarColumn, empty_column, record
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
-from ..sources import open_source
+from ..sources.opening import open_source
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -432,7 +432,7 @@ def _parse_error(path: str, e: Exception, line: int | None = None) -> CodecIOErr
 
 class JsonReader(Reader):
     """The whole document, parsed at open into columns (a file is one image's features,
-    or a few thousand records: many files are read as one dataset by ``dstore.multisource``)."""
+    or a few thousand records: many files are read as one dataset by ``dstore.sources.many_files``)."""
 
     def __init__(self, path: str, lines: bool) -> None:
         self.path = path
@@ -492,7 +492,7 @@ class JsonReader(Reader):
                 },
                 attrs,
             )
-        #: bytes the parsed columns hold (``dstore.multisource`` spools such files)
+        #: bytes the parsed columns hold (``dstore.sources.many_files`` spools such files)
         self.memory_bytes = sum(c.nbytes for cols in self._data.values() for c in cols.values())
 
     @staticmethod

@@ -134,7 +134,7 @@ class SplitSource:
         epoch with pools, 5.5 s with one thread each)."""
         if self._reader is None or self._pid != os.getpid():
             from ..registry import get_codec_class
-            from ..sources import open_reader
+            from ..sources.opening import open_reader
 
             options: dict[str, Any] = {"follow_links": self.follow_links}
             cls = get_codec_class(self.format)

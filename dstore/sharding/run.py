@@ -31,7 +31,7 @@ from ..job import ConvertJob, SourceRef
 from ..model.schema import Batch, Schema, slice_batch
 from ..output import atomic_output, url_output
 from ..parallel import prefetch
-from ..sources import open_reader
+from ..sources.opening import open_reader
 from .journal import JOURNAL, append_journal, read_journal, still_good
 
 __all__ = ["ShardRun", "SourceRef", "write_sharded"]

@@ -14,15 +14,15 @@ import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .codecs.base import RANGE_BYTES, Codec, Reader
-from .errors import CodecIOError, DstoreError, SchemaError
-from .model.schema import Batch, Schema, SplitSpec, check_empty_records
-from .output import path_size
-from .precision import logical_reader
-from .registry import get_codec_class, infer_codec
+from ..codecs.base import RANGE_BYTES, Codec, Reader
+from ..errors import CodecIOError, DstoreError, SchemaError
+from ..model.schema import Batch, Schema, SplitSpec, check_empty_records
+from ..output import path_size
+from ..precision import logical_reader
+from ..registry import get_codec_class, infer_codec
 
 if TYPE_CHECKING:
-    from .multisource import MultiReader
+    from .many_files import MultiReader
 
 __all__ = ["codec_for", "open_reader", "open_source", "size_or_zero"]
 
@@ -143,11 +143,11 @@ def _open_many(
     """A reader over the many files ``path`` names, or None when it names one dataset."""
     if "://" in path or os.path.isfile(path):
         return None  # a file is one dataset: `info x.npz` never imports the multi-file reader
-    from . import multisource
+    from . import many_files
 
-    if not multisource.is_multi(path, format):
+    if not many_files.is_multi(path, format):
         return None
-    return multisource.open_sources(path, format, options, scan_progress)
+    return many_files.open_sources(path, format, options, scan_progress)
 
 
 def open_source(
@@ -158,7 +158,7 @@ def open_source(
     scan_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Codec, Reader]:
     """The codec and an open reader for the dataset at ``path``; a glob, a folder of files
-    or ``@list`` is many files read as one dataset (:mod:`dstore.multisource`), whose
+    or ``@list`` is many files read as one dataset (:mod:`dstore.sources.many_files`), whose
     schemas are read first: ``scan_progress(1, files)`` is called after each file.
 
     bfloat16 bits and int8 codes read back as numbers; ``decode=False`` gives them as stored."""
