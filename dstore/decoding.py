@@ -5,7 +5,7 @@ HDF5 hold arrays: by default a conversion to them decodes each encoded
 Image field into a raw Image of varying size (pixels plus each record's
 shape, ``(H, W, C)``; ``(H, W)`` for a greyscale PNG field) --
 ``convert(..., keep_encoded=True)`` (``--keep-encoded``) keeps the encoded
-bytes instead. :class:`DecodedImages` wraps any reader and does it;
+bytes instead. :class:`dstore.sources.decoded_images.DecodedImages` wraps any reader and does it;
 ``verify`` uses it too, to compare a source's encoded images with the
 pixels a conversion stored.
 
@@ -15,19 +15,13 @@ record (the field is declared an image; ``--keep-encoded`` carries any bytes).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import replace
-from typing import Any
-
 import numpy as np
 
-from .codecs.base import RANGE_BYTES, Reader
 from .errors import CodecIOError
-from .integrity import CHECKSUM_ATTR
 from .model import Image, Kind, VarColumn
-from .model.schema import Batch, Schema, SplitSpec
+from .model.schema import Schema
 
-__all__ = ["DecodedImages", "decode_image", "decoded_kind", "encoded_image_fields"]
+__all__ = ["decode_column_images", "decode_image", "decoded_kind", "encoded_image_fields"]
 
 
 def decoded_kind(kind: Image) -> Image:
@@ -89,7 +83,7 @@ def decode_image(data: bytes, kind: Image, where: str) -> np.ndarray:
     return img
 
 
-def _decode_column(col: VarColumn, kind: Image, where: str, first: int) -> VarColumn:
+def decode_column_images(col: VarColumn, kind: Image, where: str, first: int) -> VarColumn:
     blobs = col.to_bytes_list()
     imgs = [decode_image(b, kind, f"{where}, record {first + i}") for i, b in enumerate(blobs)]
     ndim = 2 if kind.channels == 0 else 3
@@ -98,61 +92,3 @@ def _decode_column(col: VarColumn, kind: Image, where: str, first: int) -> VarCo
     np.cumsum([im.size for im in imgs], out=offsets[1:])
     values = np.concatenate([im.reshape(-1) for im in imgs]) if imgs else np.empty(0, kind.dtype)
     return VarColumn(values.astype(kind.dtype, copy=False), offsets, shapes)
-
-
-class DecodedImages(Reader):
-    """``inner`` with the encoded Image fields in ``fields`` (default: all) read as pixels."""
-
-    def __init__(self, inner: Reader, fields: Mapping[str, set[str]] | None = None) -> None:
-        self.inner = inner
-        self.path = inner.path
-        self.random_access = inner.random_access
-        self.sequential_reason = inner.sequential_reason
-        self.notes = inner.notes
-        self.fields = dict(encoded_image_fields(inner.schema) if fields is None else fields)
-        splits = {}
-        for split in inner.schema.splits.values():
-            names = self.fields.get(split.name, set())
-            specs = {
-                n: replace(f, kind=decoded_kind(f.kind))
-                if n in names and isinstance(f.kind, Image)
-                else f
-                for n, f in split.fields.items()
-            }
-            splits[split.name] = SplitSpec(split.name, split.count, specs)
-        # the stored checksums are of the encoded bytes: the inner reader checks them
-        attrs = {k: v for k, v in inner.schema.attrs.items() if k != CHECKSUM_ATTR}
-        self.schema = Schema(splits, attrs)
-
-    def _iter(
-        self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
-    ) -> Iterator[Batch]:
-        decode = self.fields.get(spec.name, set())
-        inner = self.inner.schema.splits[spec.name]
-        pos = start
-        for batch in self.inner.iter_batches(
-            spec.name, fields=names, start=start, stop=stop, batch_rows=rows
-        ):
-            n = len(next(iter(batch.values()))) if batch else 0
-            out: Batch = {}
-            for name, col in batch.items():
-                kind = inner.fields[name].kind
-                if name in decode and isinstance(col, VarColumn) and isinstance(kind, Image):
-                    where = f"{self.path}: split {spec.name!r}, field {name!r}"
-                    out[name] = _decode_column(col, kind, where, pos)
-                else:
-                    out[name] = col
-            pos += n
-            yield out
-
-    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
-        return self.inner.record_ranges(split, target_bytes)
-
-    def check_integrity(self) -> list[tuple[bool, str]]:
-        return self.inner.check_integrity()
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def __getattr__(self, name: str) -> Any:  # codec-specific extras (encodings, shards, ...)
-        return getattr(self.inner, name)

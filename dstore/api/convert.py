@@ -248,7 +248,8 @@ def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
 
             reader = apply_layout(reader, mapping)
         if not job.keep_encoded and not dst_codec.keeps_encoded_images:
-            from ..decoding import DecodedImages, encoded_image_fields
+            from ..decoding import encoded_image_fields
+            from ..sources.decoded_images import DecodedImages
 
             if encoded_image_fields(reader.schema):
                 reader = DecodedImages(reader)

@@ -134,8 +134,8 @@ def _write_per_source(src: str, dst: str, job: ConvertJob) -> PerSourceReport:
     from ..model import names
     from ..output import atomic_output
     from ..registry import default_extension
+    from ..sources.memory import ArrayReader
     from .convert import write_dataset
-    from .memory import ArrayReader
 
     if job.resume or job.client is not None:
         what = "--resume" if job.resume else "--scheduler"

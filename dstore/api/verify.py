@@ -261,7 +261,8 @@ def verify(
 def _decode_against(r: Reader, other: Reader) -> Reader:
     """``r`` with its encoded images decoded where ``other`` holds that field as pixels
     (a conversion decoded them): then the pixels are what is compared."""
-    from ..decoding import DecodedImages, encoded_image_fields
+    from ..decoding import encoded_image_fields
+    from ..sources.decoded_images import DecodedImages
 
     fields: dict[str, set[str]] = {}
     for split, names in encoded_image_fields(r.schema).items():
