@@ -150,3 +150,21 @@ def test_single_file_formats_refuse_dask_naming_why(
     assert "cannot be written on Dask" in message and "single file with a single writer" in message
     assert str(dst) in message
     assert not dst.exists()
+
+
+def test_scheduler_address_from_the_cli(
+    tmp_path: Any, client: Any, source: tuple[str, dict[str, Any]], capsys: Any
+) -> None:
+    from dstore.cli import main
+
+    address = client.scheduler.address
+    dst, local = tmp_path / "cli.zarr", tmp_path / "local.zarr"
+    assert main(["convert", source[0], str(dst), "--scheduler", address]) == 0
+    dstore.convert(source[0], local)
+    assert _files(dst) == _files(local)
+    capsys.readouterr()
+    h5 = tmp_path / "out.h5"
+    assert main(["convert", source[0], str(h5), "--scheduler", address]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "single file with a single writer" in err[0], err
+    assert not h5.exists()
