@@ -255,6 +255,8 @@ def _formats_text() -> str:
         state = "usable" if hint is None else f"not installed: {hint}"
         if hint is None and get_codec_class(name).sharded:
             state += ", sharded (--resume, Dask)"
+        elif hint is None and get_codec_class(name).region_writes:
+            state += ", Dask (chunk regions)"
         out.append(f"{name:<{width}} {exts:<32} {state}")
         out.extend(_option_lines(name))
     out.extend(_layout_lines())
@@ -503,7 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="write each shard as a task on this Dask distributed scheduler, e.g. "
+        help="write each shard (zarr: each block of chunks) as a task on this Dask "
+        "distributed scheduler, e.g. "
         "tcp://host:8786 (default: this machine)",
     )
     p.add_argument(

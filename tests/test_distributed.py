@@ -145,9 +145,10 @@ def test_scheduler_address_from_the_cli(tmp_path, client, sources, capsys):
     assert file_digests(dst) == file_digests(tmp_path / "local.tfrecords")
 
 
-def test_client_needs_a_sharded_format(tmp_path, client, sources):
-    with pytest.raises(dstore.errors.CodecIOError, match="needs a sharded output format"):
-        dstore.convert(sources[0], tmp_path / "out.zarr", client=client)
+def test_client_needs_a_format_written_in_parts(tmp_path, client, sources):
+    # zarr is written as chunk regions on Dask (tests/test_zarr_dask.py); npz is one file
+    with pytest.raises(dstore.errors.CodecIOError, match="single file with a single writer"):
+        dstore.convert(sources[0], tmp_path / "out.npz", client=client)
 
 
 class _FlakyWriter(TFRecordShardWriter):

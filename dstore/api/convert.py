@@ -30,7 +30,7 @@ from ._text import fmt_bytes
 
 if TYPE_CHECKING:
     # imported where a sharded format is written: an npz or HDF5 output never needs them
-    from ..sharding.run import ShardRun
+    from ..sharding.run import RegionTasks, ShardRun
 
 __all__ = ["ConvertReport", "Progress", "convert", "write_dataset"]
 
@@ -129,12 +129,12 @@ def write_dataset(
 
         run = write_sharded(reader, dst, codec, out_schema, plan, job)
         return run.stats, run
-    if job.resume or job.client is not None:
-        what = "--resume" if job.resume else "a Dask client"
+    if job.resume:
         raise CodecIOError(
-            f"{dst}: {what} needs a sharded output format ('dstore formats' marks them); "
+            f"{dst}: --resume needs a sharded output format ('dstore formats' marks them); "
             f"{codec.name} is written by one process"
         )
+    tasks = _region_tasks(dst, codec, job.client)
     stats: dict[str, CastStats] = {}
     hasher = FieldHasher(out_schema)
     if is_url(dst):  # straight to the store when the codec can, else staged and uploaded
@@ -143,6 +143,8 @@ def write_dataset(
         output = atomic_output
     with output(dst, codec=codec, sources=job.sources, overwrite=job.overwrite) as tmp:
         writer = codec.open_writer(tmp, out_schema)
+        if tasks is not None:
+            writer.write_regions(tasks.submit)
         try:
             write_splits(
                 reader,
@@ -156,10 +158,29 @@ def write_dataset(
             # stored by close() with the schema, in a slot of their own (not the user's attrs)
             out_schema.checksums = hasher.hexdigests()
             writer.close()
+            if tasks is not None:
+                tasks.finish()
         except BaseException:
             writer.abort()
+            if tasks is not None:
+                tasks.cancel()  # no task may write into the output removed next
             raise
     return stats, None
+
+
+def _region_tasks(dst: str, codec: Codec, client: Any) -> RegionTasks | None:
+    """The Dask tasks a codec with ``region_writes`` hands its chunks to; a format that
+    is one file with one writer is refused with a Dask client."""
+    if client is None:
+        return None
+    if not codec.region_writes:
+        raise CodecIOError(
+            f"{dst}: {codec.name} cannot be written on Dask: it is a single file with a "
+            "single writer; a Dask client needs a sharded or chunked-store output format"
+        )
+    from ..sharding.run import RegionTasks
+
+    return RegionTasks(client)
 
 
 def convert(

@@ -258,6 +258,11 @@ class Writer(ABC):
     def abort(self) -> None:  # noqa: B027 - optional hook: writers without handles keep it
         """Release handles after a failure; the caller deletes the output."""
 
+    def write_regions(self, submit: Callable[..., None]) -> None:
+        """Hand the writing of whole chunks to ``submit(function, *args)`` -- e.g. one
+        Dask task each -- instead of writing them here (codecs with ``region_writes``)."""
+        raise NotImplementedError(f"{type(self).__name__}: writes in one process")
+
 
 @dataclasses.dataclass(frozen=True)
 class Shard:
@@ -312,6 +317,10 @@ class Codec(ABC):
     #: True when the output is cut into shards any process writes alone
     #: (:meth:`plan_shards`): resumable, distributable on Dask.
     sharded: ClassVar[bool] = False
+    #: True when the writer creates every array at its final shape and can hand its
+    #: chunk-aligned blocks to other processes (:meth:`Writer.write_regions`): a Dask
+    #: client writes them as tasks. A single-file format (one writer) leaves it False.
+    region_writes: ClassVar[bool] = False
     #: True when one dataset of this format is a folder of its files (TFRecord shards),
     #: so ``--from`` it on a folder of them reads one dataset, not many sources.
     reads_folders: ClassVar[bool] = False

@@ -11,10 +11,11 @@ split.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -335,6 +336,69 @@ def _json_attrs(encoded: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class _Region:
+    """One dense array of a store being written: where it is and how its chunks are
+    encoded -- all a process (a Dask worker) needs to write chunk-aligned blocks of it
+    with the bytes the writer itself would write."""
+
+    store: str
+    parts: tuple[str, ...]
+    rows: int  # records per chunk
+    fill: Any
+    #: a local, unsharded array of records with no empty axis: chunk files written here
+    direct: bool
+    options: ZarrOptions
+    lossy: LossyImage | None
+
+    def open(self) -> Any:
+        return zarr.open_array(self.store, path="/".join(self.parts), mode="r+", zarr_format=3)
+
+    def chunk_writer(self) -> Callable[[int, np.ndarray], None]:
+        """``write(start, records)``: one chunk's records, its file written directly.
+
+        For a local, unsharded array the chunk file is exactly numcodecs' Blosc
+        encoding of the (zero-padded) chunk -- byte-identical to what zarr writes
+        (tested) -- so zarr's per-chunk machinery can be skipped. A lossy image
+        array's chunk is the image codec's encoding of its one image, which is what
+        zarr's codec wrapper writes too."""
+        arr = self.open()
+        encoder: Any = (
+            numcodecs.Blosc(
+                cname=self.options.cname,
+                clevel=self.options.clevel,
+                shuffle=_BLOSC_SHUFFLE[self.options.shuffle],
+                blocksize=0,
+            )
+            if self.lossy is None
+            else zarr_codec(self.lossy)._codec
+        )
+        zeros = (0,) * (arr.ndim - 1)
+
+        def write(start: int, chunk: np.ndarray) -> None:
+            if len(chunk) < self.rows:  # zarr stores edge chunks at full size, padded
+                pad = np.full((self.rows - len(chunk), *chunk.shape[1:]), self.fill, chunk.dtype)
+                chunk = np.concatenate([chunk, pad])
+            key = arr.metadata.encode_chunk_key((start // self.rows, *zeros))
+            target = names.safe_join(self.store, *self.parts, *key.split("/"))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as f:
+                f.write(encoder.encode(np.ascontiguousarray(chunk)))
+
+        return write
+
+
+def write_region(region: _Region, start: int, block: np.ndarray) -> None:
+    """Write records ``start:start+len(block)`` of one array, a whole number of its
+    chunks (or shards) from a chunk boundary; runs on a Dask worker."""
+    if not region.direct:
+        region.open()[start : start + len(block)] = block
+        return
+    write = region.chunk_writer()
+    for i in range(0, len(block), region.rows):
+        write(start + i, block[i : i + region.rows])
+
+
 class ZarrWriter(Writer):
     def __init__(self, path: str, schema: Schema, options: ZarrOptions) -> None:
         super().__init__(path, schema)
@@ -345,6 +409,7 @@ class ZarrWriter(Writer):
         self._pending: list[Future[None]] = []
         self._appenders: dict[tuple[str, str], AlignedAppender] = {}
         self._var: dict[tuple[str, str], _VarArrays] = {}
+        self._regions: dict[tuple[str, str], _Region] = {}
         # the names were checked by ZarrOptions.validate; zarr's enums type them
         compressor = BloscCodec(
             cname=BloscCname(options.cname),
@@ -385,58 +450,33 @@ class ZarrWriter(Writer):
                     fill_value=self._fills[(split.name, spec.name)],
                     attributes=_json_attrs(spec.attrs.get("user", {})),
                 )
-                direct = options.shard_chunks == 0 and "://" not in path and all(spec.shape)
-                store = (
-                    self._direct_fn(arr, split.name, spec.name, rows, serializer)
-                    if direct
-                    else self._store_fn(arr)
+                region = _Region(
+                    path,
+                    tuple(names.field_path(split.name, spec.name)),
+                    rows,
+                    self._fills[(split.name, spec.name)],
+                    options.shard_chunks == 0 and "://" not in path and all(spec.shape),
+                    options,
+                    lossy,
                 )
+                self._regions[(split.name, spec.name)] = region
+                store = self._direct_fn(region) if region.direct else self._store_fn(arr)
                 self._appenders[(split.name, spec.name)] = AlignedAppender(
                     rows * (options.shard_chunks or 1), store
                 )
 
-    def _direct_fn(self, arr: Any, split: str, name: str, rows: int, serializer: Any) -> Any:
-        """Encode whole chunks on all cores and write their files ourselves.
+    def _direct_fn(self, region: _Region) -> Any:
+        """Encode whole chunks on all cores and write their files ourselves
+        (:meth:`_Region.write_chunks`)."""
 
-        For a local, unsharded array the chunk file is exactly numcodecs'
-        Blosc encoding of the (zero-padded) chunk -- byte-identical to what
-        zarr writes (tested) -- so zarr's per-chunk machinery can be skipped.
-        A lossy image array's chunk is the image codec's encoding of its one
-        image, which is what zarr's codec wrapper writes too.
-        """
-        blosc: Any = (
-            numcodecs.Blosc(
-                cname=self.options.cname,
-                clevel=self.options.clevel,
-                shuffle=_BLOSC_SHUFFLE[self.options.shuffle],
-                blocksize=0,
-            )
-            if serializer == "auto"
-            else serializer._codec
-        )
-        parts = names.field_path(split, name)
-        zeros = (0,) * (arr.ndim - 1)
-        fill = self._fills[(split, name)]
-
-        def encode_and_write(item: tuple[int, np.ndarray]) -> None:
-            index, chunk = item
-            if (
-                len(chunk) < rows
-            ):  # zarr stores edge chunks at full size, padded with the fill value
-                pad = np.full((rows - len(chunk), *chunk.shape[1:]), fill, chunk.dtype)
-                chunk = np.concatenate([chunk, pad])
-            key = arr.metadata.encode_chunk_key((index, *zeros))
-            target = names.safe_join(self.path, *parts, *key.split("/"))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as f:
-                f.write(blosc.encode(np.ascontiguousarray(chunk)))
+        write = region.chunk_writer()
 
         def store(pos: int, data: np.ndarray) -> None:
-            items = (
-                (pos // rows + i, data[i * rows : (i + 1) * rows])
-                for i in range(-(-len(data) // rows))
+            blocks = (
+                (pos + i * region.rows, data[i * region.rows : (i + 1) * region.rows])
+                for i in range(-(-len(data) // region.rows))
             )
-            for _ in ordered_map(encode_and_write, items, self._pool, 2 * self._workers):
+            for _ in ordered_map(lambda b: write(*b), blocks, self._pool, 2 * self._workers):
                 pass
 
         return store
@@ -452,6 +492,15 @@ class ZarrWriter(Writer):
                 self._pending.pop(0).result()
 
         return store
+
+    def write_regions(self, submit: Callable[..., None]) -> None:
+        """Every dense field's chunk-aligned blocks (whole chunks, or whole shards with
+        ``shard_chunks``) go to ``submit(write_region, region, start, block)``: each can be
+        written by another process, as this one would. The fields whose records vary stay
+        here: where their values go depends on every record before."""
+        for key, appender in self._appenders.items():
+            region = self._regions[key]
+            appender.store = functools.partial(submit, write_region, region)
 
     def write(self, split: str, batch: Batch) -> None:
         for name, data in batch.items():
@@ -684,6 +733,7 @@ class ZarrCodec(Codec):
     name = "zarr"
     extensions = (".zarr", ".zarr.zip")
     supports_urls = True
+    region_writes = True
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     bfloat16_as = "uint16"  # zarr 3.1's dtype registry has no bfloat16
     Options = ZarrOptions

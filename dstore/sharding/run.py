@@ -34,7 +34,7 @@ from ..parallel import prefetch
 from ..sources.opening import open_reader
 from .journal import JOURNAL, append_journal, read_journal, still_good
 
-__all__ = ["ShardRun", "SourceRef", "write_sharded"]
+__all__ = ["RegionTasks", "ShardRun", "SourceRef", "write_sharded"]
 
 
 @dataclasses.dataclass
@@ -441,3 +441,68 @@ def write_sharded(
         if journal is not None:
             os.remove(journal)
     return ShardRun(len(plan), len(pending), len(kept), stats, note)
+
+
+# ------------------------------------------------------------- region writes
+
+
+class RegionTasks:
+    """Chunk-aligned blocks of a single output (a zarr store created at its final
+    shape) written as Dask tasks: ``submit`` is the writer's hook
+    (:meth:`~dstore.codecs.base.Writer.write_regions`).
+
+    This process reads the source in record order: the stored whole-field sha256 is
+    one stream over every record and a ragged field's offsets depend on every record
+    before, so both stay here, and so the output's bytes are those of a local run.
+    The workers encode and write the chunks; what is in flight is bounded (two
+    blocks per worker), so memory stays that of a local run."""
+
+    def __init__(self, client: Any, retries: int = 2) -> None:
+        self.client = client
+        self.retries = retries
+        self.token = (
+            f"dstore-region-{hashlib.sha256(f'{id(self)}{os.getpid()}'.encode()).hexdigest()[:8]}-"
+        )
+        self.window = 2 * max(1, len(client.scheduler_info().get("workers", {})))
+        self.futures: list[tuple[Any, str]] = []
+        self.count = 0
+
+    def submit(self, function: Callable[..., None], region: Any, start: int, block: Any) -> None:
+        where = f"{'/'.join(region.parts)} records {start}:{start + len(block)}"
+        data = self.client.scatter([block], hash=False)[0]  # sent as data, not in the graph
+        fut = self.client.submit(
+            function,
+            region,
+            start,
+            data,
+            key=f"{self.token}{self.count}",
+            retries=self.retries,
+            pure=False,
+        )
+        self.count += 1
+        self.futures.append((fut, where))
+        while len(self.futures) > self.window:
+            self._wait_first()
+
+    def _wait_first(self) -> None:
+        fut, where = self.futures[0]
+        try:
+            fut.result()
+        except DstoreError as e:
+            raise type(e)(f"{where} failed (after {self.retries} retries): {e}") from None
+        except Exception as e:  # noqa: BLE001 - anything a worker raised, named by block
+            raise CodecIOError(
+                f"{where} failed (after {self.retries} retries): {type(e).__name__}: {e}"
+            ) from None
+        self.futures.pop(0)
+
+    def finish(self) -> None:
+        """Wait for every block; the first failure raises, naming its array and records."""
+        while self.futures:
+            self._wait_first()
+
+    def cancel(self) -> None:
+        """Stop the blocks still in flight before the caller removes the output."""
+        if self.futures:
+            _cancel_and_drain(self.client, [f for f, _ in self.futures], self.token)
+            self.futures = []
