@@ -116,12 +116,23 @@ def utf8_to_fixed_unicode(col: VarColumn, width: int) -> np.ndarray:
     return out.view(f"<U{max(width, 1)}").reshape(n)
 
 
+#: above this many bytes, fixed-width arrays are filled record by record (index arrays
+#: of 8-byte positions per byte would take many times the records' size)
+_VECTOR_BYTES = 1 << 20
+
+
 def bytes_to_fixed(col: VarColumn, width: int) -> np.ndarray:
     """A Bytes column as an ``S{width}`` array (records must not end in NUL)."""
     n = len(col)
     out = np.zeros((n, max(width, 1)), np.uint8)
-    record = np.repeat(np.arange(n), col.lengths)
     values = col.flat_values
+    if len(values) > _VECTOR_BYTES:
+        # the index arrays below take 16 bytes per byte: large records are copied one by one
+        for i in range(n):
+            lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
+            out[i, : hi - lo] = values[lo:hi]
+        return out.view(f"S{max(width, 1)}").reshape(n)
+    record = np.repeat(np.arange(n), col.lengths)
     within = np.arange(len(values)) - np.repeat(col.offsets[:-1], col.lengths)
     out[record, within] = values
     return out.view(f"S{max(width, 1)}").reshape(n)
