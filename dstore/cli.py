@@ -125,7 +125,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             on_overflow=args.on_overflow,
             options=_key_values(args.option),
-            overwrite=args.overwrite,
+            overwrite="foreign" if args.overwrite_foreign else args.overwrite,
             follow_links=args.follow_links,
         )
         _print_lines(done.summary().splitlines())
@@ -140,7 +140,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             from_format=args.from_format,
             dtype=args.dtype,
             on_overflow=args.on_overflow,
-            overwrite=args.overwrite,
+            overwrite="foreign" if args.overwrite_foreign else args.overwrite,
             options=_key_values(args.option),
             src_options=_drop_options(args),
             progress=bar,
@@ -478,7 +478,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace an existing DST (default: refuse)",
+        help="replace an existing DST, only if it is a dataset of the target format that "
+        "holds nothing but files that format wrote (default: refuse)",
+    )
+    p.add_argument(
+        "--overwrite-foreign",
+        action="store_true",
+        help="like --overwrite, and also delete files inside the DST dataset that its format "
+        "did not write (a README, notes) instead of refusing (default: refuse)",
     )
     p.add_argument(
         "--resume",

@@ -43,6 +43,7 @@ from .errors import CodecIOError, OptionError, SchemaError, UnknownCodecError, U
 from .integrity import CHECKSUM_ATTR
 from .model import Column, Kind, Ragged, String, Tensor, VarColumn, concat_columns, slice_column
 from .options import parse_bool
+from .output import Overwrite
 from .registry import available_codecs, get_codec_class, infer_codec
 from .schema import Batch, FieldSpec, Schema, SplitSpec
 
@@ -654,7 +655,7 @@ def write_per_source(
     dtype: Any = None,
     on_overflow: Any = "error",
     options: Mapping[str, Any] | None = None,
-    overwrite: bool = False,
+    overwrite: Overwrite = False,
     follow_links: bool = False,
 ) -> PerSourceReport:
     """Write ``src`` back as one file per source (its ``source`` field) in the new folder

@@ -92,3 +92,92 @@ def test_large_byte_records_convert_and_verify_in_bounded_memory(tmp_path):
             _photo_bytes(RECORD_MIB * 1024 * 1024, i) for i in (0, 1)
         ]
         assert z["label"].tolist() == [0, 1]
+
+
+# ------------------------------------------------------------------ --overwrite
+
+
+def _formats() -> dict[str, str]:
+    from dstore.testing import usable_formats
+
+    return usable_formats()
+
+
+def _tree(path: str) -> dict[str, bytes]:
+    out = {}
+    for root, _, files in os.walk(path):
+        for f in files:
+            full = os.path.join(root, f)
+            with open(full, "rb") as fh:
+                out[os.path.relpath(full, path)] = fh.read()
+    return out
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory, tiles) -> dict[str, str]:
+    import dstore
+
+    root = tmp_path_factory.mktemp("made")
+    x, y = tiles
+    src, old = str(root / "src.npz"), str(root / "old.npz")
+    np.savez(src, x_train=x[:8], y_train=y[:8])
+    np.savez(old, x_train=x[8:12], y_train=y[8:12])
+    out = {"src": src}
+    for name, ext in _formats().items():
+        out[name] = str(root / f"made{ext}")
+        dstore.convert(old, out[name])
+    return out
+
+
+@pytest.mark.parametrize("target", sorted(_formats()))
+def test_overwrite_refuses_a_dataset_folder_holding_foreign_files(tmp_path, capsys, made, target):
+    """A thesis.docx inside a dataset folder of the target format: --overwrite deleted
+    it with the dataset; now refused naming it, and --overwrite-foreign replaces all."""
+    import shutil
+
+    from dstore.cli import main
+
+    if not os.path.isdir(made[target]):
+        pytest.skip(f"{target} writes one file: nothing of a user's can sit inside it")
+    dst = str(tmp_path / os.path.basename(made[target]))
+    shutil.copytree(made[target], dst)
+    with open(os.path.join(dst, "thesis.docx"), "wb") as f:
+        f.write(b"PK my thesis")
+    before = _tree(dst)
+    assert main(["convert", made["src"], dst, "--to", target, "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "thesis.docx" in err and "--overwrite-foreign" in err, err
+    assert _tree(dst) == before
+    assert main(["convert", made["src"], dst, "--to", target, "--overwrite-foreign"]) == 0
+    assert not os.path.exists(os.path.join(dst, "thesis.docx"))
+    import dstore
+
+    assert dstore.verify(made["src"], dst).ok
+    # a clean dataset is still replaced by plain --overwrite
+    assert main(["convert", made["src"], dst, "--to", target, "--overwrite"]) == 0
+
+
+@pytest.mark.parametrize("target", sorted(_formats()))
+def test_overwrite_refuses_a_folder_with_only_the_format_tag(tmp_path, capsys, made, target):
+    """dstore.json carrying the format tag of a sharded format plus a user's file: not a
+    dataset dstore reads, so never replaced (it was deleted)."""
+    import json
+
+    from dstore.cli import main
+
+    dst = str(tmp_path / f"out{os.path.splitext(made[target])[1]}")
+    os.makedirs(dst)
+    tag = None
+    manifest = os.path.join(made[target], "dstore.json")
+    if os.path.isfile(manifest):
+        with open(manifest) as f:
+            tag = json.load(f)["format"]
+    with open(os.path.join(dst, "dstore.json"), "w") as f:
+        json.dump({"format": tag or "dstore-tfrecord"}, f)
+    with open(os.path.join(dst, "thesis.docx"), "wb") as f:
+        f.write(b"my thesis")
+    before = _tree(dst)
+    for flag in ("--overwrite", "--overwrite-foreign"):
+        assert main(["convert", made["src"], dst, "--to", target, flag]) == 2
+        assert "refusing to replace it" in capsys.readouterr().err
+        assert _tree(dst) == before

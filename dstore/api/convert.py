@@ -20,7 +20,7 @@ from ..engine import Progress, cast_batches, write_splits
 from ..errors import CodecIOError, MissingDependencyError, OptionError
 from ..integrity import CHECKSUM_ATTR, FieldHasher
 from ..model import concat_columns
-from ..output import atomic_output, is_url, path_size, upload_output, url_output
+from ..output import Overwrite, atomic_output, is_url, path_size, upload_output, url_output
 from ..rawsize import RawMeter
 from ..registry import infer_codec
 from ..schema import DEFAULT_BATCH_BYTES, Batch, Schema
@@ -96,7 +96,7 @@ def write_dataset(
     codec: Codec,
     *,
     policy: DtypePolicy,
-    overwrite: bool = False,
+    overwrite: Overwrite = False,
     sources: Sequence[str] = (),
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     progress: Progress | None = None,
@@ -186,7 +186,7 @@ def convert(
     from_format: str | None = None,
     dtype: str | Sequence[str] | DtypePolicy | None = None,
     on_overflow: OnOverflow = "error",
-    overwrite: bool = False,
+    overwrite: Overwrite = False,
     options: Mapping[str, Any] | None = None,
     src_options: Mapping[str, Any] | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,

@@ -11,6 +11,7 @@ from ..codecs.base import Reader
 from ..dtypes import DtypePolicy, OnOverflow, parse_policy
 from ..errors import SchemaError
 from ..model import Column, Kind, VarColumn, infer_column, slice_column, to_column
+from ..output import Overwrite
 from ..schema import Batch, FieldSpec, Schema, SplitSpec, split_key
 from ..sources import codec_for
 from .convert import write_dataset
@@ -90,7 +91,7 @@ def save(
     format: str | None = None,
     dtype: str | Sequence[str] | DtypePolicy | None = None,
     on_overflow: OnOverflow = "error",
-    overwrite: bool = False,
+    overwrite: Overwrite = False,
     kinds: Mapping[tuple[str, str], Kind] | None = None,
     **options: Any,
 ) -> None:

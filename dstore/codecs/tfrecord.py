@@ -39,7 +39,8 @@ from ..sharding import (
     ShardedDirectoryReader,
     ShardedDirectoryWriter,
     ShardFile,
-    is_manifest_of,
+    foreign_files,
+    manifest_files,
     plan_by_size,
 )
 from . import _tfrecord_io as rio
@@ -388,7 +389,7 @@ class TFRecordCodec(Codec):
         """A folder with dstore's manifest, or one TFRecord file whose first
         record's framing (length and its CRC) checks out, plain or GZIP."""
         if fs.isdir(path):
-            return is_manifest_of(path, "dstore-tfrecord")
+            return manifest_files(path, "dstore-tfrecord") is not None
         if not is_regular_file(path):
             return False
         try:
@@ -399,6 +400,11 @@ class TFRecordCodec(Codec):
                 records.close()
         except (CodecIOError, OSError):
             return False
+
+    @classmethod
+    def foreign_files(cls, path: str) -> list[str]:
+        """Files in a dataset folder its manifest does not list."""
+        return foreign_files(path, "dstore-tfrecord") if fs.isdir(path) else []
 
     def open_reader(self, path: str) -> Reader:
         if not fs.is_url(path) and os.path.isdir(path):

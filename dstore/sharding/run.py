@@ -27,7 +27,7 @@ from ..dtypes import CastStats, DtypePolicy
 from ..engine import Progress, cast_batches
 from ..errors import CodecIOError, DstoreError, OutputExistsError, ResumableInterrupt
 from ..fs import is_url, url_fs
-from ..output import atomic_output, url_output
+from ..output import Overwrite, atomic_output, url_output
 from ..parallel import prefetch
 from ..schema import DEFAULT_BATCH_BYTES, Batch, Schema, slice_batch
 from ..sources import open_reader
@@ -349,7 +349,7 @@ def write_sharded(
     plan: list[Shard],
     *,
     policy: DtypePolicy,
-    overwrite: bool = False,
+    overwrite: Overwrite = False,
     sources: Sequence[str] = (),
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     progress: Progress | None = None,
