@@ -201,7 +201,8 @@ def verify(
                     names.append(name)
             if not names:
                 continue
-            rows = batch_rows_for(pa, batch_bytes)
+            stored = max(ra.stored_record_bytes(split), rb.stored_record_bytes(split))
+            rows = batch_rows_for(pa, batch_bytes, stored)
             # lossy image fields: error statistics against the bound their encoding declares
             lossy = {**ra.lossy_fields(split), **rb.lossy_fields(split)}
             errors = {n: _lossy_stats(pa.fields[n].dtype) for n in names if n in lossy}
@@ -240,6 +241,7 @@ def verify(
                         bad[name] += k
                         first_bad.setdefault(name, pos + int(np.argmin(eq)))
                 pos += n
+                del ba, bb  # not kept while the next pair of batches is read
                 if progress is not None:
                     progress(n, sa.records)
             for name in names:

@@ -680,4 +680,5 @@ def read_examples(
             yield cols
         else:
             yield SerializedBatch(cols, records, signature)
+        del cols, records  # this batch is the consumer's now: not kept while the next is read
         pos += n

@@ -211,6 +211,17 @@ class Reader(ABC):
         """Codec-specific lines for ``dstore info`` (storage details)."""
         return []
 
+    def stored_record_bytes(self, split: str) -> int:
+        """Average stored bytes per record of ``split`` when the reader knows it cheaply
+        (0 otherwise): batches of large varying records (80 MiB byte strings) are then
+        sized by it, not by a nominal size that would put thousands in one batch. A
+        wrapping reader (``inner``: decoded images, dtype views, dropped fields) answers
+        for what it wraps."""
+        inner = getattr(self, "inner", None) or getattr(self, "_inner", None)
+        if isinstance(inner, Reader) and split in inner.schema.splits:
+            return inner.stored_record_bytes(split)
+        return 0
+
     def lossy_fields(self, split: str) -> Mapping[str, Any]:
         """Fields of ``split`` stored in a lossy image encoding, each with its
         :class:`~dstore.codecs._imagecodec.LossyImage`: ``verify`` measures their error

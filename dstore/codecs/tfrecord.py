@@ -240,6 +240,7 @@ class TFRecordReader(ShardedDirectoryReader):
                     if rec is None:
                         break
                     inference.add(rec, p, index, f"{p}: record {index} at byte {offset}")
+                    del rec  # before the next record is read: one large record in memory
                 shards.append(ShardFile(p, rf.index, rf.compression))
         fields, encs = inference.result()
         return fields, encs, shards

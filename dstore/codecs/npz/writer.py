@@ -262,6 +262,10 @@ class _VarSpool:
             offsets = np.zeros(len(lengths) + 1, np.int64)
             np.cumsum(lengths, out=offsets[1:])
             values = np.frombuffer(self.values.read(int(offsets[-1])), np.uint8)
+            if not self._text and self.width and (lengths == self.width).all():
+                yield values.data  # every item full width: its bytes are the items
+                del values
+                continue
             col = VarColumn(values, offsets)
             fixed = (
                 utf8_to_fixed_unicode(col, self.width)
@@ -270,6 +274,7 @@ class _VarSpool:
             )
             del col, values  # before the next read: one chunk in memory at a time
             yield fixed.data.cast("B")  # no copy: the zip member writes any buffer
+            del fixed
 
     def close(self) -> None:
         for f in (self.values, self.lengths, self.shapes, self.list_lengths):
@@ -342,6 +347,7 @@ class _SplitWriter:
                     out.write(header)
                     for chunk in chunks:
                         out.write(chunk)
+                        del chunk  # not kept while the next chunk is made
             spool.close()
         self.streams.clear()
         self.spools.clear()
