@@ -645,6 +645,17 @@ class PerSourceFolder:
                 return False
         return found
 
+    def foreign_files(self, path: str) -> list[str]:
+        """Files inside the outputs of the folder (which :meth:`owns` it) that their
+        format did not write, relative to ``path``."""
+        found = []
+        for entry in sorted(os.scandir(path), key=lambda e: e.name):
+            if entry.name.endswith(self.ext) and self.cls.owns(entry.path):
+                found += [os.path.join(entry.name, f) for f in self.cls.foreign_files(entry.path)]
+            elif entry.is_dir():
+                found += [os.path.join(entry.name, f) for f in self.foreign_files(entry.path)]
+        return found
+
 
 def write_per_source(
     src: str,

@@ -182,3 +182,28 @@ def test_overwrite_refuses_a_folder_with_only_the_format_tag(tmp_path, capsys, m
         assert main(["convert", made["src"], dst, "--to", target, flag]) == 2
         assert "refusing to replace it" in capsys.readouterr().err
         assert _tree(dst) == before
+
+
+def test_per_source_overwrite_refuses_foreign_files_inside_an_output(tmp_path, tiles):
+    """--per-source: a note inside one of the folder's TFRecord outputs is named and
+    kept under overwrite=True, deleted under overwrite="foreign"."""
+    import dstore
+    from dstore import multisource
+    from dstore.errors import OutputExistsError
+
+    x, _ = tiles
+    (tmp_path / "in").mkdir()
+    np.savez(tmp_path / "in" / "a.npz", x=x[:4])
+    np.savez(tmp_path / "in" / "b.npz", x=x[4:10])
+    whole, per = str(tmp_path / "all.h5"), str(tmp_path / "per")
+    dstore.convert(str(tmp_path / "in" / "*.npz"), whole)
+    multisource.write_per_source(whole, per, to="tfrecord")
+    note = os.path.join(per, "a.tfrecords", "notes.txt")
+    with open(note, "w") as f:
+        f.write("mine")
+    with pytest.raises(OutputExistsError, match=r"notes\.txt"):
+        multisource.write_per_source(whole, per, to="tfrecord", overwrite=True)
+    assert os.path.exists(note)
+    multisource.write_per_source(whole, per, to="tfrecord", overwrite="foreign")
+    assert not os.path.exists(note)
+    assert dstore.verify(str(tmp_path / "in" / "a.npz"), os.path.join(per, "a.tfrecords")).ok
