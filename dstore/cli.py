@@ -126,7 +126,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             on_overflow=args.on_overflow,
             options=_key_values(args.option),
-            overwrite=args.overwrite,
+            overwrite="foreign" if args.overwrite_foreign else args.overwrite,
             follow_links=args.follow_links,
             src_options=_drop_options(args),
             resume=args.resume,
@@ -144,7 +144,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             from_format=args.from_format,
             dtype=args.dtype,
             on_overflow=args.on_overflow,
-            overwrite=args.overwrite,
+            overwrite="foreign" if args.overwrite_foreign else args.overwrite,
             options=_key_values(args.option),
             src_options=_drop_options(args),
             progress=bar,
@@ -486,7 +486,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace an existing DST (default: refuse)",
+        help="replace an existing DST, only if it is a dataset of the target format that "
+        "holds nothing but files that format wrote (default: refuse)",
+    )
+    p.add_argument(
+        "--overwrite-foreign",
+        action="store_true",
+        help="like --overwrite, and also delete files inside the DST dataset that its format "
+        "did not write (a README, notes) instead of refusing (default: refuse)",
     )
     p.add_argument(
         "--resume",

@@ -46,7 +46,10 @@ def cast_batches(
     stop = spec.count if stop is None else stop
     pos = start
     for batch in reader.iter_batches(
-        split, start=start, stop=stop, batch_rows=batch_rows_for(spec, batch_bytes)
+        split,
+        start=start,
+        stop=stop,
+        batch_rows=batch_rows_for(spec, batch_bytes, reader.stored_record_bytes(split)),
     ):
         n = check_batch(spec, batch)
         yield policy.apply(spec, batch, pos, stats, reader.path)

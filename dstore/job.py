@@ -22,6 +22,7 @@ from .model.schema import DEFAULT_BATCH_BYTES
 
 if TYPE_CHECKING:
     from .engine import Progress
+    from .output import Overwrite
 
 __all__ = ["ConvertJob", "SourceRef"]
 
@@ -53,7 +54,7 @@ class ConvertJob:
     #: the dtype policy every floating field goes through (``dtype``/``on_overflow``)
     policy: DtypePolicy = dataclasses.field(default_factory=DtypePolicy)
     #: replace an existing destination that the output format owns
-    overwrite: bool = False
+    overwrite: Overwrite = False  # True, or "foreign": also delete files the format did not write
     #: finish an interrupted sharded output, keeping the shards it completed
     resume: bool = False
     #: bytes of decoded records per batch read, cast and written

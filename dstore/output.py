@@ -27,7 +27,7 @@ import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from .errors import CodecIOError, OldOutputLeftError, OutputExistsError, ResumableInterrupt
 from .fs import is_url
@@ -36,7 +36,11 @@ from .fs import url_fs as _fs
 if TYPE_CHECKING:
     from .codecs.base import Codec
 
-__all__ = ["atomic_output", "path_size", "remove_path", "upload_output", "url_output"]
+__all__ = ["Overwrite", "atomic_output", "path_size", "remove_path", "upload_output", "url_output"]
+
+#: ``overwrite``: False (refuse), True (replace a dataset of the target format whole, but
+#: refuse one holding files the format did not write), "foreign" (replace those too)
+Overwrite = bool | Literal["foreign"]
 
 TMP_MARK = ".dstore-tmp-"
 OLD_MARK = ".dstore-old-"
@@ -134,12 +138,30 @@ def _not_ours(dst: str, what: str) -> OutputExistsError:
     return OutputExistsError(f"{dst}: {what}; refusing to replace it (nothing was touched)")
 
 
-def check_replaceable(dst: str, codec: Codec | None) -> None:
-    """Raise unless the existing ``dst`` is recognisably an output of ``codec``."""
+def _check_foreign(dst: str, codec: Codec, overwrite: Overwrite) -> None:
+    """Refuse a dataset holding files ``codec`` did not write, unless ``overwrite="foreign"``."""
+    if overwrite == "foreign":
+        return
+    foreign = codec.foreign_files(dst)
+    if foreign:
+        shown = ", ".join(repr(f) for f in foreign[:3])
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        what = f"holds files {codec.name} did not write ({shown}{more}); refusing to replace it"
+        raise OutputExistsError(
+            f"{dst}: {what} (pass overwrite='foreign' to delete them too; nothing was touched)",
+            cli_message=f"{dst}: {what} (use --overwrite-foreign to delete them too; "
+            "nothing was touched)",
+        )
+
+
+def check_replaceable(dst: str, codec: Codec | None, overwrite: Overwrite = True) -> None:
+    """Raise unless the existing ``dst`` is recognisably an output of ``codec`` holding
+    only files it wrote (or ``overwrite="foreign"``)."""
     name = codec.name if codec is not None else "dstore"
     if is_url(dst):
         if codec is None or not codec.owns(dst):
             raise _not_ours(dst, f"exists and is not a dataset in {name} format")
+        _check_foreign(dst, codec, overwrite)
         return
     dst_abs = os.path.abspath(dst)
     if os.path.islink(dst_abs):  # replacing the link would leave its target as it is, but
@@ -159,10 +181,11 @@ def check_replaceable(dst: str, codec: Codec | None) -> None:
         raise _not_ours(dst, "is not a regular file or folder")
     if codec is None or not codec.owns(dst_abs):
         raise _not_ours(dst, f"exists and is not a dataset in {name} format")
+    _check_foreign(dst_abs, codec, overwrite)
 
 
 def check_destination(
-    dst: str, sources: Iterable[str], overwrite: bool, codec: Codec | None = None
+    dst: str, sources: Iterable[str], overwrite: Overwrite, codec: Codec | None = None
 ) -> str:
     """Refuse to write over an input, over an existing output without ``overwrite``,
     or over anything that is not an output of ``codec``."""
@@ -173,7 +196,7 @@ def check_destination(
     if os.path.lexists(dst_abs):
         if not overwrite:
             raise _already_exists(dst)
-        check_replaceable(dst, codec)
+        check_replaceable(dst, codec, overwrite)
     parent = os.path.dirname(dst_abs)
     if not os.path.isdir(parent):
         raise CodecIOError(f"{dst}: folder {parent} does not exist")
@@ -182,7 +205,11 @@ def check_destination(
 
 @contextlib.contextmanager
 def url_output(
-    dst: str, *, codec: Codec | None = None, sources: Iterable[str] = (), overwrite: bool = False
+    dst: str,
+    *,
+    codec: Codec | None = None,
+    sources: Iterable[str] = (),
+    overwrite: Overwrite = False,
 ) -> Iterator[str]:
     """Write straight to a URL: object stores have no rename, so this is not atomic;
     a failure removes what was written."""
@@ -192,7 +219,7 @@ def url_output(
     if fs.exists(p):
         if not overwrite:
             raise _already_exists(dst)
-        check_replaceable(dst, codec)
+        check_replaceable(dst, codec, overwrite)
         fs.rm(p, recursive=True)
     try:
         yield dst
@@ -206,7 +233,11 @@ def url_output(
 
 @contextlib.contextmanager
 def upload_output(
-    dst: str, *, codec: Codec | None = None, sources: Iterable[str] = (), overwrite: bool = False
+    dst: str,
+    *,
+    codec: Codec | None = None,
+    sources: Iterable[str] = (),
+    overwrite: Overwrite = False,
 ) -> Iterator[str]:
     """For formats written only to local files (npz, HDF5): write in a local
     temporary folder, then upload. The object appears only after a complete
@@ -290,7 +321,7 @@ def atomic_output(
     *,
     codec: Codec | None = None,
     sources: Iterable[str] = (),
-    overwrite: bool = False,
+    overwrite: Overwrite = False,
     resume: Callable[[str], None] | None = None,
 ) -> Iterator[str]:
     """Yield a temporary path; on success rename it to ``dst``, on any failure delete it.

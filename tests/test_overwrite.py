@@ -222,7 +222,12 @@ def test_symlinks_are_never_followed(tmp_path, capsys, outputs):
     _copy(outputs["zarr"], str(old))
     (old / "escape").symlink_to(outside, target_is_directory=True)
     (old / "escape-file").symlink_to(outside / "file0.bin")
-    assert main(["convert", outputs["src"], str(old), "--overwrite"]) == 0, capsys.readouterr().err
+    # links zarr did not write: --overwrite refuses naming them, --overwrite-foreign removes them
+    assert main(["convert", outputs["src"], str(old), "--overwrite"]) == 2
+    assert "'escape'" in capsys.readouterr().err and file_digests(outside) == kept
+    assert main(["convert", outputs["src"], str(old), "--overwrite-foreign"]) == 0, (
+        capsys.readouterr().err
+    )
     assert not (old / "escape").exists() and file_digests(outside) == kept
     assert dstore.verify(outputs["src"], str(old)).ok
 

@@ -22,7 +22,7 @@ from ..integrity import FieldHasher
 from ..job import ConvertJob, SourceRef
 from ..model import concat_columns
 from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema
-from ..output import atomic_output, is_url, path_size, upload_output, url_output
+from ..output import Overwrite, atomic_output, is_url, path_size, upload_output, url_output
 from ..rawsize import RawMeter
 from ..registry import infer_codec
 from ..sources.opening import codec_for, open_reader, size_or_zero
@@ -191,7 +191,7 @@ def convert(
     from_format: str | None = None,
     dtype: str | Sequence[str] | DtypePolicy | None = None,
     on_overflow: OnOverflow = "error",
-    overwrite: bool = False,
+    overwrite: Overwrite = False,
     options: Mapping[str, Any] | None = None,
     src_options: Mapping[str, Any] | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,

@@ -10,6 +10,7 @@ from typing import Any
 from ..dtypes import DtypePolicy, OnOverflow
 from ..job import ConvertJob
 from ..model import Kind
+from ..output import Overwrite
 from ..sources.memory import ArrayReader
 from ..sources.opening import codec_for
 from .convert import write_dataset
@@ -24,7 +25,7 @@ def save(
     format: str | None = None,
     dtype: str | Sequence[str] | DtypePolicy | None = None,
     on_overflow: OnOverflow = "error",
-    overwrite: bool = False,
+    overwrite: Overwrite = False,
     kinds: Mapping[tuple[str, str], Kind] | None = None,
     **options: Any,
 ) -> None:

@@ -15,6 +15,7 @@ from ..errors import SchemaError, UnsafePathError, UsageError
 from ..job import ConvertJob
 from ..model import Column, Kind, String, VarColumn, concat_columns
 from ..model.schema import DEFAULT_BATCH_BYTES, batch_rows_for
+from ..output import Overwrite
 from ..registry import get_codec_class
 from ..sources.many_files import SOURCE_FIELD, SOURCES_ATTR, flat_attrs, unflatten_attrs
 from ..sources.opening import open_reader
@@ -89,6 +90,17 @@ class PerSourceFolder:
                 return False
         return found
 
+    def foreign_files(self, path: str) -> list[str]:
+        """Files inside the outputs of the folder (which :meth:`owns` it) that their
+        format did not write, relative to ``path``."""
+        found = []
+        for entry in sorted(os.scandir(path), key=lambda e: e.name):
+            if entry.name.endswith(self.ext) and self.cls.owns(entry.path):
+                found += [os.path.join(entry.name, f) for f in self.cls.foreign_files(entry.path)]
+            elif entry.is_dir():
+                found += [os.path.join(entry.name, f) for f in self.foreign_files(entry.path)]
+        return found
+
 
 def write_per_source(
     src: str,
@@ -99,7 +111,7 @@ def write_per_source(
     dtype: Any = None,
     on_overflow: Any = "error",
     options: Mapping[str, Any] | None = None,
-    overwrite: bool = False,
+    overwrite: Overwrite = False,
     follow_links: bool = False,
     src_options: Mapping[str, Any] | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,

@@ -105,6 +105,14 @@ def _compare(a: Column, b: Column) -> np.ndarray:
             same &= (
                 a.shapes is not None and b.shapes is not None and np.array_equal(a.shapes, b.shapes)
             )
+        if a.values.dtype == np.uint8 and b.values.dtype == np.uint8:
+            # byte strings: each record compared in place (an elementwise comparison of
+            # the whole batch would take its values' size twice more, in bools)
+            av, bv = np.ascontiguousarray(a.values).data, np.ascontiguousarray(b.values).data
+            for i in np.flatnonzero(same):
+                ao, bo = int(a.offsets[i]), int(b.offsets[i])
+                same[i] = av[ao : int(a.offsets[i + 1])] == bv[bo : int(b.offsets[i + 1])]
+            return same
         eq_values = _compare(a.values, b.values) if np.array_equal(a.offsets, b.offsets) else None
         for i in np.flatnonzero(same):
             lo, hi = int(a.offsets[i]), int(a.offsets[i + 1])
@@ -193,7 +201,8 @@ def verify(
                     names.append(name)
             if not names:
                 continue
-            rows = batch_rows_for(pa, batch_bytes)
+            stored = max(ra.stored_record_bytes(split), rb.stored_record_bytes(split))
+            rows = batch_rows_for(pa, batch_bytes, stored)
             # lossy image fields: error statistics against the bound their encoding declares
             lossy = {**ra.lossy_fields(split), **rb.lossy_fields(split)}
             errors = {n: _lossy_stats(pa.fields[n].dtype) for n in names if n in lossy}
@@ -232,6 +241,7 @@ def verify(
                         bad[name] += k
                         first_bad.setdefault(name, pos + int(np.argmin(eq)))
                 pos += n
+                del ba, bb  # not kept while the next pair of batches is read
                 if progress is not None:
                     progress(n, sa.records)
             for name in names:

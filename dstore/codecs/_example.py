@@ -233,9 +233,12 @@ def _fields(buf: memoryview) -> list[tuple[int, int, Any]]:
     return out
 
 
-def _decode_list(kind: int, buf: memoryview) -> list[bytes] | np.ndarray:
+def _decode_list(
+    kind: int, buf: memoryview, views: bool = False
+) -> list[bytes] | list[memoryview] | np.ndarray:
     if kind == BYTES:
-        return [bytes(p) for num, wire, p in _fields(buf) if num == 1 and wire == 2]
+        items = [p for num, wire, p in _fields(buf) if num == 1 and wire == 2]
+        return items if views else [bytes(p) for p in items]
     parts: list[np.ndarray] = []
     for num, wire, p in _fields(buf):
         if num != 1:
@@ -340,11 +343,12 @@ def _feature_kind(name: str, feature: memoryview) -> tuple[int, memoryview]:
 
 
 def decode_example(
-    data: bytes, where: str = "", only: set[str] | None = None
+    data: bytes, where: str = "", only: set[str] | None = None, views: bool = False
 ) -> dict[str, tuple[int, Any]]:
     """Parse a serialized Example into ``{name: (kind, values)}`` (a SequenceExample's
     feature lists as ``(SEQ + kind, [each step's values])``); with ``only``, the values
-    of those features alone (the inference pass looks at a few byte strings)."""
+    of those features alone (the inference pass looks at a few byte strings). With
+    ``views``, a feature's byte strings are memoryviews into ``data``, not copies."""
     try:
         out: dict[str, tuple[int, Any]] = {}
         for name, kind, lst in _entries(data, where):
@@ -356,7 +360,7 @@ def decode_example(
             elif kind == SEQ:
                 out[name] = (kind, [])
             else:
-                out[name] = (kind, _decode_list(kind, lst))  # type: ignore[arg-type]
+                out[name] = (kind, _decode_list(kind, lst, views))  # type: ignore[arg-type]
         return out
     except DstoreError:
         raise
@@ -466,14 +470,15 @@ def is_canonical_example(data: bytes, features: list[tuple[bytes, int]]) -> bool
 
 
 def decode_canonical(
-    data: bytes, features: list[tuple[bytes, int]]
+    data: bytes, features: list[tuple[bytes, int]], views: bool = False
 ) -> dict[str, tuple[int, Any]] | None:
     """:func:`decode_example` of an Example in canonical form (see
     :func:`is_canonical_example`), the same values in one walk; None for any
-    other Example (decode it with :func:`decode_example`)."""
+    other Example (decode it with :func:`decode_example`). With ``views``, byte
+    strings are memoryviews into ``data``."""
     out: dict[str, tuple[int, Any]] = {}
     try:
-        ok = _canonical(data, features, out)
+        ok = _canonical(data, features, out, views)
     except (IndexError, ValueError):
         return None
     return out if ok else None
@@ -521,11 +526,12 @@ def _tagged(b: bytes, pos: int, tag: int) -> tuple[int, int]:
 
 
 def _canonical(
-    b: bytes, features: list[tuple[bytes, int]], out: dict[str, tuple[int, Any]]
+    b: bytes, features: list[tuple[bytes, int]], out: dict[str, tuple[int, Any]], views: bool
 ) -> bool:
     """Fill ``out`` from an Example in canonical form; False (or ValueError,
     IndexError) for any other."""
     end = len(b)
+    source = memoryview(b) if views else b  # what byte strings are sliced from
     if not end:
         return False
     n, pos = _tagged(b, 0, 0x0A)  # Example.features
@@ -548,7 +554,7 @@ def _canonical(
             values = []
             while pos < entry_end:
                 n, pos = _tagged(b, pos, 0x0A)
-                values.append(b[pos : pos + n])
+                values.append(source[pos : pos + n])
                 pos += n
             if pos != entry_end:
                 return False

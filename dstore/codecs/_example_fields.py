@@ -258,6 +258,10 @@ def decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, wh
                 f"{where}: {enc.feature!r} is a {KIND_NAMES[kind]}, expected a feature of an Example"
             )
         return sequence_value(enc.encoding, spec, kind, values, where)
+    if kind == BYTES and enc.encoding not in ("bytes", "encoded"):
+        # views into the record (decode_examples): the decoders below take bytes; a byte
+        # string kept as it is stays a view until its column is joined
+        values = [bytes(v) for v in values]
     expected = WIRE_KIND[enc.encoding]
     if kind != expected:
         raise CodecIOError(
@@ -292,10 +296,12 @@ def _string_list(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -
     return list(values)
 
 
-def _byte_string(enc: FieldEncoding, spec: FieldSpec, value: bytes, where: str) -> bytes:
+def _byte_string(
+    enc: FieldEncoding, spec: FieldSpec, value: bytes | memoryview, where: str
+) -> bytes | memoryview:
     if isinstance(spec.kind, String):
         try:
-            value.decode("utf-8")
+            str(value, "utf-8")  # a check (bytes or a view into the record)
         except UnicodeDecodeError as e:
             raise CodecIOError(
                 f"{where}: feature {enc.feature!r} (field {spec.name!r}) is not valid UTF-8 "
@@ -611,11 +617,12 @@ def decode_examples(
     record in that canonical form is decoded in one walk and, with ``records``, kept
     there for a writer to copy (None otherwise)."""
     for i, (rec, where) in enumerate(recs):
-        feats = None if canon is None else decode_canonical(rec, canon)
+        # byte strings as views into the record: a large one is copied once, into its column
+        feats = None if canon is None else decode_canonical(rec, canon, views=True)
         if records is not None:
             records[offset + i] = None if feats is None else rec
         if feats is None:
-            feats = decode_example(rec, where)
+            feats = decode_example(rec, where, views=True)
         for name in names:
             enc = encs[name]
             spec = split.fields[name]
@@ -666,9 +673,12 @@ def read_examples(
             )
         for fut in futures:
             fut.result()
-        cols = {name: to_column(spec.fields[name], col) for name, col in out.items()}
+        del futures, recs  # nothing but ``out`` and ``records`` holds a record now
+        # each field's records are dropped as soon as its column is joined
+        cols = {name: to_column(spec.fields[name], out.pop(name)) for name in list(out)}
         if records is None or signature is None:
             yield cols
         else:
             yield SerializedBatch(cols, records, signature)
+        del cols, records  # this batch is the consumer's now: not kept while the next is read
         pos += n

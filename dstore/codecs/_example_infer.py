@@ -12,6 +12,7 @@ serialized tensors).
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,7 +94,7 @@ class _FeatureStats:
                     self.tensor = False
                 else:
                     try:
-                        t = parse_tensor_proto(v, where)
+                        t = parse_tensor_proto(bytes(v), where)
                     except CodecIOError:
                         self.tensor = False
                     else:
@@ -104,11 +105,8 @@ class _FeatureStats:
                         else:
                             self.tensor_dtype = t.dtype
                             self.tensor_shapes.add(t.shape)
-            if self.utf8:
-                try:
-                    v.decode("utf-8")
-                except UnicodeDecodeError:
-                    self.utf8 = False
+            if self.utf8 and not _is_utf8(v):
+                self.utf8 = False
 
     def field(self, total: int) -> tuple[FieldSpec, FieldEncoding]:
         name = self.name
@@ -185,6 +183,21 @@ class _FeatureStats:
 _PNG_CHANNELS = {0: 0, 2: 3, 3: 3, 4: 2, 6: 4}
 
 
+def _is_utf8(value: bytes | memoryview) -> bool:
+    """Whether ``value`` is valid UTF-8, decoded 1 MiB at a time (a decode of the whole
+    would allocate a string of its size)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(value)
+    step = 1 << 20
+    try:
+        for lo in range(0, len(view), step):
+            decoder.decode(view[lo : lo + step])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 class _Values:
     """A record's decoded features, decoded once and only when a rule needs them."""
 
@@ -195,7 +208,8 @@ class _Values:
         if self.values is None:
             # number lists are not looked at: decode the byte strings alone
             looked = {n for n, (k, _, _) in self.sig.items() if k % SEQ == BYTES}
-            self.values = decode_example(self.rec, self.where, looked)
+            # views into the record: a large byte string is looked at, not copied
+            self.values = decode_example(self.rec, self.where, looked, views=True)
         return self.values
 
 
@@ -214,7 +228,7 @@ class ExampleInference:
 
     def add(self, rec: bytes, path: str, index: int, where: str) -> None:
         """Learn from record ``index`` of ``path`` (``where`` names it in messages)."""
-        values = None if self.canon is None else decode_canonical(rec, self.canon)
+        values = None if self.canon is None else decode_canonical(rec, self.canon, views=True)
         if values is not None:
             sig = signature_of(values)
         else:

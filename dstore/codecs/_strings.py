@@ -45,9 +45,42 @@ def _trimmed_lengths(units: np.ndarray) -> np.ndarray:
     return np.where(nonzero.any(axis=1), last, 0).astype(np.int64)
 
 
+#: above this many bytes, fixed-width arrays are filled record by record (index arrays
+#: of 8-byte positions per byte would take many times the records' size)
+_VECTOR_BYTES = 1 << 20
+
+
+def _row_length(row: np.ndarray) -> int:
+    """A row's length without trailing zeros, looking at 1 MiB from its end at a time."""
+    end = len(row)
+    while end > 0:
+        lo = max(0, end - (1 << 20))
+        nonzero = row[lo:end] != 0
+        if nonzero.any():
+            return end - int(np.argmax(nonzero[::-1]))
+        end = lo
+    return 0
+
+
+def _wide_fixed_to_column(units: np.ndarray) -> VarColumn:
+    """:func:`fixed_to_column` of large ``S`` items, as (n, width) bytes: no mask or bool
+    array of the batch's size, and no copy at all when no item has trailing NULs."""
+    lengths = np.array([_row_length(row) for row in units], np.int64)
+    offsets = np.zeros(len(units) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if (lengths == units.shape[1]).all():
+        return VarColumn(units.reshape(-1), offsets)
+    values = np.empty(int(offsets[-1]), np.uint8)
+    for i, row in enumerate(units):
+        values[offsets[i] : offsets[i + 1]] = row[: lengths[i]]
+    return VarColumn(values, offsets)
+
+
 def fixed_to_column(arr: np.ndarray, where: str) -> VarColumn:
     """A 1-d ``<U``/``S`` array as a String/Bytes column (UTF-8 / raw bytes), numpy's NUL rule."""
     n = len(arr)
+    if arr.dtype.kind == "S" and n * arr.dtype.itemsize > _VECTOR_BYTES:
+        return _wide_fixed_to_column(np.ascontiguousarray(arr).view(np.uint8).reshape(n, -1))
     if arr.dtype.kind == "S":
         w = arr.dtype.itemsize
         units = np.ascontiguousarray(arr).view(np.uint8).reshape(n, w)
@@ -120,8 +153,14 @@ def bytes_to_fixed(col: VarColumn, width: int) -> np.ndarray:
     """A Bytes column as an ``S{width}`` array (records must not end in NUL)."""
     n = len(col)
     out = np.zeros((n, max(width, 1)), np.uint8)
-    record = np.repeat(np.arange(n), col.lengths)
     values = col.flat_values
+    if len(values) > _VECTOR_BYTES:
+        # the index arrays below take 16 bytes per byte: large records are copied one by one
+        for i in range(n):
+            lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
+            out[i, : hi - lo] = values[lo:hi]
+        return out.view(f"S{max(width, 1)}").reshape(n)
+    record = np.repeat(np.arange(n), col.lengths)
     within = np.arange(len(values)) - np.repeat(col.offsets[:-1], col.lengths)
     out[record, within] = values
     return out.view(f"S{max(width, 1)}").reshape(n)

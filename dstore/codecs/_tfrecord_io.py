@@ -185,14 +185,16 @@ class RecordFile:
         length = self._header()
         if length is None:
             return None
-        body = self._read(length + 4)
+        # data and its CRC read apart: slicing one read of both would copy a large record
+        data = self._read(length)
+        crc = self._read(4) if len(data) == length else b""
         where = f"{self.path}: record {self.index} at byte {self.offset}"
-        if len(body) < length + 4:
+        if len(data) + len(crc) < length + 4:
             raise CodecIOError(
-                f"{where}: truncated record ({len(body)} of {length + 4} bytes after the header)"
+                f"{where}: truncated record ({len(data) + len(crc)} of {length + 4} bytes "
+                "after the header)"
             )
-        data = body[:length]
-        if masked_crc(data) != _CRC.unpack_from(body, length)[0]:
+        if masked_crc(data) != _CRC.unpack(crc)[0]:
             raise CodecIOError(f"{where}: bad data CRC (corrupt record)")
         self.index += 1
         self.offset += 16 + length

@@ -18,7 +18,9 @@ Contract:
   output of this format (checked by structure, never by name alone): only
   then does ``overwrite=True`` replace it (``dstore.output``). The default
   answers False, so a codec that does not declare it never has anything
-  deleted on its behalf.
+  deleted on its behalf. A folder format also lists in ``foreign_files(path)``
+  the files it did not write there: those are deleted only with
+  ``overwrite="foreign"``.
 * A codec whose output is a set of independent files (TFRecord shards) also
   implements ``plan_shards`` and ``shard_writer``: the conversion is then
   planned as :class:`Shard` record ranges that any process can write on its
@@ -208,6 +210,17 @@ class Reader(ABC):
     def describe(self) -> list[str]:
         """Codec-specific lines for ``dstore info`` (storage details)."""
         return []
+
+    def stored_record_bytes(self, split: str) -> int:
+        """Average stored bytes per record of ``split`` when the reader knows it cheaply
+        (0 otherwise): batches of large varying records (80 MiB byte strings) are then
+        sized by it, not by a nominal size that would put thousands in one batch. A
+        wrapping reader (``inner``: decoded images, dtype views, dropped fields) answers
+        for what it wraps."""
+        inner = getattr(self, "inner", None) or getattr(self, "_inner", None)
+        if isinstance(inner, Reader) and split in inner.schema.splits:
+            return inner.stored_record_bytes(split)
+        return 0
 
     def lossy_fields(self, split: str) -> Mapping[str, Any]:
         """Fields of ``split`` stored in a lossy image encoding, each with its
@@ -406,6 +419,14 @@ class Codec(ABC):
         content (magic bytes, metadata files), never from the name; must not
         follow the path into anything it would not read as this format."""
         return False
+
+    @classmethod
+    def foreign_files(cls, path: str) -> list[str]:
+        """Files inside the dataset at ``path`` (which :meth:`owns`) that this format
+        did not write there, relative to ``path`` (a user's notes in an output
+        folder): ``overwrite=True`` refuses to delete them, ``overwrite="foreign"``
+        deletes them too. A single-file format has none."""
+        return []
 
     @classmethod
     def frame_files(cls, path: str) -> list[str]:

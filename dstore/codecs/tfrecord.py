@@ -39,7 +39,8 @@ from ..sharding import (
     ShardedDirectoryReader,
     ShardedDirectoryWriter,
     ShardFile,
-    is_manifest_of,
+    foreign_files,
+    manifest_files,
     plan_by_size,
 )
 from . import _tfrecord_io as rio
@@ -242,6 +243,7 @@ class TFRecordReader(ShardedDirectoryReader):
                     if rec is None:
                         break
                     inference.add(rec, p, index, f"{p}: record {index} at byte {offset}")
+                    del rec  # before the next record is read: one large record in memory
                 shards.append(ShardFile(p, rf.index, rf.compression))
         fields, encs = inference.result()
         return fields, encs, shards
@@ -391,7 +393,7 @@ class TFRecordCodec(Codec):
         """A folder with dstore's manifest, or one TFRecord file whose first
         record's framing (length and its CRC) checks out, plain or GZIP."""
         if fs.isdir(path):
-            return is_manifest_of(path, "dstore-tfrecord")
+            return manifest_files(path, "dstore-tfrecord") is not None
         if not is_regular_file(path):
             return False
         try:
@@ -402,6 +404,11 @@ class TFRecordCodec(Codec):
                 records.close()
         except (CodecIOError, OSError):
             return False
+
+    @classmethod
+    def foreign_files(cls, path: str) -> list[str]:
+        """Files in a dataset folder its manifest does not list."""
+        return foreign_files(path, "dstore-tfrecord") if fs.isdir(path) else []
 
     def open_reader(self, path: str) -> Reader:
         if not fs.is_url(path) and os.path.isdir(path):

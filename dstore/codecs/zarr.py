@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import zipfile
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -727,6 +728,57 @@ def _is_zarr_metadata(text: bytes) -> bool:
     return isinstance(meta, dict) and meta.get("zarr_format") in (2, 3)
 
 
+#: the other metadata files zarr v2 writes (v3 keeps everything in zarr.json)
+_OTHER_METADATA = (".zattrs", ".zmetadata")
+#: a chunk's key below its array's folder: v3 ``c/0/1`` or ``c.0.1`` (``c`` for a 0-d
+#: array), v2 ``0.1`` or ``0/1``
+_CHUNK_KEY = re.compile(r"c(?:[/.]\d+)*|\d+(?:[/.]\d+)*")
+
+
+def _is_array_node(folder: str) -> bool | None:
+    """True for a zarr array's folder, False for a group's, None for no zarr node."""
+    if os.path.isfile(os.path.join(folder, ".zarray")):
+        return True
+    if os.path.isfile(os.path.join(folder, ".zgroup")):
+        return False
+    meta = os.path.join(folder, "zarr.json")
+    if not os.path.isfile(meta):
+        return None
+    try:
+        with open(meta, "rb") as f:
+            node = json.loads(f.read(_META_MAX))
+    except (OSError, ValueError):
+        return None
+    return isinstance(node, dict) and node.get("node_type") == "array"
+
+
+def _store_foreign_files(store: str) -> list[str]:
+    """Files of a store folder that are neither zarr metadata nor the chunk key of an
+    array (relative to ``store``)."""
+    found = []
+    nodes: dict[str, bool | None] = {}
+    for root, dirs, files in os.walk(store):
+        dirs.sort()
+        # a linked folder is not walked into (never followed): it is listed itself
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        for name in sorted(files + links):
+            rel = os.path.relpath(os.path.join(root, name), store)
+            if name in _METADATA or name in _OTHER_METADATA:
+                continue
+            # the nearest folder above that is a zarr node: the file is a chunk of it or not
+            folder = root
+            while True:
+                if folder not in nodes:
+                    nodes[folder] = _is_array_node(folder)
+                if nodes[folder] is not None or os.path.samefile(folder, store):
+                    break
+                folder = os.path.dirname(folder)
+            key = os.path.relpath(os.path.join(root, name), folder).replace(os.sep, "/")
+            if not (nodes[folder] and _CHUNK_KEY.fullmatch(key)):
+                found.append(rel)
+    return found
+
+
 class ZarrCodec(Codec):
     """zarr v3 groups with blosc compression; reads zarr v2 and v3."""
 
@@ -766,6 +818,13 @@ class ZarrCodec(Codec):
                     return _is_zarr_metadata(member.read(_META_MAX))
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
             return False
+
+    @classmethod
+    def foreign_files(cls, path: str) -> list[str]:
+        """Files of a store folder that are neither zarr metadata nor chunk keys."""
+        if fs.is_url(path) or not os.path.isdir(path):
+            return []
+        return _store_foreign_files(path)
 
     def open_reader(self, path: str) -> Reader:
         return ZarrReader(path, self.follow_links)

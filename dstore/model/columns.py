@@ -208,6 +208,8 @@ class VarColumn:
         blobs = list(items)
         offsets = np.zeros(len(blobs) + 1, _OFFSET)
         np.cumsum([len(b) for b in blobs], out=offsets[1:])
+        if len(blobs) == 1:  # a batch of one large record: its bytes (or view) as they are
+            return cls(np.frombuffer(blobs[0], np.uint8), offsets)
         return cls(np.frombuffer(b"".join(blobs), np.uint8), offsets)
 
     @classmethod

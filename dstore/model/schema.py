@@ -424,6 +424,10 @@ def check_batch(split: SplitSpec, batch: Mapping[str, Column]) -> int:
     return next(iter(rows.values()), 0)
 
 
-def batch_rows_for(split: SplitSpec, batch_bytes: int = DEFAULT_BATCH_BYTES) -> int:
-    """Rows per batch so that one batch of all fields stays under ``batch_bytes``."""
-    return max(1, batch_bytes // max(1, split.record_bytes))
+def batch_rows_for(
+    split: SplitSpec, batch_bytes: int = DEFAULT_BATCH_BYTES, stored_record_bytes: int = 0
+) -> int:
+    """Rows per batch so that one batch of all fields stays under ``batch_bytes``
+    (records sized by the schema, or by ``stored_record_bytes`` when larger: a reader's
+    measure of what varying records take, :meth:`Reader.stored_record_bytes`)."""
+    return max(1, batch_bytes // max(1, split.record_bytes, stored_record_bytes))

@@ -19,7 +19,15 @@ A format asks only "the records of one shard" and "decode these records".
 
 from __future__ import annotations
 
-from .manifest import MANIFEST, check_shards, is_manifest_of, load_manifest, manifest_base
+from .manifest import (
+    MANIFEST,
+    check_shards,
+    foreign_files,
+    is_manifest_of,
+    load_manifest,
+    manifest_base,
+    manifest_files,
+)
 from .reader import ShardedDirectoryReader, ShardFile, check_complete
 from .writer import (
     ShardedDirectoryWriter,
@@ -36,9 +44,11 @@ __all__ = [
     "ShardedDirectoryWriter",
     "check_complete",
     "check_shards",
+    "foreign_files",
     "is_manifest_of",
     "load_manifest",
     "manifest_base",
+    "manifest_files",
     "open_for_write",
     "open_path_for_write",
     "plan_by_size",

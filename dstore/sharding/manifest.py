@@ -23,9 +23,11 @@ __all__ = [
     "ENTRY_KEYS",
     "MANIFEST",
     "check_shards",
+    "foreign_files",
     "is_manifest_of",
     "load_manifest",
     "manifest_base",
+    "manifest_files",
 ]
 
 MANIFEST = "dstore.json"
@@ -83,6 +85,47 @@ def is_manifest_of(folder: str, format_id: str) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(m, dict) and m.get("format") == format_id
+
+
+def manifest_files(folder: str, format_id: str) -> set[str] | None:
+    """The files a complete dataset of ``format_id`` at ``folder`` consists of (relative:
+    the manifest, its shards and their record indexes), or None when ``folder`` holds
+    no manifest of that format that dstore reads as a dataset (a bare format tag, a
+    shard list that does not add up, a schema that does not parse)."""
+    from ..model.schema import Schema
+
+    if not is_manifest_of(folder, format_id):
+        return None
+    try:
+        m = load_manifest(fs.join(folder, MANIFEST))
+        Schema.from_json(m["schema"])
+        files = {MANIFEST}
+        for info in m["splits"].values():
+            for shard in info["shards"]:
+                files.add(os.path.normpath(shard["file"]))
+                if "index" in shard:
+                    files.add(os.path.normpath(shard["index"]["file"]))
+    except (CodecIOError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return files
+
+
+def foreign_files(folder: str, format_id: str) -> list[str]:
+    """Files under ``folder`` (a dataset :func:`manifest_files` accepts) that its
+    manifest does not list: what dstore did not write there (a user's notes)."""
+    ours = manifest_files(folder, format_id) or set()
+    if fs.is_url(folder):
+        return []  # an object store lists no stray files of a user's to protect here
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        # a linked folder is not walked into (never followed): it is listed itself
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        for name in sorted(files + links):
+            rel = os.path.relpath(os.path.join(root, name), folder)
+            if rel not in ours:
+                found.append(rel)
+    return found
 
 
 def check_shards(root: str, manifest: Mapping[str, Any]) -> list[tuple[bool, str]]:

@@ -406,6 +406,17 @@ class ShardedDirectoryReader(Reader):
             first += shard.records
         return ranges
 
+    def stored_record_bytes(self, split: str) -> int:
+        """Bytes of the split's local shard files per record (their sizes only)."""
+        shards = self.shards.get(split, [])
+        records = sum(s.records for s in shards)
+        if not records or any(fs.is_url(s.path) for s in shards):
+            return 0
+        try:
+            return sum(os.path.getsize(s.path) for s in shards) // records
+        except OSError:
+            return 0
+
     def lossy_fields(self, split: str) -> dict[str, Any]:
         """Fields of ``split`` stored in a lossy image encoding, from the format's field
         encodings (``self.encodings[split][field].lossy``, where a format keeps them)."""

@@ -24,7 +24,7 @@ from ... import fs
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.names import escape
 from ...model.schema import Schema
-from ...sharding import is_manifest_of, plan_by_size
+from ...sharding import foreign_files, manifest_files, plan_by_size
 from .._example_fields import choose_encoding
 from ..base import Codec, Reader, Shard, ShardWriter, Writer, read_at
 from .options import ArrayRecordOptions
@@ -74,8 +74,13 @@ class ArrayRecordCodec(Codec):
     def owns(cls, path: str) -> bool:
         """A folder with dstore's arrayrecord manifest, or a file with Riegeli's signature."""
         if fs.isdir(path):
-            return is_manifest_of(path, FORMAT_ID)
+            return manifest_files(path, FORMAT_ID) is not None
         return read_at(path, 0, len(_SIGNATURE)) == _SIGNATURE
+
+    @classmethod
+    def foreign_files(cls, path: str) -> list[str]:
+        """Files in a dataset folder its manifest does not list."""
+        return foreign_files(path, FORMAT_ID) if fs.isdir(path) else []
 
     def open_reader(self, path: str) -> Reader:
         return ArrayRecordDatasetReader(os.fspath(path), self.options.workers)

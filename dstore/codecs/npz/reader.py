@@ -101,6 +101,22 @@ def _stores(src: _Source, kind: Kind) -> bool:
     return isinstance(kind, (String, Bytes, Image)) and len(m.shape) == 1 and src.shapes is None
 
 
+def _read_exactly(fp: IO[bytes], want: int) -> bytes | bytearray:
+    """``fp.read(want)``; a large read fills one buffer a chunk at a time (zipfile's
+    read of a deflated member joins what it inflates: twice the size at its peak)."""
+    if want <= _COPY_CHUNK:
+        return fp.read(want)
+    buf = bytearray(want)
+    got = 0
+    while got < want:
+        chunk = fp.read(min(_COPY_CHUNK, want - got))
+        if not chunk:
+            return buf[:got]  # short: the caller names the truncation
+        buf[got : got + len(chunk)] = chunk
+        got += len(chunk)
+    return buf
+
+
 def _looks_like_ours(comment: bytes) -> bool:
     """Does a zip comment start as dstore's schema does, or within one byte of it
     (one lost, one changed)? Such a comment is checked, never taken as foreign."""
@@ -463,6 +479,7 @@ class NpzReader(Reader):
                     if isinstance(spec.fields[name].kind, String):
                         col.check_utf8(where)
                     yield col
+                    del arr, col  # not kept while the next batch is read
             else:
                 yield from dense
             return
@@ -654,7 +671,7 @@ class NpzReader(Reader):
     ) -> np.ndarray:
         want = n * row_bytes
         try:
-            buf = fp.read(want)
+            buf = _read_exactly(fp, want)
         except _ZIP_ERRORS as e:
             # zipfile checks the CRC-32 when a read reaches the member's end: it covers
             # every record, so the damage may be in any of them, not in the last ones read

@@ -196,7 +196,7 @@ class _VarSpool:
     def _fixed_dtype(self) -> np.dtype:
         return np.dtype(f"<U{max(self.width, 1)}" if self._text else f"S{max(self.width, 1)}")
 
-    def members(self, count: int) -> list[tuple[str, bytes, Iterator[bytes]]]:
+    def members(self, count: int) -> list[tuple[str, bytes, Iterator[bytes | memoryview]]]:
         """(suffix, .npy header, data chunks) of the members this field becomes."""
         if isinstance(self.spec.kind, StringList):
             if self.nul_end:
@@ -219,7 +219,7 @@ class _VarSpool:
         if self._fixed_candidate and not self.nul_end:
             return [("", _npy_header(self._fixed_dtype(), (count,)), self._fixed_chunks(count))]
         inner = self.spec.shape if isinstance(self.spec.kind, Ragged) else ()
-        out = [
+        out: list[tuple[str, bytes, Iterator[bytes | memoryview]]] = [
             (
                 _VALUES,
                 _npy_header(self.spec.dtype, (self.total, *inner)),
@@ -250,21 +250,31 @@ class _VarSpool:
                 base = int(ends[-1])
             yield ends.astype("<i8").tobytes()
 
-    def _fixed_chunks(self, count: int) -> Iterator[bytes]:
-        """The spooled records as fixed-width items, a few thousand records at a time."""
+    def _fixed_chunks(self, count: int) -> Iterator[bytes | memoryview]:
+        """The spooled records as fixed-width items, a few thousand records at a time
+        (fewer when they are wide: a chunk holds about ``_COPY_CHUNK`` bytes, or one record)."""
         self.lengths.seek(0)
         self.values.seek(0)
-        step = 1 << 14
+        item = max(self.width, 1) * (4 if self._text else 1)
+        step = max(1, min(1 << 14, _COPY_CHUNK // item))
         for _ in range(0, count, step):
             lengths = np.frombuffer(self.lengths.read(step * 8), "<i8")
             offsets = np.zeros(len(lengths) + 1, np.int64)
             np.cumsum(lengths, out=offsets[1:])
             values = np.frombuffer(self.values.read(int(offsets[-1])), np.uint8)
+            if not self._text and self.width and (lengths == self.width).all():
+                yield values.data  # every item full width: its bytes are the items
+                del values
+                continue
             col = VarColumn(values, offsets)
-            if self._text:
-                yield utf8_to_fixed_unicode(col, self.width).tobytes()
-            else:
-                yield bytes_to_fixed(col, self.width).tobytes()
+            fixed = (
+                utf8_to_fixed_unicode(col, self.width)
+                if self._text
+                else bytes_to_fixed(col, self.width)
+            )
+            del col, values  # before the next read: one chunk in memory at a time
+            yield fixed.data.cast("B")  # no copy: the zip member writes any buffer
+            del fixed
 
     def close(self) -> None:
         for f in (self.values, self.lengths, self.shapes, self.list_lengths):
@@ -337,6 +347,7 @@ class _SplitWriter:
                     out.write(header)
                     for chunk in chunks:
                         out.write(chunk)
+                        del chunk  # not kept while the next chunk is made
             spool.close()
         self.streams.clear()
         self.spools.clear()

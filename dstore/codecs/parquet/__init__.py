@@ -25,7 +25,7 @@ from ... import fs
 from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import Schema
-from ...sharding import is_manifest_of, plan_by_size
+from ...sharding import foreign_files, manifest_files, plan_by_size
 from ..base import Codec, Reader, Shard, ShardWriter, Writer, read_at
 from .options import ParquetOptions
 
@@ -51,11 +51,16 @@ class ParquetCodec(Codec):
     def owns(cls, path: str) -> bool:
         """A folder with dstore's Parquet manifest, or a file starting and ending ``PAR1``."""
         if fs.isdir(path):
-            return is_manifest_of(path, "dstore-parquet")
+            return manifest_files(path, "dstore-parquet") is not None
         if read_at(path, 0, 4) != b"PAR1":
             return False
         size = fs.getsize(path)
         return size >= 12 and read_at(path, size - 4, 4) == b"PAR1"
+
+    @classmethod
+    def foreign_files(cls, path: str) -> list[str]:
+        """Files in a dataset folder its manifest does not list."""
+        return foreign_files(path, "dstore-parquet") if fs.isdir(path) else []
 
     def open_reader(self, path: str) -> Reader:
         from .reader import ParquetReader

@@ -22,7 +22,7 @@ from ... import fs
 from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import Schema
-from ...sharding import is_manifest_of, plan_by_size
+from ...sharding import foreign_files, manifest_files, plan_by_size
 from .._png import png_encoder
 from ..base import Codec, Reader, Shard, ShardWriter, Writer, is_regular_file, read_at
 from . import tario
@@ -53,8 +53,13 @@ class WebDatasetCodec(Codec):
     def owns(cls, path: str) -> bool:
         """A folder with dstore's webdataset manifest, or a file starting with a tar header."""
         if fs.isdir(path):
-            return is_manifest_of(path, FORMAT_ID)
+            return manifest_files(path, FORMAT_ID) is not None
         return is_regular_file(path) and tario.is_tar_header(read_at(path, 0, tario.BLOCK))
+
+    @classmethod
+    def foreign_files(cls, path: str) -> list[str]:
+        """Files in a dataset folder its manifest does not list."""
+        return foreign_files(path, FORMAT_ID) if fs.isdir(path) else []
 
     def open_reader(self, path: str) -> Reader:
         return WebDatasetReader(path, self.options.workers)
