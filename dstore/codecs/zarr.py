@@ -891,6 +891,46 @@ class ZarrReader(ArrayTreeReader):
             self._store.close()
 
 
+def _case_insensitive(path: str) -> bool:
+    """Does the file system that will hold ``path`` fold case (macOS, Windows)? A probe
+    folder beside it answers (object stores and unknown places: no)."""
+    import tempfile
+
+    parent = os.path.dirname(os.path.abspath(path))
+    if fs.is_url(path) or not os.path.isdir(parent):
+        return False
+    probe = tempfile.mkdtemp(prefix=".dstore-case-probe-", dir=parent)
+    try:
+        head, tail = os.path.split(probe)
+        return os.path.exists(os.path.join(head, tail.upper()))
+    finally:
+        os.rmdir(probe)
+
+
+def _check_case_collisions(schema: Schema, path: str) -> None:
+    """Refuse two names that differ only in case (fields ``x`` and ``X`` of one split)
+    on a case-insensitive file system: each is a folder of the store, and there the
+    second would be written into the first's folder -- one field lost without an
+    error. Elsewhere they are two folders, as written before."""
+    seen: dict[str, str] = {}
+    clashes: list[tuple[str, str]] = []
+    for split in schema.splits.values():
+        stored = [names.split_parts(split.name)]
+        stored += [names.field_path(split.name, f) for f in split.fields]
+        for parts in stored:
+            for n in range(1, len(parts) + 1):
+                stored_at = "/".join(parts[:n])
+                other = seen.setdefault(stored_at.casefold(), stored_at)
+                if other != stored_at:
+                    clashes.append((other, stored_at))
+    if clashes and _case_insensitive(path):
+        other, stored_at = clashes[0]
+        raise SchemaError(
+            f"zarr: {other!r} and {stored_at!r} differ only in case: as folders of one store "
+            f"they collide on this case-insensitive file system; rename one"
+        )
+
+
 _METADATA = ("zarr.json", ".zgroup", ".zarray")
 _META_MAX = 64 << 20  # more is not metadata zarr wrote
 
@@ -952,6 +992,7 @@ class ZarrCodec(Codec):
     def open_writer(self, path: str, schema: Schema) -> Writer:
         self.check_schema(schema)
         names.check_tree(schema, self.name)  # before any byte: a raw h5py/zarr error otherwise
+        _check_case_collisions(schema, path)
         return ZarrWriter(path, schema, self.options)
 
     def attribute_notes(self, schema: Schema) -> list[str]:
