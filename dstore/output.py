@@ -36,7 +36,15 @@ from .fs import url_fs as _fs
 if TYPE_CHECKING:
     from .codecs.base import Codec
 
-__all__ = ["Overwrite", "atomic_output", "path_size", "remove_path", "upload_output", "url_output"]
+__all__ = [
+    "Overwrite",
+    "atomic_output",
+    "fmt_bytes",
+    "path_size",
+    "remove_path",
+    "upload_output",
+    "url_output",
+]
 
 #: ``overwrite``: False (refuse), True (replace a dataset of the target format whole, but
 #: refuse one holding files the format did not write), "foreign" (replace those too)
@@ -424,3 +432,12 @@ def _atomic_rename(
             output=dst_abs,
             left=old,
         )
+
+
+def fmt_bytes(n: float) -> str:
+    """``1234567`` -> ``"1.2 MB"`` (decimal units, as file managers show sizes)."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)

@@ -222,7 +222,7 @@ def test_zarr_sharding(tmp_path, features):
 )
 def test_zarr_chunk_files_are_byte_identical_to_zarrs_own(tmp_path, tiles, cname, shuffle):
     """dstore encodes and writes chunk files itself; zarr writing the same array must produce the same files."""
-    from zarr.codecs import BloscCodec
+    from zarr.codecs import BloscCodec, Crc32cCodec
 
     x, _ = tiles
     x = x[:23]  # 23 = 4 chunks of 5 + a partial edge chunk
@@ -238,7 +238,7 @@ def test_zarr_chunk_files_are_byte_identical_to_zarrs_own(tmp_path, tiles, cname
         dtype=x.dtype,
         chunks=(5, *x.shape[1:]),
         fill_value=0,
-        compressors=BloscCodec(cname=cname, clevel=5, shuffle=shuffle),
+        compressors=(BloscCodec(cname=cname, clevel=5, shuffle=shuffle), Crc32cCodec()),
     )
     arr[:] = x
     files = []

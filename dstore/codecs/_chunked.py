@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -13,7 +14,52 @@ from ..model.attrs import encode_all, with_groups
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 from .base import RANGE_BYTES, Reader, even_ranges
 
-__all__ = ["AlignedAppender", "ArrayTreeReader", "chunk_rows"]
+__all__ = [
+    "MAX_CHUNK_BYTES",
+    "MAX_FILL_BYTES",
+    "AlignedAppender",
+    "ArrayTreeReader",
+    "chunk_rows",
+    "error_reason",
+    "max_chunk_bytes",
+    "max_fill_bytes",
+]
+
+#: Decoded bytes one stored chunk may declare before it is read: a 50 kB store can
+#: hold a chunk that decodes to 1.6 GB. 1 GiB is a thousand times dstore's own
+#: chunks (1 MiB); raise it by setting this, or the environment variable
+#: ``DSTORE_MAX_CHUNK_BYTES`` (which wins).
+MAX_CHUNK_BYTES = 1 << 30
+#: Bytes of fill value an array may read from chunks it declares but does not store
+#: (zarr reads a missing chunk as the fill value: a 1 kB store can declare 10**15
+#: records). Raise it by setting this, or ``DSTORE_MAX_FILL_BYTES`` (which wins).
+MAX_FILL_BYTES = 1 << 30
+
+
+def _env_limit(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) <= 0:
+        raise ValueError(f"{name} must be a positive integer. Got {text!r} instead.")
+    return int(text)
+
+
+def max_chunk_bytes() -> int:
+    """The per-chunk limit in force: ``DSTORE_MAX_CHUNK_BYTES`` if set, else :data:`MAX_CHUNK_BYTES`."""
+    return _env_limit("DSTORE_MAX_CHUNK_BYTES", MAX_CHUNK_BYTES)
+
+
+def max_fill_bytes() -> int:
+    """The unstored-data limit in force: ``DSTORE_MAX_FILL_BYTES`` if set, else :data:`MAX_FILL_BYTES`."""
+    return _env_limit("DSTORE_MAX_FILL_BYTES", MAX_FILL_BYTES)
+
+
+def error_reason(e: BaseException) -> str:
+    """An exception as the reason of an error line, never empty (a ``MemoryError`` has no text)."""
+    if isinstance(e, MemoryError):
+        return f"out of memory (MemoryError{': ' + str(e) if str(e) else ''})"
+    return str(e) or type(e).__name__
 
 
 def chunk_rows(spec: FieldSpec, count: int, chunk_bytes: int) -> int:
@@ -205,7 +251,7 @@ class ArrayTreeReader(Reader):
                 except self.read_errors as e:
                     raise CodecIOError(
                         f"{self.path}: split {split!r}, field {name!r}, records {pos}..{end - 1}: "
-                        f"unreadable: {e}"
+                        f"unreadable: {error_reason(e)}"
                     ) from None
             yield batch
 

@@ -11,6 +11,7 @@ split.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -24,7 +25,7 @@ from typing import Any
 import numcodecs
 import numpy as np
 import zarr
-from zarr.codecs import BloscCname, BloscCodec, BloscShuffle
+from zarr.codecs import BloscCname, BloscCodec, BloscShuffle, Crc32cCodec, ZstdCodec
 from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8
 
 from .. import fs, links
@@ -44,8 +45,15 @@ from ..model import (
 )
 from ..model.attrs import encode, fill_value, for_zarr, group_attrs, is_missing, target_notes
 from ..model.schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, check_dtype, split_key
+from ..output import fmt_bytes
 from ..parallel import default_workers, ordered_map
-from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
+from ._chunked import (
+    AlignedAppender,
+    ArrayTreeReader,
+    chunk_rows,
+    max_chunk_bytes,
+    max_fill_bytes,
+)
 from ._imagecodec import LOSSY_FORMATS, LossyImage, check_quality, image_fields
 from ._zarr_imagecodec import lossy_of, zarr_codec  # registers the image codecs with zarr
 from .base import Codec, Reader, Writer, is_regular_file
@@ -135,6 +143,21 @@ def _codecs_json(metadata: Any) -> str:
 
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
+#: Every array dstore writes ends its codec chain in zarr v3's ``crc32c`` codec: each
+#: chunk file carries the CRC32C of its bytes, which zarr checks on every read, so a
+#: range read of a damaged chunk fails instead of decoding garbage (blosc returns
+#: its declared size even from a truncated buffer). Stores written before it read as ever.
+_CRC = Crc32cCodec()
+#: zarr's default compressor of variable-length and offset arrays, then the CRC
+_CHECKED_ZSTD = (ZstdCodec(level=0, checksum=False), _CRC)
+
+
+def _with_crc(data: bytes) -> bytes:
+    """``data`` followed by its CRC32C (little-endian), as zarr's ``crc32c`` codec writes it."""
+    import google_crc32c  # zarr's own dependency for this codec
+
+    return data + int(google_crc32c.value(data)).to_bytes(4, "little")
+
 
 def _native(dtype: np.dtype) -> np.dtype:
     return dtype.newbyteorder("=") if dtype.byteorder == ">" else dtype
@@ -183,7 +206,11 @@ class _VarArrays:
         if isinstance(kind, String):
             out = cls(
                 text=group.create_array(
-                    name, shape=(count,), dtype=VariableLengthUTF8(), chunks=chunks
+                    name,
+                    shape=(count,),
+                    dtype=VariableLengthUTF8(),
+                    chunks=chunks,
+                    compressors=_CHECKED_ZSTD,
                 )
             )
         else:
@@ -194,7 +221,11 @@ class _VarArrays:
             )
             if isinstance(kind, StringList) and kind.text:
                 values = sub.create_array(
-                    _VALUES, shape=(0,), dtype=VariableLengthUTF8(), chunks=(_VAR_CHUNK,)
+                    _VALUES,
+                    shape=(0,),
+                    dtype=VariableLengthUTF8(),
+                    chunks=(_VAR_CHUNK,),
+                    compressors=_CHECKED_ZSTD,
                 )
             else:
                 values = sub.create_array(
@@ -210,6 +241,7 @@ class _VarArrays:
                 shape=(count + 1,),
                 dtype="<i8",
                 chunks=(max(1, min(count + 1, 1 << 17)),),
+                compressors=_CHECKED_ZSTD,
             )
             splits[0:1] = np.zeros(1, np.int64)
             shapes = None
@@ -220,11 +252,17 @@ class _VarArrays:
                     shape=(count, ndim),
                     dtype="<i8",
                     chunks=(max(1, min(count, 1 << 16)), ndim),
+                    compressors=_CHECKED_ZSTD,
                 )
             out = cls(values=values, splits=splits, shapes=shapes)
             if isinstance(kind, StringList) and not kind.text:
                 out.value_splits = sub.create_array(
-                    _VALUE_SPLITS, shape=(1,), dtype="<i8", chunks=(1 << 17,), fill_value=0
+                    _VALUE_SPLITS,
+                    shape=(1,),
+                    dtype="<i8",
+                    chunks=(1 << 17,),
+                    fill_value=0,
+                    compressors=_CHECKED_ZSTD,
                 )
         out.kind = kind
         return out
@@ -263,6 +301,15 @@ def _zdtype(arr: Any) -> Any:
     """zarr's data type object of an array (v3 metadata: ``data_type``; v2: ``dtype``)."""
     meta = arr.metadata
     return getattr(meta, "data_type", None) or getattr(meta, "dtype", None)
+
+
+def _fixed_text(arr: Any) -> str:
+    """``"U"`` or ``"S"`` for a fixed-width text or bytes array (numpy ``<U``/``S``), else "".
+
+    Read as strings and bytes, as npz and HDF5 read them: numpy's rule drops the
+    trailing NULs that pad each value to the width."""
+    kind = np.dtype(arr.dtype).kind
+    return kind if kind in "US" else ""
 
 
 class _RaggedGroup:
@@ -359,8 +406,8 @@ class _Region:
         """``write(start, records)``: one chunk's records, its file written directly.
 
         For a local, unsharded array the chunk file is exactly numcodecs' Blosc
-        encoding of the (zero-padded) chunk -- byte-identical to what zarr writes
-        (tested) -- so zarr's per-chunk machinery can be skipped. A lossy image
+        encoding of the (zero-padded) chunk and its CRC32C -- byte-identical to what
+        zarr writes (tested) -- so zarr's per-chunk machinery can be skipped. A lossy image
         array's chunk is the image codec's encoding of its one image, which is what
         zarr's codec wrapper writes too."""
         arr = self.open()
@@ -384,7 +431,7 @@ class _Region:
             target = names.safe_join(self.store, *self.parts, *key.split("/"))
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "wb") as f:
-                f.write(encoder.encode(np.ascontiguousarray(chunk)))
+                f.write(_with_crc(encoder.encode(np.ascontiguousarray(chunk))))
 
         return write
 
@@ -412,10 +459,13 @@ class ZarrWriter(Writer):
         self._var: dict[tuple[str, str], _VarArrays] = {}
         self._regions: dict[tuple[str, str], _Region] = {}
         # the names were checked by ZarrOptions.validate; zarr's enums type them
-        compressor = BloscCodec(
-            cname=BloscCname(options.cname),
-            clevel=options.clevel,
-            shuffle=BloscShuffle(options.shuffle),
+        compressor = (
+            BloscCodec(
+                cname=BloscCname(options.cname),
+                clevel=options.clevel,
+                shuffle=BloscShuffle(options.shuffle),
+            ),
+            _CRC,
         )
         self._root_attrs, split_attrs = group_attrs(schema.attrs)
         self._fills: dict[tuple[str, str], Any] = {}
@@ -447,9 +497,12 @@ class ZarrWriter(Writer):
                     chunks=(rows, *(max(1, d) for d in spec.shape)),
                     shards=shards,
                     serializer=serializer,
-                    compressors=compressor if lossy is None else None,
+                    compressors=compressor if lossy is None else (_CRC,),
                     fill_value=self._fills[(split.name, spec.name)],
                     attributes=_json_attrs(spec.attrs.get("user", {})),
+                    # every chunk is stored, even one of fill values: a chunk missing
+                    # from a dstore store is damage, not data (see _check_allocated)
+                    config={"write_empty_chunks": True},
                 )
                 region = _Region(
                     path,
@@ -532,10 +585,108 @@ class ZarrWriter(Writer):
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _ignore_orphaned_tasks(loop: Any, context: dict[str, Any]) -> None:
+    """zarr reads a slice as one asyncio task per chunk: when one fails, the error
+    reaches dstore (one line) and the others -- failed too, or still pending when the
+    process exits -- would each print a traceback ("Task exception was never
+    retrieved", "Task was destroyed but it is pending!"). They are the same failed read."""
+    message = str(context.get("message", ""))
+    if message.startswith(("Task exception was never retrieved", "Task was destroyed")):
+        return
+    loop.default_exception_handler(context)
+
+
+def _quiet_zarr_loop() -> None:
+    from zarr.core.sync import _get_loop
+
+    loop = _get_loop()
+    if loop.get_exception_handler() is None:
+        loop.set_exception_handler(_ignore_orphaned_tasks)
+
+
+def _settle_failed_read() -> None:
+    """Wait for the chunk reads still running after one of them failed (zarr's gather
+    returns at the first error and leaves the others running): left alone they end
+    after the error line as tracebacks, or as "Event loop is closed" when the process
+    exits. Waiting (not cancelling) leaves another thread's reads on zarr's loop intact."""
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    async def settle() -> None:
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        await asyncio.gather(*others, return_exceptions=True)
+
+    with contextlib.suppress(Exception):  # only tidying after the error already raised
+        sync(settle())
+
+
+_ARRAY_METADATA = frozenset({"zarr.json", ".zarray", ".zattrs"})
+
+
+def _stored_objects(arr: Any) -> int:
+    """Chunk (or shard) objects the store holds for ``arr``: its keys, metadata aside."""
+    from zarr.core.sync import sync
+
+    store, path = arr.store_path.store, arr.store_path.path
+    prefix = f"{path}/" if path else ""
+
+    async def count() -> int:
+        n = 0
+        async for key in store.list_prefix(prefix):
+            if key.rsplit("/", 1)[-1] not in _ARRAY_METADATA:
+                n += 1
+        return n
+
+    return int(sync(count()))
+
+
+def _check_chunks(arr: Any, where: str) -> None:
+    """Refuse what the array's metadata declares beyond what reading it may cost: one
+    chunk decoding to more than the per-chunk limit, or more than the fill limit of
+    records in chunks it declares but does not store (zarr reads them as the fill value
+    for as long as the declared shape says)."""
+    itemsize = np.dtype(arr.dtype).itemsize
+    chunk = int(np.prod(arr.chunks, dtype=object)) * itemsize
+    limit = max_chunk_bytes()
+    if chunk > limit:
+        raise CodecIOError(
+            f"{where}: one chunk {tuple(arr.chunks)} decodes to {fmt_bytes(chunk)}, more than "
+            f"the per-chunk limit of {fmt_bytes(limit)} (a decompression bomb?); raise it with "
+            f"the environment variable DSTORE_MAX_CHUNK_BYTES"
+        )
+    declared = int(np.prod(arr.shape, dtype=object)) * itemsize
+    limit = max_fill_bytes()
+    if declared <= limit:
+        return  # however much of it is missing, reading it is cheap
+    unit = tuple(arr.shards or arr.chunks)  # what the store holds one object per
+    grid = int(
+        np.prod(
+            [-(-int(n) // max(1, int(c))) for n, c in zip(arr.shape, unit, strict=True)],
+            dtype=object,
+        )
+    )
+    missing = grid - min(grid, _stored_objects(arr))
+    unstored = missing * int(np.prod(unit, dtype=object)) * itemsize
+    if unstored > limit:
+        raise CodecIOError(
+            f"{where}: declares {fmt_bytes(declared)} in {grid:,} chunks but stores "
+            f"{grid - missing:,} of them: {fmt_bytes(min(unstored, declared))} would be read as the "
+            f"fill value, more than the limit of {fmt_bytes(limit)} (a size bomb?); raise it "
+            f"with the environment variable DSTORE_MAX_FILL_BYTES"
+        )
+
+
 class ZarrReader(ArrayTreeReader):
     def __init__(self, path: str, follow_links: bool = False) -> None:
         self.path = path
         self._store: Any = None
+        #: arrays checked against the chunk and fill limits, by path
+        self._checked: set[str] = set()
+        #: the last partly read chunk of each array (path -> (chunk index, records)): a
+        #: chunk larger than a batch is decoded once per pass, not once per batch
+        self._last_chunk: dict[str, tuple[int, np.ndarray]] = {}
+        _quiet_zarr_loop()
         if not fs.is_url(path) and os.path.isdir(path):
             # zarr opens whatever a chunk file or array folder links to: a link out of
             # the store is refused before any of it is read (a URL has no links, a
@@ -579,7 +730,7 @@ class ZarrReader(ArrayTreeReader):
     def _add(self, split: str, name: str, arr: Any, key: str) -> None:
         if arr.ndim == 0:
             raise SchemaError(f"{self.path}: array {key!r} is 0-d; every field needs a record axis")
-        if isinstance(_zdtype(arr), (VariableLengthUTF8, VariableLengthBytes)):
+        if isinstance(_zdtype(arr), (VariableLengthUTF8, VariableLengthBytes)) or _fixed_text(arr):
             if arr.ndim != 1:
                 raise UnsupportedDtypeError(
                     f"{self.path}: array {key!r}: strings need exactly one (record) axis"
@@ -619,9 +770,9 @@ class ZarrReader(ArrayTreeReader):
                 return StringList()
             inner = tuple(int(n) for n in arr.values.shape[1:])
             return Ragged(check_dtype(np.dtype(arr.values.dtype), where), inner)
-        if isinstance(_zdtype(arr), VariableLengthUTF8):
+        if isinstance(_zdtype(arr), VariableLengthUTF8) or _fixed_text(arr) == "U":
             return String()
-        if isinstance(_zdtype(arr), VariableLengthBytes):
+        if isinstance(_zdtype(arr), VariableLengthBytes) or _fixed_text(arr) == "S":
             return Bytes()
         return super()._kind_of(arr)
 
@@ -641,8 +792,80 @@ class ZarrReader(ArrayTreeReader):
             )
         return kind == spec.kind
 
+    def _check_once(self, arr: Any) -> None:
+        if arr.path not in self._checked:
+            _check_chunks(arr, f"{self.path}: array {arr.path!r}")
+            self._checked.add(arr.path)
+
+    def _records(self, arr: Any, start: int, stop: int) -> np.ndarray:
+        """Records ``start:stop`` of an array, each chunk decoded once per sequential pass:
+        runs of whole chunks are read as one slice, a chunk the range only partly covers
+        is kept until the next range asks for its other records."""
+        self._check_once(arr)
+        count = int(arr.shape[0])
+        rows = max(1, int(arr.chunks[0]))
+        block_bytes = (
+            rows * int(np.prod(arr.shape[1:], dtype=object)) * np.dtype(arr.dtype).itemsize
+        )
+        if arr.ndim == 0 or stop <= start or block_bytes > max_chunk_bytes():
+            return np.asarray(arr[start:stop])  # nothing worth keeping (or too big to keep)
+        pieces = []
+        pos = start
+        whole_end = stop if stop == count else (stop // rows) * rows
+        while pos < stop:
+            index = pos // rows
+            lo, hi = index * rows, min(count, (index + 1) * rows)
+            if pos == lo and whole_end >= hi:
+                pieces.append(np.asarray(arr[pos:whole_end]))
+                pos = whole_end
+                continue
+            last = self._last_chunk.get(arr.path)
+            if last is None or last[0] != index:
+                last = (index, np.asarray(arr[lo:hi]))
+                self._last_chunk[arr.path] = last
+            end = min(stop, hi)
+            pieces.append(last[1][pos - lo : end - lo].copy())  # the kept chunk stays intact
+            pos = end
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
     def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
+        try:
+            return self._column(spec, arr, start, stop)
+        except DstoreError:
+            raise
+        except Exception as e:
+            _settle_failed_read()
+            if spec.dense and isinstance(arr, zarr.Array):
+                self._name_bad_chunk(arr, start, stop, e)
+            raise
+
+    def _name_bad_chunk(self, arr: Any, start: int, stop: int, error: Exception) -> None:
+        """Raise the error of the first chunk of ``start:stop`` that does not read, naming it."""
+        from ._chunked import error_reason
+
+        rows = max(1, int(arr.chunks[0]))
+        for index in range(start // rows, (stop - 1) // rows + 1):
+            lo, hi = index * rows, min(int(arr.shape[0]), (index + 1) * rows)
+            try:
+                arr[lo:hi]
+            except Exception as e:  # noqa: BLE001 - the library's error, named below
+                _settle_failed_read()
+                error = e
+            else:
+                continue
+            reason = error_reason(error)
+            if "checksum do not match" in reason:
+                reason = "its CRC32C does not match its bytes (damaged or truncated)"
+            key = arr.metadata.encode_chunk_key((index, *(0,) * (arr.ndim - 1)))
+            raise CodecIOError(
+                f"{self.path}: array {arr.path!r}, chunk {key!r} (records {lo}..{hi - 1}): "
+                f"unreadable: {reason}"
+            ) from None
+
+    def _column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
         if spec.dense:
+            if isinstance(arr, zarr.Array):
+                return self._records(arr, start, stop).astype(spec.dtype, copy=False)
             return super()._read_column(spec, arr, start, stop)
         where = f"{self.path}: array {arr.name!r}"  # _chunked names the split and field
         if isinstance(arr, _RaggedGroup):
@@ -658,6 +881,7 @@ class ZarrReader(ArrayTreeReader):
             if isinstance(spec.kind, String):  # text in a values group (written by hand)
                 out.check_utf8(where)
             return out
+        self._check_once(arr)
         items = arr[start:stop]
         if isinstance(spec.kind, String):
             col = VarColumn.from_strings(str(x) for x in items.tolist())
@@ -714,6 +938,46 @@ class ZarrReader(ArrayTreeReader):
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
+
+
+def _case_insensitive(path: str) -> bool:
+    """Does the file system that will hold ``path`` fold case (macOS, Windows)? A probe
+    folder beside it answers (object stores and unknown places: no)."""
+    import tempfile
+
+    parent = os.path.dirname(os.path.abspath(path))
+    if fs.is_url(path) or not os.path.isdir(parent):
+        return False
+    probe = tempfile.mkdtemp(prefix=".dstore-case-probe-", dir=parent)
+    try:
+        head, tail = os.path.split(probe)
+        return os.path.exists(os.path.join(head, tail.upper()))
+    finally:
+        os.rmdir(probe)
+
+
+def _check_case_collisions(schema: Schema, path: str) -> None:
+    """Refuse two names that differ only in case (fields ``x`` and ``X`` of one split)
+    on a case-insensitive file system: each is a folder of the store, and there the
+    second would be written into the first's folder -- one field lost without an
+    error. Elsewhere they are two folders, as written before."""
+    seen: dict[str, str] = {}
+    clashes: list[tuple[str, str]] = []
+    for split in schema.splits.values():
+        stored = [names.split_parts(split.name)]
+        stored += [names.field_path(split.name, f) for f in split.fields]
+        for parts in stored:
+            for n in range(1, len(parts) + 1):
+                stored_at = "/".join(parts[:n])
+                other = seen.setdefault(stored_at.casefold(), stored_at)
+                if other != stored_at:
+                    clashes.append((other, stored_at))
+    if clashes and _case_insensitive(path):
+        other, stored_at = clashes[0]
+        raise SchemaError(
+            f"zarr: {other!r} and {stored_at!r} differ only in case: as folders of one store "
+            f"they collide on this case-insensitive file system; rename one"
+        )
 
 
 _METADATA = ("zarr.json", ".zgroup", ".zarray")
@@ -836,6 +1100,7 @@ class ZarrCodec(Codec):
     def open_writer(self, path: str, schema: Schema) -> Writer:
         self.check_schema(schema)
         names.check_tree(schema, self.name)  # before any byte: a raw h5py/zarr error otherwise
+        _check_case_collisions(schema, path)
         return ZarrWriter(path, schema, self.options)
 
     def attribute_notes(self, schema: Schema) -> list[str]:
