@@ -8,7 +8,9 @@ Contract:
 
 * :func:`choose_encoding` picks a :class:`FieldEncoding` per field (the feature
   name and how the values are stored: PNG or a lossy image, int64_list,
-  float_list, raw little-endian bytes, byte strings, feature lists);
+  float_list, raw little-endian bytes, byte strings, feature lists), each
+  encoding one small class of :mod:`._example_encodings` that encodes and
+  decodes its records;
 * :class:`ExampleEncoder` turns batches into serialized Examples (unframed: a
   format adds its own framing), on all cores, the same bytes in every process;
 * :func:`read_examples` decodes serialized Examples back into batches, each
@@ -19,40 +21,30 @@ No TensorFlow: the wire format is :mod:`dstore.codecs._example`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
+from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..model import Bytes, Image, Ragged, String, StringList, VarColumn
 from ..parallel import default_workers, ordered_map
 from ..schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec, slice_batch
 from ._example import (
-    BYTES,
-    FLOAT,
-    INT64,
-    KIND_NAMES,
-    SEQ,
     TF_FEATURE_ATTR,
     decode_canonical,
     decode_example,
     encode_example,
-    encode_feature,
     encode_sequence_example,
 )
-from ._imagecodec import LOSSY_FORMATS, LossyImage, is_image_like
-from ._png import decode as png_decode
-from ._png import encoder_id, png_encoder
-from ._sequence import SEQ_ENCODINGS, empty_record, encode_steps, sequence_encoding, sequence_value
-from ._strings import first_invalid_utf8
-from ._tensorproto import parse_tensor_proto
+from ._example_encodings import ENCODINGS, FieldEncoding
+from ._imagecodec import LossyImage, is_image_like
+from ._png import png_encoder
+from ._sequence import sequence_encoding
 
 __all__ = [
-    "WIRE_KIND",
+    "ENCODINGS",
     "ExampleEncoder",
     "FieldEncoding",
     "batch_signature",
@@ -64,45 +56,7 @@ __all__ = [
 #: records per task handed to a worker thread (encoding and decoding)
 CHUNK = 16
 
-#: the Example feature kind each field encoding is stored as
-WIRE_KIND = {
-    "png": BYTES,
-    "raw": BYTES,
-    "int64": INT64,
-    "float": FLOAT,
-    "bytes": BYTES,  # String / Bytes: the record's bytes, one value
-    "strings": BYTES,  # StringList: the record's strings, 0..n values
-    **SEQ_ENCODINGS,  # a SequenceExample's feature lists (dstore.codecs._sequence)
-    "encoded": BYTES,  # an encoded Image (png/jpeg/...) passed through byte for byte
-    "tensor": BYTES,  # foreign only: tf.io.serialize_tensor bytes (label-maker)
-    "feature": BYTES,  # Bytes records that are serialized Features (any list kind), as they are
-    **dict.fromkeys(LOSSY_FORMATS, BYTES),  # pixels encoded by dstore, decoded on read
-}
-
-
 # ------------------------------------------------------------------ field encoding
-
-
-@dataclass(frozen=True)
-class FieldEncoding:
-    """How one field is stored in the Example: the TF feature name and kind."""
-
-    feature: str  # feature name in the Example
-    encoding: str  # "png" | "jpeg" | "webp" | "jxl" | "int64" | "float" | "raw" | ...
-    quality: int | None = None  # of a lossy image encoding (jpeg, webp, jxl)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"feature": self.feature, "encoding": self.encoding}
-        if self.quality is not None:
-            out["quality"] = self.quality
-        return out
-
-    @property
-    def lossy(self) -> LossyImage | None:
-        """The lossy image encoding of this field, None for every other encoding."""
-        if self.encoding not in LOSSY_FORMATS:
-            return None
-        return LossyImage(self.encoding, self.quality if self.quality is not None else 0)
 
 
 def choose_encoding(
@@ -172,55 +126,12 @@ def _number_encoding(dtype: np.dtype) -> str:
     return "raw"
 
 
-def _png_decode(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
-    try:
-        img = png_decode(data, where)
-    except DstoreError:
-        raise  # a pixel bomb, refused from its header
-    except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
-        raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
-    if img.dtype != spec.dtype.newbyteorder("=") or img.size != int(np.prod(spec.shape)):
-        raise CodecIOError(
-            f"{where}: PNG is {img.dtype} {img.shape}, field expects {spec.dtype} {spec.shape} "
-            "(images of varying size in one field are not supported)"
-        )
-    return img.reshape(spec.shape)
-
-
-def encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> bytes:
-    """One serialized Feature from one record (an ndarray, or bytes for byte-string kinds);
-    a serialized FeatureList for a feature-list field."""
-    if enc.encoding == "feature":
-        return bytes(value)
-    if enc.encoding in SEQ_ENCODINGS:
-        return encode_steps(enc.encoding, spec, value)
-    if enc.encoding in ("bytes", "encoded", "strings"):
-        return encode_feature(BYTES, value)
-    if (lossy := enc.lossy) is not None:
-        return encode_feature(BYTES, lossy.encode(value))
-    if enc.encoding == "png":
-        img = value if value.ndim == 2 or value.shape[2] != 1 else value[..., 0]
-        return encode_feature(
-            BYTES, png(np.ascontiguousarray(img.astype(img.dtype.newbyteorder("="), copy=False)))
-        )
-    if enc.encoding == "int64":
-        if spec.dtype.kind == "u" and spec.dtype.itemsize == 8:
-            value = value.astype("<u8").view("<i8")
-        return encode_feature(INT64, value.reshape(-1))
-    if enc.encoding == "float":
-        return encode_feature(FLOAT, value.reshape(-1))
-    # astype: indexing a 1-d array gives a native-endian scalar, lose no byte order
-    return encode_feature(BYTES, np.asarray(value).astype(spec.dtype).tobytes())
-
-
 def _copy_signature(enc: FieldEncoding, spec: FieldSpec) -> tuple[str, str, str] | None:
     """What a field's Feature bytes, as read, are valid for when written again -- or None
     for an encoding whose decoded record is written as other bytes (PNG decoded to
     pixels, a tensor, a lossy image, a feature list; numbers read into another dtype
     than the int64/float32 the wire holds)."""
-    if enc.encoding in ("bytes", "encoded", "strings") or (
-        (enc.encoding, spec.dtype.str) in (("int64", "<i8"), ("float", "<f4"))
-    ):
+    if enc.how.copyable(spec):
         return (enc.feature, enc.encoding, spec.dtype.str)
     return None
 
@@ -246,157 +157,6 @@ def record_value(spec: FieldSpec, col: Any, i: int) -> Any:
         lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
         return col.values[lo:hi].tobytes()
     return col.row(i)
-
-
-def decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, where: str) -> Any:
-    """One record from its Feature: an ndarray, or bytes for byte-string kinds."""
-    if enc.encoding == "feature":  # the same bytes again: encode_feature wrote them canonically
-        return encode_feature(kind, values)
-    if enc.encoding in SEQ_ENCODINGS or kind >= SEQ:
-        if enc.encoding not in SEQ_ENCODINGS:
-            raise CodecIOError(
-                f"{where}: {enc.feature!r} is a {KIND_NAMES[kind]}, expected a feature of an Example"
-            )
-        return sequence_value(enc.encoding, spec, kind, values, where)
-    expected = WIRE_KIND[enc.encoding]
-    if kind != expected:
-        raise CodecIOError(
-            f"{where}: feature {enc.feature!r} is a {KIND_NAMES[kind]}, "
-            f"expected {KIND_NAMES[expected]}"
-        )
-    if enc.encoding == "strings":
-        return _string_list(enc, spec, values, where)
-    if (enc.encoding in ("png", "raw", "bytes", "encoded") or enc.lossy) and len(values) != 1:
-        raise CodecIOError(
-            f"{where}: feature {enc.feature!r} holds {len(values)} byte strings, expected 1"
-        )
-    if enc.encoding in ("bytes", "encoded"):
-        return _byte_string(enc, spec, values[0], where)
-    if enc.encoding == "tensor":
-        return _tensor_value(values[0], spec, f"{where}, feature {enc.feature!r}")
-    if enc.lossy is not None or (isinstance(spec.kind, Image) and not spec.dense):
-        return _image_value(enc, spec, values[0], where)
-    if isinstance(spec.kind, Ragged):
-        return _ragged_value(enc, spec, values, where)
-    return _dense_value(enc, spec, values, where)
-
-
-def _string_list(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> list[bytes]:
-    if isinstance(spec.kind, StringList) and spec.kind.text:
-        bad = first_invalid_utf8(values)
-        if bad is not None:
-            raise CodecIOError(
-                f"{where}: feature {enc.feature!r} (field {spec.name!r}), string {bad[0]}: "
-                f"not valid UTF-8 at byte {bad[1]}"
-            )
-    return list(values)
-
-
-def _byte_string(enc: FieldEncoding, spec: FieldSpec, value: bytes, where: str) -> bytes:
-    if isinstance(spec.kind, String):
-        try:
-            value.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise CodecIOError(
-                f"{where}: feature {enc.feature!r} (field {spec.name!r}) is not valid UTF-8 "
-                f"at byte {e.start}"
-            ) from None
-    return value
-
-
-def _image_value(enc: FieldEncoding, spec: FieldSpec, data: bytes, where: str) -> np.ndarray:
-    """A lossy-encoded image, or a PNG of a raw image field of varying size."""
-    where = f"{where}, feature {enc.feature!r}"
-    lossy = enc.lossy
-    if lossy is None:
-        return _png_decode_any(data, spec, where)
-    if spec.dense:
-        shape = spec.shape
-    else:  # a raw Image of varying size
-        assert isinstance(spec.kind, Image)
-        shape = (-1, -1) if spec.kind.channels == 0 else (-1, -1, spec.kind.channels or -1)
-    return lossy.decode_record(data, shape, spec.dtype, where)
-
-
-def _dense_value(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> np.ndarray:
-    """A fixed-shape record: PNG or raw bytes, or a list of numbers."""
-    size = math.prod(spec.shape)  # a tuple of ints: math.prod, not numpy per record
-    if enc.encoding == "png":
-        return _png_decode(values[0], spec, f"{where}, feature {enc.feature!r}")
-    if enc.encoding == "raw":
-        if len(values[0]) != size * spec.dtype.itemsize:
-            raise CodecIOError(
-                f"{where}: feature {enc.feature!r} has {len(values[0])} bytes, "
-                f"expected {size * spec.dtype.itemsize}"
-            )
-        return np.frombuffer(values[0], spec.dtype).reshape(spec.shape)
-    if len(values) != size:
-        raise CodecIOError(
-            f"{where}: feature {enc.feature!r} has {len(values)} values, expected {size} "
-            f"for shape {spec.shape}"
-        )
-    if spec.dtype.kind == "u" and spec.dtype.itemsize == 8:
-        return values.view("<u8").astype(spec.dtype).reshape(spec.shape)
-    return values.astype(spec.dtype).reshape(spec.shape)
-
-
-def _tensor_value(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
-    """A record from ``tf.io.serialize_tensor`` bytes, checked against the field."""
-    t = parse_tensor_proto(data, where)
-    if not isinstance(t, np.ndarray) or t.dtype != spec.dtype:
-        got = "a string tensor" if not isinstance(t, np.ndarray) else f"a {t.dtype} tensor"
-        raise CodecIOError(f"{where}: holds {got}, field expects {spec.kind.describe()}")
-    ok = t.shape[1:] == spec.shape if isinstance(spec.kind, Ragged) else t.shape == spec.shape
-    if not ok:
-        raise CodecIOError(
-            f"{where}: tensor of shape {t.shape}, field expects {spec.kind.describe()}"
-        )
-    return t
-
-
-def _ragged_value(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> np.ndarray:
-    """A Ragged record ``(n, *inner)`` from its flat list (or raw bytes)."""
-    inner = spec.shape
-    per = math.prod(inner)
-    if enc.encoding == "raw":
-        if len(values[0]) % (spec.dtype.itemsize * max(per, 1)):
-            raise CodecIOError(
-                f"{where}: feature {enc.feature!r} has {len(values[0])} bytes, not a whole number "
-                f"of {spec.dtype} rows of shape {inner}"
-            )
-        flat = np.frombuffer(values[0], spec.dtype)
-    else:
-        flat = values.view("<u8") if spec.dtype.kind == "u" and spec.dtype.itemsize == 8 else values
-        flat = flat.astype(spec.dtype)
-    if per == 0 or len(flat) % per:
-        raise CodecIOError(
-            f"{where}: feature {enc.feature!r} has {len(flat)} values, not a whole number of "
-            f"rows of inner shape {inner} (field {spec.name!r})"
-        )
-    return flat.reshape(-1, *inner)
-
-
-def _png_decode_any(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
-    """A PNG of any size for a raw Image field of varying size, checked against its kind."""
-    kind = spec.kind
-    assert isinstance(kind, Image)
-    try:
-        img = png_decode(data, where)
-    except DstoreError:
-        raise  # a pixel bomb, refused from its header
-    except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
-        raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
-    if kind.channels == 1 and img.ndim == 2:  # PNG has no 1-channel axis: dstore drops it on write
-        img = img[..., None]
-    channels = 0 if img.ndim == 2 else img.shape[2]
-    if img.dtype != kind.dtype or (kind.channels is not None and channels != kind.channels):
-        raise CodecIOError(
-            f"{where}: PNG is {img.dtype} {img.shape}, field expects {kind.describe()}"
-        )
-    for axis, want in ((0, kind.height), (1, kind.width)):
-        if want is not None and img.shape[axis] != want:
-            raise CodecIOError(f"{where}: PNG is {img.shape}, field expects {kind.describe()}")
-    return img
 
 
 def _is_utf8_text(name: str) -> bool:
@@ -467,15 +227,10 @@ class ExampleEncoder:
 
     def libraries(self) -> dict[str, str]:
         """The image encoders (with versions) the records' bytes depend on."""
-        libs = {}
         every = [e for encs in self.encodings.values() for e in encs.values()]
-        if any(e.encoding == "png" for e in every):
-            libs["png"] = encoder_id(self.png_level)
-        for fmt in sorted({e.encoding for e in every if e.encoding in LOSSY_FORMATS}):
-            lossy = next(e.lossy for e in every if e.encoding == fmt)
-            assert lossy is not None
-            libs[fmt] = lossy.library_id()
-        return libs
+        found = dict(lib for e in every if (lib := e.how.library(e, self.png_level)))
+        # PNG first, then the lossy formats by name
+        return dict(sorted(found.items(), key=lambda kv: (kv[0] != "png", kv[0])))
 
     def fields_json(self) -> dict[str, Any]:
         """The manifest's ``fields``: each field's feature name and encoding, per split."""
@@ -496,7 +251,7 @@ class ExampleEncoder:
         spec = self.schema.splits[split]
         encs = self.encodings[split]
         n = len(next(iter(chunk.values())))
-        lists = {encs[name].feature for name in chunk if encs[name].encoding in SEQ_ENCODINGS}
+        lists = {encs[name].feature for name in chunk if encs[name].how.feature_list}
         # records read as exactly the Example this loop would encode: kept as they are
         copies = None
         if isinstance(chunk, SerializedBatch) and chunk.signature == batch_signature(
@@ -509,7 +264,7 @@ class ExampleEncoder:
                 out.append(rec if frame is None else frame(rec))
                 continue
             feats = {
-                encs[name].feature: encode_value(
+                encs[name].feature: encs[name].how.encode(
                     encs[name], spec.fields[name], record_value(spec.fields[name], col, i), png
                 )
                 for name, col in chunk.items()
@@ -571,7 +326,7 @@ def check_manifest_fields(
                 f"{where}: split {split!r}: fields disagree with the schema (corrupt manifest)"
             )
         for name, enc in encs.items():
-            if enc.encoding not in WIRE_KIND:
+            if enc.encoding not in ENCODINGS:
                 raise CodecIOError(
                     f"{where}: split {split!r}, field {name!r}: unknown encoding {enc.encoding!r}"
                 )
@@ -582,18 +337,6 @@ def check_manifest_fields(
                     f"{where}: split {split!r}, field {name!r}: {e} (corrupt manifest)"
                 ) from None
     return encodings
-
-
-def _missing_value(enc: FieldEncoding, spec: FieldSpec) -> Any:
-    """The record of a feature an Example lacks, where the rules give one (README,
-    "Reading foreign TFRecords"): an empty list, no steps; else None."""
-    if isinstance(spec.kind, Ragged) and enc.encoding in ("int64", "float"):
-        return np.empty((0, *spec.shape), spec.dtype)
-    if enc.encoding == "strings":
-        return []
-    if enc.encoding in SEQ_ENCODINGS:
-        return empty_record(spec)
-    return None
 
 
 def decode_examples(
@@ -620,7 +363,7 @@ def decode_examples(
             enc = encs[name]
             spec = split.fields[name]
             if enc.feature not in feats:
-                empty = _missing_value(enc, spec)
+                empty = enc.how.missing(spec)
                 if empty is None:
                     raise CodecIOError(
                         f"{where}: Example has no feature {enc.feature!r} (field {name!r})"
@@ -628,7 +371,7 @@ def decode_examples(
                 out[name][offset + i] = empty
                 continue
             kind, values = feats[enc.feature]
-            out[name][offset + i] = decode_value(enc, spec, kind, values, where)
+            out[name][offset + i] = enc.how.decode(enc, spec, kind, values, where)
 
 
 def read_examples(
@@ -647,7 +390,7 @@ def read_examples(
     signature = batch_signature(encs, spec, names) if names == list(spec.fields) else None
     canon = None
     if signature is not None:
-        canon = [(encs[n].feature.encode(), WIRE_KIND[encs[n].encoding]) for n in names]
+        canon = [(encs[n].feature.encode(), encs[n].how.wire) for n in names]
     pos = 0
     while pos < count:
         n = min(rows, count - pos)
