@@ -41,8 +41,8 @@ from ..precision import dequant_params
 from ..schema import FieldSpec
 from ._example import BYTES, FLOAT, INT64, KIND_NAMES, SEQ, encode_feature
 from ._imagecodec import LOSSY_FORMATS, LossyImage
+from ._pixels import record_shape
 from ._png import decode as png_decode
-from ._png import encoder_id
 from ._sequence import SEQ_ENCODINGS, empty_record, encode_steps, sequence_value
 from ._sequence import snippet as sequence_snippet
 from ._strings import first_invalid_utf8
@@ -102,10 +102,6 @@ class ExampleEncoding:
     feature_list: ClassVar[bool] = False  # a SequenceExample's feature list
 
     def lossy_image(self, quality: int | None) -> LossyImage | None:
-        return None
-
-    def library(self, enc: FieldEncoding, png_level: str) -> tuple[str, str] | None:
-        """The image encoder (name, version id) the stored bytes depend on, if any."""
         return None
 
     def copyable(self, spec: FieldSpec) -> bool:
@@ -464,9 +460,6 @@ class Png(ExampleEncoding):
     name = "png"
     one_string = True
 
-    def library(self, enc: FieldEncoding, png_level: str) -> tuple[str, str] | None:
-        return "png", encoder_id(png_level)
-
     def encode(self, enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> bytes:
         img = value if value.ndim == 2 or value.shape[2] != 1 else value[..., 0]
         native = np.ascontiguousarray(img.astype(img.dtype.newbyteorder("="), copy=False))
@@ -527,11 +520,6 @@ class Lossy(ExampleEncoding):
     def lossy_image(self, quality: int | None) -> LossyImage | None:
         return LossyImage(self.name, quality if quality is not None else 0)
 
-    def library(self, enc: FieldEncoding, png_level: str) -> tuple[str, str] | None:
-        lossy = enc.lossy
-        assert lossy is not None
-        return self.name, lossy.library_id()
-
     def encode(self, enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> bytes:
         lossy = enc.lossy
         assert lossy is not None
@@ -561,15 +549,6 @@ class Lossy(ExampleEncoding):
         kind = spec.kind  # raw pixels of varying size, stored lossy
         assert isinstance(kind, Image)
         return _lossy_decode_expr(value, self.name, kind.channels or 0, kind.dtype.name)
-
-
-def record_shape(spec: FieldSpec) -> tuple[int, ...]:
-    """The shape a decoded image record must have, -1 where a raw Image's size varies."""
-    if spec.dense:
-        return spec.shape
-    kind = spec.kind
-    assert isinstance(kind, Image)
-    return (-1, -1) if kind.channels == 0 else (-1, -1, kind.channels or -1)
 
 
 def _lossy_decode_expr(value: str, fmt: str, channels: int, dtype: str) -> str:

@@ -22,15 +22,15 @@ No TensorFlow: the wire format is :mod:`dstore.codecs._example`.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
 
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..model import Bytes, Image, Ragged, String, StringList, VarColumn
-from ..parallel import default_workers, ordered_map
-from ..schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec, slice_batch
+from ..schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec
+from ..sharding import encode_chunks
 from ._example import (
     TF_FEATURE_ATTR,
     decode_canonical,
@@ -40,6 +40,7 @@ from ._example import (
 )
 from ._example_encodings import ENCODINGS, FieldEncoding
 from ._imagecodec import LossyImage, is_image_like
+from ._pixels import image_libraries
 from ._png import png_encoder
 from ._sequence import sequence_encoding
 
@@ -48,8 +49,10 @@ __all__ = [
     "ExampleEncoder",
     "FieldEncoding",
     "batch_signature",
+    "check_fields",
     "check_manifest_fields",
     "choose_encoding",
+    "describe_fields",
     "read_examples",
 ]
 
@@ -225,12 +228,24 @@ class ExampleEncoder:
             if len(set(features)) != len(features):
                 raise SchemaError(f"{codec}: two fields map to the same feature name: {features}")
 
+    @classmethod
+    def from_options(cls, schema: Schema, codec: str, options: Any) -> ExampleEncoder:
+        """The encoder a format's options ask for (``rename``, ``images``, the lossy
+        ``image_codec``/``image_format`` and ``quality``, ``png_level``, ``workers``)."""
+        return cls(
+            schema,
+            codec,
+            renames=dict(options.rename),
+            images=None if options.images is None else set(options.images),
+            lossy=options.lossy(),
+            png_level=str(options.png_level),
+            workers=options.workers,
+        )
+
     def libraries(self) -> dict[str, str]:
         """The image encoders (with versions) the records' bytes depend on."""
         every = [e for encs in self.encodings.values() for e in encs.values()]
-        found = dict(lib for e in every if (lib := e.how.library(e, self.png_level)))
-        # PNG first, then the lossy formats by name
-        return dict(sorted(found.items(), key=lambda kv: (kv[0] != "png", kv[0])))
+        return image_libraries((e.lossy or e.encoding for e in every), self.png_level)
 
     def fields_json(self) -> dict[str, Any]:
         """The manifest's ``fields``: each field's feature name and encoding, per split."""
@@ -284,19 +299,28 @@ class ExampleEncoder:
         batches: Iterable[Batch],
         frame: Callable[[bytes], bytes] | None = None,
     ) -> Generator[list[bytes], None, None]:
-        """Chunks of :data:`CHUNK` records encoded on all cores (PNG releases the GIL), in order."""
-        workers = self.workers or default_workers()
+        """Chunks of records encoded on all cores (PNG releases the GIL), in order."""
         png = png_encoder(self.png_level)
-        chunks = (
-            slice_batch(batch, i, min(i + CHUNK, n))
-            for batch in batches
-            for n in (len(next(iter(batch.values()))),)
-            for i in range(0, n, CHUNK)
+        yield from encode_chunks(
+            batches, lambda _, c: self.encode(split, c, png, frame), self.workers, "dstore-png"
         )
-        with ThreadPoolExecutor(workers, thread_name_prefix="dstore-png") as pool:
-            yield from ordered_map(
-                lambda c: self.encode(split, c, png, frame), chunks, pool, 4 * workers
-            )
+
+
+def check_fields(schema: Schema, options: Any, codec: str) -> None:
+    """Refuse, before a byte is written, fields the options cannot store (by name)."""
+    images = None if options.images is None else set(options.images)
+    for split in schema.splits.values():
+        for spec in split.fields.values():
+            choose_encoding(spec, spec.name, images, options.lossy(), codec)
+
+
+def describe_fields(encs: dict[str, FieldEncoding]) -> list[str]:
+    """``dstore info``'s line per field: its feature name and encoding."""
+    return [
+        f"  {name}: feature {enc.feature!r} as {enc.encoding}"
+        + (f" quality {enc.quality}" if enc.lossy else "")
+        for name, enc in encs.items()
+    ]
 
 
 # ------------------------------------------------------------------ decoding records

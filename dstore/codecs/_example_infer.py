@@ -12,6 +12,7 @@ serialized tensors).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from ..errors import CodecIOError, SchemaError
 from ..model import Bytes, Image, Ragged, String, StringList
-from ..schema import FieldSpec
+from ..schema import FieldSpec, Schema
 from ._example import (
     BYTES,
     FLOAT,
@@ -31,11 +32,11 @@ from ._example import (
     scan_example,
     signature_of,
 )
-from ._example_fields import FieldEncoding
+from ._example_fields import FieldEncoding, check_manifest_fields, describe_fields
 from ._sequence import SequenceStats
 from ._tensorproto import parse_tensor_proto
 
-__all__ = ["ExampleInference"]
+__all__ = ["ExampleInference", "ExampleShards"]
 
 
 @dataclass
@@ -290,3 +291,34 @@ class ExampleInference:
         for name, sq in self.seqs.items():
             fields[name], encs[name] = sq.field(), FieldEncoding(name, sq.encoding)
         return fields, encs
+
+
+class ExampleShards:
+    """What a sharded reader of serialized Examples shares with every other one (TFRecord,
+    ArrayRecord): the field encodings, from a manifest or learned from every record of
+    files dstore did not write, and the lines ``dstore info`` shows of them.
+    A mixin placed before :class:`~dstore.sharding.ShardedDirectoryReader`."""
+
+    schema: Schema
+    encodings: dict[str, dict[str, FieldEncoding]]
+
+    def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
+        self.encodings = check_manifest_fields(manifest, self.schema, where)
+
+    def infer_fields(
+        self,
+        split: str,
+        paths: list[str],
+        records: Callable[[str], Iterable[tuple[bytes, str]]],
+    ) -> dict[str, FieldSpec]:
+        """The fields of ``split`` from every record of ``paths`` (``records(path)``: each
+        with where it was read); the encodings are kept for reading."""
+        inference = ExampleInference(paths[0])
+        for p in paths:
+            for i, (rec, where) in enumerate(records(p)):
+                inference.add(rec, p, i, where)
+        fields, self.encodings[split] = inference.result()
+        return fields
+
+    def describe_fields(self, split: str) -> list[str]:
+        return describe_fields(self.encodings[split])

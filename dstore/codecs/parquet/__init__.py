@@ -24,23 +24,20 @@ from typing import Any
 from ... import fs
 from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
-from ...schema import Schema
-from ...sharding import is_manifest_of, plan_by_size
-from ..base import Codec, Reader, Shard, ShardWriter, Writer, read_at
+from ...schema import Batch, Schema
+from ...sharding import ShardedCodec, is_manifest_of
+from ..base import Reader, Shard, ShardWriter, read_at
 from .options import ParquetOptions
 
 __all__ = ["ParquetCodec", "ParquetOptions"]
 
-_PLAN_SAMPLE = 64  # records encoded to size the shards
 
-
-class ParquetCodec(Codec):
+class ParquetCodec(ShardedCodec):
     """Parquet shards with the Hub's ``huggingface`` features metadata."""
 
     name = "parquet"
     extensions = (".parquet",)
-    sharded = True
-    reads_folders = True
+    shard_suffix = ".parquet"
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_encoded_images = True  # JPEG/PNG bytes pass through as Image structs
     keeps_empty_rows = True  # list offsets count rows of an empty inner shape
@@ -62,26 +59,8 @@ class ParquetCodec(Codec):
 
         return ParquetReader(path, self.options.workers, self.options.drop_unmapped)
 
-    def open_writer(self, path: str, schema: Schema) -> Writer:
-        raise NotImplementedError(
-            "parquet is written shard by shard: use plan_shards and shard_writer"
-        )
-
-    def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
-        """Shards of about ``shard_mb``, sized from the first records as encoded."""
-        from .writer import ParquetShardWriter
-
-        self.check_schema(schema)
-        writer = ParquetShardWriter(schema, self.options)
-        png = writer.png()
-        return plan_by_size(
-            schema,
-            sample,
-            lambda split, first: [int(n) for n in writer.encode_chunk(split, first, png)[1]],
-            target_bytes=self.options.shard_mb * 1024 * 1024,
-            sample_records=_PLAN_SAMPLE,
-            suffix=".parquet",
-        )
+    def record_sizes(self, writer: Any, split: str, records: Batch) -> list[int]:
+        return [int(n) for n in writer.encode_chunk(split, records)[1]]
 
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
         from .writer import ParquetShardWriter

@@ -21,10 +21,9 @@ from typing import Any
 from ... import fs
 from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
-from ...schema import Schema
-from ...sharding import is_manifest_of, plan_by_size
-from .._png import png_encoder
-from ..base import Codec, Reader, Shard, ShardWriter, Writer, is_regular_file, read_at
+from ...schema import Batch, Schema
+from ...sharding import ShardedCodec, is_manifest_of
+from ..base import Reader, Shard, ShardWriter, is_regular_file, read_at
 from . import tario
 from .encodings import choose_encoding
 from .options import WebDatasetOptions
@@ -33,16 +32,13 @@ from .writer import FORMAT_ID, WebDatasetShardWriter, shard_file
 
 __all__ = ["WebDatasetCodec", "WebDatasetOptions"]
 
-_PLAN_SAMPLE = 64  # records encoded to size the shards
 
-
-class WebDatasetCodec(Codec):
+class WebDatasetCodec(ShardedCodec):
     """WebDataset tar shards (``<split>-000000.tar``), written and read without webdataset."""
 
     name = "webdataset"
     extensions = (".wds", ".tar")
-    sharded = True
-    reads_folders = True
+    shard_suffix = ".tar"
     supports_urls = True
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_encoded_images = True  # PNG/JPEG bytes are members as they came
@@ -59,27 +55,11 @@ class WebDatasetCodec(Codec):
     def open_reader(self, path: str) -> Reader:
         return WebDatasetReader(path, self.options.workers)
 
-    def open_writer(self, path: str, schema: Schema) -> Writer:
-        raise NotImplementedError(
-            "webdataset is written shard by shard: use plan_shards and shard_writer"
-        )
+    def record_sizes(self, writer: Any, split: str, records: Batch) -> list[int]:
+        return [len(r) for r in writer.encode_chunk(writer.schema.splits[split], 0, records)]
 
-    def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
-        """Shards of about ``shard_mb``, sized from the encoded first records, named
-        ``<split>-000000.tar`` (six digits, WebDataset's brace patterns)."""
-        self.check_schema(schema)
-        writer = WebDatasetShardWriter(schema, self.options)
-        png = png_encoder(str(self.options.png_level))
-        plan = plan_by_size(
-            schema,
-            sample,
-            lambda split, first: [
-                len(r) for r in writer.encode_chunk(schema.splits[split], 0, first, png)
-            ],
-            target_bytes=self.options.shard_mb * 1024 * 1024,
-            sample_records=_PLAN_SAMPLE,
-            suffix=".tar",
-        )
+    def name_shards(self, plan: list[Shard]) -> list[Shard]:
+        """``<split>-000000.tar``: six digits, WebDataset's brace patterns."""
         return [dataclasses.replace(s, file=shard_file(s.split, s.index)) for s in plan]
 
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:

@@ -38,7 +38,7 @@ from ...errors import CodecIOError, UnsupportedDtypeError
 from ...model import Image, Ragged, String, StringList, Tensor
 from ...schema import FieldSpec
 from .._imagecodec import LossyImage, is_image_like
-from .._png import decode as png_decode
+from .._pixels import decode_pixels, lossy_of
 
 __all__ = ["ENCODINGS", "FieldEncoding", "choose_encoding", "decode_value", "member_part"]
 
@@ -86,9 +86,7 @@ class FieldEncoding:
 
     @property
     def lossy(self) -> LossyImage | None:
-        if self.encoding not in ("jpeg", "webp"):
-            return None
-        return LossyImage(self.encoding, self.quality if self.quality is not None else 0)
+        return lossy_of(self.encoding, self.quality)
 
 
 def _lossy_hint(e: UnsupportedDtypeError) -> UnsupportedDtypeError:
@@ -147,33 +145,6 @@ def encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> b
     return buf.getvalue()
 
 
-def _image_shape(spec: FieldSpec) -> tuple[int, ...]:
-    """The record shape a decoded image must have, -1 where the size varies."""
-    if spec.dense:
-        return spec.shape
-    kind = spec.kind
-    assert isinstance(kind, Image)
-    return (-1, -1) if kind.channels == 0 else (-1, -1, kind.channels or -1)
-
-
-def _pixels(enc: FieldEncoding, spec: FieldSpec, data: bytes, where: str) -> np.ndarray:
-    shape = _image_shape(spec)
-    if (lossy := enc.lossy) is not None:
-        return lossy.decode_record(data, shape, spec.dtype, where)
-    try:
-        img = png_decode(data)
-    except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
-        raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
-    if img.ndim == 2 and len(shape) == 3:
-        img = img[..., None]
-    fits = img.ndim == len(shape) and all(
-        w in (-1, g) for w, g in zip(shape, img.shape, strict=False)
-    )
-    if img.dtype != spec.dtype.newbyteorder("=") or not fits:
-        raise CodecIOError(f"{where}: PNG is {img.dtype} {img.shape}, field expects {shape}")
-    return img.astype(spec.dtype, copy=False)
-
-
 def _npy(spec: FieldSpec, data: bytes, where: str) -> np.ndarray:
     try:  # never pickle: an object array is refused by numpy here
         arr = np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
@@ -220,4 +191,4 @@ def decode_value(enc: FieldEncoding, spec: FieldSpec, data: bytes, where: str) -
             return [base64.b64decode(s, validate=True) for s in _json_list(data, where)]
         except ValueError:
             raise CodecIOError(f"{where}: a string is not base64") from None
-    return _pixels(enc, spec, data, where)
+    return decode_pixels(data, spec, enc.lossy, where)

@@ -19,7 +19,6 @@ fields: one that lacks a field (or has another) is refused in one line naming it
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -41,7 +40,7 @@ from ...model import (
     to_column,
 )
 from ...schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, SplitSpec
-from ...sharding import ShardedDirectoryReader, ShardFile
+from ...sharding import ShardedDirectoryReader, ShardFile, brace_files
 from . import tario
 from .encodings import ENCODINGS, EXT_IMAGE, FieldEncoding, decode_value
 from .writer import FORMAT_ID
@@ -49,7 +48,6 @@ from .writer import FORMAT_ID
 __all__ = ["WebDatasetReader"]
 
 _KEY_RE = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # WebDataset's key / suffix split
-_BRACE_RE = re.compile(r"\{(\d+)\.\.(\d+)\}")
 _OURS_RE = re.compile(r"^(?P<split>.+)-\d{6}\.tar$")
 
 
@@ -201,24 +199,8 @@ class WebDatasetReader(ShardedDirectoryReader):
         return stem if stem in KNOWN_SPLITS else super().split_of(filename)
 
     def find_files(self, path: str) -> list[str]:
-        """A ``{000000..000009}`` brace pattern is expanded here (every file must exist)."""
-        if not _BRACE_RE.search(path):
-            return super().find_files(path)
-        pieces = _BRACE_RE.split(path)  # text, lo, hi, text, lo, hi, ..., text
-        ranges = [
-            [f"{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1)]
-            for lo, hi in zip(pieces[1::3], pieces[2::3], strict=True)
-        ]
-        files = []
-        for combo in itertools.product(*ranges):
-            parts = [pieces[0]]
-            for value, text in zip(combo, pieces[3::3], strict=True):
-                parts += [value, text]
-            files.append("".join(parts))
-        missing = [f for f in files if not fs.exists(f)]
-        if missing or not files:
-            raise CodecIOError(f"{path}: {missing[0] if missing else 'no file'} does not exist")
-        return files
+        """A ``{000000..000009}`` brace pattern (WebDataset's URLs) names every file."""
+        return brace_files(path) or super().find_files(path)
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         try:
@@ -275,10 +257,7 @@ class WebDatasetReader(ShardedDirectoryReader):
     def shard_records(self, shard: ShardFile, lo: int, hi: int) -> Iterator[Any]:
         """Samples ``lo:hi`` of ``shard``, each with the bytes it spans (one seek to ``lo``)."""
         samples = self.samples(shard.path)
-        if len(samples) != shard.records:
-            raise CodecIOError(
-                f"{shard.path}: holds {len(samples)} samples, expected {shard.records}"
-            )
+        self.check_count(shard, len(samples), "samples")
         with fs.open_binary(shard.path) as f:
             for s in samples[lo:hi]:
                 f.seek(s.start)
