@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..model import Bytes, Image, Ragged, String, StringList, VarColumn
+from ..names import is_utf8_text
 from ..schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec
 from ..sharding import encode_chunks
 from ._example import (
@@ -162,14 +163,6 @@ def record_value(spec: FieldSpec, col: Any, i: int) -> Any:
     return col.row(i)
 
 
-def _is_utf8_text(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def to_column(spec: FieldSpec, col: Any) -> Any:
     """A batch column from decoded records: the array itself, or values + offsets."""
     if spec.dense:
@@ -179,9 +172,7 @@ def to_column(spec: FieldSpec, col: Any) -> Any:
     if isinstance(spec.kind, StringList):
         return VarColumn.from_lists(col)
     if isinstance(spec.kind, Image) and spec.kind.encoding == "raw":
-        flat = VarColumn.from_rows([a.reshape(-1) for a in col], spec.dtype)
-        shapes = np.array([a.shape for a in col], np.int64).reshape(len(col), -1)
-        return VarColumn(flat.values, flat.offsets, shapes)
+        return VarColumn.from_shaped(col, spec.dtype)
     return VarColumn.from_bytes(col)
 
 
@@ -220,7 +211,7 @@ class ExampleEncoder:
             features = [e.feature for e in self.encodings[split.name].values()]
             for name, enc in self.encodings[split.name].items():
                 # feature names are kept byte for byte, but a protobuf key is UTF-8 text
-                if not _is_utf8_text(enc.feature):
+                if not is_utf8_text(enc.feature):
                     raise SchemaError(
                         f"{codec}: split {split.name!r}, field {name!r}: feature name {enc.feature!r} "
                         "is not valid Unicode text (a lone surrogate); rename it with -o rename=..."

@@ -24,6 +24,7 @@ from typing import Any
 from ... import fs
 from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
+from ...names import is_utf8_text
 from ...schema import Batch, Schema
 from ...sharding import ShardedCodec, is_manifest_of
 from ..base import Reader, Shard, ShardWriter, read_at
@@ -70,14 +71,12 @@ class ParquetCodec(ShardedCodec):
     def check_schema(self, schema: Schema) -> None:
         super().check_schema(schema)
         for split in schema.splits.values():
-            for name in (split.name, *split.fields):
-                try:  # Arrow column names and shard names are UTF-8 text
-                    name.encode("utf-8")
-                except UnicodeEncodeError:
+            for name in (split.name, *split.fields):  # Arrow column and shard names: UTF-8
+                if not is_utf8_text(name):
                     raise SchemaError(
                         f"parquet: split {split.name!r}, field {name!r}: the name is not valid "
                         "Unicode text (a lone surrogate); rename it before writing Parquet"
-                    ) from None
+                    )
         from .writer import check_storages
 
         check_storages(schema, self.options)

@@ -136,9 +136,7 @@ def _pixels(
         for i, im in enumerate(imgs):
             out[i] = im
         return out
-    flat = VarColumn.from_rows([im.reshape(-1) for im in imgs], spec.dtype)
-    shapes = np.array([im.shape for im in imgs], np.int64).reshape(len(imgs), -1)
-    return VarColumn(flat.values, flat.offsets, shapes)
+    return VarColumn.from_shaped(imgs, spec.dtype)
 
 
 def from_arrow(

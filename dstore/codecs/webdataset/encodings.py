@@ -17,7 +17,7 @@ list of byte strings           ``.json``    ``list[str]`` of base64
 bytes                          ``.bin``     bytes
 ============================== ============ =================================
 
-Field names are escaped into one member-name part (:func:`member_part`):
+Field names are escaped into one member-name part (:func:`dstore.names.escape_dotless`):
 :func:`dstore.names.escape` (``/``, ``\\``, ``%``, ``~``, control characters,
 a leading ``.``) and then every ``.`` as ``%2E``, so WebDataset's split of a
 member name at its first and last dot always finds the key and the field.
@@ -40,7 +40,7 @@ from ...schema import FieldSpec
 from .._imagecodec import LossyImage, is_image_like
 from .._pixels import decode_pixels, lossy_of
 
-__all__ = ["ENCODINGS", "FieldEncoding", "choose_encoding", "decode_value", "member_part"]
+__all__ = ["ENCODINGS", "FieldEncoding", "choose_encoding", "decode_value"]
 
 #: encoding -> member extension (None: the encoded image's own)
 ENCODINGS: dict[str, str | None] = {
@@ -58,11 +58,6 @@ ENCODINGS: dict[str, str | None] = {
 #: an encoded Image's member extension by its encoding, and back (foreign tars)
 IMAGE_EXT = {"jpeg": "jpg", "tiff": "tif"}
 EXT_IMAGE = {"png": "png", "jpg": "jpeg", "jpeg": "jpeg", "webp": "webp"}
-
-
-def member_part(field: str) -> str:
-    """The field's part of a member name: escaped, no ``.`` or ``/`` left."""
-    return names.escape(field).replace(".", "%2E")
 
 
 @dataclass(frozen=True)
@@ -118,7 +113,8 @@ def choose_encoding(spec: FieldSpec, lossy: LossyImage | None) -> FieldEncoding:
     else:
         enc, ext = "bin", "bin"
     quality = lossy.quality if lossy is not None and enc == lossy.format else None
-    return FieldEncoding(f"{member_part(spec.name)}.{ext}", enc, quality)
+    # escaped, no "." or "/" left: WebDataset's split at dots finds the key and the field
+    return FieldEncoding(f"{names.escape_dotless(spec.name)}.{ext}", enc, quality)
 
 
 def encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> bytes:
