@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
-from ..model import Bytes, Image, Ragged, String, StringList, VarColumn
+from ..model import Bytes, Image, Ragged, String, StringList, VarColumn, raw_record
 from ..names import is_utf8_text
 from ..schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec
 from ..sharding import encode_chunks
@@ -148,21 +148,6 @@ def batch_signature(
     return None if None in sig else sig
 
 
-def record_value(spec: FieldSpec, col: Any, i: int) -> Any:
-    """Record ``i`` of a batch column as the encoder takes it: bytes for byte-string
-    kinds (no UTF-8 round trip), else an ndarray."""
-    if not isinstance(col, VarColumn):
-        return col[i]
-    if isinstance(col.values, VarColumn):  # a list of strings: its byte strings
-        return col.values.slice(int(col.offsets[i]), int(col.offsets[i + 1])).to_bytes_list()
-    if isinstance(spec.kind, (String, Bytes)) or (
-        isinstance(spec.kind, Image) and spec.kind.encoding != "raw"
-    ):
-        lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
-        return col.values[lo:hi].tobytes()
-    return col.row(i)
-
-
 def to_column(spec: FieldSpec, col: Any) -> Any:
     """A batch column from decoded records: the array itself, or values + offsets."""
     if spec.dense:
@@ -271,7 +256,7 @@ class ExampleEncoder:
                 continue
             feats = {
                 encs[name].feature: encs[name].how.encode(
-                    encs[name], spec.fields[name], record_value(spec.fields[name], col, i), png
+                    encs[name], spec.fields[name], raw_record(spec.fields[name].kind, col, i), png
                 )
                 for name, col in chunk.items()
             }

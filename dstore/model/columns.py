@@ -32,6 +32,7 @@ __all__ = [
     "column_len",
     "concat_columns",
     "empty_column",
+    "raw_record",
     "record",
     "slice_column",
     "to_column",
@@ -352,6 +353,19 @@ def record(kind: Kind, col: Column, i: int) -> Any:
     if isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw"):
         lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
         return col.flat_values[lo:hi].tobytes()
+    return col.row(i)
+
+
+def raw_record(kind: Kind, col: Column, i: int) -> Any:
+    """Record ``i`` as a writer encodes it: byte strings as ``bytes`` (no UTF-8 round
+    trip), a list of strings as a list of ``bytes``, anything else an ndarray."""
+    if not isinstance(col, VarColumn):
+        return col[i]
+    lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
+    if isinstance(col.values, VarColumn):  # a list of strings: its byte strings
+        return col.values.slice(lo, hi).to_bytes_list()
+    if isinstance(kind, (String, Bytes)) or (isinstance(kind, Image) and kind.encoding != "raw"):
+        return col.values[lo:hi].tobytes()
     return col.row(i)
 
 

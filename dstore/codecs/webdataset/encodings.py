@@ -26,7 +26,6 @@ member name at its first and last dot always finds the key and the field.
 from __future__ import annotations
 
 import base64
-import io
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +37,7 @@ from ...errors import CodecIOError, UnsupportedDtypeError
 from ...model import Image, Ragged, String, StringList, Tensor
 from ...schema import FieldSpec
 from .._imagecodec import LossyImage, is_image_like
+from .._npy import npy_bytes, read_npy
 from .._pixels import decode_pixels, lossy_of
 
 __all__ = ["ENCODINGS", "FieldEncoding", "choose_encoding", "decode_value"]
@@ -125,7 +125,8 @@ def encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> b
     if e == "txt":
         return value.encode("utf-8") if isinstance(value, str) else bytes(value)
     if e == "json":
-        return json.dumps(list(value), ensure_ascii=False, separators=(",", ":")).encode()
+        text = [s.decode("utf-8") for s in value]  # valid UTF-8: checked when read
+        return json.dumps(text, ensure_ascii=False, separators=(",", ":")).encode()
     if e == "json-base64":
         return json.dumps([base64.b64encode(bytes(b)).decode() for b in value]).encode()
     if e == "cls":
@@ -135,17 +136,12 @@ def encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> b
     if e == "png":
         img = np.asarray(value)
         return bytes(png(np.ascontiguousarray(img, dtype=img.dtype.newbyteorder("="))))
-    buf = io.BytesIO()
     # astype: indexing a 1-d array gives a native-endian scalar; keep the field's byte order
-    np.lib.format.write_array(buf, np.asarray(value).astype(spec.dtype), allow_pickle=False)
-    return buf.getvalue()
+    return npy_bytes(np.asarray(value).astype(spec.dtype))
 
 
 def _npy(spec: FieldSpec, data: bytes, where: str) -> np.ndarray:
-    try:  # never pickle: an object array is refused by numpy here
-        arr = np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise CodecIOError(f"{where}: not a readable .npy: {e}") from None
+    arr = read_npy(data, where)
     want = spec.shape if isinstance(spec.kind, Tensor) else None
     ok = arr.dtype == spec.dtype and (
         arr.shape == want if want is not None else arr.shape[1:] == spec.shape and arr.ndim >= 1

@@ -18,7 +18,6 @@ fields: one that lacks a field (or has another) is refused in one line naming it
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from ...model import (
 )
 from ...schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile, brace_files
+from .._npy import npy_header
 from . import tario
 from .encodings import ENCODINGS, EXT_IMAGE, FieldEncoding, decode_value
 from .writer import FORMAT_ID
@@ -88,29 +88,6 @@ def _group(members: Iterator[tario.Member], path: str) -> list[Sample]:
     return out
 
 
-def _npy_header(f: IO[bytes], m: tario.Member, where: str) -> tuple[np.dtype, tuple[int, ...]]:
-    """The dtype and shape an .npy member declares (its header only, never its data)."""
-    f.seek(m.data)
-    pre = f.read(min(m.size, 12))
-    major = pre[6] if len(pre) >= 10 and pre[:6] == b"\x93NUMPY" else 0
-    if major not in (1, 2):
-        raise CodecIOError(f"{where}: not an .npy of format version 1 or 2")
-    start = 10 if major == 1 else 12
-    f.seek(m.data)
-    head = io.BytesIO(f.read(min(m.size, start + int.from_bytes(pre[8:start], "little"))))
-    head.seek(8)
-    read = (
-        np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-    )
-    try:
-        shape, _, dtype = read(head)
-    except ValueError as e:
-        raise CodecIOError(f"{where}: not a readable .npy: {e}") from None
-    if dtype.hasobject:
-        raise SchemaError(f"{where}: .npy of Python objects (would need pickle) is refused")
-    return dtype, tuple(shape)
-
-
 class _Field:
     """What the members of one suffix across a split are (foreign tars)."""
 
@@ -121,7 +98,7 @@ class _Field:
 
     def see(self, f: IO[bytes], m: tario.Member, where: str) -> None:
         if self.ext == "npy":
-            dtype, shape = _npy_header(f, m, where)
+            dtype, shape = npy_header(f, m.data, m.size, where)
             self.npy.add((dtype.str, tuple(shape)))
         elif self.ext == "json":
             f.seek(m.data)

@@ -15,7 +15,7 @@ from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 from ... import names
-from ...model import Bytes, Image, String, VarColumn, record
+from ...model import raw_record
 from ...schema import Batch, Schema, SplitSpec
 from ...sharding import ShardedDirectoryWriter, encode_chunks
 from .._pixels import image_libraries
@@ -39,16 +39,6 @@ def shard_file(split: str, index: int) -> str:
     """``<split>-000000.tar``: WebDataset's brace patterns (``{000000..000009}``) want a
     fixed-width number and no total."""
     return f"{names.escape(split)}-{index:06d}.tar"
-
-
-def _value(spec: Any, col: Any, i: int) -> Any:
-    """Record ``i`` as the encoder takes it: bytes for byte-string kinds (no UTF-8 round trip)."""
-    kind = spec.kind
-    if isinstance(col, VarColumn) and (
-        isinstance(kind, (String, Bytes)) or (isinstance(kind, Image) and kind.encoding != "raw")
-    ):
-        return col.flat_values[int(col.offsets[i]) : int(col.offsets[i + 1])].tobytes()
-    return record(kind, col, i)
 
 
 class WebDatasetShardWriter(ShardedDirectoryWriter):
@@ -89,7 +79,7 @@ class WebDatasetShardWriter(ShardedDirectoryWriter):
                         encode_value(
                             encs[name],
                             spec.fields[name],
-                            _value(spec.fields[name], chunk[name], i),
+                            raw_record(spec.fields[name].kind, chunk[name], i),
                             png,
                         ),
                     )
