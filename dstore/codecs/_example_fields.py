@@ -8,7 +8,9 @@ Contract:
 
 * :func:`choose_encoding` picks a :class:`FieldEncoding` per field (the feature
   name and how the values are stored: PNG or a lossy image, int64_list,
-  float_list, raw little-endian bytes, byte strings, feature lists);
+  float_list, raw little-endian bytes, byte strings, feature lists), each
+  encoding one small class of :mod:`._example_encodings` that encodes and
+  decodes its records;
 * :class:`ExampleEncoder` turns batches into serialized Examples (unframed: a
   format adds its own framing), on all cores, the same bytes in every process;
 * :func:`read_examples` decodes serialized Examples back into batches, each
@@ -19,90 +21,46 @@ No TensorFlow: the wire format is :mod:`dstore.codecs._example`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
 
-from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
-from ..model import Bytes, Image, Ragged, String, StringList, VarColumn
-from ..model.schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec, slice_batch
-from ..parallel import default_workers, ordered_map
+from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ..model import Bytes, Image, Ragged, String, StringList, VarColumn, raw_record
+from ..model.names import is_utf8_text
+from ..model.schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec
+from ..sharding import encode_chunks
 from ._example import (
-    BYTES,
-    FLOAT,
-    INT64,
-    KIND_NAMES,
-    SEQ,
     TF_FEATURE_ATTR,
     decode_canonical,
     decode_example,
     encode_example,
-    encode_feature,
     encode_sequence_example,
 )
-from ._imagecodec import LOSSY_FORMATS, LossyImage, is_image_like
-from ._png import decode as png_decode
-from ._png import encoder_id, png_encoder
-from ._sequence import SEQ_ENCODINGS, empty_record, encode_steps, sequence_encoding, sequence_value
-from ._strings import first_invalid_utf8
-from ._tensorproto import parse_tensor_proto
+from ._example_encodings import ENCODINGS, FieldEncoding
+from ._imagecodec import LossyImage, is_image_like
+from ._pixels import image_libraries
+from ._png import png_encoder
+from ._sequence import sequence_encoding
 
 __all__ = [
-    "WIRE_KIND",
+    "ENCODINGS",
     "ExampleEncoder",
     "FieldEncoding",
     "batch_signature",
+    "check_fields",
     "check_manifest_fields",
     "choose_encoding",
+    "describe_fields",
     "read_examples",
 ]
 
 #: records per task handed to a worker thread (encoding and decoding)
 CHUNK = 16
 
-#: the Example feature kind each field encoding is stored as
-WIRE_KIND = {
-    "png": BYTES,
-    "raw": BYTES,
-    "int64": INT64,
-    "float": FLOAT,
-    "bytes": BYTES,  # String / Bytes: the record's bytes, one value
-    "strings": BYTES,  # StringList: the record's strings, 0..n values
-    **SEQ_ENCODINGS,  # a SequenceExample's feature lists (dstore.codecs._sequence)
-    "encoded": BYTES,  # an encoded Image (png/jpeg/...) passed through byte for byte
-    "tensor": BYTES,  # foreign only: tf.io.serialize_tensor bytes (label-maker)
-    "feature": BYTES,  # Bytes records that are serialized Features (any list kind), as they are
-    **dict.fromkeys(LOSSY_FORMATS, BYTES),  # pixels encoded by dstore, decoded on read
-}
-
-
 # ------------------------------------------------------------------ field encoding
-
-
-@dataclass(frozen=True)
-class FieldEncoding:
-    """How one field is stored in the Example: the TF feature name and kind."""
-
-    feature: str  # feature name in the Example
-    encoding: str  # "png" | "jpeg" | "webp" | "jxl" | "int64" | "float" | "raw" | ...
-    quality: int | None = None  # of a lossy image encoding (jpeg, webp, jxl)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"feature": self.feature, "encoding": self.encoding}
-        if self.quality is not None:
-            out["quality"] = self.quality
-        return out
-
-    @property
-    def lossy(self) -> LossyImage | None:
-        """The lossy image encoding of this field, None for every other encoding."""
-        if self.encoding not in LOSSY_FORMATS:
-            return None
-        return LossyImage(self.encoding, self.quality if self.quality is not None else 0)
 
 
 def choose_encoding(
@@ -172,55 +130,12 @@ def _number_encoding(dtype: np.dtype) -> str:
     return "raw"
 
 
-def _png_decode(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
-    try:
-        img = png_decode(data, where)
-    except DstoreError:
-        raise  # a pixel bomb, refused from its header
-    except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
-        raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
-    if img.dtype != spec.dtype.newbyteorder("=") or img.size != int(np.prod(spec.shape)):
-        raise CodecIOError(
-            f"{where}: PNG is {img.dtype} {img.shape}, field expects {spec.dtype} {spec.shape} "
-            "(images of varying size in one field are not supported)"
-        )
-    return img.reshape(spec.shape)
-
-
-def encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> bytes:
-    """One serialized Feature from one record (an ndarray, or bytes for byte-string kinds);
-    a serialized FeatureList for a feature-list field."""
-    if enc.encoding == "feature":
-        return bytes(value)
-    if enc.encoding in SEQ_ENCODINGS:
-        return encode_steps(enc.encoding, spec, value)
-    if enc.encoding in ("bytes", "encoded", "strings"):
-        return encode_feature(BYTES, value)
-    if (lossy := enc.lossy) is not None:
-        return encode_feature(BYTES, lossy.encode(value))
-    if enc.encoding == "png":
-        img = value if value.ndim == 2 or value.shape[2] != 1 else value[..., 0]
-        return encode_feature(
-            BYTES, png(np.ascontiguousarray(img.astype(img.dtype.newbyteorder("="), copy=False)))
-        )
-    if enc.encoding == "int64":
-        if spec.dtype.kind == "u" and spec.dtype.itemsize == 8:
-            value = value.astype("<u8").view("<i8")
-        return encode_feature(INT64, value.reshape(-1))
-    if enc.encoding == "float":
-        return encode_feature(FLOAT, value.reshape(-1))
-    # astype: indexing a 1-d array gives a native-endian scalar, lose no byte order
-    return encode_feature(BYTES, np.asarray(value).astype(spec.dtype).tobytes())
-
-
 def _copy_signature(enc: FieldEncoding, spec: FieldSpec) -> tuple[str, str, str] | None:
     """What a field's Feature bytes, as read, are valid for when written again -- or None
     for an encoding whose decoded record is written as other bytes (PNG decoded to
     pixels, a tensor, a lossy image, a feature list; numbers read into another dtype
     than the int64/float32 the wire holds)."""
-    if enc.encoding in ("bytes", "encoded", "strings") or (
-        (enc.encoding, spec.dtype.str) in (("int64", "<i8"), ("float", "<f4"))
-    ):
+    if enc.how.copyable(spec):
         return (enc.feature, enc.encoding, spec.dtype.str)
     return None
 
@@ -233,186 +148,6 @@ def batch_signature(
     return None if None in sig else sig
 
 
-def record_value(spec: FieldSpec, col: Any, i: int) -> Any:
-    """Record ``i`` of a batch column as the encoder takes it: bytes for byte-string
-    kinds (no UTF-8 round trip), else an ndarray."""
-    if not isinstance(col, VarColumn):
-        return col[i]
-    if isinstance(col.values, VarColumn):  # a list of strings: its byte strings
-        return col.values.slice(int(col.offsets[i]), int(col.offsets[i + 1])).to_bytes_list()
-    if isinstance(spec.kind, (String, Bytes)) or (
-        isinstance(spec.kind, Image) and spec.kind.encoding != "raw"
-    ):
-        lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
-        return col.values[lo:hi].tobytes()
-    return col.row(i)
-
-
-def decode_value(enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, where: str) -> Any:
-    """One record from its Feature: an ndarray, or bytes for byte-string kinds."""
-    if enc.encoding == "feature":  # the same bytes again: encode_feature wrote them canonically
-        return encode_feature(kind, values)
-    if enc.encoding in SEQ_ENCODINGS or kind >= SEQ:
-        if enc.encoding not in SEQ_ENCODINGS:
-            raise CodecIOError(
-                f"{where}: {enc.feature!r} is a {KIND_NAMES[kind]}, expected a feature of an Example"
-            )
-        return sequence_value(enc.encoding, spec, kind, values, where)
-    if kind == BYTES and enc.encoding not in ("bytes", "encoded"):
-        # views into the record (decode_examples): the decoders below take bytes; a byte
-        # string kept as it is stays a view until its column is joined
-        values = [bytes(v) for v in values]
-    expected = WIRE_KIND[enc.encoding]
-    if kind != expected:
-        raise CodecIOError(
-            f"{where}: feature {enc.feature!r} is a {KIND_NAMES[kind]}, "
-            f"expected {KIND_NAMES[expected]}"
-        )
-    if enc.encoding == "strings":
-        return _string_list(enc, spec, values, where)
-    if (enc.encoding in ("png", "raw", "bytes", "encoded") or enc.lossy) and len(values) != 1:
-        raise CodecIOError(
-            f"{where}: feature {enc.feature!r} holds {len(values)} byte strings, expected 1"
-        )
-    if enc.encoding in ("bytes", "encoded"):
-        return _byte_string(enc, spec, values[0], where)
-    if enc.encoding == "tensor":
-        return _tensor_value(values[0], spec, f"{where}, feature {enc.feature!r}")
-    if enc.lossy is not None or (isinstance(spec.kind, Image) and not spec.dense):
-        return _image_value(enc, spec, values[0], where)
-    if isinstance(spec.kind, Ragged):
-        return _ragged_value(enc, spec, values, where)
-    return _dense_value(enc, spec, values, where)
-
-
-def _string_list(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> list[bytes]:
-    if isinstance(spec.kind, StringList) and spec.kind.text:
-        bad = first_invalid_utf8(values)
-        if bad is not None:
-            raise CodecIOError(
-                f"{where}: feature {enc.feature!r} (field {spec.name!r}), string {bad[0]}: "
-                f"not valid UTF-8 at byte {bad[1]}"
-            )
-    return list(values)
-
-
-def _byte_string(
-    enc: FieldEncoding, spec: FieldSpec, value: bytes | memoryview, where: str
-) -> bytes | memoryview:
-    if isinstance(spec.kind, String):
-        try:
-            str(value, "utf-8")  # a check (bytes or a view into the record)
-        except UnicodeDecodeError as e:
-            raise CodecIOError(
-                f"{where}: feature {enc.feature!r} (field {spec.name!r}) is not valid UTF-8 "
-                f"at byte {e.start}"
-            ) from None
-    return value
-
-
-def _image_value(enc: FieldEncoding, spec: FieldSpec, data: bytes, where: str) -> np.ndarray:
-    """A lossy-encoded image, or a PNG of a raw image field of varying size."""
-    where = f"{where}, feature {enc.feature!r}"
-    lossy = enc.lossy
-    if lossy is None:
-        return _png_decode_any(data, spec, where)
-    if spec.dense:
-        shape = spec.shape
-    else:  # a raw Image of varying size
-        assert isinstance(spec.kind, Image)
-        shape = (-1, -1) if spec.kind.channels == 0 else (-1, -1, spec.kind.channels or -1)
-    return lossy.decode_record(data, shape, spec.dtype, where)
-
-
-def _dense_value(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> np.ndarray:
-    """A fixed-shape record: PNG or raw bytes, or a list of numbers."""
-    size = math.prod(spec.shape)  # a tuple of ints: math.prod, not numpy per record
-    if enc.encoding == "png":
-        return _png_decode(values[0], spec, f"{where}, feature {enc.feature!r}")
-    if enc.encoding == "raw":
-        if len(values[0]) != size * spec.dtype.itemsize:
-            raise CodecIOError(
-                f"{where}: feature {enc.feature!r} has {len(values[0])} bytes, "
-                f"expected {size * spec.dtype.itemsize}"
-            )
-        return np.frombuffer(values[0], spec.dtype).reshape(spec.shape)
-    if len(values) != size:
-        raise CodecIOError(
-            f"{where}: feature {enc.feature!r} has {len(values)} values, expected {size} "
-            f"for shape {spec.shape}"
-        )
-    if spec.dtype.kind == "u" and spec.dtype.itemsize == 8:
-        return values.view("<u8").astype(spec.dtype).reshape(spec.shape)
-    return values.astype(spec.dtype).reshape(spec.shape)
-
-
-def _tensor_value(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
-    """A record from ``tf.io.serialize_tensor`` bytes, checked against the field."""
-    t = parse_tensor_proto(data, where)
-    if not isinstance(t, np.ndarray) or t.dtype != spec.dtype:
-        got = "a string tensor" if not isinstance(t, np.ndarray) else f"a {t.dtype} tensor"
-        raise CodecIOError(f"{where}: holds {got}, field expects {spec.kind.describe()}")
-    ok = t.shape[1:] == spec.shape if isinstance(spec.kind, Ragged) else t.shape == spec.shape
-    if not ok:
-        raise CodecIOError(
-            f"{where}: tensor of shape {t.shape}, field expects {spec.kind.describe()}"
-        )
-    return t
-
-
-def _ragged_value(enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> np.ndarray:
-    """A Ragged record ``(n, *inner)`` from its flat list (or raw bytes)."""
-    inner = spec.shape
-    per = math.prod(inner)
-    if enc.encoding == "raw":
-        if len(values[0]) % (spec.dtype.itemsize * max(per, 1)):
-            raise CodecIOError(
-                f"{where}: feature {enc.feature!r} has {len(values[0])} bytes, not a whole number "
-                f"of {spec.dtype} rows of shape {inner}"
-            )
-        flat = np.frombuffer(values[0], spec.dtype)
-    else:
-        flat = values.view("<u8") if spec.dtype.kind == "u" and spec.dtype.itemsize == 8 else values
-        flat = flat.astype(spec.dtype)
-    if per == 0 or len(flat) % per:
-        raise CodecIOError(
-            f"{where}: feature {enc.feature!r} has {len(flat)} values, not a whole number of "
-            f"rows of inner shape {inner} (field {spec.name!r})"
-        )
-    return flat.reshape(-1, *inner)
-
-
-def _png_decode_any(data: bytes, spec: FieldSpec, where: str) -> np.ndarray:
-    """A PNG of any size for a raw Image field of varying size, checked against its kind."""
-    kind = spec.kind
-    assert isinstance(kind, Image)
-    try:
-        img = png_decode(data, where)
-    except DstoreError:
-        raise  # a pixel bomb, refused from its header
-    except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
-        raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
-    if kind.channels == 1 and img.ndim == 2:  # PNG has no 1-channel axis: dstore drops it on write
-        img = img[..., None]
-    channels = 0 if img.ndim == 2 else img.shape[2]
-    if img.dtype != kind.dtype or (kind.channels is not None and channels != kind.channels):
-        raise CodecIOError(
-            f"{where}: PNG is {img.dtype} {img.shape}, field expects {kind.describe()}"
-        )
-    for axis, want in ((0, kind.height), (1, kind.width)):
-        if want is not None and img.shape[axis] != want:
-            raise CodecIOError(f"{where}: PNG is {img.shape}, field expects {kind.describe()}")
-    return img
-
-
-def _is_utf8_text(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def to_column(spec: FieldSpec, col: Any) -> Any:
     """A batch column from decoded records: the array itself, or values + offsets."""
     if spec.dense:
@@ -422,9 +157,7 @@ def to_column(spec: FieldSpec, col: Any) -> Any:
     if isinstance(spec.kind, StringList):
         return VarColumn.from_lists(col)
     if isinstance(spec.kind, Image) and spec.kind.encoding == "raw":
-        flat = VarColumn.from_rows([a.reshape(-1) for a in col], spec.dtype)
-        shapes = np.array([a.shape for a in col], np.int64).reshape(len(col), -1)
-        return VarColumn(flat.values, flat.offsets, shapes)
+        return VarColumn.from_shaped(col, spec.dtype)
     return VarColumn.from_bytes(col)
 
 
@@ -463,7 +196,7 @@ class ExampleEncoder:
             features = [e.feature for e in self.encodings[split.name].values()]
             for name, enc in self.encodings[split.name].items():
                 # feature names are kept byte for byte, but a protobuf key is UTF-8 text
-                if not _is_utf8_text(enc.feature):
+                if not is_utf8_text(enc.feature):
                     raise SchemaError(
                         f"{codec}: split {split.name!r}, field {name!r}: feature name {enc.feature!r} "
                         "is not valid Unicode text (a lone surrogate); rename it with -o rename=..."
@@ -471,17 +204,24 @@ class ExampleEncoder:
             if len(set(features)) != len(features):
                 raise SchemaError(f"{codec}: two fields map to the same feature name: {features}")
 
+    @classmethod
+    def from_options(cls, schema: Schema, codec: str, options: Any) -> ExampleEncoder:
+        """The encoder a format's options ask for (``rename``, ``images``, the lossy
+        ``image_codec``/``image_format`` and ``quality``, ``png_level``, ``workers``)."""
+        return cls(
+            schema,
+            codec,
+            renames=dict(options.rename),
+            images=None if options.images is None else set(options.images),
+            lossy=options.lossy(),
+            png_level=str(options.png_level),
+            workers=options.workers,
+        )
+
     def libraries(self) -> dict[str, str]:
         """The image encoders (with versions) the records' bytes depend on."""
-        libs = {}
         every = [e for encs in self.encodings.values() for e in encs.values()]
-        if any(e.encoding == "png" for e in every):
-            libs["png"] = encoder_id(self.png_level)
-        for fmt in sorted({e.encoding for e in every if e.encoding in LOSSY_FORMATS}):
-            lossy = next(e.lossy for e in every if e.encoding == fmt)
-            assert lossy is not None
-            libs[fmt] = lossy.library_id()
-        return libs
+        return image_libraries((e.lossy or e.encoding for e in every), self.png_level)
 
     def fields_json(self) -> dict[str, Any]:
         """The manifest's ``fields``: each field's feature name and encoding, per split."""
@@ -502,7 +242,7 @@ class ExampleEncoder:
         spec = self.schema.splits[split]
         encs = self.encodings[split]
         n = len(next(iter(chunk.values())))
-        lists = {encs[name].feature for name in chunk if encs[name].encoding in SEQ_ENCODINGS}
+        lists = {encs[name].feature for name in chunk if encs[name].how.feature_list}
         # records read as exactly the Example this loop would encode: kept as they are
         copies = None
         if isinstance(chunk, SerializedBatch) and chunk.signature == batch_signature(
@@ -515,8 +255,8 @@ class ExampleEncoder:
                 out.append(rec if frame is None else frame(rec))
                 continue
             feats = {
-                encs[name].feature: encode_value(
-                    encs[name], spec.fields[name], record_value(spec.fields[name], col, i), png
+                encs[name].feature: encs[name].how.encode(
+                    encs[name], spec.fields[name], raw_record(spec.fields[name].kind, col, i), png
                 )
                 for name, col in chunk.items()
             }
@@ -535,19 +275,28 @@ class ExampleEncoder:
         batches: Iterable[Batch],
         frame: Callable[[bytes], bytes] | None = None,
     ) -> Generator[list[bytes], None, None]:
-        """Chunks of :data:`CHUNK` records encoded on all cores (PNG releases the GIL), in order."""
-        workers = self.workers or default_workers()
+        """Chunks of records encoded on all cores (PNG releases the GIL), in order."""
         png = png_encoder(self.png_level)
-        chunks = (
-            slice_batch(batch, i, min(i + CHUNK, n))
-            for batch in batches
-            for n in (len(next(iter(batch.values()))),)
-            for i in range(0, n, CHUNK)
+        yield from encode_chunks(
+            batches, lambda _, c: self.encode(split, c, png, frame), self.workers, "dstore-png"
         )
-        with ThreadPoolExecutor(workers, thread_name_prefix="dstore-png") as pool:
-            yield from ordered_map(
-                lambda c: self.encode(split, c, png, frame), chunks, pool, 4 * workers
-            )
+
+
+def check_fields(schema: Schema, options: Any, codec: str) -> None:
+    """Refuse, before a byte is written, fields the options cannot store (by name)."""
+    images = None if options.images is None else set(options.images)
+    for split in schema.splits.values():
+        for spec in split.fields.values():
+            choose_encoding(spec, spec.name, images, options.lossy(), codec)
+
+
+def describe_fields(encs: dict[str, FieldEncoding]) -> list[str]:
+    """``dstore info``'s line per field: its feature name and encoding."""
+    return [
+        f"  {name}: feature {enc.feature!r} as {enc.encoding}"
+        + (f" quality {enc.quality}" if enc.lossy else "")
+        for name, enc in encs.items()
+    ]
 
 
 # ------------------------------------------------------------------ decoding records
@@ -577,7 +326,7 @@ def check_manifest_fields(
                 f"{where}: split {split!r}: fields disagree with the schema (corrupt manifest)"
             )
         for name, enc in encs.items():
-            if enc.encoding not in WIRE_KIND:
+            if enc.encoding not in ENCODINGS:
                 raise CodecIOError(
                     f"{where}: split {split!r}, field {name!r}: unknown encoding {enc.encoding!r}"
                 )
@@ -588,18 +337,6 @@ def check_manifest_fields(
                     f"{where}: split {split!r}, field {name!r}: {e} (corrupt manifest)"
                 ) from None
     return encodings
-
-
-def _missing_value(enc: FieldEncoding, spec: FieldSpec) -> Any:
-    """The record of a feature an Example lacks, where the rules give one (README,
-    "Reading foreign TFRecords"): an empty list, no steps; else None."""
-    if isinstance(spec.kind, Ragged) and enc.encoding in ("int64", "float"):
-        return np.empty((0, *spec.shape), spec.dtype)
-    if enc.encoding == "strings":
-        return []
-    if enc.encoding in SEQ_ENCODINGS:
-        return empty_record(spec)
-    return None
 
 
 def decode_examples(
@@ -627,7 +364,7 @@ def decode_examples(
             enc = encs[name]
             spec = split.fields[name]
             if enc.feature not in feats:
-                empty = _missing_value(enc, spec)
+                empty = enc.how.missing(spec)
                 if empty is None:
                     raise CodecIOError(
                         f"{where}: Example has no feature {enc.feature!r} (field {name!r})"
@@ -635,7 +372,7 @@ def decode_examples(
                 out[name][offset + i] = empty
                 continue
             kind, values = feats[enc.feature]
-            out[name][offset + i] = decode_value(enc, spec, kind, values, where)
+            out[name][offset + i] = enc.how.decode(enc, spec, kind, values, where)
 
 
 def read_examples(
@@ -654,7 +391,7 @@ def read_examples(
     signature = batch_signature(encs, spec, names) if names == list(spec.fields) else None
     canon = None
     if signature is not None:
-        canon = [(encs[n].feature.encode(), WIRE_KIND[encs[n].encoding]) for n in names]
+        canon = [(encs[n].feature.encode(), encs[n].how.wire) for n in names]
     pos = 0
     while pos < count:
         n = min(rows, count - pos)

@@ -13,6 +13,7 @@ serialized tensors).
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..errors import CodecIOError, SchemaError
 from ..model import Bytes, Image, Ragged, String, StringList
-from ..model.schema import FieldSpec
+from ..model.schema import FieldSpec, Schema
 from ._example import (
     BYTES,
     FLOAT,
@@ -32,11 +33,11 @@ from ._example import (
     scan_example,
     signature_of,
 )
-from ._example_fields import FieldEncoding
+from ._example_fields import FieldEncoding, check_manifest_fields, describe_fields
 from ._sequence import SequenceStats
 from ._tensorproto import parse_tensor_proto
 
-__all__ = ["ExampleInference"]
+__all__ = ["ExampleInference", "ExampleShards"]
 
 
 @dataclass
@@ -131,44 +132,45 @@ class _FeatureStats:
             )
         heads = self.heads
         if heads and None not in heads:
-            images = {h for h in heads if h is not None}  # all of them: None is not in heads
-            if len(images) == 1 and b"jpeg" not in images:
-                # PNGs of one size: a fixed-size image, decoded to pixels as before
-                return self._fixed_png(next(iter(images))), FieldEncoding(name, "png")
-            if images == {b"jpeg"}:
-                return FieldSpec(
-                    name, Image(np.dtype(np.uint8), None, None, None, "jpeg")
-                ), FieldEncoding(name, "encoded")
-            if b"jpeg" not in images:
-                depth = {h[16] for h in images if h}
-                dtype = np.dtype(np.uint16 if depth == {16} else np.uint8)
-                colours = {h[17] for h in images if h}
-                channels = _PNG_CHANNELS.get(next(iter(colours))) if len(colours) == 1 else None
-                return FieldSpec(name, Image(dtype, channels, None, None, "png")), FieldEncoding(
-                    name, "encoded"
-                )
-            return FieldSpec(name, Bytes()), FieldEncoding(name, "bytes")  # PNG and JPEG mixed
+            return self._image_field()
         if None in heads and len(heads) > 1:  # some images, some not: keep every byte
             return FieldSpec(name, Bytes()), FieldEncoding(name, "bytes")
         if self.tensor and self.tensor_dtype is not None:
-            shapes = self.tensor_shapes
-            dtype = self.tensor_dtype
-            if len(shapes) == 1:
-                return FieldSpec.tensor(name, dtype, next(iter(shapes))), FieldEncoding(
-                    name, "tensor"
-                )
-            inner = {sh[1:] for sh in shapes}
-            if len(inner) == 1 and all(len(sh) >= 1 for sh in shapes):
-                return FieldSpec(name, Ragged(dtype, next(iter(inner)))), FieldEncoding(
-                    name, "tensor"
-                )
-            raise SchemaError(
-                f"{self.first[0]}: feature {name!r} holds serialized tensors of shapes "
-                f"{sorted(shapes)[:3]}: only the first axis may vary between records"
-            )
-        if self.utf8:
-            return FieldSpec(name, String()), FieldEncoding(name, "bytes")
-        return FieldSpec(name, Bytes()), FieldEncoding(name, "bytes")
+            return self._tensor_field(self.tensor_dtype)
+        return FieldSpec(name, String() if self.utf8 else Bytes()), FieldEncoding(name, "bytes")
+
+    def _image_field(self) -> tuple[FieldSpec, FieldEncoding]:
+        """One image per record (every head a PNG's IHDR or ``b"jpeg"``)."""
+        name = self.name
+        images = {h for h in self.heads if h is not None}
+        if len(images) == 1 and b"jpeg" not in images:
+            # PNGs of one size: a fixed-size image, decoded to pixels as before
+            return self._fixed_png(next(iter(images))), FieldEncoding(name, "png")
+        if images == {b"jpeg"}:
+            kind = Image(np.dtype(np.uint8), None, None, None, "jpeg")
+            return FieldSpec(name, kind), FieldEncoding(name, "encoded")
+        if b"jpeg" in images:  # PNG and JPEG mixed
+            return FieldSpec(name, Bytes()), FieldEncoding(name, "bytes")
+        depth = {h[16] for h in images if h}
+        dtype = np.dtype(np.uint16 if depth == {16} else np.uint8)
+        colours = {h[17] for h in images if h}
+        channels = _PNG_CHANNELS.get(next(iter(colours))) if len(colours) == 1 else None
+        kind = Image(dtype, channels, None, None, "png")
+        return FieldSpec(name, kind), FieldEncoding(name, "encoded")
+
+    def _tensor_field(self, dtype: np.dtype) -> tuple[FieldSpec, FieldEncoding]:
+        """Serialized tensors of one dtype: a Tensor, or Ragged when the first axis varies."""
+        name, shapes = self.name, self.tensor_shapes
+        if len(shapes) == 1:
+            return FieldSpec.tensor(name, dtype, next(iter(shapes))), FieldEncoding(name, "tensor")
+        inner = {sh[1:] for sh in shapes}
+        if len(inner) == 1 and all(len(sh) >= 1 for sh in shapes):
+            kind = Ragged(dtype, next(iter(inner)))
+            return FieldSpec(name, kind), FieldEncoding(name, "tensor")
+        raise SchemaError(
+            f"{self.first[0]}: feature {name!r} holds serialized tensors of shapes "
+            f"{sorted(shapes)[:3]}: only the first axis may vary between records"
+        )
 
     def _fixed_png(self, ihdr: bytes) -> FieldSpec:
         width, height = int.from_bytes(ihdr[8:12], "big"), int.from_bytes(ihdr[12:16], "big")
@@ -304,3 +306,34 @@ class ExampleInference:
         for name, sq in self.seqs.items():
             fields[name], encs[name] = sq.field(), FieldEncoding(name, sq.encoding)
         return fields, encs
+
+
+class ExampleShards:
+    """What a sharded reader of serialized Examples shares with every other one (TFRecord,
+    ArrayRecord): the field encodings, from a manifest or learned from every record of
+    files dstore did not write, and the lines ``dstore info`` shows of them.
+    A mixin placed before :class:`~dstore.sharding.ShardedDirectoryReader`."""
+
+    schema: Schema
+    encodings: dict[str, dict[str, FieldEncoding]]
+
+    def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
+        self.encodings = check_manifest_fields(manifest, self.schema, where)
+
+    def infer_fields(
+        self,
+        split: str,
+        paths: list[str],
+        records: Callable[[str], Iterable[tuple[bytes, str]]],
+    ) -> dict[str, FieldSpec]:
+        """The fields of ``split`` from every record of ``paths`` (``records(path)``: each
+        with where it was read); the encodings are kept for reading."""
+        inference = ExampleInference(paths[0])
+        for p in paths:
+            for i, (rec, where) in enumerate(records(p)):
+                inference.add(rec, p, i, where)
+        fields, self.encodings[split] = inference.result()
+        return fields
+
+    def describe_fields(self, split: str) -> list[str]:
+        return describe_fields(self.encodings[split])

@@ -32,6 +32,7 @@ __all__ = [
     "column_len",
     "concat_columns",
     "empty_column",
+    "raw_record",
     "record",
     "slice_column",
     "take_column",
@@ -204,6 +205,14 @@ class VarColumn:
         return cls(values.astype(dtype, copy=False), offsets)
 
     @classmethod
+    def from_shaped(cls, rows: Sequence[np.ndarray], dtype: Any) -> VarColumn:
+        """Build from per-record arrays of any shape (raw images of varying size): their
+        values flattened, each record's shape kept in ``shapes``."""
+        flat = cls.from_rows([a.reshape(-1) for a in rows], dtype)
+        shapes = np.array([a.shape for a in rows], np.int64).reshape(len(rows), -1)
+        return cls(flat.values, flat.offsets, shapes)
+
+    @classmethod
     def from_bytes(cls, items: Iterable[bytes]) -> VarColumn:
         blobs = list(items)
         offsets = np.zeros(len(blobs) + 1, _OFFSET)
@@ -355,6 +364,19 @@ def record(kind: Kind, col: Column, i: int) -> Any:
     return col.row(i)
 
 
+def raw_record(kind: Kind, col: Column, i: int) -> Any:
+    """Record ``i`` as a writer encodes it: byte strings as ``bytes`` (no UTF-8 round
+    trip), a list of strings as a list of ``bytes``, anything else an ndarray."""
+    if not isinstance(col, VarColumn):
+        return col[i]
+    lo, hi = int(col.offsets[i]), int(col.offsets[i + 1])
+    if isinstance(col.values, VarColumn):  # a list of strings: its byte strings
+        return col.values.slice(lo, hi).to_bytes_list()
+    if isinstance(kind, (String, Bytes)) or (isinstance(kind, Image) and kind.encoding != "raw"):
+        return col.values[lo:hi].tobytes()
+    return col.row(i)
+
+
 def to_column(kind: Kind, data: Any, where: str = "field") -> Column:
     """A column of ``kind`` from what a user hands to ``dstore.save``: an ndarray,
     a VarColumn, or a list of per-record values (str, bytes, arrays)."""
@@ -404,8 +426,5 @@ def to_column(kind: Kind, data: Any, where: str = "field") -> Column:
         except SchemaError as e:  # names the record; the field is known here
             raise SchemaError(f"{where}, {e}: a ragged field's inner shape cannot change") from None
     if isinstance(kind, Image):  # raw pixels of varying size
-        arrays = [np.asarray(a, dtype=kind.dtype) for a in items]
-        col = VarColumn.from_rows([a.reshape(-1) for a in arrays], kind.dtype)
-        shapes = np.array([a.shape for a in arrays], np.int64).reshape(len(arrays), -1)
-        return VarColumn(col.values, col.offsets, shapes)
+        return VarColumn.from_shaped([np.asarray(a, dtype=kind.dtype) for a in items], kind.dtype)
     raise SchemaError(f"{where}: cannot build a column of kind {kind.describe()}")

@@ -44,8 +44,10 @@ __all__ = [
     "check_relative",
     "check_tree",
     "escape",
+    "escape_dotless",
     "field_path",
     "is_plain",
+    "is_utf8_text",
     "printable",
     "safe_join",
     "shown",
@@ -100,6 +102,22 @@ def escape(name: str) -> str:
     if len(out.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         out = _shorten(out, name)
     return out
+
+
+def escape_dotless(name: str) -> str:
+    """:func:`escape`, and every ``.`` as ``%2E`` too: one part of a name split at its
+    dots (WebDataset's members ``<key>.<field>.<ext>``); :func:`unescape` inverts it."""
+    return escape(name).replace(".", "%2E")
+
+
+def is_utf8_text(name: str) -> bool:
+    """True when ``name`` is valid Unicode text (no lone surrogate), as protobuf keys,
+    Arrow column names and file names on object stores must be."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def unescape(stored: str) -> str:

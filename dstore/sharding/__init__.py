@@ -5,7 +5,10 @@ and a manifest ``dstore.json`` written last. This package owns everything
 about it that does not depend on how records become bytes:
 
 - :mod:`~dstore.sharding.writer`: shard names, the size plan, atomic shard
-  files, hashing, the manifest (:class:`ShardedDirectoryWriter`);
+  files, hashing, the manifest (:class:`ShardedDirectoryWriter`), records
+  encoded on all cores in order (:func:`encode_chunks`);
+- :mod:`~dstore.sharding.codec`: the codec half (:class:`ShardedCodec`: the
+  size plan, no single writer; TFDS's shard names);
 - :mod:`~dstore.sharding.reader`: the manifest, the shard list, reading
   across shard boundaries, record ranges, completeness of ``-of-N`` sets,
   integrity checks and ``owns`` (:class:`ShardedDirectoryReader`);
@@ -19,6 +22,7 @@ A format asks only "the records of one shard" and "decode these records".
 
 from __future__ import annotations
 
+from .codec import ShardedCodec, tfds_names
 from .manifest import (
     MANIFEST,
     check_shards,
@@ -28,9 +32,10 @@ from .manifest import (
     manifest_base,
     manifest_files,
 )
-from .reader import ShardedDirectoryReader, ShardFile, check_complete
+from .reader import ShardedDirectoryReader, ShardFile, brace_files, check_complete
 from .writer import (
     ShardedDirectoryWriter,
+    encode_chunks,
     open_for_write,
     open_path_for_write,
     plan_by_size,
@@ -40,10 +45,13 @@ from .writer import (
 __all__ = [
     "MANIFEST",
     "ShardFile",
+    "ShardedCodec",
     "ShardedDirectoryReader",
     "ShardedDirectoryWriter",
+    "brace_files",
     "check_complete",
     "check_shards",
+    "encode_chunks",
     "foreign_files",
     "is_manifest_of",
     "load_manifest",
@@ -53,4 +61,5 @@ __all__ = [
     "open_path_for_write",
     "plan_by_size",
     "shard_name",
+    "tfds_names",
 ]

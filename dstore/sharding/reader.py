@@ -26,6 +26,7 @@ A format subclasses it and answers three questions only:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
 from abc import abstractmethod
@@ -101,6 +102,31 @@ def check_complete(split: str, paths: Sequence[str]) -> None:
 
 def _parent(path: str) -> str:
     return (path.rsplit("/", 1)[0] if fs.is_url(path) else os.path.dirname(path)) or "."
+
+
+_BRACE_RE = re.compile(r"\{(\d+)\.\.(\d+)\}")
+
+
+def brace_files(path: str) -> list[str] | None:
+    """The files a ``{000000..000009}`` brace pattern names (the shard URLs of WebDataset
+    and tf.data), each of which must exist; None for a path without one."""
+    if not _BRACE_RE.search(path):
+        return None
+    pieces = _BRACE_RE.split(path)  # text, lo, hi, text, lo, hi, ..., text
+    ranges = [
+        [f"{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1)]
+        for lo, hi in zip(pieces[1::3], pieces[2::3], strict=True)
+    ]
+    files = []
+    for combo in itertools.product(*ranges):
+        parts = [pieces[0]]
+        for value, text in zip(combo, pieces[3::3], strict=True):
+            parts += [value, text]
+        files.append("".join(parts))
+    missing = [f for f in files if not fs.exists(f)]
+    if missing or not files:
+        raise CodecIOError(f"{path}: {missing[0] if missing else 'no file'} does not exist")
+    return files
 
 
 class ShardedDirectoryReader(Reader):
@@ -434,6 +460,11 @@ class ShardedDirectoryReader(Reader):
                 (True, f"no dstore manifest: {self.codec_name} records decoded and checked only")
             ]
         return check_shards(self.root, self.manifest)
+
+    def check_count(self, shard: ShardFile, count: int, what: str = "records") -> None:
+        """Refuse a shard holding another number of records than its listing says."""
+        if count != shard.records:
+            raise CodecIOError(f"{shard.path}: holds {count} {what}, expected {shard.records}")
 
     def pieces_by_size(self, shard: ShardFile, target_bytes: int) -> int:
         """Pieces of about ``target_bytes`` of stored bytes (for formats entered cheaply)."""

@@ -36,15 +36,17 @@ import json
 import os
 from abc import abstractmethod
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from typing import IO, Any, ClassVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any, ClassVar, TypeVar
 
 from .. import fs
 from ..codecs.base import Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError
 from ..fs import is_url
 from ..model import names
-from ..model.schema import Batch, Schema
+from ..model.schema import Batch, Schema, slice_batch
 from ..options import options_json
+from ..parallel import default_workers, ordered_map
 from .index import INDEX_SUFFIX, format_index
 from .manifest import ENTRY_KEYS, MANIFEST, manifest_base
 
@@ -89,6 +91,36 @@ def plan_by_size(
             stop = min(split.count, start + per_shard)
             plan.append(Shard(split.name, i, start, stop, shard_name(split.name, i, total, suffix)))
     return plan
+
+
+#: records per task handed to an encoding thread
+ENCODE_CHUNK = 16
+R = TypeVar("R")
+
+
+def encode_chunks(
+    batches: Iterable[Batch],
+    encode: Callable[[int, Batch], R],
+    workers: int,
+    thread_name: str,
+    ahead: int = 4,
+) -> Iterator[R]:
+    """``encode(offset, chunk)`` over slices of :data:`ENCODE_CHUNK` records of ``batches``
+    (``offset``: the chunk's first record, from 0), in order, on ``workers`` threads
+    (0: one per core; image encoders release the GIL), at most ``ahead`` chunks per
+    thread in flight, so memory stays bounded whatever the shard's size."""
+    workers = workers or default_workers()
+
+    def cut() -> Iterator[tuple[int, Batch]]:
+        pos = 0
+        for batch in batches:
+            n = len(next(iter(batch.values())))
+            for i in range(0, n, ENCODE_CHUNK):
+                yield pos + i, slice_batch(batch, i, min(i + ENCODE_CHUNK, n))
+            pos += n
+
+    with ThreadPoolExecutor(workers, thread_name_prefix=thread_name) as pool:
+        yield from ordered_map(lambda c: encode(*c), cut(), pool, ahead * workers)
 
 
 @contextlib.contextmanager

@@ -16,24 +16,23 @@ only when a shard is opened.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any
 
-from ... import fs
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
-from ...model.names import escape
-from ...model.schema import Schema
-from ...sharding import foreign_files, manifest_files, plan_by_size
-from .._example_fields import choose_encoding
-from ..base import Codec, Reader, Shard, ShardWriter, Writer, read_at
+from ...model.schema import Batch, Schema
+from ...sharding import (
+    ShardedCodec,
+    tfds_names,
+)
+from .._example_fields import check_fields
+from ..base import Reader, Shard, ShardWriter, read_at
 from .options import ArrayRecordOptions
 from .reader import ArrayRecordDatasetReader
 from .writer import FORMAT_ID, ArrayRecordShardWriter
 
 __all__ = ["ArrayRecordCodec", "ArrayRecordOptions"]
 
-_PLAN_SAMPLE = 64  # records encoded to size the shards
 #: the first 64 bytes of every Riegeli file (ArrayRecord's container): its file signature
 _SIGNATURE = bytes.fromhex(
     "83af70d10d884a3f00000000000000004000000000000000"
@@ -42,27 +41,11 @@ _SIGNATURE = bytes.fromhex(
 )
 
 
-def _tfds_names(plan: list[Shard]) -> list[Shard]:
-    """The planned shards under TFDS's names: ``data-train.array_record-00000-of-00002``."""
-    totals: dict[str, int] = {}
-    for s in plan:
-        totals[s.split] = totals.get(s.split, 0) + 1
-    return [
-        dataclasses.replace(
-            s,
-            file=f"data-{escape(s.split)}.array_record-{s.index:05d}-of-{totals[s.split]:05d}",
-        )
-        for s in plan
-    ]
-
-
-class ArrayRecordCodec(Codec):
+class ArrayRecordCodec(ShardedCodec):
     """ArrayRecord shards of ``tf.train.Example`` (TFRecord's encoding), random access."""
 
     name = "arrayrecord"
     extensions = (".arrayrecord", ".array_record")
-    reads_folders = True
-    sharded = True
     fork_safe = False  # array_record's thread pool: DataLoader workers need 'spawn'
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_encoded_images = True  # JPEG/PNG bytes pass through byte for byte
@@ -70,46 +53,26 @@ class ArrayRecordCodec(Codec):
     bfloat16_as = "float32"  # float_list is float32: bfloat16 values widen exactly
     Options = ArrayRecordOptions
 
-    @classmethod
-    def owns(cls, path: str) -> bool:
-        """A folder with dstore's arrayrecord manifest, or a file with Riegeli's signature."""
-        if fs.isdir(path):
-            return manifest_files(path, FORMAT_ID) is not None
-        return read_at(path, 0, len(_SIGNATURE)) == _SIGNATURE
+    format_id = FORMAT_ID
 
     @classmethod
-    def foreign_files(cls, path: str) -> list[str]:
-        """Files in a dataset folder its manifest does not list."""
-        return foreign_files(path, FORMAT_ID) if fs.isdir(path) else []
+    def owns_file(cls, path: str) -> bool:
+        """A file with Riegeli's signature."""
+        return read_at(path, 0, len(_SIGNATURE)) == _SIGNATURE
 
     def open_reader(self, path: str) -> Reader:
         return ArrayRecordDatasetReader(os.fspath(path), self.options.workers)
 
-    def open_writer(self, path: str, schema: Schema) -> Writer:
-        raise NotImplementedError(
-            "arrayrecord is written shard by shard: use plan_shards and shard_writer"
-        )
+    def record_sizes(self, writer: Any, split: str, records: Batch) -> list[int]:
+        return [len(r) for r in writer.examples.encode(split, records)]
 
-    def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
-        """Shards of about ``shard_mb``, sized from the encoded first records."""
-        self.check_schema(schema)
-        writer = ArrayRecordShardWriter(schema, self.options)
-        plan = plan_by_size(
-            schema,
-            sample,
-            lambda split, first: [len(r) for r in writer.examples.encode(split, first)],
-            target_bytes=self.options.shard_mb * 1024 * 1024,
-            sample_records=_PLAN_SAMPLE,
-            suffix="",
-        )
-        return _tfds_names(plan)
+    def name_shards(self, plan: list[Shard]) -> list[Shard]:
+        """TFDS's names: ``data-train.array_record-00000-of-00002``."""
+        return tfds_names(plan, "data", "array_record")
 
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
         return ArrayRecordShardWriter(schema, self.options, plan)
 
     def check_schema(self, schema: Schema) -> None:
         super().check_schema(schema)
-        images = None if self.options.images is None else set(self.options.images)
-        for split in schema.splits.values():
-            for spec in split.fields.values():
-                choose_encoding(spec, spec.name, images, self.options.lossy(), self.name)
+        check_fields(schema, self.options, self.name)

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ...options import option
-from .._imagecodec import LossyImage, check_quality
+from .._image_options import ImageOptions
 
 __all__ = ["ArrayRecordOptions"]
 
 
 @dataclass(frozen=True)
-class ArrayRecordOptions:
+class ArrayRecordOptions(ImageOptions):
     shard_mb: float = option(256.0, "target shard size in MiB (TFDS aims at 64 MiB - 1 GiB)")
     group_size: int = option(
         1,
@@ -41,8 +41,7 @@ class ArrayRecordOptions:
     workers: int = field(default=0, metadata={"help": "threads encoding images; 0 = one per core"})
 
     def validate(self) -> None:
-        if self.shard_mb <= 0:
-            raise ValueError(f"arrayrecord: shard_mb must be > 0. Got {self.shard_mb} instead.")
+        self.check_image_options("arrayrecord")
         if self.group_size < 1:
             raise ValueError(f"arrayrecord: group_size must be >= 1. Got {self.group_size}.")
         lo, hi = {"zstd": (-131072, 22), "brotli": (0, 11)}.get(self.compression, (0, 0))
@@ -50,13 +49,6 @@ class ArrayRecordOptions:
             raise ValueError(
                 f"arrayrecord: {self.compression} level must be {lo}..{hi}. Got {self.level}."
             )
-        if self.png_level != "fast" and not (
-            self.png_level.isdigit() and 0 <= int(self.png_level) <= 9
-        ):
-            raise ValueError(
-                f"arrayrecord: png_level must be fast or 0..9. Got {self.png_level!r} instead."
-            )
-        check_quality(self.quality, "arrayrecord")
 
     def writer_options(self) -> str:
         """The ``ArrayRecordWriter`` options string: every setting that shapes the bytes
@@ -69,7 +61,3 @@ class ArrayRecordOptions:
             f"group_size:{self.group_size},{self.compression}{level},"
             "transpose:false,pad_to_block_boundary:false,max_parallelism:1"
         )
-
-    def lossy(self) -> LossyImage | None:
-        """The lossy encoding image fields take, None for PNG."""
-        return None if self.image_codec == "png" else LossyImage(self.image_codec, self.quality)

@@ -23,8 +23,8 @@ from typing import Any
 from ...errors import CodecIOError
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile
-from .._example_fields import FieldEncoding, check_manifest_fields, read_examples
-from .._example_infer import ExampleInference
+from .._example_fields import FieldEncoding, read_examples
+from .._example_infer import ExampleShards
 from .._example_tf import parse_snippet
 from .writer import FORMAT_ID
 
@@ -33,12 +33,12 @@ __all__ = ["ArrayRecordDatasetReader"]
 #: records asked of the library at once: bounds memory, amortises the call
 _BLOCK = 256
 #: random access (what ArrayRecordDataSource opens with): no 16 MiB readahead per read
+_READ_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
 #: the process that first used array_record's reader (its thread pool lives there)
 _LIBRARY_PID: int | None = None
-_READ_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
 
 
-class ArrayRecordDatasetReader(ShardedDirectoryReader):
+class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
     """ArrayRecord shards: dstore's folders (manifest, field encodings) and files of
     ``tf.train.Example`` written by TFDS, Grain or anyone (fields by inspection)."""
 
@@ -54,21 +54,12 @@ class ArrayRecordDatasetReader(ShardedDirectoryReader):
         self._lock = threading.Lock()
         super().__init__(path, workers)
 
-    def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
-        self.encodings = check_manifest_fields(manifest, self.schema, where)
-
     def scan_split(
         self, split: str, paths: list[str]
     ) -> tuple[dict[str, FieldSpec], list[ShardFile]]:
-        inference = ExampleInference(paths[0])
-        shards = []
-        for p in paths:
-            n = self._open(p).num_records()
-            for i, (rec, where) in enumerate(self._records(p, 0, n)):
-                inference.add(rec, p, i, where)
-            shards.append(ShardFile(p, n))
-        fields, self.encodings[split] = inference.result()
-        return fields, shards
+        counts = {p: self._open(p).num_records() for p in paths}
+        fields = self.infer_fields(split, paths, lambda p: self._records(p, 0, counts[p]))
+        return fields, [ShardFile(p, n) for p, n in counts.items()]
 
     def _open(self, path: str) -> Any:
         """The library's reader of ``path``, opened once; an unreadable file is one line."""
@@ -116,10 +107,7 @@ class ArrayRecordDatasetReader(ShardedDirectoryReader):
         rows: int,
         pool: Executor,
     ) -> Iterator[Batch]:
-        if (n := self._open(shard.path).num_records()) != shard.records:
-            raise CodecIOError(
-                f"{shard.path}: split {spec.name!r}: holds {n} records, expected {shard.records}"
-            )
+        self.check_count(shard, self._open(shard.path).num_records())
         raw = self._records(shard.path, lo, hi)
         yield from read_examples(spec, self.encodings[spec.name], names, raw, hi - lo, rows, pool)
 
@@ -132,9 +120,7 @@ class ArrayRecordDatasetReader(ShardedDirectoryReader):
         for split, shards in self.shards.items():
             opts = self._open(shards[0].path).writer_options_string() if shards else ""
             lines.append(f"split {split}: {len(shards)} shard(s) ({opts})")
-            for name, enc in self.encodings[split].items():
-                how = enc.encoding + (f" quality {enc.quality}" if enc.lossy else "")
-                lines.append(f"  {name}: feature {enc.feature!r} as {how}")
+            lines.extend(self.describe_fields(split))
         for split, spec in self.schema.splits.items():
             if spec.fields and self.shards[split]:
                 lines.append(f"TensorFlow ({split} split):")

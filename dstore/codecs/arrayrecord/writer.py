@@ -58,15 +58,7 @@ class ArrayRecordShardWriter(ShardedDirectoryWriter):
         self, schema: Schema, options: ArrayRecordOptions, plan: Sequence[Shard] = ()
     ) -> None:
         self.options = options
-        self.examples = ExampleEncoder(
-            schema,
-            self.codec_name,
-            renames=dict(options.rename),
-            images=None if options.images is None else set(options.images),
-            lossy=options.lossy(),
-            png_level=options.png_level,
-            workers=options.workers,
-        )
+        self.examples = ExampleEncoder.from_options(schema, self.codec_name, options)
         super().__init__(schema, plan, None)
 
     def current_libraries(self) -> dict[str, str]:

@@ -24,69 +24,44 @@ from typing import Any
 from ... import fs
 from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
-from ...model.schema import Schema
-from ...sharding import foreign_files, manifest_files, plan_by_size
-from ..base import Codec, Reader, Shard, ShardWriter, Writer, read_at
+from ...model.names import is_utf8_text
+from ...model.schema import Batch, Schema
+from ...sharding import ShardedCodec
+from ..base import Reader, Shard, ShardWriter, read_at
 from .options import ParquetOptions
 
 __all__ = ["ParquetCodec", "ParquetOptions"]
 
-_PLAN_SAMPLE = 64  # records encoded to size the shards
 
-
-class ParquetCodec(Codec):
+class ParquetCodec(ShardedCodec):
     """Parquet shards with the Hub's ``huggingface`` features metadata."""
 
     name = "parquet"
     extensions = (".parquet",)
-    sharded = True
-    reads_folders = True
+    shard_suffix = ".parquet"
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_encoded_images = True  # JPEG/PNG bytes pass through as Image structs
     keeps_empty_rows = True  # list offsets count rows of an empty inner shape
     bfloat16_as = "float32"  # Arrow has no bfloat16: widened exactly, read as float32 elsewhere
     Options = ParquetOptions
 
+    format_id = "dstore-parquet"
+
     @classmethod
-    def owns(cls, path: str) -> bool:
-        """A folder with dstore's Parquet manifest, or a file starting and ending ``PAR1``."""
-        if fs.isdir(path):
-            return manifest_files(path, "dstore-parquet") is not None
+    def owns_file(cls, path: str) -> bool:
+        """A file starting and ending ``PAR1``."""
         if read_at(path, 0, 4) != b"PAR1":
             return False
         size = fs.getsize(path)
         return size >= 12 and read_at(path, size - 4, 4) == b"PAR1"
-
-    @classmethod
-    def foreign_files(cls, path: str) -> list[str]:
-        """Files in a dataset folder its manifest does not list."""
-        return foreign_files(path, "dstore-parquet") if fs.isdir(path) else []
 
     def open_reader(self, path: str) -> Reader:
         from .reader import ParquetReader
 
         return ParquetReader(path, self.options.workers, self.options.drop_unmapped)
 
-    def open_writer(self, path: str, schema: Schema) -> Writer:
-        raise NotImplementedError(
-            "parquet is written shard by shard: use plan_shards and shard_writer"
-        )
-
-    def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
-        """Shards of about ``shard_mb``, sized from the first records as encoded."""
-        from .writer import ParquetShardWriter
-
-        self.check_schema(schema)
-        writer = ParquetShardWriter(schema, self.options)
-        png = writer.png()
-        return plan_by_size(
-            schema,
-            sample,
-            lambda split, first: [int(n) for n in writer.encode_chunk(split, first, png)[1]],
-            target_bytes=self.options.shard_mb * 1024 * 1024,
-            sample_records=_PLAN_SAMPLE,
-            suffix=".parquet",
-        )
+    def record_sizes(self, writer: Any, split: str, records: Batch) -> list[int]:
+        return [int(n) for n in writer.encode_chunk(split, records)[1]]
 
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
         from .writer import ParquetShardWriter
@@ -96,14 +71,12 @@ class ParquetCodec(Codec):
     def check_schema(self, schema: Schema) -> None:
         super().check_schema(schema)
         for split in schema.splits.values():
-            for name in (split.name, *split.fields):
-                try:  # Arrow column names and shard names are UTF-8 text
-                    name.encode("utf-8")
-                except UnicodeEncodeError:
+            for name in (split.name, *split.fields):  # Arrow column and shard names: UTF-8
+                if not is_utf8_text(name):
                     raise SchemaError(
                         f"parquet: split {split.name!r}, field {name!r}: the name is not valid "
                         "Unicode text (a lone surrogate); rename it before writing Parquet"
-                    ) from None
+                    )
         from .writer import check_storages
 
         check_storages(schema, self.options)

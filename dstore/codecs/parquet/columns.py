@@ -8,7 +8,6 @@ its input), bytes that do not decode to the field's pixels.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
@@ -16,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import CodecIOError
-from ...model import Column, Image, Ragged, StringList, VarColumn
+from ...model import Column, Ragged, StringList, VarColumn
 from ...model.schema import FieldSpec
 from ...sharding.reader import DECODE_GROUP
-from .._png import decode as png_decode
+from .._pixels import decode_pixels
 from .features import Storage, value_dims
 
 __all__ = ["from_arrow"]
@@ -119,39 +118,15 @@ def _image_bytes(arr: pa.Array, where: str, first: int) -> VarColumn:
     return _bytes(blobs, where, first)
 
 
-def _decoder(spec: FieldSpec, storage: Storage) -> Callable[[bytes, str], np.ndarray]:
-    kind = spec.kind
-    channels = kind.channels if isinstance(kind, Image) else (spec.shape[2:] or (0,))[0]
-    # a raw image of varying size: any height and width, the field's channels
-    shape = spec.shape if spec.dense else (-1, -1, channels or 0)[: 2 if not channels else 3]
-    lossy = storage.lossy
-
-    def decode(data: bytes, where: str) -> np.ndarray:
-        if lossy is not None:
-            return lossy.decode_record(data, tuple(shape), spec.dtype, where)
-        try:
-            img = png_decode(data)
-        except Exception as e:  # noqa: BLE001 - libpng raises its own error types
-            raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
-        if img.ndim == 2 and len(shape) == 3 and shape[2] == 1:
-            img = img[..., None]
-        ok = img.dtype == spec.dtype.newbyteorder("=") and img.ndim == len(shape)
-        if not ok or any(w not in (-1, g) for w, g in zip(shape, img.shape, strict=False)):
-            raise CodecIOError(f"{where}: PNG is {img.dtype} {img.shape}, field expects {shape}")
-        return img
-
-    return decode
-
-
 def _pixels(
     spec: FieldSpec, storage: Storage, blobs: VarColumn, where: str, first: int, pool: Executor
 ) -> Column:
-    decode = _decoder(spec, storage)
+    lossy = storage.lossy
     items = blobs.to_bytes_list()
 
     def group(lo: int) -> list[np.ndarray]:
         return [
-            decode(b, f"{where}, record {first + lo + i}")
+            decode_pixels(b, spec, lossy, f"{where}, record {first + lo + i}")
             for i, b in enumerate(items[lo : lo + DECODE_GROUP])
         ]
 
@@ -161,9 +136,7 @@ def _pixels(
         for i, im in enumerate(imgs):
             out[i] = im
         return out
-    flat = VarColumn.from_rows([im.reshape(-1) for im in imgs], spec.dtype)
-    shapes = np.array([im.shape for im in imgs], np.int64).reshape(len(imgs), -1)
-    return VarColumn(flat.values, flat.offsets, shapes)
+    return VarColumn.from_shaped(imgs, spec.dtype)
 
 
 def from_arrow(

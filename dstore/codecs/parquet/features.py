@@ -34,6 +34,7 @@ import pyarrow as pa
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import FieldSpec
 from .._imagecodec import LOSSY_FORMATS, LossyImage
+from .._pixels import lossy_of
 
 __all__ = ["PIXEL_ENCODINGS", "Storage", "arrow_type", "hf_feature", "value_dims"]
 
@@ -69,9 +70,7 @@ class Storage:
 
     @property
     def lossy(self) -> LossyImage | None:
-        if self.encoding not in LOSSY_FORMATS:
-            return None
-        return LossyImage(self.encoding, int(self.quality or 0))
+        return lossy_of(self.encoding, self.quality)
 
     @property
     def is_image(self) -> bool:

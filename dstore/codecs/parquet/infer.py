@@ -35,11 +35,10 @@ import pyarrow.parquet as pq
 from ...errors import CodecIOError, SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import FieldSpec
+from .._pixels import image_format
 from .features import Storage
 
 __all__ = ["hf_features", "infer_fields", "open_parquet"]
-
-_MAGIC = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg", b"GIF8": "gif", b"BM": "bmp"}
 
 
 class Unmapped(Exception):
@@ -135,9 +134,7 @@ def _image_encoding(files: list[pq.ParquetFile], name: str) -> str:
         for batch in pf.iter_batches(batch_size=1, columns=[name]):
             blob = batch.column(0).field("bytes")[0].as_py() if len(batch) else None
             if blob:
-                if blob[:4] == b"RIFF" and blob[8:12] == b"WEBP":
-                    return "webp"
-                return next((enc for m, enc in _MAGIC.items() if blob.startswith(m)), "png")
+                return image_format(blob) or "png"
     return "png"
 
 

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...options import option
-from .._imagecodec import LossyImage, check_quality
+from .._image_options import ImageOptions
 
 __all__ = ["ParquetOptions"]
 
 
 @dataclass(frozen=True)
-class ParquetOptions:
+class ParquetOptions(ImageOptions):
     shard_mb: float = option(256.0, "target shard size in MiB (the Hub's own shards are ~500)")
     row_group_rows: int = option(256, "most records in a row group (the unit of random access)")
     row_group_mb: float = option(64.0, "a row group ends once its encoded records reach this")
@@ -45,18 +45,13 @@ class ParquetOptions:
     workers: int = option(0, "threads encoding images; 0 = one per core")
 
     def validate(self) -> None:
-        for name in ("shard_mb", "row_group_mb"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"parquet: {name} must be > 0. Got {getattr(self, name)}.")
+        self.check_image_options("parquet")
+        if self.row_group_mb <= 0:
+            raise ValueError(f"parquet: row_group_mb must be > 0. Got {self.row_group_mb}.")
         if self.row_group_rows < 1:
             raise ValueError(f"parquet: row_group_rows must be >= 1. Got {self.row_group_rows}.")
-        check_quality(self.quality, "parquet")
         if self.class_names is not None and len(set(self.class_names)) != len(self.class_names):
             raise ValueError(f"parquet: class_names repeat a name: {list(self.class_names)}")
-
-    def lossy(self) -> LossyImage | None:
-        """The lossy encoding raw pixels take, None for PNG."""
-        return None if self.image_codec == "png" else LossyImage(self.image_codec, self.quality)
 
     def arrow_compression(self) -> tuple[str, int | None]:
         """pyarrow's ``compression`` and ``compression_level``."""

@@ -22,7 +22,6 @@ from ... import fs
 from ...errors import CodecIOError
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile
-from .._imagecodec import LossyImage
 from ..base import RANGE_BYTES
 from .columns import from_arrow
 from .features import Storage
@@ -38,7 +37,7 @@ class ParquetReader(ShardedDirectoryReader):
     file_pattern = r"\.parquet$"
 
     def __init__(self, path: str, workers: int = 0, drop_unmapped: bool = False) -> None:
-        self.storages: dict[str, dict[str, Storage]] = {}
+        self.encodings: dict[str, dict[str, Storage]] = {}
         self.drop_unmapped = drop_unmapped
         self._notes: list[str] = []
         super().__init__(path, workers)
@@ -46,12 +45,12 @@ class ParquetReader(ShardedDirectoryReader):
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         try:
-            self.storages = {
+            self.encodings = {
                 split: {name: Storage.from_json(s) for name, s in fields.items()}
                 for split, fields in manifest["fields"].items()
             }
             for split, spec in self.schema.splits.items():
-                if set(self.storages[split]) != set(spec.fields):
+                if set(self.encodings[split]) != set(spec.fields):
                     raise KeyError(f"fields of split {split!r}")
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CodecIOError(f"{where}: unreadable manifest: {e}") from None
@@ -68,7 +67,7 @@ class ParquetReader(ShardedDirectoryReader):
     def scan_split(
         self, split: str, paths: list[str]
     ) -> tuple[dict[str, FieldSpec], list[ShardFile]]:
-        fields, self.storages[split], rows, notes = infer_fields(paths, self.drop_unmapped)
+        fields, self.encodings[split], rows, notes = infer_fields(paths, self.drop_unmapped)
         self._notes.extend(notes)
         return fields, [ShardFile(p, n) for p, n in zip(paths, rows, strict=True)]
 
@@ -83,14 +82,11 @@ class ParquetReader(ShardedDirectoryReader):
         pool: Executor,
     ) -> Iterator[Batch]:
         """Records ``lo:hi`` of ``shard``: only the row groups that hold them are read."""
-        storages = self.storages[spec.name]
+        storages = self.encodings[spec.name]
         pf = open_parquet(shard.path)
         try:
             meta = pf.metadata
-            if meta.num_rows != shard.records:
-                raise CodecIOError(
-                    f"{shard.path}: holds {meta.num_rows} records, expected {shard.records}"
-                )
+            self.check_count(shard, meta.num_rows)
             first = 0
             for g in range(meta.num_row_groups):
                 n = meta.row_group(g).num_rows
@@ -146,13 +142,6 @@ class ParquetReader(ShardedDirectoryReader):
             if first > start:
                 ranges.append((start, first))
         return ranges
-
-    def lossy_fields(self, split: str) -> dict[str, LossyImage]:
-        return {
-            name: lossy
-            for name, s in self.storages.get(split, {}).items()
-            if (lossy := s.lossy) is not None
-        }
 
     def describe(self) -> list[str]:
         lines = []

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -25,11 +24,11 @@ import pyarrow.parquet as pq
 
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ...model import Image, Ragged, VarColumn
-from ...model.schema import Batch, FieldSpec, Schema, slice_batch
-from ...parallel import default_workers, ordered_map
-from ...sharding import ShardedDirectoryWriter
+from ...model.schema import Batch, FieldSpec, Schema
+from ...sharding import ShardedDirectoryWriter, encode_chunks
 from .._imagecodec import LossyImage
-from .._png import encoder_id, png_encoder
+from .._pixels import image_libraries
+from .._png import png_encoder
 from ..base import Shard
 from .features import (
     PIXEL_ENCODINGS,
@@ -44,7 +43,6 @@ from .options import ParquetOptions
 __all__ = ["FORMAT_ID", "ParquetShardWriter"]
 
 FORMAT_ID = "dstore-parquet"
-_CHUNK = 16  # records per task handed to an encoding thread
 _MAX_OFFSET = 2**31 - 1  # Arrow string/binary/list offsets are int32
 
 
@@ -125,14 +123,11 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         return {"info": {"features": {n: hf_feature(fields[n], s) for n, s in encs.items()}}}
 
     def current_libraries(self) -> dict[str, str]:
-        libs = {"pyarrow": pa.__version__}
-        encodings = {s.encoding for encs in self.storages.values() for s in encs.values()}
-        if "png" in encodings:
-            libs["png"] = encoder_id("fast")
-        lossy = self.options.lossy()
-        if lossy is not None and lossy.format in encodings:
-            libs[lossy.format] = lossy.library_id()
-        return libs
+        every = [s for encs in self.storages.values() for s in encs.values()]
+        return {
+            "pyarrow": pa.__version__,
+            **image_libraries((s.lossy or s.encoding for s in every), "fast"),
+        }
 
     # ------------------------------------------------------------ encoding
 
@@ -173,9 +168,10 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         return arr, np.full(len(col), spec.record_bytes, np.int64)
 
     def encode_chunk(
-        self, split: str, chunk: Batch, png: Any
+        self, split: str, chunk: Batch, png: Any = None
     ) -> tuple[dict[str, pa.Array], np.ndarray]:
         """A chunk of records as Arrow arrays, with each record's encoded size."""
+        png = png or self.png()
         n = len(next(iter(chunk.values())))
         sizes = np.zeros(n, np.int64)
         arrays = {}
@@ -188,16 +184,9 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         self, shard: Shard, batches: Iterator[Batch], out: Any
     ) -> Generator[int, None, None]:
         """Row groups of the shard written by pyarrow into ``out`` (never closed here)."""
-        workers = self.options.workers or default_workers()
         png = self.png()
         codec, level = self.options.arrow_compression()
         schema = self.arrow[shard.split]
-        chunks = (
-            slice_batch(batch, i, min(i + _CHUNK, n))
-            for batch in batches
-            for n in (len(next(iter(batch.values()))),)
-            for i in range(0, n, _CHUNK)
-        )
         limit = self.options.row_group_mb * 1024 * 1024
         sink = pa.PythonFile(out, mode="w")
         writer = pq.ParquetWriter(
@@ -211,28 +200,31 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         group: list[dict[str, pa.Array]] = []
         rows = 0
         size = 0
-        with ThreadPoolExecutor(workers, thread_name_prefix="dstore-parquet") as pool:
-            encoded = ordered_map(
-                lambda c: self.encode_chunk(shard.split, c, png), chunks, pool, 2 * workers
-            )
-            for arrays, sizes in encoded:
-                pos = 0
-                while pos < len(sizes):
-                    # the records of this chunk that still fit the current row group
-                    room = self.options.row_group_rows - rows
-                    ends = size + np.cumsum(sizes[pos : pos + room])
-                    take = min(len(ends), int(np.searchsorted(ends, limit, side="left")) + 1)
-                    group.append({k: a.slice(pos, take) for k, a in arrays.items()})
-                    rows += take
-                    size = int(ends[take - 1])
-                    pos += take
-                    if rows == self.options.row_group_rows or size >= limit:
-                        writer.write_table(_table(schema, group), row_group_size=rows)
-                        yield rows
-                        group, rows, size = [], 0, 0
-            if rows:
-                writer.write_table(_table(schema, group), row_group_size=rows)
-                yield rows
+        encoded = encode_chunks(
+            batches,
+            lambda _, chunk: self.encode_chunk(shard.split, chunk, png),
+            self.options.workers,
+            "dstore-parquet",
+            ahead=2,
+        )
+        for arrays, sizes in encoded:
+            pos = 0
+            while pos < len(sizes):
+                # the records of this chunk that still fit the current row group
+                room = self.options.row_group_rows - rows
+                ends = size + np.cumsum(sizes[pos : pos + room])
+                take = min(len(ends), int(np.searchsorted(ends, limit, side="left")) + 1)
+                group.append({k: a.slice(pos, take) for k, a in arrays.items()})
+                rows += take
+                size = int(ends[take - 1])
+                pos += take
+                if rows == self.options.row_group_rows or size >= limit:
+                    writer.write_table(_table(schema, group), row_group_size=rows)
+                    yield rows
+                    group, rows, size = [], 0, 0
+        if rows:
+            writer.write_table(_table(schema, group), row_group_size=rows)
+            yield rows
         writer.close()
 
     def manifest_head(self) -> dict[str, Any]:

@@ -18,13 +18,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ... import fs
 from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
-from ...model.schema import Schema
-from ...sharding import foreign_files, manifest_files, plan_by_size
-from .._png import png_encoder
-from ..base import Codec, Reader, Shard, ShardWriter, Writer, is_regular_file, read_at
+from ...model.schema import Batch, Schema
+from ...sharding import ShardedCodec
+from ..base import Reader, Shard, ShardWriter, is_regular_file, read_at
 from . import tario
 from .encodings import choose_encoding
 from .options import WebDatasetOptions
@@ -33,58 +31,34 @@ from .writer import FORMAT_ID, WebDatasetShardWriter, shard_file
 
 __all__ = ["WebDatasetCodec", "WebDatasetOptions"]
 
-_PLAN_SAMPLE = 64  # records encoded to size the shards
 
-
-class WebDatasetCodec(Codec):
+class WebDatasetCodec(ShardedCodec):
     """WebDataset tar shards (``<split>-000000.tar``), written and read without webdataset."""
 
     name = "webdataset"
     extensions = (".wds", ".tar")
-    sharded = True
-    reads_folders = True
+    shard_suffix = ".tar"
     supports_urls = True
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_encoded_images = True  # PNG/JPEG bytes are members as they came
     bfloat16_as = "float32"  # .npy has no bfloat16 without pickle: widened, exact
     Options = WebDatasetOptions
 
-    @classmethod
-    def owns(cls, path: str) -> bool:
-        """A folder with dstore's webdataset manifest, or a file starting with a tar header."""
-        if fs.isdir(path):
-            return manifest_files(path, FORMAT_ID) is not None
-        return is_regular_file(path) and tario.is_tar_header(read_at(path, 0, tario.BLOCK))
+    format_id = FORMAT_ID
 
     @classmethod
-    def foreign_files(cls, path: str) -> list[str]:
-        """Files in a dataset folder its manifest does not list."""
-        return foreign_files(path, FORMAT_ID) if fs.isdir(path) else []
+    def owns_file(cls, path: str) -> bool:
+        """A file starting with a tar header."""
+        return is_regular_file(path) and tario.is_tar_header(read_at(path, 0, tario.BLOCK))
 
     def open_reader(self, path: str) -> Reader:
         return WebDatasetReader(path, self.options.workers)
 
-    def open_writer(self, path: str, schema: Schema) -> Writer:
-        raise NotImplementedError(
-            "webdataset is written shard by shard: use plan_shards and shard_writer"
-        )
+    def record_sizes(self, writer: Any, split: str, records: Batch) -> list[int]:
+        return [len(r) for r in writer.encode_chunk(writer.schema.splits[split], 0, records)]
 
-    def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
-        """Shards of about ``shard_mb``, sized from the encoded first records, named
-        ``<split>-000000.tar`` (six digits, WebDataset's brace patterns)."""
-        self.check_schema(schema)
-        writer = WebDatasetShardWriter(schema, self.options)
-        png = png_encoder(str(self.options.png_level))
-        plan = plan_by_size(
-            schema,
-            sample,
-            lambda split, first: [
-                len(r) for r in writer.encode_chunk(schema.splits[split], 0, first, png)
-            ],
-            target_bytes=self.options.shard_mb * 1024 * 1024,
-            sample_records=_PLAN_SAMPLE,
-            suffix=".tar",
-        )
+    def name_shards(self, plan: list[Shard]) -> list[Shard]:
+        """``<split>-000000.tar``: six digits, WebDataset's brace patterns."""
         return [dataclasses.replace(s, file=shard_file(s.split, s.index)) for s in plan]
 
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:

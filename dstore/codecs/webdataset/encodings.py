@@ -17,7 +17,7 @@ list of byte strings           ``.json``    ``list[str]`` of base64
 bytes                          ``.bin``     bytes
 ============================== ============ =================================
 
-Field names are escaped into one member-name part (:func:`member_part`):
+Field names are escaped into one member-name part (:func:`dstore.model.names.escape_dotless`):
 :func:`dstore.model.names.escape` (``/``, ``\\``, ``%``, ``~``, control characters,
 a leading ``.``) and then every ``.`` as ``%2E``, so WebDataset's split of a
 member name at its first and last dot always finds the key and the field.
@@ -26,7 +26,6 @@ member name at its first and last dot always finds the key and the field.
 from __future__ import annotations
 
 import base64
-import io
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -37,9 +36,10 @@ from ...errors import CodecIOError, UnsupportedDtypeError
 from ...model import Image, Ragged, String, StringList, Tensor, names
 from ...model.schema import FieldSpec
 from .._imagecodec import LossyImage, is_image_like
-from .._png import decode as png_decode
+from .._npy import npy_bytes, read_npy
+from .._pixels import decode_pixels, lossy_of
 
-__all__ = ["ENCODINGS", "FieldEncoding", "choose_encoding", "decode_value", "member_part"]
+__all__ = ["ENCODINGS", "FieldEncoding", "choose_encoding", "decode_value"]
 
 #: encoding -> member extension (None: the encoded image's own)
 ENCODINGS: dict[str, str | None] = {
@@ -57,11 +57,6 @@ ENCODINGS: dict[str, str | None] = {
 #: an encoded Image's member extension by its encoding, and back (foreign tars)
 IMAGE_EXT = {"jpeg": "jpg", "tiff": "tif"}
 EXT_IMAGE = {"png": "png", "jpg": "jpeg", "jpeg": "jpeg", "webp": "webp"}
-
-
-def member_part(field: str) -> str:
-    """The field's part of a member name: escaped, no ``.`` or ``/`` left."""
-    return names.escape(field).replace(".", "%2E")
 
 
 @dataclass(frozen=True)
@@ -85,9 +80,7 @@ class FieldEncoding:
 
     @property
     def lossy(self) -> LossyImage | None:
-        if self.encoding not in ("jpeg", "webp"):
-            return None
-        return LossyImage(self.encoding, self.quality if self.quality is not None else 0)
+        return lossy_of(self.encoding, self.quality)
 
 
 def _lossy_hint(e: UnsupportedDtypeError) -> UnsupportedDtypeError:
@@ -119,7 +112,8 @@ def choose_encoding(spec: FieldSpec, lossy: LossyImage | None) -> FieldEncoding:
     else:
         enc, ext = "bin", "bin"
     quality = lossy.quality if lossy is not None and enc == lossy.format else None
-    return FieldEncoding(f"{member_part(spec.name)}.{ext}", enc, quality)
+    # escaped, no "." or "/" left: WebDataset's split at dots finds the key and the field
+    return FieldEncoding(f"{names.escape_dotless(spec.name)}.{ext}", enc, quality)
 
 
 def encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> bytes:
@@ -130,7 +124,8 @@ def encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> b
     if e == "txt":
         return value.encode("utf-8") if isinstance(value, str) else bytes(value)
     if e == "json":
-        return json.dumps(list(value), ensure_ascii=False, separators=(",", ":")).encode()
+        text = [s.decode("utf-8") for s in value]  # valid UTF-8: checked when read
+        return json.dumps(text, ensure_ascii=False, separators=(",", ":")).encode()
     if e == "json-base64":
         return json.dumps([base64.b64encode(bytes(b)).decode() for b in value]).encode()
     if e == "cls":
@@ -140,44 +135,12 @@ def encode_value(enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> b
     if e == "png":
         img = np.asarray(value)
         return bytes(png(np.ascontiguousarray(img, dtype=img.dtype.newbyteorder("="))))
-    buf = io.BytesIO()
     # astype: indexing a 1-d array gives a native-endian scalar; keep the field's byte order
-    np.lib.format.write_array(buf, np.asarray(value).astype(spec.dtype), allow_pickle=False)
-    return buf.getvalue()
-
-
-def _image_shape(spec: FieldSpec) -> tuple[int, ...]:
-    """The record shape a decoded image must have, -1 where the size varies."""
-    if spec.dense:
-        return spec.shape
-    kind = spec.kind
-    assert isinstance(kind, Image)
-    return (-1, -1) if kind.channels == 0 else (-1, -1, kind.channels or -1)
-
-
-def _pixels(enc: FieldEncoding, spec: FieldSpec, data: bytes, where: str) -> np.ndarray:
-    shape = _image_shape(spec)
-    if (lossy := enc.lossy) is not None:
-        return lossy.decode_record(data, shape, spec.dtype, where)
-    try:
-        img = png_decode(data)
-    except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
-        raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
-    if img.ndim == 2 and len(shape) == 3:
-        img = img[..., None]
-    fits = img.ndim == len(shape) and all(
-        w in (-1, g) for w, g in zip(shape, img.shape, strict=False)
-    )
-    if img.dtype != spec.dtype.newbyteorder("=") or not fits:
-        raise CodecIOError(f"{where}: PNG is {img.dtype} {img.shape}, field expects {shape}")
-    return img.astype(spec.dtype, copy=False)
+    return npy_bytes(np.asarray(value).astype(spec.dtype))
 
 
 def _npy(spec: FieldSpec, data: bytes, where: str) -> np.ndarray:
-    try:  # never pickle: an object array is refused by numpy here
-        arr = np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise CodecIOError(f"{where}: not a readable .npy: {e}") from None
+    arr = read_npy(data, where)
     want = spec.shape if isinstance(spec.kind, Tensor) else None
     ok = arr.dtype == spec.dtype and (
         arr.shape == want if want is not None else arr.shape[1:] == spec.shape and arr.ndim >= 1
@@ -219,4 +182,4 @@ def decode_value(enc: FieldEncoding, spec: FieldSpec, data: bytes, where: str) -
             return [base64.b64decode(s, validate=True) for s in _json_list(data, where)]
         except ValueError:
             raise CodecIOError(f"{where}: a string is not base64") from None
-    return _pixels(enc, spec, data, where)
+    return decode_pixels(data, spec, enc.lossy, where)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .._imagecodec import LossyImage, check_quality
+from .._image_options import ImageOptions
 
 __all__ = ["IMAGE_CODECS", "WebDatasetOptions"]
 
@@ -13,7 +13,7 @@ IMAGE_CODECS = ("png", "jpeg", "webp")
 
 
 @dataclass(frozen=True)
-class WebDatasetOptions:
+class WebDatasetOptions(ImageOptions):
     shard_mb: float = field(
         default=256.0, metadata={"help": "target tar shard size in MiB (WebDataset: 100 MB-1 GB)"}
     )
@@ -29,18 +29,4 @@ class WebDatasetOptions:
     workers: int = field(default=0, metadata={"help": "threads encoding images; 0 = one per core"})
 
     def validate(self) -> None:
-        if self.shard_mb <= 0:
-            raise ValueError(f"webdataset: shard_mb must be > 0. Got {self.shard_mb} instead.")
-        if self.image_codec not in IMAGE_CODECS:
-            raise ValueError(
-                f"webdataset: image_codec must be one of {', '.join(IMAGE_CODECS)}. "
-                f"Got {self.image_codec!r} instead."
-            )
-        level = str(self.png_level)
-        if level != "fast" and not (level.isdigit() and 0 <= int(level) <= 9):
-            raise ValueError(f"webdataset: png_level must be fast or 0..9. Got {level!r} instead.")
-        check_quality(self.quality, "webdataset")
-
-    def lossy(self) -> LossyImage | None:
-        """The lossy encoding raw image fields take, None for PNG."""
-        return None if self.image_codec == "png" else LossyImage(self.image_codec, self.quality)
+        self.check_image_options("webdataset", IMAGE_CODECS)

@@ -18,8 +18,6 @@ fields: one that lacks a field (or has another) is refused in one line naming it
 
 from __future__ import annotations
 
-import io
-import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -41,7 +39,8 @@ from ...model import (
     to_column,
 )
 from ...model.schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, SplitSpec
-from ...sharding import ShardedDirectoryReader, ShardFile
+from ...sharding import ShardedDirectoryReader, ShardFile, brace_files
+from .._npy import npy_header
 from . import tario
 from .encodings import ENCODINGS, EXT_IMAGE, FieldEncoding, decode_value
 from .writer import FORMAT_ID
@@ -49,7 +48,6 @@ from .writer import FORMAT_ID
 __all__ = ["WebDatasetReader"]
 
 _KEY_RE = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # WebDataset's key / suffix split
-_BRACE_RE = re.compile(r"\{(\d+)\.\.(\d+)\}")
 _OURS_RE = re.compile(r"^(?P<split>.+)-\d{6}\.tar$")
 
 
@@ -90,29 +88,6 @@ def _group(members: Iterator[tario.Member], path: str) -> list[Sample]:
     return out
 
 
-def _npy_header(f: IO[bytes], m: tario.Member, where: str) -> tuple[np.dtype, tuple[int, ...]]:
-    """The dtype and shape an .npy member declares (its header only, never its data)."""
-    f.seek(m.data)
-    pre = f.read(min(m.size, 12))
-    major = pre[6] if len(pre) >= 10 and pre[:6] == b"\x93NUMPY" else 0
-    if major not in (1, 2):
-        raise CodecIOError(f"{where}: not an .npy of format version 1 or 2")
-    start = 10 if major == 1 else 12
-    f.seek(m.data)
-    head = io.BytesIO(f.read(min(m.size, start + int.from_bytes(pre[8:start], "little"))))
-    head.seek(8)
-    read = (
-        np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-    )
-    try:
-        shape, _, dtype = read(head)
-    except ValueError as e:
-        raise CodecIOError(f"{where}: not a readable .npy: {e}") from None
-    if dtype.hasobject:
-        raise SchemaError(f"{where}: .npy of Python objects (would need pickle) is refused")
-    return dtype, tuple(shape)
-
-
 class _Field:
     """What the members of one suffix across a split are (foreign tars)."""
 
@@ -123,7 +98,7 @@ class _Field:
 
     def see(self, f: IO[bytes], m: tario.Member, where: str) -> None:
         if self.ext == "npy":
-            dtype, shape = _npy_header(f, m, where)
+            dtype, shape = npy_header(f, m.data, m.size, where)
             self.npy.add((dtype.str, tuple(shape)))
         elif self.ext == "json":
             f.seek(m.data)
@@ -201,24 +176,8 @@ class WebDatasetReader(ShardedDirectoryReader):
         return stem if stem in KNOWN_SPLITS else super().split_of(filename)
 
     def find_files(self, path: str) -> list[str]:
-        """A ``{000000..000009}`` brace pattern is expanded here (every file must exist)."""
-        if not _BRACE_RE.search(path):
-            return super().find_files(path)
-        pieces = _BRACE_RE.split(path)  # text, lo, hi, text, lo, hi, ..., text
-        ranges = [
-            [f"{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1)]
-            for lo, hi in zip(pieces[1::3], pieces[2::3], strict=True)
-        ]
-        files = []
-        for combo in itertools.product(*ranges):
-            parts = [pieces[0]]
-            for value, text in zip(combo, pieces[3::3], strict=True):
-                parts += [value, text]
-            files.append("".join(parts))
-        missing = [f for f in files if not fs.exists(f)]
-        if missing or not files:
-            raise CodecIOError(f"{path}: {missing[0] if missing else 'no file'} does not exist")
-        return files
+        """A ``{000000..000009}`` brace pattern (WebDataset's URLs) names every file."""
+        return brace_files(path) or super().find_files(path)
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         try:
@@ -275,10 +234,7 @@ class WebDatasetReader(ShardedDirectoryReader):
     def shard_records(self, shard: ShardFile, lo: int, hi: int) -> Iterator[Any]:
         """Samples ``lo:hi`` of ``shard``, each with the bytes it spans (one seek to ``lo``)."""
         samples = self.samples(shard.path)
-        if len(samples) != shard.records:
-            raise CodecIOError(
-                f"{shard.path}: holds {len(samples)} samples, expected {shard.records}"
-            )
+        self.check_count(shard, len(samples), "samples")
         with fs.open_binary(shard.path) as f:
             for s in samples[lo:hi]:
                 f.seek(s.start)

@@ -12,14 +12,13 @@ container's (:mod:`dstore.sharding`).
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...model import Bytes, Image, String, VarColumn, names, record
-from ...model.schema import Batch, Schema, SplitSpec, slice_batch
-from ...parallel import default_workers, ordered_map
-from ...sharding import ShardedDirectoryWriter
-from .._png import encoder_id, png_encoder
+from ...model import names, raw_record
+from ...model.schema import Batch, Schema, SplitSpec
+from ...sharding import ShardedDirectoryWriter, encode_chunks
+from .._pixels import image_libraries
+from .._png import png_encoder
 from ..base import Shard
 from . import tario
 from .encodings import FieldEncoding, choose_encoding, encode_value
@@ -28,7 +27,6 @@ from .options import WebDatasetOptions
 __all__ = ["FORMAT_ID", "WebDatasetShardWriter", "key_width", "shard_file"]
 
 FORMAT_ID = "dstore-webdataset"
-_CHUNK = 16  # records per task handed to a worker thread
 
 
 def key_width(count: int) -> int:
@@ -40,16 +38,6 @@ def shard_file(split: str, index: int) -> str:
     """``<split>-000000.tar``: WebDataset's brace patterns (``{000000..000009}``) want a
     fixed-width number and no total."""
     return f"{names.escape(split)}-{index:06d}.tar"
-
-
-def _value(spec: Any, col: Any, i: int) -> Any:
-    """Record ``i`` as the encoder takes it: bytes for byte-string kinds (no UTF-8 round trip)."""
-    kind = spec.kind
-    if isinstance(col, VarColumn) and (
-        isinstance(kind, (String, Bytes)) or (isinstance(kind, Image) and kind.encoding != "raw")
-    ):
-        return col.flat_values[int(col.offsets[i]) : int(col.offsets[i + 1])].tobytes()
-    return record(kind, col, i)
 
 
 class WebDatasetShardWriter(ShardedDirectoryWriter):
@@ -68,18 +56,14 @@ class WebDatasetShardWriter(ShardedDirectoryWriter):
         super().__init__(schema, plan, None)
 
     def current_libraries(self) -> dict[str, str]:
-        libs = {}
-        for enc in {
-            e.encoding: e for encs in self.encodings.values() for e in encs.values()
-        }.values():
-            if enc.encoding == "png":
-                libs["png"] = encoder_id(str(self.options.png_level))
-            elif (lossy := enc.lossy) is not None:
-                libs[enc.encoding] = lossy.library_id()
-        return dict(sorted(libs.items()))
+        every = [e for encs in self.encodings.values() for e in encs.values()]
+        return image_libraries((e.lossy or e.encoding for e in every), str(self.options.png_level))
 
-    def encode_chunk(self, spec: SplitSpec, start: int, chunk: Batch, png: Any) -> list[bytes]:
+    def encode_chunk(
+        self, spec: SplitSpec, start: int, chunk: Batch, png: Any = None
+    ) -> list[bytes]:
         """One sample's members per record of ``chunk`` (records ``start:`` of the split)."""
+        png = png or png_encoder(str(self.options.png_level))
         encs = self.encodings[spec.name]
         width = key_width(spec.count)
         order = sorted(chunk, key=lambda name: encs[name].suffix)
@@ -94,7 +78,7 @@ class WebDatasetShardWriter(ShardedDirectoryWriter):
                         encode_value(
                             encs[name],
                             spec.fields[name],
-                            _value(spec.fields[name], chunk[name], i),
+                            raw_record(spec.fields[name].kind, chunk[name], i),
                             png,
                         ),
                     )
@@ -108,29 +92,20 @@ class WebDatasetShardWriter(ShardedDirectoryWriter):
     ) -> Generator[list[bytes], None, None]:
         """Groups of samples in record order; the last one carries the end-of-archive blocks."""
         spec = self.schema.splits[shard.split]
-        workers = self.options.workers or default_workers()
         png = png_encoder(str(self.options.png_level))
-        pos = shard.start
-
-        def cut() -> Iterator[tuple[int, Batch]]:
-            nonlocal pos
-            for batch in batches:
-                n = len(next(iter(batch.values())))
-                for i in range(0, n, _CHUNK):
-                    yield pos + i, slice_batch(batch, i, min(i + _CHUNK, n))
-                pos += n
-
-        with ThreadPoolExecutor(workers, thread_name_prefix="dstore-wds") as pool:
-            held: list[bytes] | None = None
-            for group in ordered_map(
-                lambda c: self.encode_chunk(spec, c[0], c[1], png), cut(), pool, 4 * workers
-            ):
-                if held is not None:
-                    yield held
-                held = group
+        held: list[bytes] | None = None
+        for group in encode_chunks(
+            batches,
+            lambda at, chunk: self.encode_chunk(spec, shard.start + at, chunk, png),
+            self.options.workers,
+            "dstore-wds",
+        ):
             if held is not None:
-                held[-1] += tario.END
                 yield held
+            held = group
+        if held is not None:
+            held[-1] += tario.END
+            yield held
 
     def manifest_head(self) -> dict[str, Any]:
         fields = {

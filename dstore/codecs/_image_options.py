@@ -1,0 +1,49 @@
+"""What the options of formats that encode pixels share (``-o image_codec=``, ``quality``,
+``png_level``, ``shard_mb``): the checks and the lossy encoding they choose.
+
+A mixin, not a dataclass base: each format's frozen options dataclass keeps its
+own fields, their order, defaults and help (``dstore formats`` lists them), and
+calls :meth:`ImageOptions.check_image_options` from its ``validate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._imagecodec import LossyImage, check_quality
+
+__all__ = ["ImageOptions", "check_png_level"]
+
+
+def check_png_level(level: object, codec: str) -> None:
+    """``fast`` (dstore's own encoder) or a zlib level 0..9."""
+    text = str(level)
+    if text != "fast" and not (text.isdigit() and 0 <= int(text) <= 9):
+        raise ValueError(f"{codec}: png_level must be fast or 0..9. Got {text!r} instead.")
+
+
+class ImageOptions:
+    """Options with ``image_codec`` and ``quality`` (``png`` or a lossy format), ``shard_mb``
+    and, where pixels become PNGs of a chosen level, ``png_level``."""
+
+    image_codec: str
+    quality: int
+    shard_mb: float
+
+    def lossy(self) -> LossyImage | None:
+        """The lossy encoding raw image fields take, None for PNG."""
+        return None if self.image_codec == "png" else LossyImage(self.image_codec, self.quality)
+
+    def check_image_options(self, codec: str, image_codecs: Sequence[str] = ()) -> None:
+        """``shard_mb``, ``png_level`` (if any), ``image_codec`` (one of ``image_codecs``
+        when given) and ``quality``, each refused in one line starting with ``codec``."""
+        if self.shard_mb <= 0:
+            raise ValueError(f"{codec}: shard_mb must be > 0. Got {self.shard_mb} instead.")
+        if image_codecs and self.image_codec not in image_codecs:
+            raise ValueError(
+                f"{codec}: image_codec must be one of {', '.join(image_codecs)}. "
+                f"Got {self.image_codec!r} instead."
+            )
+        if hasattr(self, "png_level"):
+            check_png_level(self.png_level, codec)
+        check_quality(self.quality, codec)

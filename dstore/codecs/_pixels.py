@@ -1,0 +1,81 @@
+"""Image fields' records as encoded bytes and back, for every format that stores pixels
+as PNG or a lossy image (TFRecord, ArrayRecord, WebDataset, Parquet).
+
+* :func:`record_shape`: the shape a decoded record must have (-1 where a raw
+  Image's size varies);
+* :func:`decode_pixels`: one record from its PNG or lossy bytes, checked against
+  the field in one line naming ``where``;
+* :func:`lossy_of`: the lossy encoding of a field stored as a named encoding;
+* :func:`image_format`: what encoded image bytes are, from their first bytes;
+* :func:`image_libraries`: the encoders (with versions) the stored bytes depend
+  on, for a manifest's ``libraries``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..errors import CodecIOError
+from ..model import Image
+from ..model.schema import FieldSpec
+from ._imagecodec import LOSSY_FORMATS, LossyImage
+from ._png import decode as png_decode
+from ._png import encoder_id
+
+__all__ = ["decode_pixels", "image_format", "image_libraries", "lossy_of", "record_shape"]
+
+_MAGIC = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg", b"GIF8": "gif", b"BM": "bmp"}
+
+
+def lossy_of(encoding: str, quality: int | None) -> LossyImage | None:
+    """The lossy image encoding of a field stored as ``encoding``; None when not lossy."""
+    return LossyImage(encoding, int(quality or 0)) if encoding in LOSSY_FORMATS else None
+
+
+def image_format(data: bytes) -> str | None:
+    """What encoded image bytes are (png, jpeg, webp, gif, bmp), None when unknown."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    return next((fmt for magic, fmt in _MAGIC.items() if data.startswith(magic)), None)
+
+
+def record_shape(spec: FieldSpec) -> tuple[int, ...]:
+    """The shape a decoded image record must have, -1 where a raw Image's size varies."""
+    if spec.dense:
+        return spec.shape
+    kind = spec.kind
+    assert isinstance(kind, Image)
+    return (-1, -1) if kind.channels == 0 else (-1, -1, kind.channels or -1)
+
+
+def decode_pixels(data: bytes, spec: FieldSpec, lossy: LossyImage | None, where: str) -> np.ndarray:
+    """The pixels of one record of ``spec`` stored as PNG (``lossy`` None) or lossy bytes."""
+    shape = record_shape(spec)
+    if lossy is not None:
+        return lossy.decode_record(data, shape, spec.dtype, where)
+    try:
+        img = png_decode(data)
+    except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
+        raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
+    if img.ndim == 2 and len(shape) == 3:  # PNG has no 1-channel axis: dropped on write
+        img = img[..., None]
+    fits = img.ndim == len(shape) and all(
+        w in (-1, g) for w, g in zip(shape, img.shape, strict=False)
+    )
+    if img.dtype != spec.dtype.newbyteorder("=") or not fits:
+        raise CodecIOError(f"{where}: PNG is {img.dtype} {img.shape}, field expects {shape}")
+    return img.astype(spec.dtype, copy=False)
+
+
+def image_libraries(used: Iterable[str | LossyImage | None], png_level: str) -> dict[str, str]:
+    """The image encoders of ``used`` (``"png"`` or a lossy encoding; anything else is
+    passed over) with their versions: PNG first, then the lossy formats by name."""
+    libs = {}
+    for how in used:
+        if how == "png":
+            libs["png"] = encoder_id(png_level)
+        elif isinstance(how, LossyImage):
+            libs.setdefault(how.format, how.library_id())  # one quality per write
+    return dict(sorted(libs.items(), key=lambda kv: (kv[0] != "png", kv[0])))
