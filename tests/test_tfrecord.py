@@ -306,10 +306,10 @@ def test_shard_writer_refuses_other_compressor_versions(tmp_path, label_maker_np
             reader.schema, lambda split, n: next(reader.iter_batches(split, stop=n))
         )
         writer = codec.shard_writer(reader.schema, plan)
-        assert writer.fingerprint()["png"].startswith("libdeflate ")
+        assert writer.fingerprint()["png"].startswith("fpng ")
         writer.libraries = {
             **writer.libraries,
-            "png": "libdeflate 0.0 level 1",
+            "png": "fpng 0.0 for 8-bit RGB/RGBA, libdeflate 0.0 level 1 for other images",
         }  # as planned elsewhere
         shard = plan[0]
         batches = reader.iter_batches(shard.split, start=shard.start, stop=shard.stop)
