@@ -107,16 +107,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tiles", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--before", default="", help="another checkout to compare with")
+    ap.add_argument(
+        "--before",
+        action="append",
+        default=[],
+        help="another checkout to compare with, as PATH or NAME=PATH (repeatable)",
+    )
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     from _harness import label_maker_npz, machine
 
     src = label_maker_npz(args.tiles)
     cores = os.cpu_count() or 1
-    ways = {"this checkout": os.path.dirname(HERE)}
-    if args.before:
-        ways = {"before": args.before, **ways}
+    ways = {}
+    for i, b in enumerate(args.before):
+        name, _, path = b.rpartition("=")
+        ways[name or ("before" if i == 0 else f"before {i + 1}")] = path
+    ways["this checkout"] = os.path.dirname(HERE)
     print(f"{machine()}; npz -> TFRecord PNG, {args.tiles} tiles, {args.rounds} rounds")
     runs: dict[str, list[dict]] = {w: [] for w in ways}
     for r in range(args.rounds):
@@ -139,17 +146,19 @@ def main() -> None:
             f"{args.tiles / statistics.median(walls):,.0f} | {util:.0%} | "
             f"{rs[0]['bytes'] / 1e6:.1f} |"
         )
-    if args.before:
-        ratio = statistics.median(
-            b["wall"] / a["wall"]
-            for a, b in zip(runs["this checkout"], runs["before"], strict=True)
+    base = next(iter(ways))
+    for way in list(ways)[1:]:
+        ratios = [b["wall"] / a["wall"] for a, b in zip(runs[way], runs[base], strict=True)]
+        print(
+            f"\nspeed-up of {way} over {base}: {statistics.median(ratios):.2f}x "
+            f"(rounds {min(ratios):.2f}-{max(ratios):.2f})"
         )
-        print(f"\nspeed-up of this checkout over before (median of per-round ratios): {ratio:.2f}x")
     if args.profile:
         print("\nMain thread's time by category (share of wall, cProfile):")
         cats = {
-            way: breakdown(*(lambda r: (r["funcs"], r["wall"]))(convert(src, p, True)))
+            way: breakdown(r["funcs"], r["wall"])
             for way, p in ways.items()
+            for r in (convert(src, p, True),)
         }
         print("| category | " + " | ".join(cats) + " |")
         print("|---|" + "---|" * len(cats))
