@@ -306,10 +306,10 @@ def test_shard_writer_refuses_other_compressor_versions(tmp_path, label_maker_np
             reader.schema, lambda split, n: next(reader.iter_batches(split, stop=n))
         )
         writer = codec.shard_writer(reader.schema, plan)
-        assert writer.fingerprint()["png"].startswith("libdeflate ")
+        assert writer.fingerprint()["png"].startswith("fpng ")
         writer.libraries = {
             **writer.libraries,
-            "png": "libdeflate 0.0 level 1",
+            "png": "fpng 0.0 for 8-bit RGB/RGBA, libdeflate 0.0 level 1 for other images",
         }  # as planned elsewhere
         shard = plan[0]
         batches = reader.iter_batches(shard.split, start=shard.start, stop=shard.stop)
@@ -318,3 +318,52 @@ def test_shard_writer_refuses_other_compressor_versions(tmp_path, label_maker_np
         ):
             writer.write_shard(str(tmp_path), shard, batches)
     assert os.listdir(tmp_path) == ["data.npz"]
+
+
+def test_shard_sha256_is_hashed_off_the_writing_thread(tmp_path, label_maker_npz, monkeypatch):
+    """Issue #24: the shard's sha256 runs on its own thread, overlapping the writes and the
+    encoders, and still equals the sha256 of the bytes on disk. (Before, the writing
+    thread hashed every group itself.)"""
+    import hashlib
+    import threading
+    import types
+
+    from dstore.sharding import writer
+
+    threads: set[str] = set()
+
+    class RecordingSha:
+        def __init__(self, *args):
+            self.h = hashlib.sha256(*args)
+
+        def update(self, data):
+            threads.add(threading.current_thread().name)
+            self.h.update(data)
+
+        def hexdigest(self):
+            return self.h.hexdigest()
+
+    monkeypatch.setattr(writer, "hashlib", types.SimpleNamespace(sha256=RecordingSha))
+    dst = str(tmp_path / "out.tfrecords")
+    dstore.convert(label_maker_npz, dst, options={"shard_mb": "0.05"})
+    monkeypatch.undo()
+    assert threads and all(t.startswith("dstore-sha256") for t in threads), threads
+    from dstore.sharding.manifest import load_manifest
+
+    def hashed_files(node):  # every {"file", "sha256"} entry: shards and their indexes
+        if isinstance(node, dict):
+            if "file" in node and "sha256" in node:
+                yield node
+            for v in node.values():
+                yield from hashed_files(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from hashed_files(v)
+
+    entries = list(hashed_files(load_manifest(os.path.join(dst, "dstore.json"))))
+    assert len([e for e in entries if e["file"].endswith(".tfrecord")]) > 3
+    for e in entries:
+        with open(os.path.join(dst, e["file"]), "rb") as f:
+            data = f.read()
+        assert e["sha256"] == hashlib.sha256(data).hexdigest()
+        assert e["bytes"] == len(data)

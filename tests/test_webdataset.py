@@ -358,7 +358,7 @@ def test_resume_after_kill_is_byte_identical(tmp_path, tiles):
         text=True,
     )
     assert res.returncode == 0, res.stderr
-    kept = re.search(r"resumed: (\d+) of 40 shards kept", res.stdout)
+    kept = re.search(r"resumed: (\d+) of \d+ shards kept", res.stdout)
     assert kept and int(kept.group(1)) >= 2, res.stdout
     assert file_digests(dst) == file_digests(ref)
 

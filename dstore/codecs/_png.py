@@ -1,13 +1,17 @@
 """PNG encoding for TFRecord image fields.
 
-``fast`` (the default) writes a standard PNG whose scanlines use the UP
-filter (computed by numpy) and whose IDAT is deflated by libdeflate at level 1
-(through imagecodecs). Only the PNG container is written here -- signature,
-IHDR, one IDAT, IEND, each chunk with its CRC-32. A numeric level (0-9) uses
-zlib with libpng's filter heuristic, which gives TensorFlow's sizes. Decoding
-always goes through ISA-L or libpng (see :func:`decode`).
+``fast`` (the default) writes 8-bit RGB and RGBA images with fpng (Rich
+Geldreich's single-pass PNG writer, through the ``fpng`` package): the first
+row unfiltered, every other row UP-filtered, deflated by a run-length-only
+coder (matches at the distance of one pixel) with a dynamic Huffman table.
+Other images (gray, gray+alpha, 16-bit, empty) get UP-filtered rows (numpy)
+deflated by libdeflate at level 1 (through imagecodecs); only the PNG
+container is written here then -- signature, IHDR, one IDAT, IEND, each chunk
+with its CRC-32. A numeric level (0-9) uses zlib with libpng's filter
+heuristic, which gives TensorFlow's sizes. Decoding always goes through ISA-L
+or libpng (see :func:`decode`).
 
-Why libdeflate and not ISA-L (issue #17): the bytes of an output must be a
+Why these and not ISA-L (issues #17, #24): the bytes of an output must be a
 function of the source, the options and the versions in :func:`encoder_id`
 only, or ``--resume`` and Dask runs stop matching an uninterrupted run. ISA-L's
 level-1 body (``igzip_icf_body_h1_gr_bt.asm``, ``.write_first_byte``) hashes
@@ -16,13 +20,21 @@ of the ``isal_zstream`` -- which python-isal keeps on the calling thread's
 stack -- so one early hash-table entry lands in a slot picked by the stack
 address: about one PNG in a thousand then comes out a few bytes different
 (still valid, same pixels) depending on which thread, in which process,
-encoded it. libdeflate is portable C whose output depends on its input and
-level only (the same on every thread and CPU); see
-``benchmarks/bench_resume.py`` for its cost in tiles/s and bytes.
+encoded it. Levels 2 and 3 run other code and showed no difference in the
+benchmark's runs, but a defect that hits one stream in tens of thousands can
+hide in such counts, and level 2 is not faster than fpng anyway. fpng keeps
+no hash table (its only match distance is one pixel) and its CPU-dependent
+code computes CRC-32 and Adler-32, whose values do not depend on the CPU;
+libdeflate is portable C whose output depends on its input and level only.
+``benchmarks/bench_png_encoders.py`` measures the candidates (speed per core,
+size against TensorFlow, bytes across threads, processes, stack depths and
+environment sizes); fpng is about 5x libdeflate's speed per core at about 9%
+more bytes.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
 from collections.abc import Callable
@@ -52,7 +64,26 @@ def _chunk(kind: bytes, data: bytes | bytearray) -> bytes:
     )
 
 
+@functools.cache
+def _fpng() -> Callable[[np.ndarray], bytes]:
+    """fpng's encoder, imported on first use (its package also imports Pillow)."""
+    from fpng import fpng_ext
+
+    encode: Callable[[np.ndarray], bytes] = fpng_ext.encode_ndarray
+    return encode
+
+
 def encode_fast(img: np.ndarray) -> bytes:
+    """PNG of a uint8/uint16 ``(H, W)`` or ``(H, W, C)`` image: fpng for 8-bit RGB/RGBA,
+    else UP filter + libdeflate level 1 (the choice depends on the image's shape and dtype only)."""
+    if img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] in (3, 4) and img.size:
+        png = _fpng()(np.ascontiguousarray(img))
+        if png:  # empty when fpng refuses the image (over its size limit): libdeflate below
+            return png
+    return encode_up_libdeflate(img)
+
+
+def encode_up_libdeflate(img: np.ndarray) -> bytes:
     """PNG of a uint8/uint16 ``(H, W)`` or ``(H, W, C)`` image: UP filter, libdeflate level 1."""
     rows, _, ihdr = _rows(img)
     filtered = np.empty((rows.shape[0], rows.shape[1] + 1), np.uint8)
@@ -85,6 +116,14 @@ def encode_adaptive(img: np.ndarray, level: int) -> bytes:
     computed for all rows at once with numpy; zlib then runs at ``level``
     with the strategy libpng picks for filtered images.
     """
+    filtered, ihdr = adaptive_filtered(img)
+    comp = zlib.compressobj(level, zlib.DEFLATED, 15, 8, zlib.Z_FILTERED)
+    idat = comp.compress(filtered.data) + comp.flush()
+    return b"".join((_SIGNATURE, ihdr, _chunk(b"IDAT", idat), _IEND))
+
+
+def adaptive_filtered(img: np.ndarray) -> tuple[np.ndarray, bytes]:
+    """The rows of ``img`` filtered as libpng chooses (filter byte first), and the IHDR chunk."""
     rows, bpp, ihdr = _rows(img)
     h, n = rows.shape
     # Neighbours of every byte: left (a), up (b), up-left (c); uint8 arithmetic wraps as PNG's does.
@@ -106,16 +145,19 @@ def encode_adaptive(img: np.ndarray, level: int) -> bytes:
     filtered = np.empty((h, n + 1), np.uint8)
     filtered[:, 0] = choice
     filtered[:, 1:] = cand[choice, np.arange(h)]
-    comp = zlib.compressobj(level, zlib.DEFLATED, 15, 8, zlib.Z_FILTERED)
-    idat = comp.compress(filtered.data) + comp.flush()
-    return b"".join((_SIGNATURE, ihdr, _chunk(b"IDAT", idat), _IEND))
+    return filtered, ihdr
 
 
 def encoder_id(level: str) -> str:
     """The deflate library and version behind ``png_encoder(level)``: with the
     source and the options, all that the encoded bytes depend on."""
     if level == "fast":
-        return f"{imagecodecs.deflate_version()} level 1"
+        from importlib.metadata import version
+
+        return (
+            f"fpng {version('fpng')} for 8-bit RGB/RGBA, "
+            f"{imagecodecs.deflate_version()} level 1 for other images"
+        )
     return f"zlib {zlib.ZLIB_RUNTIME_VERSION} level {int(level)}"
 
 
@@ -131,7 +173,8 @@ _CHANNELS = {0: 1, 4: 2, 2: 3, 6: 4}
 
 
 def decode(data: bytes, where: str = "PNG") -> np.ndarray:
-    """Decode a PNG; files whose rows all use the UP (or no) filter -- what ``fast`` writes --
+    """Decode a PNG; files whose rows all use the UP (or no) filter, or whose first row uses
+    no filter and the others UP -- what ``fast`` writes --
     are inflated by ISA-L and unfiltered by one numpy cumulative sum, anything else by libpng.
 
     Chunk CRCs are not checked on the fast path: in a TFRecord the record's
@@ -173,7 +216,8 @@ def _decode_up(data: bytes) -> np.ndarray | None:
     rows = np.frombuffer(raw, np.uint8).reshape(h, row_bytes + 1)
     filters = rows[:, 0]
     if filters.any():
-        if not (filters == _FILTER_UP).all():
+        # UP on the first row is no filter (the row above is zeros): one cumulative sum
+        if not (filters[1:] == _FILTER_UP).all() or filters[0] not in (0, _FILTER_UP):
             return None
         pixels = np.cumsum(rows[:, 1:], axis=0, dtype=np.uint8)
     else:
