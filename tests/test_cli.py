@@ -359,8 +359,14 @@ def test_info_prints_zarr_codecs_as_json(tmp_path, capsys):
         for line in details:
             chain = json.loads(line.split("codecs ", 1)[1])
             names = [c["name"] for c in chain]
-            assert names[-1] in ("blosc", "sharding_indexed"), line
-            blosc = chain[-1] if names[-1] == "blosc" else chain[-1]["configuration"]["codecs"][-1]
+            # every chunk ends in its CRC32C (issue #26): blosc, then crc32c; or a shard of them
+            if names[-1] == "sharding_indexed":
+                inner = chain[-1]["configuration"]["codecs"]
+                assert [c["name"] for c in inner][-2:] == ["blosc", "crc32c"], line
+                blosc = inner[-2]
+            else:
+                assert names[-2:] == ["blosc", "crc32c"], line
+                blosc = chain[-2]
             assert blosc["configuration"]["cname"] == ("lz4" if "cname=lz4" in opts else "zstd")
             assert "Codec(" not in line and "<" not in line
 
