@@ -32,6 +32,7 @@ from ..errors import (
     CodecIOError,
     DstoreError,
     MissingDependencyError,
+    SchemaError,
     UnsafeInputError,
     UnsupportedDtypeError,
 )
@@ -509,6 +510,20 @@ def _check_filters(ds: Any, where: str) -> None:
             )
 
 
+def _check_utf8(col: VarColumn, where: str, start: int) -> None:
+    """:meth:`VarColumn.check_utf8` naming the record in the dataset, not in the column
+    read from ``start`` (``verify`` re-reads a failing range one record at a time, and
+    said "record 0" of every record it pinned)."""
+    try:
+        col.check_utf8(where)
+    except SchemaError as e:
+        found = re.match(rf"{re.escape(where)}, record (\d+)", str(e))
+        if found is None:
+            raise
+        rest = str(e)[found.end() :]
+        raise SchemaError(f"{where}, record {start + int(found.group(1))}{rest}") from None
+
+
 def _stage_remote(url: str) -> str:
     """A local copy of a remote HDF5 file, for h5py to open by name.
 
@@ -778,7 +793,7 @@ class HDF5Reader(ArrayTreeReader):
             col = arr.read(start, stop, where)
             col.check(where)
             if isinstance(spec.kind, StringList) and spec.kind.text:
-                col.check_utf8(where)
+                _check_utf8(col, where, start)
             return col
         info = h5py.check_string_dtype(arr.dtype)
         if info is not None and info.length is not None:  # fixed-width: numpy's NUL rule
@@ -806,7 +821,7 @@ class HDF5Reader(ArrayTreeReader):
                 col = VarColumn(col.values, col.offsets, shapes)
                 col.check(where)
         if isinstance(spec.kind, String):
-            col.check_utf8(where)
+            _check_utf8(col, where, start)
         return col
 
     def _field_key(self, arr: Any) -> str | None:
