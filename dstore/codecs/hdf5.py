@@ -39,13 +39,13 @@ from ..errors import (
 from ..model import Bytes, Column, Image, Kind, Ragged, String, StringList, Tensor, VarColumn
 from ..output import TMP_MARK
 from ..parallel import default_workers, ordered_map
-from ..schema import Batch, FieldSpec, Schema, check_dtype, split_key
+from ..schema import Batch, FieldSpec, Schema, check_dtype, split_key, stored_paths
 from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
 from ._imagecodec import LOSSY_FORMATS, check_quality, image_fields
 from ._strings import fixed_to_column
 from .base import Codec, Reader, Writer, is_regular_file, read_at
 
-__all__ = ["HDF5Codec"]
+__all__ = ["MAX_CHUNK_BYTES", "MAX_FILL_BYTES", "HDF5Codec"]
 
 _ATTR = "dstore_schema"
 
@@ -66,6 +66,41 @@ def _lzf() -> Any:
     except ImportError:
         return None
     return imagecodecs
+
+
+#: Bytes one chunk of a dataset may hold decoded: a 1.6 MB file of four gzip chunks
+#: declares 1.6 GB, and each chunk is decoded whole into memory. h5py's automatic
+#: chunks are at most 1 MiB and dstore writes about ``chunk_mb`` (1 MiB); 256 MiB
+#: leaves room for hand-chunked files. Raise it by setting this, or the environment
+#: variable ``DSTORE_MAX_CHUNK_BYTES`` (which wins).
+MAX_CHUNK_BYTES = 2**28
+_CHUNK_ENV = "DSTORE_MAX_CHUNK_BYTES"
+#: Bytes of a dataset that may be unallocated (never written, so read as fill values):
+#: a 1.7 kB file declares (10**12,) float64 of fill, 8 TB to walk. A dataset written
+#: in part (allocated late, a preallocated array not filled) stays well below this.
+#: Raise it by setting this, or the environment variable ``DSTORE_MAX_FILL_BYTES``.
+MAX_FILL_BYTES = 2**30
+_FILL_ENV = "DSTORE_MAX_FILL_BYTES"
+
+
+def _limit(env: str, default: int) -> int:
+    """The limit in force: the environment variable ``env`` if set, else ``default``."""
+    text = os.environ.get(env, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) <= 0:
+        raise ValueError(f"{env} must be a positive integer. Got {text!r} instead.")
+    return int(text)
+
+
+def max_chunk_bytes() -> int:
+    """:data:`MAX_CHUNK_BYTES`, or ``DSTORE_MAX_CHUNK_BYTES`` when set."""
+    return _limit(_CHUNK_ENV, MAX_CHUNK_BYTES)
+
+
+def max_fill_bytes() -> int:
+    """:data:`MAX_FILL_BYTES`, or ``DSTORE_MAX_FILL_BYTES`` when set."""
+    return _limit(_FILL_ENV, MAX_FILL_BYTES)
 
 
 #: Filter ids of plain HDF5 (deflate, shuffle, fletcher32, szip, nbit, scaleoffset) and h5py's lzf.
@@ -407,17 +442,21 @@ class HDF5Writer(Writer):
             comp = dict(_plugins().Zstd(clevel=options.level))
         root_attrs, split_attrs = group_attrs(schema.attrs)
         _set_attrs(self.file, root_attrs)
+        paths = stored_paths(schema)
         for split in schema.splits.values():
-            # require: a nested split (a/b) may have created this group (a) already
-            group = self.file.require_group("/".join(names.split_parts(split.name)))
-            _set_attrs(group, split_attrs.get(split.name, {}))
             for spec in split.fields.values():
+                # the split's group, or the root for a split read from there (stored_paths)
+                where, _, name = paths[(split.name, spec.name)].rpartition("/")
+                # require: a nested split (a/b) may have created this group (a) already
+                group = self.file.require_group(where) if where else self.file
                 if not spec.dense:
-                    self._var[(split.name, spec.name)] = self._create_var(group, split.count, spec)
+                    self._var[(split.name, spec.name)] = self._create_var(
+                        group, name, split.count, spec
+                    )
                     continue
                 rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
                 ds = group.create_dataset(
-                    names.escape(spec.name),
+                    name,
                     shape=(split.count, *spec.shape),
                     dtype=spec.dtype,
                     fillvalue=fill_value(spec.attrs, spec.dtype),
@@ -434,8 +473,11 @@ class HDF5Writer(Writer):
                 self._appenders[(split.name, spec.name)] = AlignedAppender(
                     rows, _ChunkStore(ds, rows, options, self._pool, self._workers)
                 )
+            if split.name in split_attrs or not split.fields:
+                group = self.file.require_group("/".join(names.split_parts(split.name)))
+                _set_attrs(group, split_attrs.get(split.name, {}))
 
-    def _create_var(self, group: Any, count: int, spec: FieldSpec) -> _VarDataset:
+    def _create_var(self, group: Any, name: str, count: int, spec: FieldSpec) -> _VarDataset:
         """A field whose records vary, as HDF5 variable-length data (one array or string per record).
 
         Strings are UTF-8 vlen strings; bytes and encoded images vlen uint8
@@ -445,7 +487,6 @@ class HDF5Writer(Writer):
         images of varying size vlen pixels plus a ``<name>.shapes`` dataset;
         lists of strings as :class:`_ListDataset` describes.
         HDF5 filters compress only the pointers of vlen data, so none is set."""
-        name = names.escape(spec.name)
         kind = spec.kind
         if isinstance(kind, StringList):
             strings = group.create_dataset(
@@ -572,6 +613,9 @@ class HDF5Reader(ArrayTreeReader):
             self.by_path: dict[str, Any] = {}
             self.groups: dict[str, Any] = {}
             self.notes: list[str] = []
+            self._sized: set[str] = set()  # datasets whose declared size was checked
+            # per dataset, the last chunk-aligned block read (start record, records)
+            self._blocks: dict[str, tuple[int, np.ndarray]] = {}
             # every group reached, by identity (h5py compares the object, not the path)
             self._seen_groups: dict[Any, str] = {self.file.id: "/"}
             try:
@@ -785,9 +829,7 @@ class HDF5Reader(ArrayTreeReader):
             if p + suffix in self.by_path
         }
 
-    def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
-        if spec.dense:
-            return super()._read_column(spec, arr, start, stop)
+    def _read_var(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
         where = f"{self.path}: dataset {arr.name!r}"
         if isinstance(arr, _ListDataset):
             col = arr.read(start, stop, where)
@@ -823,6 +865,71 @@ class HDF5Reader(ArrayTreeReader):
         if isinstance(spec.kind, String):
             _check_utf8(col, where, start)
         return col
+
+    def _check_size(self, arr: Any) -> None:
+        """Refuse, before its first read, a dataset whose declared size the file does not
+        back: chunks too large to decode (:data:`MAX_CHUNK_BYTES`), or more unallocated
+        bytes (read as fill values) than :data:`MAX_FILL_BYTES`. ``info`` still shows it."""
+        if arr.name in self._sized or not isinstance(arr, h5py.Dataset):
+            return
+        where = f"{self.path}: dataset {arr.name!r}"
+        itemsize = np.dtype(arr.dtype).itemsize
+        declared = int(np.prod(arr.shape, dtype=object)) * itemsize
+        if arr.chunks is not None:
+            chunk = int(np.prod(arr.chunks, dtype=object)) * itemsize
+            if chunk > max_chunk_bytes():
+                raise CodecIOError(
+                    f"{where}: chunks {arr.chunks} hold {chunk:,} bytes each once decoded, "
+                    f"more than the limit of {max_chunk_bytes():,} bytes (set {_CHUNK_ENV} "
+                    "to raise it)"
+                )
+            covered = int(arr.id.get_num_chunks()) * chunk
+        else:
+            covered = int(arr.id.get_storage_size())
+        unallocated = declared - covered
+        if unallocated > max_fill_bytes():
+            raise CodecIOError(
+                f"{where}: declares {arr.shape} {arr.dtype} ({declared:,} bytes) but stores "
+                f"{arr.id.get_storage_size():,} bytes: {unallocated:,} bytes were never written "
+                f"and would read as fill values, more than the limit of {max_fill_bytes():,} "
+                f"(set {_FILL_ENV} to raise it)"
+            )
+        self._sized.add(arr.name)
+
+    def _read_dense(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
+        """Records ``start:stop``, each chunk decoded once per pass: a chunk of more
+        records than a batch would be decoded again for every batch (four 400 MB gzip
+        chunks were still converting after 150 s), so the last chunk-aligned block read
+        is kept and batches are cut from it."""
+        rows = int(arr.chunks[0]) if arr.chunks is not None else 0
+        if rows <= stop - start:
+            return super()._read_column(spec, arr, start, stop)
+        parts = []
+        pos = start
+        while pos < stop:
+            lo = (pos // rows) * rows
+            held = self._blocks.get(arr.name)
+            if held is None or held[0] != lo:
+                self._blocks[arr.name] = held = (lo, np.asarray(arr[lo : lo + rows]))
+            block = held[1]
+            end = min(stop, lo + len(block))
+            parts.append(block[pos - lo : end - lo])
+            pos = end
+        data = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return np.array(data, dtype=spec.dtype)  # a copy: the block is reused
+
+    def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
+        self._check_size(arr)
+        try:
+            if spec.dense:
+                return self._read_dense(spec, arr, start, stop)
+            return self._read_var(spec, arr, start, stop)
+        except MemoryError:
+            # a MemoryError has no text: name it
+            raise CodecIOError(
+                f"{self.path}: dataset {arr.name!r}, records {start}..{stop - 1}: out of memory "
+                "(MemoryError) while reading them"
+            ) from None
 
     def _field_key(self, arr: Any) -> str | None:
         return arr.name.lstrip("/")
