@@ -292,12 +292,24 @@ class _ListDataset:
 
 
 class _VarDataset:
-    """Appends VarColumns to a variable-length dataset (h5py takes one object per record)."""
+    """Appends VarColumns to a variable-length dataset (h5py takes one object per record).
+
+    It keeps the datasets' names, not the datasets: HDF5 holds about 20 kB for each
+    open dataset, and 40,000 one-record fields took 1.1 GB to write (issue 26)."""
 
     def __init__(self, ds: Any, shapes: Any) -> None:
-        self.ds = ds
-        self.shapes = shapes
+        self.file = ds.file
+        self.name = ds.name
+        self.shapes_name = None if shapes is None else shapes.name
         self.pos = 0
+
+    @property
+    def ds(self) -> Any:
+        return self.file[self.name]
+
+    @property
+    def shapes(self) -> Any:
+        return None if self.shapes_name is None else self.file[self.shapes_name]
 
     def write(self, spec: FieldSpec, col: VarColumn) -> None:
         n = len(col)
@@ -371,19 +383,22 @@ class _ChunkStore:
     It holds what it needs rather than the writer: a writer reached from its own
     datasets would be a reference cycle, its h5py objects freed only by a later
     garbage collection, on whichever thread runs it; freeing an h5py object takes
-    h5py's global lock, so that thread may wait for another's h5py call."""
+    h5py's global lock, so that thread may wait for another's h5py call. It keeps
+    the dataset's name, not the open dataset (see :class:`_VarDataset`)."""
 
     def __init__(
         self, ds: Any, rows: int, options: HDF5Options, pool: ThreadPoolExecutor, workers: int
     ) -> None:
-        self.ds, self.rows, self.options, self.pool, self.workers = ds, rows, options, pool, workers
+        self.file, self.name = ds.file, ds.name
+        self.rows, self.options, self.pool, self.workers = rows, options, pool, workers
         self.direct = ds.chunks is not None and (
             options.compression == "gzip" or (options.compression == "lzf" and _lzf() is not None)
         )
 
     def __call__(self, pos: int, data: np.ndarray) -> None:
+        ds = self.file[self.name]
         if not self.direct:
-            self.ds[pos : pos + len(data)] = data
+            ds[pos : pos + len(data)] = data
             return
         # HDF5 compresses chunk by chunk on one core; compress the chunks on
         # all cores here and hand HDF5 the finished bytes (the same filter
@@ -393,7 +408,7 @@ class _ChunkStore:
         tail = (0,) * (data.ndim - 1)
         blobs = ordered_map(self._compress, chunks, self.pool, 2 * self.workers)
         for i, (blob, mask) in enumerate(blobs):
-            self.ds.id.write_direct_chunk((pos + i * rows, *tail), blob, filter_mask=mask)
+            ds.id.write_direct_chunk((pos + i * rows, *tail), blob, filter_mask=mask)
 
     def _compress(self, chunk: np.ndarray) -> tuple[bytes, int]:
         dtype = chunk.dtype  # the dataset's, byte order included
