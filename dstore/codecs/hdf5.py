@@ -473,7 +473,7 @@ class HDF5Writer(Writer):
                 ds = group.create_dataset(
                     name,
                     shape=(split.count, *spec.shape),
-                    dtype=spec.dtype,
+                    dtype=_enum_or(spec),
                     fillvalue=fill_value(spec.attrs, spec.dtype),
                     chunks=(rows, *(max(1, d) for d in spec.shape))
                     if split.count and all(spec.shape)
@@ -552,6 +552,15 @@ class HDF5Writer(Writer):
         self._pool.shutdown(cancel_futures=True)
         with contextlib.suppress(Exception):  # the output is deleted anyway
             self.file.close()
+
+
+def _enum_or(spec: FieldSpec) -> Any:
+    """The field's dtype, as the HDF5 enum it was read from when its labels came along
+    (``attrs["enum"]``) and it is still an integer field (a cast drops the labels)."""
+    labels = spec.attrs.get("enum")
+    if isinstance(labels, dict) and labels and spec.dtype.kind in "iu":
+        return h5py.enum_dtype({str(k): int(v) for k, v in labels.items()}, basetype=spec.dtype)
+    return spec.dtype
 
 
 def _check_filters(ds: Any, where: str) -> None:
@@ -813,7 +822,9 @@ class HDF5Reader(ArrayTreeReader):
         if base is not None:
             inner = tuple(int(n) for n in arr.attrs.get("dstore_inner_shape", ()))
             return Ragged(check_dtype(np.dtype(base), f"{self.path}: dataset {arr.name!r}"), inner)
-        return super()._kind_of(arr)
+        # the plain dtype: h5py's enum labels ride in the dtype's metadata, which numpy
+        # will not save (they are carried in the field's attributes instead)
+        return Tensor(np.dtype(arr.dtype.str), tuple(arr.shape[1:]))
 
     def _stores(self, arr: Any, spec: FieldSpec, count: int) -> bool:
         if spec.dense:
@@ -937,7 +948,11 @@ class HDF5Reader(ArrayTreeReader):
         self._check_size(arr)
         try:
             if spec.dense:
-                return self._read_dense(spec, arr, start, stop)
+                dense = self._read_dense(spec, arr, start, stop)
+                # h5py's enum dtype carries metadata numpy will not save: the plain dtype
+                if isinstance(dense, np.ndarray) and dense.dtype.metadata:
+                    return dense.view(spec.dtype)
+                return dense
             return self._read_var(spec, arr, start, stop)
         except MemoryError:
             # a MemoryError has no text: name it
@@ -971,6 +986,11 @@ class HDF5Reader(ArrayTreeReader):
             ) from None
         if fill is not None:
             out["fill_value"] = encode(fill)
+        # an HDF5 enum's labels: the values are the integers, the labels ride in the
+        # schema, and the HDF5 writer makes the enum type again
+        labels = h5py.check_enum_dtype(arr.dtype) if isinstance(arr, h5py.Dataset) else None
+        if labels:
+            out["enum"] = {str(k): int(v) for k, v in labels.items()}
         return out
 
     def _root_attrs(self) -> dict[str, Any]:
