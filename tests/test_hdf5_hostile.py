@@ -245,3 +245,28 @@ def test_enum_labels_and_byte_order_survive_a_round_trip(tmp_path, features, mid
         np.testing.assert_array_equal(f["e"][()], labels)
         assert f["i"].dtype == np.dtype(">i4") and f["x"].dtype == np.dtype(">f4")
     assert dstore.info(src).schema.splits["data"].fields["e"].attrs["enum"] == {"cat": 0, "dog": 1}
+
+
+def test_npz_output_refuses_up_front_beyond_ulimit_f(tmp_path, features):
+    # failed before: the npz writer had no free-space/ulimit check (HDF5 had one); the
+    # write ran into the file size limit (SIGXFSZ) midway instead of one line up front
+    x, _ = features
+    src = str(tmp_path / "x.h5")
+    with h5py.File(src, "w") as f:
+        f["x"] = np.resize(x.astype("f8"), (512, 64))  # 256 KiB raw
+    dst = str(tmp_path / "x.npz")
+    code = textwrap.dedent(
+        f"""
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_FSIZE, (128 * 1024, resource.RLIM_INFINITY))
+        from dstore.cli import main
+        sys.exit(main(["convert", {src!r}, {dst!r}]))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode not in (0, -25), out  # refused, not killed by SIGXFSZ
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "x.npz: file too large" in lines[0] and "ulimit -f" in lines[0]
+    assert sorted(os.listdir(tmp_path)) == ["x.h5"]
