@@ -33,7 +33,7 @@ def test_verify_names_the_absolute_record_of_invalid_utf8(tmp_path, features):
 
 
 def _convert_in_child(
-    src: str, dst: str, env: dict[str, str] | None = None
+    src: str, dst: str, env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess:
     """``dstore convert`` in a child process under a 2 GiB address-space limit and a
     timeout: a bomb that is not refused cannot take the test run down with it."""
@@ -42,7 +42,7 @@ def _convert_in_child(
         import resource, sys
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
         from dstore.cli import main
-        sys.exit(main(["convert", {src!r}, {dst!r}]))
+        sys.exit(main(["convert", {src!r}, {dst!r}, *{list(extra)!r}]))
         """
     )
     return subprocess.run(
@@ -63,7 +63,8 @@ def test_unallocated_declared_size_is_refused_by_name(tmp_path):
     assert os.path.getsize(src) < 4096
     info = dstore.info(src)  # describing it stays fine
     assert info.schema.splits["data"].count == 10**12
-    out = _convert_in_child(src, str(tmp_path / "out.npz"))
+    # the npz writer's own free-space check would refuse 8 TB first: the reader's line
+    out = _convert_in_child(src, str(tmp_path / "out.npz"), extra=("-o", "check_space=false"))
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
@@ -270,3 +271,29 @@ def test_npz_output_refuses_up_front_beyond_ulimit_f(tmp_path, features):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "x.npz: file too large" in lines[0] and "ulimit -f" in lines[0]
     assert sorted(os.listdir(tmp_path)) == ["x.h5"]
+
+
+def test_pytables_vlunicode_text_reads_as_strings(tmp_path):
+    # failed before: read as ragged uint32 code points
+    tables = pytest.importorskip("tables")
+    src = str(tmp_path / "pt.h5")
+    words = ["héllo", "wörld", "", "日本語"]
+    with tables.open_file(src, "w") as f:
+        text = f.create_vlarray("/", "text", tables.VLUnicodeAtom())
+        for w in words:
+            text.append(w)
+    dst = str(tmp_path / "pt.npz")
+    dstore.convert(src, dst)
+    with np.load(dst) as z:
+        assert list(z["text"]) == words
+
+
+def test_npz_output_of_a_declared_size_bomb_is_refused_for_space(tmp_path):
+    src = str(tmp_path / "bomb.h5")
+    with h5py.File(src, "w") as f:
+        f.create_dataset("x", shape=(10**12,), dtype="f8", chunks=(10**6,))
+    out = _convert_in_child(src, str(tmp_path / "out.npz"))
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode != 0 and len(lines) == 1, out.stderr
+    assert "out.npz: not enough free space" in lines[0] or "ulimit -f" in lines[0]
+    assert sorted(os.listdir(tmp_path)) == ["bomb.h5"]

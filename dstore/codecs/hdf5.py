@@ -554,6 +554,14 @@ class HDF5Writer(Writer):
             self.file.close()
 
 
+def _is_vlunicode(arr: Any) -> bool:
+    """A PyTables ``VLUnicodeAtom`` array: vlen uint32 code points, marked ``PSEUDOATOM``."""
+    if not isinstance(arr, h5py.Dataset) or h5py.check_vlen_dtype(arr.dtype) != np.uint32:
+        return False
+    mark = arr.attrs.get("PSEUDOATOM")
+    return (mark.decode() if isinstance(mark, bytes) else str(mark)) == "vlunicode"
+
+
 def _enum_or(spec: FieldSpec) -> Any:
     """The field's dtype, as the HDF5 enum it was read from when its labels came along
     (``attrs["enum"]``) and it is still an integer field (a cast drops the labels)."""
@@ -819,6 +827,8 @@ class HDF5Reader(ArrayTreeReader):
             # UTF-8 text is a string; ASCII-declared or fixed-width data may hold any bytes
             return String() if info.encoding == "utf-8" and info.length is None else Bytes()
         base = h5py.check_vlen_dtype(arr.dtype)
+        if base is not None and _is_vlunicode(arr):
+            return String()
         if base is not None:
             inner = tuple(int(n) for n in arr.attrs.get("dstore_inner_shape", ()))
             return Ragged(check_dtype(np.dtype(base), f"{self.path}: dataset {arr.name!r}"), inner)
@@ -870,6 +880,11 @@ class HDF5Reader(ArrayTreeReader):
             raw = arr[start:stop]  # bytes objects: decoding is checked per record below
             col = VarColumn.from_bytes(
                 b if isinstance(b, bytes) else str(b).encode("utf-8") for b in raw
+            )
+        elif _is_vlunicode(arr):  # PyTables text: each record UTF-32 code points
+            col = VarColumn.from_bytes(
+                np.asarray(r, "<u4").tobytes().decode("utf-32-le").encode("utf-8")
+                for r in arr[start:stop]
             )
         else:
             items = arr[start:stop]
