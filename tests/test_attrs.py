@@ -200,7 +200,7 @@ def test_attributes_that_cannot_be_carried_are_named(tmp_path, capsys):
     assert "dataset '/x': attribute 'ref' (a Reference) is not carried" in out
     assert "dataset '/x': attribute 'pair'" in out and "is not carried" in out
     with h5py.File(tmp_path / "o.h5") as f:
-        assert _h5_attrs(f["data/x"]) == {"ok": 1}
+        assert _h5_attrs(f["x"]) == {"ok": 1}
 
 
 def test_fill_value_follows_a_dtype_cast(tmp_path):
@@ -210,7 +210,7 @@ def test_fill_value_follows_a_dtype_cast(tmp_path):
     out = str(tmp_path / "o.h5")
     dstore.convert(src, out, dtype="float16")
     with h5py.File(out) as f:
-        assert f["data/x"].dtype == np.float16 and f["data/x"].fillvalue == np.float16(0.1)
+        assert f["x"].dtype == np.float16 and f["x"].fillvalue == np.float16(0.1)
 
 
 _ATTR_DTYPES = st.sampled_from(

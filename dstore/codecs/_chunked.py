@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import CodecIOError, DstoreError, SchemaError
-from ..model import Column, Kind, Tensor, names
+from ..model import Column, Kind, Tensor
 from ..model.attrs import encode_all, with_groups
-from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
+from ..model.schema import ROOT_SPLITS_ATTR, Batch, FieldSpec, Schema, SplitSpec, stored_paths
 from .base import RANGE_BYTES, Reader, even_ranges
 
 __all__ = [
@@ -107,7 +107,7 @@ class ArrayTreeReader(Reader):
     Subclasses fill ``self.arrays`` ((split, field) -> array, as the tree
     reads) and ``self.by_path`` (``group/.../array`` -> array) while walking
     their tree, then call :meth:`_build_schema`: with dstore's stored schema,
-    each field is found where :func:`dstore.model.names.field_path` stored it, so
+    each field is found where :func:`dstore.model.schema.stored_paths` stored it, so
     escaped names come back as the originals.
     """
 
@@ -183,7 +183,18 @@ class ArrayTreeReader(Reader):
                 for s in splits
                 if s in groups
             }
-            return Schema(splits, with_groups({}, self._root_attrs(), split_attrs))
+            attrs = with_groups({}, self._root_attrs(), split_attrs)
+            # splits whose arrays all lie at the root (no group): written there again
+            path_of = {id(a): p for p, a in self.by_path.items()}
+            at_root = [
+                s
+                for s, spec in splits.items()
+                if spec.fields
+                and all("/" not in path_of.get(id(self.arrays[(s, f)]), "/") for f in spec.fields)
+            ]
+            if at_root:
+                attrs[ROOT_SPLITS_ATTR] = at_root
+            return Schema(splits, attrs)
         try:
             schema = Schema.from_json(stored)
         except SchemaError as e:
@@ -192,11 +203,7 @@ class ArrayTreeReader(Reader):
             ) from None
         # dstore wrote both: a disagreement is damage (or an edit by another
         # tool), and reading on would return records the writer never wrote.
-        where_stored = {
-            (s.name, f): "/".join(names.field_path(s.name, f))
-            for s in schema.splits.values()
-            for f in s.fields
-        }
+        where_stored = stored_paths(schema)
         self.arrays = {k: self.by_path[p] for k, p in where_stored.items() if p in self.by_path}
         for split in schema.splits.values():
             for spec in split.fields.values():

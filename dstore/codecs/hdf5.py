@@ -31,15 +31,22 @@ from ..errors import (
     CodecIOError,
     DstoreError,
     MissingDependencyError,
+    SchemaError,
     UnsafeInputError,
     UnsupportedDtypeError,
 )
 from ..model import Bytes, Column, Image, Kind, Ragged, String, StringList, Tensor, VarColumn, names
 from ..model.attrs import encode, fill_value, for_hdf5, group_attrs, target_notes
-from ..model.schema import Batch, FieldSpec, Schema, check_dtype, split_key
+from ..model.schema import Batch, FieldSpec, Schema, check_dtype, split_key, stored_paths
 from ..output import TMP_MARK
 from ..parallel import default_workers, ordered_map
-from ._chunked import AlignedAppender, ArrayTreeReader, chunk_rows
+from ._chunked import (
+    AlignedAppender,
+    ArrayTreeReader,
+    chunk_rows,
+    max_chunk_bytes,
+    max_fill_bytes,
+)
 from ._imagecodec import LOSSY_FORMATS, check_quality, image_fields
 from ._strings import fixed_to_column
 from .base import Codec, Reader, Writer, is_regular_file, read_at
@@ -256,12 +263,24 @@ class _ListDataset:
 
 
 class _VarDataset:
-    """Appends VarColumns to a variable-length dataset (h5py takes one object per record)."""
+    """Appends VarColumns to a variable-length dataset (h5py takes one object per record).
+
+    It keeps the datasets' names, not the datasets: HDF5 holds about 20 kB for each
+    open dataset, and 40,000 one-record fields took 1.1 GB to write (issue 26)."""
 
     def __init__(self, ds: Any, shapes: Any) -> None:
-        self.ds = ds
-        self.shapes = shapes
+        self.file = ds.file
+        self.name = ds.name
+        self.shapes_name = None if shapes is None else shapes.name
         self.pos = 0
+
+    @property
+    def ds(self) -> Any:
+        return self.file[self.name]
+
+    @property
+    def shapes(self) -> Any:
+        return None if self.shapes_name is None else self.file[self.shapes_name]
 
     def write(self, spec: FieldSpec, col: VarColumn) -> None:
         n = len(col)
@@ -335,19 +354,22 @@ class _ChunkStore:
     It holds what it needs rather than the writer: a writer reached from its own
     datasets would be a reference cycle, its h5py objects freed only by a later
     garbage collection, on whichever thread runs it; freeing an h5py object takes
-    h5py's global lock, so that thread may wait for another's h5py call."""
+    h5py's global lock, so that thread may wait for another's h5py call. It keeps
+    the dataset's name, not the open dataset (see :class:`_VarDataset`)."""
 
     def __init__(
         self, ds: Any, rows: int, options: HDF5Options, pool: ThreadPoolExecutor, workers: int
     ) -> None:
-        self.ds, self.rows, self.options, self.pool, self.workers = ds, rows, options, pool, workers
+        self.file, self.name = ds.file, ds.name
+        self.rows, self.options, self.pool, self.workers = rows, options, pool, workers
         self.direct = ds.chunks is not None and (
             options.compression == "gzip" or (options.compression == "lzf" and _lzf() is not None)
         )
 
     def __call__(self, pos: int, data: np.ndarray) -> None:
+        ds = self.file[self.name]
         if not self.direct:
-            self.ds[pos : pos + len(data)] = data
+            ds[pos : pos + len(data)] = data
             return
         # HDF5 compresses chunk by chunk on one core; compress the chunks on
         # all cores here and hand HDF5 the finished bytes (the same filter
@@ -357,7 +379,7 @@ class _ChunkStore:
         tail = (0,) * (data.ndim - 1)
         blobs = ordered_map(self._compress, chunks, self.pool, 2 * self.workers)
         for i, (blob, mask) in enumerate(blobs):
-            self.ds.id.write_direct_chunk((pos + i * rows, *tail), blob, filter_mask=mask)
+            ds.id.write_direct_chunk((pos + i * rows, *tail), blob, filter_mask=mask)
 
     def _compress(self, chunk: np.ndarray) -> tuple[bytes, int]:
         dtype = chunk.dtype  # the dataset's, byte order included
@@ -406,19 +428,23 @@ class HDF5Writer(Writer):
             comp = dict(_plugins().Zstd(clevel=options.level))
         root_attrs, split_attrs = group_attrs(schema.attrs)
         _set_attrs(self.file, root_attrs)
+        paths = stored_paths(schema)
         for split in schema.splits.values():
-            # require: a nested split (a/b) may have created this group (a) already
-            group = self.file.require_group("/".join(names.split_parts(split.name)))
-            _set_attrs(group, split_attrs.get(split.name, {}))
             for spec in split.fields.values():
+                # the split's group, or the root for a split read from there (stored_paths)
+                where, _, name = paths[(split.name, spec.name)].rpartition("/")
+                # require: a nested split (a/b) may have created this group (a) already
+                group = self.file.require_group(where) if where else self.file
                 if not spec.dense:
-                    self._var[(split.name, spec.name)] = self._create_var(group, split.count, spec)
+                    self._var[(split.name, spec.name)] = self._create_var(
+                        group, name, split.count, spec
+                    )
                     continue
                 rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
                 ds = group.create_dataset(
-                    names.escape(spec.name),
+                    name,
                     shape=(split.count, *spec.shape),
-                    dtype=spec.dtype,
+                    dtype=_enum_or(spec),
                     fillvalue=fill_value(spec.attrs, spec.dtype),
                     chunks=(rows, *(max(1, d) for d in spec.shape))
                     if split.count and all(spec.shape)
@@ -433,8 +459,11 @@ class HDF5Writer(Writer):
                 self._appenders[(split.name, spec.name)] = AlignedAppender(
                     rows, _ChunkStore(ds, rows, options, self._pool, self._workers)
                 )
+            if split.name in split_attrs or not split.fields:
+                group = self.file.require_group("/".join(names.split_parts(split.name)))
+                _set_attrs(group, split_attrs.get(split.name, {}))
 
-    def _create_var(self, group: Any, count: int, spec: FieldSpec) -> _VarDataset:
+    def _create_var(self, group: Any, name: str, count: int, spec: FieldSpec) -> _VarDataset:
         """A field whose records vary, as HDF5 variable-length data (one array or string per record).
 
         Strings are UTF-8 vlen strings; bytes and encoded images vlen uint8
@@ -444,7 +473,6 @@ class HDF5Writer(Writer):
         images of varying size vlen pixels plus a ``<name>.shapes`` dataset;
         lists of strings as :class:`_ListDataset` describes.
         HDF5 filters compress only the pointers of vlen data, so none is set."""
-        name = names.escape(spec.name)
         kind = spec.kind
         if isinstance(kind, StringList):
             strings = group.create_dataset(
@@ -497,6 +525,23 @@ class HDF5Writer(Writer):
             self.file.close()
 
 
+def _is_vlunicode(arr: Any) -> bool:
+    """A PyTables ``VLUnicodeAtom`` array: vlen uint32 code points, marked ``PSEUDOATOM``."""
+    if not isinstance(arr, h5py.Dataset) or h5py.check_vlen_dtype(arr.dtype) != np.uint32:
+        return False
+    mark = arr.attrs.get("PSEUDOATOM")
+    return (mark.decode() if isinstance(mark, bytes) else str(mark)) == "vlunicode"
+
+
+def _enum_or(spec: FieldSpec) -> Any:
+    """The field's dtype, as the HDF5 enum it was read from when its labels came along
+    (``attrs["enum"]``) and it is still an integer field (a cast drops the labels)."""
+    labels = spec.attrs.get("enum")
+    if isinstance(labels, dict) and labels and spec.dtype.kind in "iu":
+        return h5py.enum_dtype({str(k): int(v) for k, v in labels.items()}, basetype=spec.dtype)
+    return spec.dtype
+
+
 def _check_filters(ds: Any, where: str) -> None:
     plist = ds.id.get_create_plist()
     for i in range(plist.get_nfilters()):
@@ -507,6 +552,20 @@ def _check_filters(ds: Any, where: str) -> None:
                 f"{where}: compressed with HDF5 filter {fid} ({name}), which is not installed "
                 f"({install_hint('hdf5-plugins')} may provide it)"
             )
+
+
+def _check_utf8(col: VarColumn, where: str, start: int) -> None:
+    """:meth:`VarColumn.check_utf8` naming the record in the dataset, not in the column
+    read from ``start`` (``verify`` re-reads a failing range one record at a time, and
+    said "record 0" of every record it pinned)."""
+    try:
+        col.check_utf8(where)
+    except SchemaError as e:
+        found = re.match(rf"{re.escape(where)}, record (\d+)", str(e))
+        if found is None:
+            raise
+        rest = str(e)[found.end() :]
+        raise SchemaError(f"{where}, record {start + int(found.group(1))}{rest}") from None
 
 
 def _stage_remote(url: str) -> str:
@@ -557,6 +616,9 @@ class HDF5Reader(ArrayTreeReader):
             self.by_path: dict[str, Any] = {}
             self.groups: dict[str, Any] = {}
             self.notes: list[str] = []
+            self._sized: set[str] = set()  # datasets whose declared size was checked
+            # per dataset, the last chunk-aligned block read (start record, records)
+            self._blocks: dict[str, tuple[int, np.ndarray]] = {}
             # every group reached, by identity (h5py compares the object, not the path)
             self._seen_groups: dict[Any, str] = {self.file.id: "/"}
             try:
@@ -736,10 +798,14 @@ class HDF5Reader(ArrayTreeReader):
             # UTF-8 text is a string; ASCII-declared or fixed-width data may hold any bytes
             return String() if info.encoding == "utf-8" and info.length is None else Bytes()
         base = h5py.check_vlen_dtype(arr.dtype)
+        if base is not None and _is_vlunicode(arr):
+            return String()
         if base is not None:
             inner = tuple(int(n) for n in arr.attrs.get("dstore_inner_shape", ()))
             return Ragged(check_dtype(np.dtype(base), f"{self.path}: dataset {arr.name!r}"), inner)
-        return super()._kind_of(arr)
+        # the plain dtype: h5py's enum labels ride in the dtype's metadata, which numpy
+        # will not save (they are carried in the field's attributes instead)
+        return Tensor(np.dtype(arr.dtype.str), tuple(arr.shape[1:]))
 
     def _stores(self, arr: Any, spec: FieldSpec, count: int) -> bool:
         if spec.dense:
@@ -770,15 +836,13 @@ class HDF5Reader(ArrayTreeReader):
             if p + suffix in self.by_path
         }
 
-    def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
-        if spec.dense:
-            return super()._read_column(spec, arr, start, stop)
+    def _read_var(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
         where = f"{self.path}: dataset {arr.name!r}"
         if isinstance(arr, _ListDataset):
             col = arr.read(start, stop, where)
             col.check(where)
             if isinstance(spec.kind, StringList) and spec.kind.text:
-                col.check_utf8(where)
+                _check_utf8(col, where, start)
             return col
         info = h5py.check_string_dtype(arr.dtype)
         if info is not None and info.length is not None:  # fixed-width: numpy's NUL rule
@@ -787,6 +851,11 @@ class HDF5Reader(ArrayTreeReader):
             raw = arr[start:stop]  # bytes objects: decoding is checked per record below
             col = VarColumn.from_bytes(
                 b if isinstance(b, bytes) else str(b).encode("utf-8") for b in raw
+            )
+        elif _is_vlunicode(arr):  # PyTables text: each record UTF-32 code points
+            col = VarColumn.from_bytes(
+                np.asarray(r, "<u4").tobytes().decode("utf-32-le").encode("utf-8")
+                for r in arr[start:stop]
             )
         else:
             items = arr[start:stop]
@@ -806,8 +875,77 @@ class HDF5Reader(ArrayTreeReader):
                 col = VarColumn(col.values, col.offsets, shapes)
                 col.check(where)
         if isinstance(spec.kind, String):
-            col.check_utf8(where)
+            _check_utf8(col, where, start)
         return col
+
+    def _check_size(self, arr: Any) -> None:
+        """Refuse, before its first read, a dataset whose declared size the file does not
+        back: chunks too large to decode (:data:`~dstore.codecs._chunked.MAX_CHUNK_BYTES`), or more unallocated
+        bytes (read as fill values) than :data:`~dstore.codecs._chunked.MAX_FILL_BYTES`. ``info`` still shows it."""
+        if arr.name in self._sized or not isinstance(arr, h5py.Dataset):
+            return
+        where = f"{self.path}: dataset {arr.name!r}"
+        itemsize = np.dtype(arr.dtype).itemsize
+        declared = int(np.prod(arr.shape, dtype=object)) * itemsize
+        if arr.chunks is not None:
+            chunk = int(np.prod(arr.chunks, dtype=object)) * itemsize
+            if chunk > max_chunk_bytes():
+                raise CodecIOError(
+                    f"{where}: chunks {arr.chunks} hold {chunk:,} bytes each once decoded, "
+                    f"more than the limit of {max_chunk_bytes():,} bytes (set DSTORE_MAX_CHUNK_BYTES "
+                    "to raise it)"
+                )
+            covered = int(arr.id.get_num_chunks()) * chunk
+        else:
+            covered = int(arr.id.get_storage_size())
+        unallocated = declared - covered
+        if unallocated > max_fill_bytes():
+            raise CodecIOError(
+                f"{where}: declares {arr.shape} {arr.dtype} ({declared:,} bytes) but stores "
+                f"{arr.id.get_storage_size():,} bytes: {unallocated:,} bytes were never written "
+                f"and would read as fill values, more than the limit of {max_fill_bytes():,} "
+                f"(set DSTORE_MAX_FILL_BYTES to raise it)"
+            )
+        self._sized.add(arr.name)
+
+    def _read_dense(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
+        """Records ``start:stop``, each chunk decoded once per pass: a chunk of more
+        records than a batch would be decoded again for every batch (four 400 MB gzip
+        chunks were still converting after 150 s), so the last chunk-aligned block read
+        is kept and batches are cut from it."""
+        rows = int(arr.chunks[0]) if arr.chunks is not None else 0
+        if rows <= stop - start:
+            return super()._read_column(spec, arr, start, stop)
+        parts = []
+        pos = start
+        while pos < stop:
+            lo = (pos // rows) * rows
+            held = self._blocks.get(arr.name)
+            if held is None or held[0] != lo:
+                self._blocks[arr.name] = held = (lo, np.asarray(arr[lo : lo + rows]))
+            block = held[1]
+            end = min(stop, lo + len(block))
+            parts.append(block[pos - lo : end - lo])
+            pos = end
+        data = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return np.array(data, dtype=spec.dtype)  # a copy: the block is reused
+
+    def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
+        self._check_size(arr)
+        try:
+            if spec.dense:
+                dense = self._read_dense(spec, arr, start, stop)
+                # h5py's enum dtype carries metadata numpy will not save: the plain dtype
+                if isinstance(dense, np.ndarray) and dense.dtype.metadata:
+                    return dense.view(spec.dtype)
+                return dense
+            return self._read_var(spec, arr, start, stop)
+        except MemoryError:
+            # a MemoryError has no text: name it
+            raise CodecIOError(
+                f"{self.path}: dataset {arr.name!r}, records {start}..{stop - 1}: out of memory "
+                "(MemoryError) while reading them"
+            ) from None
 
     def _field_key(self, arr: Any) -> str | None:
         return arr.name.lstrip("/")
@@ -834,6 +972,11 @@ class HDF5Reader(ArrayTreeReader):
             ) from None
         if fill is not None:
             out["fill_value"] = encode(fill)
+        # an HDF5 enum's labels: the values are the integers, the labels ride in the
+        # schema, and the HDF5 writer makes the enum type again
+        labels = h5py.check_enum_dtype(arr.dtype) if isinstance(arr, h5py.Dataset) else None
+        if labels:
+            out["enum"] = {str(k): int(v) for k, v in labels.items()}
         return out
 
     def _root_attrs(self) -> dict[str, Any]:

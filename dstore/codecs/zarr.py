@@ -44,7 +44,15 @@ from ..model import (
     names,
 )
 from ..model.attrs import encode, fill_value, for_zarr, group_attrs, is_missing, target_notes
-from ..model.schema import DEFAULT_SPLIT, Batch, FieldSpec, Schema, check_dtype, split_key
+from ..model.schema import (
+    DEFAULT_SPLIT,
+    Batch,
+    FieldSpec,
+    Schema,
+    check_dtype,
+    split_key,
+    stored_paths,
+)
 from ..output import fmt_bytes
 from ..parallel import default_workers, ordered_map
 from ._chunked import (
@@ -199,8 +207,10 @@ class _VarArrays:
         self.kind: Kind | None = None
 
     @classmethod
-    def create(cls, group: Any, count: int, spec: FieldSpec, compressor: Any) -> _VarArrays:
-        name = names.escape(spec.name)
+    def create(
+        cls, group: Any, count: int, spec: FieldSpec, compressor: Any, name: str | None = None
+    ) -> _VarArrays:
+        name = names.escape(spec.name) if name is None else name
         chunks = (max(1, min(count, _VAR_CHUNK)),)
         kind = spec.kind
         if isinstance(kind, String):
@@ -470,14 +480,24 @@ class ZarrWriter(Writer):
         self._root_attrs, split_attrs = group_attrs(schema.attrs)
         self._fills: dict[tuple[str, str], Any] = {}
         self._lossy = lossy_fields(schema, options)
+        # a split read from a store's root is written there again (stored_paths)
+        self._paths = stored_paths(schema)
         for split in schema.splits.values():
+            at_root = bool(split.fields) and all(
+                "/" not in self._paths[(split.name, f)] for f in split.fields
+            )
             # require: a nested split (a/b) may have created this group (a) already
-            group = self.root.require_group("/".join(names.split_parts(split.name)))
+            group = (
+                self.root
+                if at_root
+                else self.root.require_group("/".join(names.split_parts(split.name)))
+            )
             group.attrs.update(_json_attrs(split_attrs.get(split.name, {})))
             for spec in split.fields.values():
+                at_name = self._paths[(split.name, spec.name)].rpartition("/")[2]
                 if not spec.dense:
                     self._var[(split.name, spec.name)] = _VarArrays.create(
-                        group, split.count, spec, compressor
+                        group, split.count, spec, compressor, at_name
                     )
                     continue
                 fill = fill_value(spec.attrs, _native(spec.dtype))
@@ -491,7 +511,7 @@ class ZarrWriter(Writer):
                 if options.shard_chunks > 0:
                     shards = (rows * options.shard_chunks, *(max(1, d) for d in spec.shape))
                 arr = group.create_array(
-                    names.escape(spec.name),
+                    at_name,
                     shape=(split.count, *spec.shape),
                     dtype=_native(spec.dtype),
                     chunks=(rows, *(max(1, d) for d in spec.shape)),
@@ -506,7 +526,7 @@ class ZarrWriter(Writer):
                 )
                 region = _Region(
                     path,
-                    tuple(names.field_path(split.name, spec.name)),
+                    tuple(self._paths[(split.name, spec.name)].split("/")),
                     rows,
                     self._fills[(split.name, spec.name)],
                     options.shard_chunks == 0 and "://" not in path and all(spec.shape),

@@ -34,6 +34,7 @@ from .kinds import (
 
 __all__ = [
     "DEFAULT_SPLIT",
+    "ROOT_SPLITS_ATTR",
     "FieldSpec",
     "Schema",
     "SerializedBatch",
@@ -44,6 +45,7 @@ __all__ = [
     "key_for",
     "slice_batch",
     "split_key",
+    "stored_paths",
 ]
 
 #: One batch: field name -> column (an ndarray, or values + offsets where records vary).
@@ -303,6 +305,47 @@ def split_key(key: str) -> tuple[str, str]:
     if m:
         return m.group("split"), m.group("field")
     return DEFAULT_SPLIT, key
+
+
+#: ``Schema.attrs`` key: the splits whose fields were arrays at the root of a foreign
+#: HDF5 file or zarr store (``/features``, ``/labels``: h5py's common layout), not in
+#: a group. Every format keeps it in its stored schema, so HDF5 and zarr write those
+#: fields at the root again and A -> B -> A restores the paths.
+ROOT_SPLITS_ATTR = "dstore.root_splits"
+
+
+def stored_paths(schema: Schema) -> dict[tuple[str, str], str]:
+    """Where a group tree (HDF5, zarr) stores each field: ``split/field`` (escaped,
+    :func:`dstore.names.field_path`), or the field's flat key at the root for the
+    splits :data:`ROOT_SPLITS_ATTR` names. A root split stays in its group when one of
+    its names would not be flat, would be taken twice, or would be another split's
+    group, or when the split has group attributes (the root has none of its own)."""
+    from .attrs import group_attrs  # attrs imports nothing of dstore; kept local anyway
+
+    paths = {
+        (s.name, f): "/".join(names.field_path(s.name, f))
+        for s in schema.splits.values()
+        for f in s.fields
+    }
+    listed = schema.attrs.get(ROOT_SPLITS_ATTR)
+    if not isinstance(listed, list) or not listed:
+        return paths
+    _, split_attrs = group_attrs(schema.attrs)
+    taken = {
+        names.split_parts(s)[0] for s in schema.splits if s not in listed or split_attrs.get(s)
+    }
+    for name in listed:
+        split = schema.splits.get(name) if isinstance(name, str) else None
+        if split is None or not split.fields or split_attrs.get(name):
+            continue
+        flat = {f: key_for(name, spec) for f, spec in split.fields.items()}
+        if any("/" in k or k in taken for k in flat.values()) or len(set(flat.values())) < len(
+            flat
+        ):
+            continue
+        taken.update(flat.values())
+        paths.update({(name, f): k for f, k in flat.items()})
+    return paths
 
 
 def key_for(split: str, spec: FieldSpec) -> str:

@@ -23,6 +23,13 @@ class NpzOptions:
         metadata={"help": "zlib level, 1 fastest .. 9 smallest (6: np.savez_compressed's)"},
     )
     workers: int = field(default=0, metadata={"help": "threads compressing; 0 = one per core"})
+    check_space: bool = field(
+        default=True,
+        metadata={
+            "help": "refuse before writing when free space or ulimit -f is below the "
+            "archive's raw fixed-size data"
+        },
+    )
     drop: str = field(
         default="",
         metadata={

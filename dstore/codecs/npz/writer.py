@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import resource
 import shutil
 import tempfile
 import zipfile
@@ -31,6 +32,7 @@ from ...model.schema import (
     key_for,
     split_key,
 )
+from ...output import TMP_MARK
 from ...parallel import ParallelDeflate
 from .._strings import (
     bytes_to_fixed,
@@ -50,11 +52,38 @@ from .options import (
 )
 
 
+def _check_space(path: str, schema: Schema) -> None:
+    """Refuse before writing when free space or ``ulimit -f`` is below the archive's
+    fixed-size data (raw: deflate is not guaranteed to shrink it), as HDF5 does: an
+    HDF5 dataset declaring 8 TB of fill values would otherwise fill the disk first."""
+    raw = schema.nbytes
+    need = raw + raw // 1000 + 64 * 1024 + 1024 * sum(len(s.fields) for s in schema.splits.values())
+    folder, base = os.path.split(os.path.abspath(path))
+    if base.startswith(".") and TMP_MARK in base:  # the temporary output: name the destination
+        path = os.path.join(os.path.dirname(path), base[1 : base.index(TMP_MARK)])
+    what = f"the npz archive may need {need:,} bytes ({raw:,} bytes of data; compression is not guaranteed)"
+    hint = "nothing was written (-o check_space=false tries anyway)"
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft != resource.RLIM_INFINITY and need > soft:
+        raise CodecIOError(
+            f"{path}: file too large for this process's file size limit (ulimit -f) of "
+            f"{soft:,} bytes: {what}; {hint}"
+        )
+    st = os.statvfs(folder)
+    free = st.f_bavail * st.f_frsize
+    if need > free:
+        raise CodecIOError(
+            f"{path}: not enough free space in {folder}: {what}, {free:,} bytes free; {hint}"
+        )
+
+
 class NpzWriter(Writer):
     def __init__(self, path: str, schema: Schema, options: NpzOptions) -> None:
         super().__init__(path, schema)
         self.options = options
         compression = zipfile.ZIP_DEFLATED if options.compress else zipfile.ZIP_STORED
+        if options.check_space and "://" not in path:
+            _check_space(path, schema)
         try:
             self._zip = zipfile.ZipFile(path, "w", compression=compression, allowZip64=True)
         except OSError as e:
