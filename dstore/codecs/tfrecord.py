@@ -241,6 +241,7 @@ class TFRecordReader(ShardedDirectoryReader):
                     inference.add(rec, p, index, f"{p}: record {index} at byte {offset}")
                 shards.append(ShardFile(p, rf.index, rf.compression))
         fields, encs = inference.result()
+        self.notes = [*self.notes, *inference.notes]
         return fields, encs, shards
 
     def shard_records(self, shard: ShardFile, lo: int, hi: int) -> Iterator[tuple[bytes, str]]:

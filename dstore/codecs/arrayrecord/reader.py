@@ -68,6 +68,7 @@ class ArrayRecordDatasetReader(ShardedDirectoryReader):
                 inference.add(rec, p, i, where)
             shards.append(ShardFile(p, n))
         fields, self.encodings[split] = inference.result()
+        self.notes = [*self.notes, *inference.notes]
         return fields, shards
 
     def _open(self, path: str) -> Any:
