@@ -7,6 +7,8 @@ that differ only in case, and ``info`` agreeing with ``convert``.
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 
@@ -159,3 +161,78 @@ def test_row_splits_must_end_at_the_last_value(tmp_path):
     lens = read_all(store)["data"]["lens"]
     np.testing.assert_array_equal(lens.values, rows.reshape(-1))
     np.testing.assert_array_equal(lens.offsets, [0, 8, 16, 24])
+
+
+# ------------------------------------------------- names equal but for case, CON, a:b
+
+SHARDED = [
+    n
+    for n in ("tfrecord", "webdataset", "parquet", "arrayrecord")
+    if n in dstore.available_codecs()
+]
+
+
+@pytest.mark.parametrize("codec", SHARDED)
+def test_splits_equal_but_for_case_are_refused_by_sharded_formats(tmp_path, codec):
+    """Split names become shard file names: 'Train' and 'train' wrote two shard sets
+    that replace each other on macOS and Windows (and lose a split when the folder is
+    copied there). Refused by name, nothing written."""
+    from dstore.registry import default_extension
+
+    rows = _photo_rows(4)
+    data = {"Train": {"x": rows[:2]}, "train": {"x": rows[2:]}}
+    with pytest.raises(dstore.DstoreError, match=r"splits Train and train .*case does not count"):
+        dstore.save(data, tmp_path / f"o{default_extension(codec)}", format=codec)
+    assert os.listdir(tmp_path) == []
+
+
+def test_webdataset_fields_equal_but_for_case_are_refused(tmp_path):
+    """The webdataset library lowercases member suffixes: fields 'x' and 'X' made a tar
+    it refuses ("duplicate file name in tar file"); refused by name when writing."""
+    rows = _photo_rows(3)
+    with pytest.raises(dstore.DstoreError, match=r"fields x and X .*lowercases"):
+        dstore.save({"train": {"x": rows, "X": rows[::-1]}}, tmp_path / "w.tar")
+    assert os.listdir(tmp_path) == []
+
+
+def test_windows_reserved_names_are_kept(tmp_path):
+    """Decision: names are not escaped further for Windows (the escape rule is part of
+    the file formats): a field 'CON' or 'a:b' round-trips where the file system allows
+    it, in every format."""
+    rows = _photo_rows(3)
+    data = {"train": {"CON": rows, "a:b": rows[:, :2]}}
+    for codec in dstore.available_codecs():
+        from dstore.registry import default_extension
+
+        if dstore.available_codecs()[codec] is not None:
+            continue
+        out = tmp_path / f"r-{codec}{default_extension(codec)}"
+        dstore.save(data, out, format=codec)
+        got = read_all(str(out))["train"]
+        for name, arr in data["train"].items():
+            np.testing.assert_array_equal(got[name], arr)
+
+
+def test_per_source_outputs_that_would_share_a_name_are_refused(tmp_path):
+    """--per-source writes a file per source: sources 'a.1' and 'a.2' (a folder read
+    with --from json) both became 'a.json' (refused with a temporary path and an
+    --overwrite hint that would not help), 'x.json' and 'X.json' wrote x.npz and X.npz,
+    which replace each other on macOS and Windows. Both refused by name."""
+    rows = _photo_rows(3)
+    for files, fmt, want in (
+        (("a.1", "a.2"), "json", r"sources a\.1 and a\.2 would both be stored as 'a\.json'"),
+        (("X.json", "x.json"), "npz", r"sources X\.json and x\.json .*case does not count"),
+    ):
+        src = tmp_path / f"src-{fmt}"
+        src.mkdir()
+        for i, name in enumerate(files):
+            (src / name).write_text(
+                f'[{{"v": {float(rows[i, 0])!r}}}, {{"v": {float(rows[i, 1])!r}}}]'
+            )
+        merged = str(tmp_path / f"m-{fmt}.npz")
+        assert _dstore("convert", str(src), merged, "--from", "json").returncode == 0
+        out = tmp_path / f"out-{fmt}"
+        proc = _dstore("convert", merged, str(out), "--per-source", "--to", fmt)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert re.search(want, proc.stderr), proc.stderr
+        assert not out.exists()

@@ -20,7 +20,7 @@ import dataclasses
 import os
 from typing import Any
 
-from ... import fs
+from ... import fs, links
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...names import escape
 from ...schema import Schema
@@ -78,6 +78,9 @@ class ArrayRecordCodec(Codec):
         return read_at(path, 0, len(_SIGNATURE)) == _SIGNATURE
 
     def open_reader(self, path: str) -> Reader:
+        if not fs.is_url(path) and os.path.isdir(path):
+            # a shard linked out of the folder would be read as this dataset's (as TFRecord)
+            links.check_store(path, self.follow_links, "folder")
         return ArrayRecordDatasetReader(os.fspath(path), self.options.workers)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
