@@ -138,8 +138,8 @@ def test_foreign_members_named_like_the_ragged_layout_stay_plain_fields(tmp_path
 
 def test_row_splits_must_end_at_the_last_value(tmp_path):
     """The foreign layout read as ragged must cover every value: row splits ending
-    before the last value dropped the rest silently (zarr, HDF5); now the last
-    record is named, as npz already did."""
+    before the last value dropped the rest silently (zarr, HDF5). Now refused when
+    opened, so that `info` refuses what `convert` would (it printed the field)."""
     import h5py
     import zarr
 
@@ -148,14 +148,18 @@ def test_row_splits_must_end_at_the_last_value(tmp_path):
     group = zarr.open_group(store, mode="w").create_group("lens")
     group.create_array("values", data=rows.reshape(-1))  # 24 values
     group.create_array("row_splits", data=np.array([0, 8, 16, 20]))
-    with pytest.raises(dstore.DstoreError, match=r"field 'lens'.*record 2.*24 values"):
+    with pytest.raises(dstore.DstoreError, match=r"field 'lens': row splits run from 0 to 20, not"):
         read_all(store)
+    proc = _dstore("info", store)
+    assert proc.returncode == 2 and "from 0 to 20, not from 0 to 24" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
     h5 = str(tmp_path / "r.h5")
     with h5py.File(h5, "w") as f:
         f.create_dataset("w", data=["sea", "reef", "sand"], dtype=h5py.string_dtype())
         f["w.row_splits"] = np.array([0, 1, 2])
-    with pytest.raises(dstore.DstoreError, match=r"field 'w'.*record 1.*3 strings"):
+    with pytest.raises(dstore.DstoreError, match=r"'w.row_splits': row splits run from 0 to 2"):
         read_all(h5)
+    assert _dstore("info", h5).returncode == 2
     # the layout itself still reads, from every format
     group["row_splits"][...] = np.array([0, 8, 16, 24])
     lens = read_all(store)["data"]["lens"]

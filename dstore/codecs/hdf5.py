@@ -236,6 +236,13 @@ class _ListDataset:
         self.strings, self.splits = strings, splits
         self.shape = (splits.shape[0] - 1,)
         self.ndim = 1
+        # the two ends, read now (two elements), so that info refuses what convert would
+        first, last, total = int(splits[0]), int(splits[-1]), strings.shape[0]
+        if first != 0 or last != total:
+            raise CodecIOError(
+                f"{where}: row splits run from {first} to {last}, not from 0 to {total} "
+                "(the number of strings)"
+            )
 
     def __getattr__(self, name: str) -> Any:  # name, attrs, dtype, chunks, compression...
         return getattr(self.strings, name)

@@ -298,6 +298,16 @@ class _RaggedGroup:
         self.dtype = self.values.dtype
         self.ndim = 1
         self.attrs = group.attrs
+        # the two ends, read now (two elements), so that info refuses what convert would
+        count = (
+            group[_VALUE_SPLITS].shape[0] - 1 if _VALUE_SPLITS in group else self.values.shape[0]
+        )
+        first, last = int(self.splits[0]), int(self.splits[-1])
+        if first != 0 or last != count:
+            raise CodecIOError(
+                f"{where}: row splits run from {first} to {last}, not from 0 to {count} "
+                "(the number of values)"
+            )
 
     def read(self, start: int, stop: int, inner: tuple[int, ...], where: str) -> VarColumn:
         offsets = np.asarray(self.splits[start : stop + 1], dtype=np.int64)
