@@ -145,6 +145,25 @@ def _nested_conflict(data: dict[str, dict[str, np.ndarray]]) -> bool:
     return any((*split_parts(s), escape(f)) in groups for s, fields in data.items() for f in fields)
 
 
+def _case_conflict(data: dict[str, dict[str, np.ndarray]], fmt: str) -> bool:
+    """Names a format would store as file names of one folder (a sharded format's split
+    names) or as WebDataset member suffixes (which its library lowercases), equal where
+    case does not count: refused by name (tests/test_hostile_decisions.py)."""
+    from dstore.model.names import fold
+
+    from dstore.model.names import escape_dotless as member_part
+    from dstore.registry import get_codec_class
+
+    if not get_codec_class(fmt).sharded:
+        return False
+    splits = [fold(escape(s)) for s, fields in data.items() if len(next(iter(fields.values())))]
+    if len(set(splits)) < len(splits):
+        return True
+    if fmt == "webdataset":
+        return any(len({fold(member_part(f)) for f in fs}) < len(fs) for fs in data.values())
+    return False
+
+
 def _read_back(path: str) -> dict[str, dict[str, np.ndarray]]:
     with dstore.open(path) as ds:
         return {s: {f: ds[s][f][:] for f in ds[s]} for s in ds}
@@ -229,6 +248,11 @@ def test_hostile_names_saved_stay_inside_and_come_back(fmt, data):
                     dstore.save(data, dst)
                 assert not os.path.lexists(dst)
                 return
+            if _case_conflict(data, fmt):
+                with pytest.raises(SchemaError, match="case does not count"):
+                    dstore.save(data, dst)
+                assert not os.path.lexists(dst)
+                return
             dstore.save(data, dst)
         assert os.listdir(work) == [os.path.basename(dst)]
         _assert_same(data, _read_back(dst))
@@ -239,6 +263,7 @@ def test_hostile_names_saved_stay_inside_and_come_back(fmt, data):
 def test_hostile_names_convert_through_every_format(data):
     """npz -> zarr -> hdf5 -> tfrecord -> npz: each step reads escaped names back and writes them again."""
     chain = FORMATS[1:] + FORMATS[:1] if not _nested_conflict(data) else ["tfrecord", "npz"]
+    chain = [fmt for fmt in chain if not _case_conflict(data, fmt)]
     with tempfile.TemporaryDirectory() as top:
         work = os.path.join(top, "w")
         os.makedirs(work)
@@ -561,6 +586,8 @@ def test_names_that_look_alike_after_escaping_stay_apart(tmp_path, fmt):
         s: {f: np.full((2, 1), i * 100 + j, np.int32) for j, f in enumerate(names)}
         for i, s in enumerate(splits)
     }
+    if _case_conflict(data, fmt):  # refused (tests/test_hostile_decisions.py): the rest stay apart
+        data = {s: {f: a for f, a in d.items() if f != "X"} for s, d in data.items() if s != "X"}
     dst = str(tmp_path / ("o" + EXT[fmt]))
     with Outside(str(tmp_path), [dst]):
         dstore.save(data, dst)

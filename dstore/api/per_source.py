@@ -170,13 +170,18 @@ def _write_per_source(src: str, dst: str, job: ConvertJob) -> PerSourceReport:
         common = flat_attrs(reader.schema.attrs)
         records = 0
         owner: Any = PerSourceFolder(cls, ext)
+        rels = {name: os.path.splitext(name)[0] + ext for name in runs}
+        # a.1 and a.2 both become a.json; x.json and X.json replace each other where case
+        # does not count: refused by name before anything is written
+        names.check_case_distinct(
+            rels.items(),
+            f"{dst}: sources",
+            "macOS and Windows file systems: one file would replace the other",
+        )
         with atomic_output(dst, codec=owner, sources=job.sources, overwrite=job.overwrite) as tmp:
             os.mkdir(tmp)
             for name, spans in runs.items():
-                stem = (
-                    name[: -len(os.path.splitext(name)[1])] if os.path.splitext(name)[1] else name
-                )
-                rel = stem + ext
+                rel = rels[name]
                 try:
                     names.check_relative(dst, rel)  # a name from data never leaves the folder
                 except UnsafePathError as e:

@@ -305,12 +305,14 @@ def _steps(name: str, payload: memoryview) -> tuple[int, list[memoryview]]:
         if num != 1 or wire != 2:
             continue
         k, lst = _feature_kind(name, feature)
-        if kind and k != kind:
+        if kind and k and k != kind:
             raise ValueError(
                 f"feature list {name!r} mixes {KIND_NAMES[kind]} and {KIND_NAMES[k]} steps"
             )
-        kind = k
+        kind = kind or k  # an empty Feature{} step is an empty step of the list's kind
         lists.append(lst)
+    if lists and not kind:
+        raise ValueError(f"feature list {name!r}: every step is an empty Feature (no kind)")
     return SEQ + kind, lists
 
 
@@ -321,6 +323,7 @@ def _entries(data: bytes, where: str) -> Iterator[tuple[str, int, memoryview | l
     for payload in features:
         for name, feature in _map_entries(payload):
             context.add(name)
+            # kind 0: an empty Feature{} (valid; TensorFlow parses it), read as a missing feature
             yield (name, *_feature_kind(name, feature))
     for payload in lists:
         for name, fl in _map_entries(payload):
@@ -333,12 +336,11 @@ def _entries(data: bytes, where: str) -> Iterator[tuple[str, int, memoryview | l
 
 
 def _feature_kind(name: str, feature: memoryview) -> tuple[int, memoryview]:
+    """The kind and list payload of a Feature; kind 0 for an empty ``Feature{}``."""
     kind, lst = 0, memoryview(b"")
     for knum, kwire, payload in _fields(feature):
         if knum in (BYTES, FLOAT, INT64) and kwire == 2:
             kind, lst = knum, payload
-    if kind == 0:
-        raise ValueError(f"feature {name!r} holds no list")
     return kind, lst
 
 
@@ -352,8 +354,8 @@ def decode_example(
     try:
         out: dict[str, tuple[int, Any]] = {}
         for name, kind, lst in _entries(data, where):
-            if only is not None and name not in only:
-                continue
+            if (only is not None and name not in only) or kind == 0:
+                continue  # kind 0, an empty Feature{}: missing, as TensorFlow's parser has it
             if kind > SEQ:
                 assert isinstance(lst, list)  # for mypy: a feature list's steps
                 out[name] = (kind, [_decode_list(kind - SEQ, step) for step in lst])
@@ -434,6 +436,8 @@ def scan_example(data: bytes, where: str = "") -> dict[str, FeatureSignature]:
                 # the values per step, when every step has as many: a step's shape
                 per = str(counts.pop()).encode() if len(counts) == 1 else (b"*" if counts else b"")
                 out[name] = (kind, len(lst), per)
+            elif kind == 0:  # an empty Feature{}: no values and no kind
+                out[name] = (0, 0, None)
             else:
                 out[name] = (kind, *_count_values(kind, lst))  # type: ignore[arg-type]
         return out

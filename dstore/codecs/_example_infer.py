@@ -13,7 +13,7 @@ serialized tensors).
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,6 +227,10 @@ class ExampleInference:
         # their canonical form is decoded in one walk, its signature read off its values
         self.canon: list[tuple[bytes, int]] | None = None
         self.total = 0
+        #: features seen only as an empty ``Feature{}`` so far: (first record's file, index)
+        self.empty: dict[str, tuple[str, int]] = {}
+        #: what the reader should say (a feature left out)
+        self.notes: list[str] = []
 
     def add(self, rec: bytes, path: str, index: int, where: str) -> None:
         """Learn from record ``index`` of ``path`` (``where`` names it in messages)."""
@@ -253,6 +257,12 @@ class ExampleInference:
         for name in self.stats.keys() - sig.keys():
             self.stats[name].absent(at)
         for name, (kind, n, head) in sig.items():
+            if kind == 0:  # an empty Feature{}: this record lacks the feature
+                if name in self.stats:
+                    self.stats[name].absent(at)
+                elif name not in self.seqs:
+                    self.empty.setdefault(name, at)
+                continue
             if (kind >= SEQ and name in self.stats) or (kind < SEQ and name in self.seqs):
                 raise SchemaError(
                     f"{path}: {name!r} is a feature list in some records and a feature "
@@ -284,8 +294,9 @@ class ExampleInference:
         st = self.stats.get(name)
         if st is None:
             st = self.stats[name] = _FeatureStats(name, kind, at)
-            if self.total:  # absent from the records before this one
-                st.missing_at = st.missing_at or (self.first_path, 0)
+            empty_at = self.empty.pop(name, None)
+            if self.total:  # absent (or an empty Feature{}) in the records before this one
+                st.missing_at = st.missing_at or empty_at or (self.first_path, 0)
         elif st.kind != kind:
             raise SchemaError(
                 f"{path}: feature {name!r} is a {KIND_NAMES[st.kind]} in record "
@@ -305,6 +316,12 @@ class ExampleInference:
             fields[name], encs[name] = st.field(self.total)
         for name, sq in self.seqs.items():
             fields[name], encs[name] = sq.field(), FieldEncoding(name, sq.encoding)
+        for name, (path, index) in self.empty.items():
+            if name not in fields:  # no record gave it a kind: there is nothing to read
+                self.notes.append(
+                    f"{path}: feature {name!r} is an empty tf.train.Feature in every record "
+                    f"(first in record {index}): it has no kind or value, left out"
+                )
         return fields, encs
 
 
@@ -316,6 +333,7 @@ class ExampleShards:
 
     schema: Schema
     encodings: dict[str, dict[str, FieldEncoding]]
+    notes: Sequence[str]
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         self.encodings = check_manifest_fields(manifest, self.schema, where)
@@ -333,6 +351,7 @@ class ExampleShards:
             for i, (rec, where) in enumerate(records(p)):
                 inference.add(rec, p, i, where)
         fields, self.encodings[split] = inference.result()
+        self.notes = [*self.notes, *inference.notes]  # e.g. features empty in every record
         return fields
 
     def describe_fields(self, split: str) -> list[str]:

@@ -222,6 +222,12 @@ _ROW_SPLITS = ".row_splits"
 _KIND_ATTR = "dstore_kind"
 
 
+def _are_offsets(ds: Any) -> bool:
+    """Can ``ds`` be a ``K.row_splits`` dataset (records + 1 integer offsets)? A foreign
+    dataset that merely has the name stays a field of its own."""
+    return ds.ndim == 1 and ds.shape[0] >= 1 and ds.dtype.kind in "iu"
+
+
 class _ListDataset:
     """A list-of-strings field read back: its strings dataset, sliceable by record.
 
@@ -237,6 +243,13 @@ class _ListDataset:
         self.strings, self.splits = strings, splits
         self.shape = (splits.shape[0] - 1,)
         self.ndim = 1
+        # the two ends, read now (two elements), so that info refuses what convert would
+        first, last, total = int(splits[0]), int(splits[-1]), strings.shape[0]
+        if first != 0 or last != total:
+            raise CodecIOError(
+                f"{where}: row splits run from {first} to {last}, not from 0 to {total} "
+                "(the number of strings)"
+            )
 
     def __getattr__(self, name: str) -> Any:  # name, attrs, dtype, chunks, compression...
         return getattr(self.strings, name)
@@ -244,8 +257,14 @@ class _ListDataset:
     def read(self, start: int, stop: int, where: str) -> VarColumn:
         offsets = np.asarray(self.splits[start : stop + 1], dtype=np.int64)
         lo, hi = int(offsets[0]), int(offsets[-1])
-        if lo < 0 or hi > self.strings.shape[0] or (np.diff(offsets) < 0).any():
+        total = self.strings.shape[0]
+        # the first record starts at 0 and the last ends at the last string: strings
+        # before or after them would be dropped unread (found by a hostile-input pass)
+        ends = (start == 0 and lo != 0) or (stop == self.shape[0] and hi != total)
+        if lo < 0 or hi > total or ends or (np.diff(offsets) < 0).any():
             bad = int(np.argmax(np.diff(offsets) < 0)) if (np.diff(offsets) < 0).any() else 0
+            if not (np.diff(offsets) < 0).any() and lo == 0 and stop == self.shape[0]:
+                bad = stop - 1 - start
             raise CodecIOError(
                 f"{where}, record {start + bad}: row splits do not describe the "
                 f"{self.strings.shape[0]} strings"
@@ -653,7 +672,11 @@ class HDF5Reader(ArrayTreeReader):
                     self.by_path[key] = member  # an image field's record shapes, not a field
                     continue
                 base = key[: -len(_ROW_SPLITS)]
-                if key.endswith(_ROW_SPLITS) and self._is_strings(self.by_path.get(base)):
+                if (
+                    key.endswith(_ROW_SPLITS)
+                    and self._is_strings(self.by_path.get(base))
+                    and _are_offsets(member)
+                ):
                     # a list-of-strings field's record offsets: the field is the pair
                     lists = _ListDataset(self.by_path[base], member, where)
                     self.by_path[base] = lists

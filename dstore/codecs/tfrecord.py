@@ -246,6 +246,7 @@ class TFRecordReader(ShardedDirectoryReader):
                     del rec  # before the next record is read: one large record in memory
                 shards.append(ShardFile(p, rf.index, rf.compression))
         fields, encs = inference.result()
+        self.notes = [*self.notes, *inference.notes]
         return fields, encs, shards
 
     def shard_records(self, shard: ShardFile, lo: int, hi: int) -> Iterator[tuple[bytes, str]]:

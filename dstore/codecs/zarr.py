@@ -322,6 +322,20 @@ def _fixed_text(arr: Any) -> str:
     return kind if kind in "US" else ""
 
 
+def _is_ragged_layout(group: Any) -> bool:
+    """Is a group without dstore's kind attribute the ragged layout made by hand: arrays
+    ``values`` and ``row_splits`` (1-d integers) and perhaps ``shapes``, nothing else?
+    Any other group with such names is walked as a group (its arrays are fields): none
+    is dropped and none is reinterpreted."""
+    members = dict(group.members())
+    if not {_VALUES, _ROW_SPLITS} <= members.keys() <= {_VALUES, _ROW_SPLITS, _SHAPES}:
+        return False
+    if not all(isinstance(m, zarr.Array) for m in members.values()):
+        return False
+    splits = members[_ROW_SPLITS]
+    return splits.ndim == 1 and splits.shape[0] >= 1 and np.dtype(splits.dtype).kind in "iu"
+
+
 class _RaggedGroup:
     """A ragged field's group read back: sliceable like an array of records."""
 
@@ -343,6 +357,16 @@ class _RaggedGroup:
         self.dtype = self.values.dtype
         self.ndim = 1
         self.attrs = group.attrs
+        # the two ends, read now (two elements), so that info refuses what convert would
+        count = (
+            group[_VALUE_SPLITS].shape[0] - 1 if _VALUE_SPLITS in group else self.values.shape[0]
+        )
+        first, last = int(self.splits[0]), int(self.splits[-1])
+        if first != 0 or last != count:
+            raise CodecIOError(
+                f"{where}: row splits run from {first} to {last}, not from 0 to {count} "
+                "(the number of values)"
+            )
 
     def read(self, start: int, stop: int, inner: tuple[int, ...], where: str) -> VarColumn:
         offsets = np.asarray(self.splits[start : stop + 1], dtype=np.int64)
@@ -353,11 +377,14 @@ class _RaggedGroup:
             if _VALUE_SPLITS in self.group
             else self.values.shape[0]
         )
-        if lo < 0 or hi > count or (np.diff(offsets) < 0).any():
+        # the first record starts at 0 and the last ends at the last value: values
+        # before or after them would be dropped unread (found by a hostile-input pass)
+        ends = (start == 0 and lo != 0) or (stop == self.shape[0] and hi != count)
+        if lo < 0 or hi > count or ends or (np.diff(offsets) < 0).any():
             bad = (
                 int(np.argmax(np.diff(offsets) < 0)) + start
                 if (np.diff(offsets) < 0).any()
-                else start
+                else (start if lo != 0 or stop != self.shape[0] else stop - 1)
             )
             raise CodecIOError(
                 f"{where}, record {bad}: row splits do not describe the {count} values"
@@ -768,9 +795,7 @@ class ZarrReader(ArrayTreeReader):
                 self._add(split, field, member, key)
                 if prefix:
                     self.groups[split] = group
-            elif _KIND_ATTR in member.attrs or {_VALUES, _ROW_SPLITS} <= {
-                n for n, _ in member.members()
-            }:
+            elif _KIND_ATTR in member.attrs or _is_ragged_layout(member):
                 # a ragged field stored as a group (dstore's, or the same layout by hand)
                 ragged = _RaggedGroup(member, f"{self.path}: field {key!r}")
                 self.arrays[(split, field)] = ragged

@@ -31,7 +31,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
 from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 from ..errors import SchemaError, UnsafePathError
 from ..fs import is_url
@@ -41,11 +45,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_BYTES",
+    "check_case_distinct",
     "check_relative",
     "check_tree",
     "escape",
     "escape_dotless",
     "field_path",
+    "fold",
     "is_plain",
     "is_utf8_text",
     "printable",
@@ -173,6 +179,37 @@ def check_tree(schema: Schema, where: str) -> None:
                     f"{where}: field {field!r} of split {split.name!r} and split {other!r} would both "
                     f"be stored at {'/'.join(path)!r}; rename one of them"
                 )
+
+
+def fold(stored: str) -> str:
+    """``stored`` as a file system that ignores case and Unicode normalization (macOS)
+    compares names: Unicode's canonical caseless match (``é`` = ``e`` + U+0301)."""
+    nfd = unicodedata.normalize("NFD", stored)
+    return unicodedata.normalize("NFD", nfd.casefold())
+
+
+def check_case_distinct(stored: Iterable[tuple[str, str]], what: str, why: str) -> None:
+    """Refuse two names whose storage names (``(name, stored)`` pairs) are equal ignoring
+    case: on a case-insensitive file system (macOS, Windows) one file would replace the
+    other without a word, and ``why`` says where else it matters.
+
+    Names are not escaped further for such file systems (``CON``, ``a:b``): the escape
+    rule is part of the file formats; a system that cannot create such a file makes
+    the write fail, which is one error line."""
+    seen: dict[str, tuple[str, str]] = {}
+    for name, key in stored:
+        other = seen.setdefault(fold(key), (name, key))
+        if other[0] == name:
+            continue
+        if other[1] == key:
+            raise SchemaError(
+                f"{what} {shown(other[0])} and {shown(name)} would both be stored as "
+                f"{key!r}; rename one of them"
+            )
+        raise SchemaError(
+            f"{what} {shown(other[0])} and {shown(name)} would be stored as {other[1]!r} "
+            f"and {key!r}, one name where case does not count ({why}); rename one of them"
+        )
 
 
 def _check_component(part: str, root: str) -> None:

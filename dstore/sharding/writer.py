@@ -80,6 +80,11 @@ def plan_by_size(
     Encoding a sample (not guessing from raw sizes) makes compressed shards land
     near the target; the sample is the split's first records, so the plan is the
     same on every run over the same data and options. Empty splits get no shard."""
+    names.check_case_distinct(
+        ((s.name, shard_name(s.name, 0, 1, suffix)) for s in schema.splits.values() if s.count),
+        f"{suffix.lstrip('.')}: splits",
+        "macOS and Windows file systems: one split's shards would replace the other's",
+    )
     plan: list[Shard] = []
     for split in schema.splits.values():
         if split.count == 0:

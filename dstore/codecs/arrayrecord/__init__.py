@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ... import fs, links
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import Batch, Schema
 from ...sharding import (
@@ -61,6 +62,9 @@ class ArrayRecordCodec(ShardedCodec):
         return read_at(path, 0, len(_SIGNATURE)) == _SIGNATURE
 
     def open_reader(self, path: str) -> Reader:
+        if not fs.is_url(path) and os.path.isdir(path):
+            # a shard linked out of the folder would be read as this dataset's (as TFRecord)
+            links.check_store(path, self.follow_links, "folder")
         return ArrayRecordDatasetReader(os.fspath(path), self.options.workers)
 
     def record_sizes(self, writer: Any, split: str, records: Batch) -> list[int]:

@@ -19,9 +19,10 @@ dstore's (manifest) or a Hub folder of shards (``data/`` inside it too).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from ... import fs
+from ... import fs, links
 from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.names import is_utf8_text
@@ -56,6 +57,9 @@ class ParquetCodec(ShardedCodec):
         return size >= 12 and read_at(path, size - 4, 4) == b"PAR1"
 
     def open_reader(self, path: str) -> Reader:
+        if not fs.is_url(path) and os.path.isdir(path):
+            # a shard linked out of the folder would be read as this dataset's (as TFRecord)
+            links.check_store(path, self.follow_links, "folder")
         from .reader import ParquetReader
 
         return ParquetReader(path, self.options.workers, self.options.drop_unmapped)

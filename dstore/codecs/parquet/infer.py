@@ -52,7 +52,10 @@ def open_parquet(path: str) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(fs.open_binary(path) if fs.is_url(path) else path)
     except (pa.ArrowException, OSError) as e:
-        raise CodecIOError(f"{path}: not a readable Parquet file: {e}") from None
+        # pyarrow's text can span lines (thrift errors end in one): one line here
+        raise CodecIOError(
+            f"{path}: not a readable Parquet file: {' '.join(str(e).split())}"
+        ) from None
 
 
 def hf_features(schema: pa.Schema) -> dict[str, Any]:

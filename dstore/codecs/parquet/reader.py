@@ -119,7 +119,8 @@ class ParquetReader(ShardedDirectoryReader):
         try:
             return pf.read_row_group(g, columns=names)
         except (pa.ArrowException, OSError) as e:
-            raise CodecIOError(f"{path}: row group {g} does not read: {e}") from None
+            reason = " ".join(str(e).split())  # pyarrow's text can span lines
+            raise CodecIOError(f"{path}: row group {g} does not read: {reason}") from None
 
     def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
         """Whole row groups, gathered to about ``target_bytes`` (uncompressed) per range."""

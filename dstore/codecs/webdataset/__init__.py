@@ -16,10 +16,12 @@ standard library's (:mod:`.tario`), deterministic, never extracted.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
+from ... import fs, links
 from ...errors import SchemaError
-from ...model import Bytes, Image, Ragged, String, StringList, Tensor
+from ...model import Bytes, Image, Ragged, String, StringList, Tensor, names
 from ...model.schema import Batch, Schema
 from ...sharding import ShardedCodec
 from ..base import Reader, Shard, ShardWriter, is_regular_file, read_at
@@ -52,6 +54,9 @@ class WebDatasetCodec(ShardedCodec):
         return is_regular_file(path) and tario.is_tar_header(read_at(path, 0, tario.BLOCK))
 
     def open_reader(self, path: str) -> Reader:
+        if not fs.is_url(path) and os.path.isdir(path):
+            # a shard linked out of the folder would be read as this dataset's (as TFRecord)
+            links.check_store(path, self.follow_links, "folder")
         return WebDatasetReader(path, self.options.workers)
 
     def record_sizes(self, writer: Any, split: str, records: Batch) -> list[int]:
@@ -72,5 +77,12 @@ class WebDatasetCodec(ShardedCodec):
                     f"webdataset: split {split.name!r} has records but no fields: a sample "
                     "of no members cannot be stored in a tar"
                 )
-            for spec in split.fields.values():
-                choose_encoding(spec, self.options.lossy())
+            members = [
+                (n, choose_encoding(f, self.options.lossy()).suffix)
+                for n, f in split.fields.items()
+            ]
+            names.check_case_distinct(
+                members,
+                f"webdataset: split {names.shown(split.name)}: fields",
+                "the webdataset library lowercases member suffixes",
+            )

@@ -196,8 +196,11 @@ class WebDatasetReader(ShardedDirectoryReader):
     def samples(self, path: str) -> list[Sample]:
         """The member index of one shard (walked once, then kept)."""
         if path not in self._index:
-            with fs.open_binary(path) as f:
-                self._index[path] = _group(tario.walk(f, path, fs.getsize(path)), path)
+            try:
+                with fs.open_binary(path) as f:
+                    self._index[path] = _group(tario.walk(f, path, fs.getsize(path)), path)
+            except FileNotFoundError:  # a shard the manifest lists (a damaged name, a lost file)
+                raise CodecIOError(f"{path}: no such shard (the manifest lists it)") from None
         return self._index[path]
 
     def scan_split(
