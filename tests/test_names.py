@@ -149,9 +149,8 @@ def _case_conflict(data: dict[str, dict[str, np.ndarray]], fmt: str) -> bool:
     """Names a format would store as file names of one folder (a sharded format's split
     names) or as WebDataset member suffixes (which its library lowercases), equal where
     case does not count: refused by name (tests/test_hostile_decisions.py)."""
-    from dstore.model.names import fold
-
     from dstore.model.names import escape_dotless as member_part
+    from dstore.model.names import fold
     from dstore.registry import get_codec_class
 
     if not get_codec_class(fmt).sharded:
