@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -353,3 +354,45 @@ def test_any_declared_shape_reads_its_data_or_is_refused(exponent, chunk_exponen
                 np.testing.assert_array_equal(got, want)
         finally:
             reader.close()
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_truncated_blosc_chunk_of_a_foreign_store_is_named(tmp_path, tiles, zarr_format):
+    """A store written by zarr itself without crc32c (v2 or v3, blosc): a chunk cut short
+    decodes in blosc to its declared size, so the check is the frame's declared size
+    against the file's; a range read naming the chunk fails, the other chunks read."""
+    import numcodecs
+    import zarr
+
+    from dstore.errors import CodecIOError
+
+    x, _ = tiles
+    x = x[:40]
+    path = str(tmp_path / f"v{zarr_format}.zarr")
+    # clevel 0: blosc stores the bytes as they are (its "memcpyed" frames), and decodes a
+    # frame cut short to its declared size without an error
+    compressors = (
+        numcodecs.Blosc(clevel=0) if zarr_format == 2 else zarr.codecs.BloscCodec(clevel=0)
+    )
+    arr = zarr.create_array(
+        path,
+        name="x",
+        shape=x.shape,
+        chunks=(8, *x.shape[1:]),
+        dtype=x.dtype,
+        zarr_format=zarr_format,
+        compressors=compressors,
+    )
+    arr[:] = x
+    key = arr.metadata.encode_chunk_key((2, 0, 0, 0))
+    chunk = os.path.join(path, "x", *key.split("/"))
+    with open(chunk, "rb") as f:
+        data = f.read()
+    with open(chunk, "wb") as f:
+        f.write(data[:20])  # the frame header and 4 bytes: blosc "decodes" it
+    with dstore.open(path) as ds:
+        (split,) = list(ds)
+        view = ds[split]["x"]
+        np.testing.assert_array_equal(np.stack([view[i] for i in range(8)]), x[:8])
+        with pytest.raises(CodecIOError, match=rf"chunk '{re.escape(key)}' \(records 16\.\.23\)"):
+            view[17]

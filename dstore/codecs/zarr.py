@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import os
 import re
@@ -724,6 +725,36 @@ def _check_chunks(arr: Any, where: str) -> None:
         )
 
 
+def _plain_blosc(arr: Any, root: str) -> bool:
+    """Is ``arr`` a local, unsharded array whose chunks are bare blosc frames?"""
+    if fs.is_url(root):
+        return False
+    meta = arr.metadata
+    if getattr(meta, "zarr_format", 3) == 2:
+        compressor = getattr(meta, "compressor", None)
+        return getattr(compressor, "codec_id", None) == "blosc" and not meta.filters
+    names = [c.to_dict()["name"] for c in meta.codecs]
+    return bool(names) and names[-1] == "blosc"  # not crc32c, not sharding_indexed
+
+
+def _check_frame(root: str, arr: Any, key: str, first: int, rows: int) -> None:
+    path = os.path.join(root, *arr.path.split("/"), *key.split("/"))
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        return  # not stored: read as the fill value (bounded by max_fill_bytes)
+    with open(path, "rb") as f:
+        header = f.read(16)
+    declared = int.from_bytes(header[12:16], "little") if len(header) == 16 else -1
+    if declared != size:
+        last = min(int(arr.shape[0]), first + rows) - 1
+        raise CodecIOError(
+            f"{root}: array {arr.path!r}, chunk {key!r} (records {first}..{last}): "
+            f"unreadable: its blosc frame declares {declared} bytes, the file holds {size} "
+            "(truncated or damaged)"
+        )
+
+
 class ZarrReader(ArrayTreeReader):
     def __init__(self, path: str, follow_links: bool = False) -> None:
         self.path = path
@@ -733,6 +764,9 @@ class ZarrReader(ArrayTreeReader):
         #: the last partly read chunk of each array (path -> (chunk index, records)): a
         #: chunk larger than a batch is decoded once per pass, not once per batch
         self._last_chunk: dict[str, tuple[int, np.ndarray]] = {}
+        #: per array: the record-axis chunks whose blosc frames were checked (None: no
+        #: check applies -- a CRC32C in the chain, another codec, sharding, a URL)
+        self._framed: dict[str, set[int] | None] = {}
         _quiet_zarr_loop()
         if not fs.is_url(path) and os.path.isdir(path):
             # zarr opens whatever a chunk file or array folder links to: a link out of
@@ -847,6 +881,7 @@ class ZarrReader(ArrayTreeReader):
         runs of whole chunks are read as one slice, a chunk the range only partly covers
         is kept until the next range asks for its other records."""
         self._check_once(arr)
+        self._check_blosc_frames(arr, start, stop)
         count = int(arr.shape[0])
         rows = max(1, int(arr.chunks[0]))
         block_bytes = (
@@ -872,6 +907,26 @@ class ZarrReader(ArrayTreeReader):
             pieces.append(last[1][pos - lo : end - lo].copy())  # the kept chunk stays intact
             pos = end
         return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+    def _check_blosc_frames(self, arr: Any, start: int, stop: int) -> None:
+        """A store written without ``crc32c`` (by others, or by dstore before it) whose
+        chunks are blosc frames: each chunk file covering ``start:stop`` must hold exactly
+        the compressed size its frame header declares. blosc decodes a truncated frame
+        to the declared size without an error, so a chunk cut short would read as wrong
+        records; the header (16 bytes) is read once per chunk and pass."""
+        checked = self._framed.get(arr.path, set())
+        if arr.path not in self._framed:
+            checked = self._framed[arr.path] = set() if _plain_blosc(arr, self.path) else None
+        if checked is None or stop <= start:
+            return
+        rows = max(1, int(arr.chunks[0]))
+        for index in range(start // rows, (stop - 1) // rows + 1):
+            if index in checked:
+                continue
+            for rest in itertools.product(*(range(n) for n in arr.cdata_shape[1:])):
+                key = arr.metadata.encode_chunk_key((index, *rest))
+                _check_frame(self.path, arr, key, index * rows, rows)
+            checked.add(index)
 
     def _read_column(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
         try:
