@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import resource
 import secrets
 import shutil
 import stat
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Overwrite",
     "atomic_output",
+    "check_room",
     "fmt_bytes",
     "path_size",
     "remove_path",
@@ -441,3 +443,22 @@ def fmt_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return str(n)
+
+
+def check_room(dst: str, folder: str, need: int, what: str) -> None:
+    """Refuse, before a byte is written, an output of up to ``need`` bytes (``what`` says
+    why that many) that the process's file size limit (``ulimit -f``) or the free space
+    in ``folder`` cannot hold; ``dst`` is the destination the user named."""
+    hint = "nothing was written (-o check_space=false tries anyway)"
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft != resource.RLIM_INFINITY and need > soft:
+        raise CodecIOError(
+            f"{dst}: file too large for this process's file size limit (ulimit -f) of "
+            f"{soft:,} bytes: {what}; {hint}"
+        )
+    st = os.statvfs(folder)
+    free = st.f_bavail * st.f_frsize
+    if need > free:
+        raise CodecIOError(
+            f"{dst}: not enough free space in {folder}: {what}, {free:,} bytes free; {hint}"
+        )

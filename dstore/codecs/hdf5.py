@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import re
-import resource
 import shutil
 import tempfile
 import zlib
@@ -38,7 +37,7 @@ from ..errors import (
 from ..model import Bytes, Column, Image, Kind, Ragged, String, StringList, Tensor, VarColumn, names
 from ..model.attrs import encode, fill_value, for_hdf5, group_attrs, target_notes
 from ..model.schema import Batch, FieldSpec, Schema, check_dtype, split_key, stored_paths
-from ..output import TMP_MARK
+from ..output import TMP_MARK, check_room
 from ..parallel import default_workers, ordered_map
 from ._chunked import (
     AlignedAppender,
@@ -167,19 +166,7 @@ def _check_space(path: str, need: int, raw: int) -> None:
         f"the HDF5 file may need up to {need:,} bytes ({raw:,} bytes of data; "
         "compression is not guaranteed)"
     )
-    hint = "nothing was written (-o check_space=false tries anyway)"
-    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
-    if soft != resource.RLIM_INFINITY and need > soft:
-        raise CodecIOError(
-            f"{dst}: file too large for this process's file size limit (ulimit -f) of "
-            f"{soft:,} bytes: {what}; {hint}"
-        )
-    st = os.statvfs(folder)
-    free = st.f_bavail * st.f_frsize
-    if need > free:
-        raise CodecIOError(
-            f"{dst}: not enough free space in {folder}: {what}, {free:,} bytes free; {hint}"
-        )
+    check_room(dst, folder, need, what)
 
 
 def _write_error(path: str, e: BaseException) -> CodecIOError:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import resource
 import shutil
 import tempfile
 import zipfile
@@ -32,7 +31,7 @@ from ...model.schema import (
     key_for,
     split_key,
 )
-from ...output import TMP_MARK
+from ...output import TMP_MARK, check_room
 from ...parallel import ParallelDeflate
 from .._strings import (
     bytes_to_fixed,
@@ -62,19 +61,7 @@ def _check_space(path: str, schema: Schema) -> None:
     if base.startswith(".") and TMP_MARK in base:  # the temporary output: name the destination
         path = os.path.join(os.path.dirname(path), base[1 : base.index(TMP_MARK)])
     what = f"the npz archive may need {need:,} bytes ({raw:,} bytes of data; compression is not guaranteed)"
-    hint = "nothing was written (-o check_space=false tries anyway)"
-    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
-    if soft != resource.RLIM_INFINITY and need > soft:
-        raise CodecIOError(
-            f"{path}: file too large for this process's file size limit (ulimit -f) of "
-            f"{soft:,} bytes: {what}; {hint}"
-        )
-    st = os.statvfs(folder)
-    free = st.f_bavail * st.f_frsize
-    if need > free:
-        raise CodecIOError(
-            f"{path}: not enough free space in {folder}: {what}, {free:,} bytes free; {hint}"
-        )
+    check_room(path, folder, need, what)
 
 
 class NpzWriter(Writer):
