@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .codecs.base import RANGE_BYTES, Reader
+from .codecs.base import Reader, WrappingReader
 from .model import Image, Kind, VarColumn, column_len, slice_column
 from .model.schema import Batch, SplitSpec
 
@@ -91,16 +91,13 @@ def measured_bytes(kind: Kind, col: Any) -> int:
     return int(values.nbytes)
 
 
-class RawMeter(Reader):
+class RawMeter(WrappingReader):
     """``inner`` as it is, adding up the decoded bytes of the records of its varying-size
     fields (:attr:`SplitSpec.varying`) as batches are read: :attr:`measured`."""
 
     def __init__(self, inner: Reader) -> None:
-        self.inner = inner
-        self.path = inner.path
+        super().__init__(inner)
         self.schema = inner.schema
-        self.random_access = inner.random_access
-        self.sequential_reason = inner.sequential_reason
         self.notes = inner.notes
         self.measured = 0
         self._varying = {s: set(spec.varying) for s, spec in inner.schema.splits.items()}
@@ -127,15 +124,3 @@ class RawMeter(Reader):
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
         return self.iter_batches(spec.name, fields=names, start=start, stop=stop, batch_rows=rows)
-
-    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
-        return self.inner.record_ranges(split, target_bytes)
-
-    def check_integrity(self) -> list[tuple[bool, str]]:
-        return self.inner.check_integrity()
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def __getattr__(self, name: str) -> Any:  # codec-specific extras (encodings, shards, ...)
-        return getattr(self.inner, name)

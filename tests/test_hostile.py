@@ -629,3 +629,19 @@ def test_from_json_reads_a_folder_whatever_the_file_names(tmp_path, capsys) -> N
         _one_line(err)
         == f"CodecIOError: {empty}: the folder holds no json file (nor one without a format)"
     )
+
+
+def test_a_dropped_hostile_name_is_quoted_in_the_note(tmp_path, capsys):
+    """--drop of a member whose name holds a newline and an escape: the note names it
+    quoted, on one line (it printed the name raw, forging an 'ok ...' line)."""
+    from dstore.cli import main
+
+    evil = "y\nok  data_z\x1b[31m"
+    src = tmp_path / "evil.npz"
+    np.savez(src, x=np.arange(6.0).reshape(3, 2), **{evil: np.arange(3)})
+    assert main(["convert", str(src), str(tmp_path / "out.npz"), "--drop", evil]) == 0
+    out = capsys.readouterr()
+    lines = (out.out + out.err).splitlines()
+    assert not any(line.startswith("ok") for line in lines), lines
+    assert "\x1b" not in out.out + out.err
+    assert any("left out (drop=" in line for line in lines)

@@ -69,6 +69,7 @@ __all__ = [
     "Reader",
     "Shard",
     "ShardWriter",
+    "WrappingReader",
     "Writer",
     "even_ranges",
     "is_regular_file",
@@ -251,6 +252,32 @@ class Reader(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class WrappingReader(Reader):
+    """A reader over another (``inner``): its records, some fields changed or left out
+    (decoded images, lossy-stored values, dropped fields, metered sizes). The storage
+    facts (path, random access, record ranges, integrity) and anything codec-specific
+    (``encodings``, ``shards``...) are ``inner``'s; a subclass sets ``schema`` and
+    implements ``_iter``."""
+
+    def __init__(self, inner: Reader) -> None:
+        self.inner = inner
+        self.path = inner.path
+        self.random_access = inner.random_access
+        self.sequential_reason = inner.sequential_reason
+
+    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
+        return self.inner.record_ranges(split, target_bytes)
+
+    def check_integrity(self) -> list[tuple[bool, str]]:
+        return self.inner.check_integrity()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:  # codec-specific extras (encodings, shards, ...)
+        return getattr(self.__dict__["inner"], name)
 
 
 class Writer(ABC):

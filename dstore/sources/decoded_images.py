@@ -5,23 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from typing import Any
 
-from ..codecs.base import RANGE_BYTES, Reader
+from ..codecs.base import Reader, WrappingReader
 from ..decoding import decode_column_images, decoded_kind, encoded_image_fields
 from ..integrity import CHECKSUM_ATTR
 from ..model import Image, VarColumn
 from ..model.schema import Batch, Schema, SplitSpec
 
 
-class DecodedImages(Reader):
+class DecodedImages(WrappingReader):
     """``inner`` with the encoded Image fields in ``fields`` (default: all) read as pixels."""
 
     def __init__(self, inner: Reader, fields: Mapping[str, set[str]] | None = None) -> None:
-        self.inner = inner
-        self.path = inner.path
-        self.random_access = inner.random_access
-        self.sequential_reason = inner.sequential_reason
+        super().__init__(inner)
         self.notes = inner.notes
         self.fields = dict(encoded_image_fields(inner.schema) if fields is None else fields)
         splits = {}
@@ -58,15 +54,3 @@ class DecodedImages(Reader):
                     out[name] = col
             pos += n
             yield out
-
-    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
-        return self.inner.record_ranges(split, target_bytes)
-
-    def check_integrity(self) -> list[tuple[bool, str]]:
-        return self.inner.check_integrity()
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def __getattr__(self, name: str) -> Any:  # codec-specific extras (encodings, shards, ...)
-        return getattr(self.inner, name)

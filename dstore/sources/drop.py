@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..codecs.base import RANGE_BYTES, Reader
+from ..codecs.base import Reader, WrappingReader
 from ..errors import DstoreError, SchemaError
 from ..model.schema import Batch, Schema, SplitSpec
 from ..registry import get_codec_class, infer_codec
@@ -16,16 +16,13 @@ if TYPE_CHECKING:
     pass
 
 
-class DropFields(Reader):
+class DropFields(WrappingReader):
     """``inner`` without some fields: ``drop`` for a format whose codec has no such
     option of its own (npz's drops zip members, before they are checked). A name
     leaves that field out of every split, ``split/field`` out of one split."""
 
     def __init__(self, inner: Reader, keys: Sequence[str]) -> None:
-        self.inner = inner
-        self.path = inner.path
-        self.random_access = inner.random_access
-        self.sequential_reason = inner.sequential_reason
+        super().__init__(inner)
         matched: set[str] = set()
         splits = {}
         for split in inner.schema.splits.values():
@@ -55,20 +52,8 @@ class DropFields(Reader):
             spec.name, fields=names, start=start, stop=stop, batch_rows=rows, verify=False
         )
 
-    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
-        return self.inner.record_ranges(split, target_bytes)
-
-    def check_integrity(self) -> list[tuple[bool, str]]:
-        return self.inner.check_integrity()
-
     def describe(self) -> list[str]:
         return self.inner.describe()
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def __getattr__(self, name: str) -> Any:  # codec-specific extras (encodings, shards, ...)
-        return getattr(self.inner, name)
 
 
 def generic_drop(

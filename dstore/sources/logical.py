@@ -6,29 +6,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..codecs.base import RANGE_BYTES, Reader
+from ..codecs.base import Reader, WrappingReader
 from ..model.schema import Batch, Schema, SplitSpec
 from ..precision import decode_batch, logical_schema
 
 
-class LogicalReader(Reader):
+class LogicalReader(WrappingReader):
     """A reader whose schema and batches are the decoded values (bfloat16, float32 from
     int8 codes); everything else (integrity, ranges, describe) is the stored reader's.
 
     Checksums are of the stored values, so ``iter_batches`` verifies before decoding."""
 
     def __init__(self, reader: Reader, schema: Schema) -> None:
-        self._inner = reader
+        super().__init__(reader)
         self.stored_schema = reader.schema
         self.schema = schema
-        self.path = reader.path
-        self.random_access = reader.random_access
-        self.sequential_reason = reader.sequential_reason
         self.notes = reader.notes
 
     def iter_batches(self, split: str, **kwargs: Any) -> Iterator[Batch]:
         stored, logical = self.stored_schema.splits.get(split), self.schema.splits.get(split)
-        for batch in self._inner.iter_batches(split, **kwargs):
+        for batch in self.inner.iter_batches(split, **kwargs):
             if stored is None:
                 yield batch
                 continue
@@ -39,23 +36,11 @@ class LogicalReader(Reader):
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
         stored = self.stored_schema.splits[spec.name]
-        for batch in self._inner._iter(stored, names, start, stop, rows):
+        for batch in self.inner._iter(stored, names, start, stop, rows):
             yield decode_batch(stored, spec, batch)
 
-    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
-        return self._inner.record_ranges(split, target_bytes)
-
     def describe(self) -> list[str]:
-        return self._inner.describe()
-
-    def check_integrity(self) -> list[tuple[bool, str]]:
-        return self._inner.check_integrity()
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def __getattr__(self, name: str) -> Any:  # codec-specific attributes of the stored reader
-        return getattr(self.__dict__["_inner"], name)
+        return self.inner.describe()
 
 
 def logical_reader(reader: Any) -> Any:

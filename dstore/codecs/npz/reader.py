@@ -301,7 +301,7 @@ class NpzReader(Reader):
         for key in keys:
             if self._scalars.pop(key, None) is not None:
                 self._dropped.add(key)
-                notes.append(f"{self.path}: key {key!r} () left out (drop={key})")
+                notes.append(f"{self.path}: key {key!r} () left out (drop={shown(key)})")
                 continue
             found = [
                 k
@@ -314,7 +314,7 @@ class NpzReader(Reader):
             self._dropped.add(key)
             for k in found:
                 m = self._members.pop(k)
-                notes.append(f"{self.path}: key {k!r} {m.shape} left out (drop={key})")
+                notes.append(f"{self.path}: key {k!r} {m.shape} left out (drop={shown(key)})")
         self.notes = notes
 
     def _group_members(self) -> dict[str, _Source]:
