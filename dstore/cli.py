@@ -806,6 +806,19 @@ def _run(argv: Sequence[str] | None) -> int:
         return EXIT_TERMINATED if _sigterm.received else EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # the reader of our output went away: main() ends quietly
+    except MemoryError as e:  # numpy's _ArrayMemoryError among them: one line, not a traceback
+        if args.debug:
+            raise
+        from .model.names import printable
+
+        where = getattr(args, "src", None) or getattr(args, "path", None)
+        detail = str(e).splitlines()[0] if str(e) else ""
+        print(
+            f"MemoryError: {f'{where}: ' if where else ''}out of memory"
+            + (f" ({printable(detail)})" if detail else ""),
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     except (DstoreError, ValueError, OSError, argparse.ArgumentTypeError) as e:
         if args.debug:
             raise

@@ -58,6 +58,8 @@ def decode_image(data: bytes, kind: Image, where: str) -> np.ndarray:
             img = imagecodecs.jpeg8_decode(data)
         else:
             img = imagecodecs.imread(data)
+    except MemoryError:
+        raise  # the image is fine, the process is short of memory: not "not decodable"
     except Exception as e:  # noqa: BLE001 - imagecodecs raises one error type per codec
         what = f"{type(e).__name__}: {e}".strip().rstrip(":")
         raise CodecIOError(

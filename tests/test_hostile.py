@@ -295,6 +295,28 @@ def _images_file(path: str, blobs: list[bytes]) -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_running_out_of_memory_after_raising_the_pixel_limit_is_one_line(tmp_path) -> None:
+    """With the pixel limit raised past the memory the process has, decoding the bomb
+    runs out of memory: one 'MemoryError' line and nothing left behind (it was numpy's
+    _ArrayMemoryError traceback)."""
+    src = str(tmp_path / "bomb.npz")
+    _images_file(src, [_png_bomb(16), _png_bomb(40000)])
+    dst = str(tmp_path / "out.zarr")
+    done = subprocess.run(
+        [sys.executable, "-c", _CLI_UNDER_A_MEMORY_LIMIT, "convert", src, dst],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=os.getcwd(), DSTORE_MAX_IMAGE_PIXELS=str(2 * 10**9)),
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    line = _one_line(done.stderr)
+    assert line.startswith(f"MemoryError: {src}: out of memory"), line
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(src)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
 @pytest.mark.parametrize("ext", ["npz", "tfrecords"])
 def test_a_png_declaring_1_6_gigapixels_is_refused_from_its_header(tmp_path, ext) -> None:
     """A 1.5 MB PNG of 40000 x 40000 black pixels decoded to 1.6 GB (more under libpng):
