@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DtypePolicyError, MissingDependencyError
+from .errors import DtypePolicyError, MissingDependencyError, SchemaError
 from .model import Ragged, Tensor, VarColumn
 from .model.schema import Batch, FieldSpec, Schema, SplitSpec
 
@@ -198,8 +198,11 @@ def quant_record(target: Target, scale: np.ndarray, offset: np.ndarray) -> dict[
 
 
 def quant_arrays(rec: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    scale = np.asarray(rec["scale"], np.float32)
-    offset = np.asarray(rec["offset"], np.float32)
+    try:
+        scale = np.asarray(rec["scale"], np.float32)
+        offset = np.asarray(rec["offset"], np.float32)
+    except (KeyError, TypeError, ValueError) as e:  # a damaged record of a schema without digest
+        raise SchemaError(f"the stored int8/uint8 precision record is damaged ({e!r})") from None
     if rec.get("axis") is None:
         return scale.reshape(()), offset.reshape(())
     return scale, offset

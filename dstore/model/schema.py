@@ -9,6 +9,7 @@ as *batches*: ``dict[field name, ndarray]`` whose arrays share axis 0.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
@@ -257,6 +258,7 @@ class Schema:
         }
         if self.checksums:
             out["checksums"] = self.checksums
+        out["digest"] = schema_digest(out)
         return out
 
     def dumps(self) -> str:
@@ -264,6 +266,16 @@ class Schema:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Schema:
+        """The schema ``to_json`` stored. One that carries a digest must match it: a
+        byte lost in a key (``"attrs"`` -> ``"ttrs"``) still parses, and would deliver
+        int8 codes as data or drop a field's attributes without a word. Schemas stored
+        before the digest existed are read as they are."""
+        if isinstance(data, Mapping) and "digest" in data:
+            body = {k: v for k, v in data.items() if k != "digest"}
+            if data["digest"] != schema_digest(body):
+                raise SchemaError(
+                    "the stored dstore schema does not match its digest (damaged or edited)"
+                )
         try:
             splits = {}
             for sname, sdata in data["splits"].items():
@@ -294,6 +306,12 @@ class Schema:
         splits = dict(self.splits)
         splits[split] = replace(splits[split], fields={f.name: f for f in fields})
         return Schema(splits, dict(self.attrs), dict(self.checksums))
+
+
+def schema_digest(data: Mapping[str, Any]) -> str:
+    """sha256 (hex, 32 digits) of a stored schema's JSON in one canonical form."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def split_key(key: str) -> tuple[str, str]:
