@@ -11,6 +11,7 @@ import dstore
 from dstore.api import check
 from dstore.cli import main
 from dstore.integrity import CHECKSUM_ATTR
+from dstore.model.schema import schema_digest
 
 
 @pytest.fixture
@@ -123,6 +124,7 @@ def _old_layout(path: str, ext: str, edit=None) -> None:
 
     def legacy(stored: dict) -> dict:
         stored = dict(stored)
+        stored.pop("digest", None)  # schemas of that time carried no digest
         stored["attrs"] = {**stored.get("attrs", {}), CHECKSUM_ATTR: stored.pop("checksums")}
         if edit is not None:
             edit(stored["attrs"][CHECKSUM_ATTR])
@@ -184,6 +186,9 @@ def test_a_damaged_stored_checksum_fails_verify(tmp_path, src, layout, capsys):
         with zipfile.ZipFile(out, "a") as z:
             stored = json.loads(z.comment[len(_COMMENT_PREFIX) :])
             damage(stored["checksums"])
+            # a consistent edit (digest recomputed): the checksum itself must catch it
+            stored.pop("digest")
+            stored["digest"] = schema_digest(stored)
             z.comment = _COMMENT_PREFIX + json.dumps(stored).encode()
     capsys.readouterr()
     assert main(["verify", out]) == 1
