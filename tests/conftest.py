@@ -155,3 +155,18 @@ def stepped():
             if f is not None:
                 with contextlib.suppress(BrokenPipeError):
                     f.close()
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A Dask client of two worker processes, as a real cluster has (separate
+    interpreters, pickled tasks). The dashboard takes a free port (``None`` would still
+    bind :8787, busy on a shared machine)."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c

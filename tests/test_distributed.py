@@ -33,19 +33,6 @@ def _codecs_registered_here_leave(monkeypatch):
     monkeypatch.setattr(registry, "_entries", dict(registry._entries))
 
 
-@pytest.fixture(scope="module")
-def client():
-    """Two worker processes, as a real cluster has (separate interpreters, pickled tasks).
-    The dashboard takes a free port (``None`` would still bind :8787, busy on a shared machine)."""
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
-
-
 @pytest.fixture
 def sources(tmp_path, tiles):
     x, y = tiles

@@ -15,19 +15,6 @@ distributed = pytest.importorskip("distributed")
 zarr = pytest.importorskip("zarr")
 
 
-@pytest.fixture(scope="module")
-def client():
-    """Two worker processes (separate interpreters, pickled tasks), as a cluster has;
-    the dashboard on a free port."""
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
-
-
 @pytest.fixture
 def source(tmp_path: Any, tiles: tuple[np.ndarray, np.ndarray]) -> tuple[str, dict[str, Any]]:
     """An npz of photo tiles, their labels, a ragged field (boxes per tile), a string
