@@ -17,6 +17,7 @@ import importlib.util
 import os
 import re
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "available_codecs",
     "codec_names",
+    "codecs_with",
     "default_extension",
     "get_codec",
     "get_codec_class",
@@ -184,6 +186,21 @@ def available_codecs() -> dict[str, str | None]:
         missing = [m for m in entry.requires if importlib.util.find_spec(m) is None]
         out[name] = install_hint(entry.extra or name) if missing else None
     return out
+
+
+def codecs_with(capability: Callable[[type[Codec]], object]) -> list[str]:
+    """The registered formats whose codec class has ``capability`` (e.g. ``lambda c:
+    c.sharded``), in registry order, for messages that name them; a format whose
+    module cannot be imported here is left out."""
+    names = []
+    for name in codec_names():
+        try:
+            cls = get_codec_class(name)
+        except ImportError:  # MissingDependencyError is one
+            continue
+        if capability(cls):
+            names.append(name)
+    return names
 
 
 def default_extension(name: str) -> str:

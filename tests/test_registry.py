@@ -127,3 +127,34 @@ def test_every_codec_class_is_registered():
         }
     registered = {registry.get_codec_class(n) for n in registry._BUILTIN}
     assert classes == registered
+
+
+def test_messages_that_name_formats_list_the_registry(tmp_path):
+    """The formats a message suggests (a sharded format for cache_dir=, a random-access
+    form for map_style=) come from the codecs' capability flags, so a newly registered
+    format is named without editing the message (failed before: fixed lists)."""
+    pytest.importorskip("torch")
+    from dstore.codecs.tfrecord import TFRecordCodec
+
+    class OtherTFRecord(TFRecordCodec):
+        name = "tfr2"
+        extensions = (".tfr2",)
+        random_access_when = "on Tuesdays"
+
+    dstore.register_codec(OtherTFRecord)
+    try:
+        assert "tfr2" in registry.codecs_with(lambda c: c.sharded)
+        assert "zarr" not in registry.codecs_with(lambda c: c.sharded)
+        deflated = str(tmp_path / "d.npz")
+        dstore.save({"train": {"x": np.arange(8)}}, deflated, compress="true")
+        with pytest.raises(
+            dstore.SchemaError, match=r"random-access form \(.*tfr2 \(on Tuesdays\)"
+        ):
+            dstore.to_torch(deflated, "train", map_style=True)
+        url = f"memory://registry-{tmp_path.name}/d.zarr"
+        dstore.save({"train": {"x": np.arange(8)}}, url)
+        with pytest.raises(ValueError, match=r"shard files of a sharded format \(.*tfr2"):
+            dstore.to_torch(url, "train", cache_dir=tmp_path / "c")
+    finally:
+        registry._entries.pop("tfr2", None)
+        registry._classes.pop("tfr2", None)

@@ -1,7 +1,7 @@
 """Fields of a ``tf.train.Example``: how each dstore field kind is stored, both ways.
 
-Shared by every format whose records are serialized Examples (TFRecord shards,
-ArrayRecord shards), so the bytes of one record are the same in both and a
+Shared by every format whose records are serialized Examples (TFRecord shards and
+any other), so the bytes of one record are the same in all and a
 record read from one is copied to the other unchanged (:class:`SerializedBatch`).
 
 Contract:
@@ -387,7 +387,7 @@ def read_examples(
     """``count`` serialized Examples from ``raw`` (each with where it was read) decoded on
     ``pool``, as batches of at most ``rows``. When every field is read and each can be
     copied, a batch is a :class:`SerializedBatch` carrying the records a writer of the
-    same Examples (TFRecord, ArrayRecord) writes again without encoding them."""
+    same Examples (TFRecord, ...) writes again without encoding them."""
     signature = batch_signature(encs, spec, names) if names == list(spec.fields) else None
     canon = None
     if signature is not None:

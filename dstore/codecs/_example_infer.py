@@ -1,7 +1,7 @@
 """Inferring the fields of ``tf.train.Example`` records dstore did not write.
 
-Shared by the formats whose records are serialized Examples (TFRecord,
-ArrayRecord): a format feeds every record of a split to
+Shared by the formats whose records are serialized Examples (TFRecord and
+any other): a format feeds every record of a split to
 :class:`ExampleInference` (with where it was read) and gets each field's kind
 and :class:`~dstore.codecs._example_fields.FieldEncoding`. The rules are
 :class:`_FeatureStats`'s; the pass parses each Example's wire format without
@@ -15,7 +15,7 @@ from __future__ import annotations
 import codecs
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,8 +34,12 @@ from ._example import (
     signature_of,
 )
 from ._example_fields import FieldEncoding, check_manifest_fields, describe_fields
+from ._example_tf import parse_snippet
 from ._sequence import SequenceStats
 from ._tensorproto import parse_tensor_proto
+
+if TYPE_CHECKING:
+    from ..sharding import ShardFile
 
 __all__ = ["ExampleInference", "ExampleShards"]
 
@@ -326,14 +330,16 @@ class ExampleInference:
 
 
 class ExampleShards:
-    """What a sharded reader of serialized Examples shares with every other one (TFRecord,
-    ArrayRecord): the field encodings, from a manifest or learned from every record of
-    files dstore did not write, and the lines ``dstore info`` shows of them.
+    """What a sharded reader of serialized Examples shares with every other one: the
+    field encodings, from a manifest or learned from every record of files dstore did
+    not write, and what ``dstore info`` shows of them (its format adds how the shards
+    are read: :meth:`shards_note`, :meth:`source_lines`).
     A mixin placed before :class:`~dstore.sharding.ShardedDirectoryReader`."""
 
     schema: Schema
     encodings: dict[str, dict[str, FieldEncoding]]
     notes: Sequence[str]
+    shards: dict[str, list[ShardFile]]
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         self.encodings = check_manifest_fields(manifest, self.schema, where)
@@ -354,5 +360,29 @@ class ExampleShards:
         self.notes = [*self.notes, *inference.notes]  # e.g. features empty in every record
         return fields
 
-    def describe_fields(self, split: str) -> list[str]:
-        return describe_fields(self.encodings[split])
+    def describe(self) -> list[str]:
+        """``dstore info``: each split's shards and field encodings, then the TensorFlow
+        snippet of the first split that has fields and shards."""
+        lines = []
+        for split, shards in self.shards.items():
+            lines.append(f"split {split}: {len(shards)} shard(s){self.shards_note(split)}")
+            lines.extend(describe_fields(self.encodings[split]))
+        for split, spec in self.schema.splits.items():
+            if spec.fields and self.shards[split]:
+                return [*lines, f"TensorFlow ({split} split):", *self.tensorflow_snippet(split)]
+        return lines
+
+    def tensorflow_snippet(self, split: str) -> list[str]:
+        """Python that reads ``split`` and parses each record with TensorFlow; every line
+        runs as is."""
+        encodings = self.encodings[split]
+        paths = [s.path for s in self.shards[split]]
+        return [*parse_snippet(self.schema.splits[split], encodings), *self.source_lines(paths)]
+
+    def shards_note(self, split: str) -> str:
+        """What ``dstore info`` adds after a split's shard count."""
+        return ""
+
+    def source_lines(self, paths: list[str]) -> list[str]:
+        """The snippet's lines that read the records of ``paths`` and ``decode`` them."""
+        raise NotImplementedError

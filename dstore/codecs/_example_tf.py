@@ -1,12 +1,12 @@
 """The TensorFlow snippet that parses dstore's Examples: ``feature_description`` and ``decode``.
 
-Shared by the formats whose records are serialized Examples (TFRecord,
-ArrayRecord): ``dstore info`` prints it, each line runs as is, and the values
+Shared by the formats whose records are serialized Examples (TFRecord and
+others): ``dstore info`` prints it, each line runs as is, and the values
 it returns are the ones dstore reads (PNG decoded with the channels dstore
 keeps, raw bytes reshaped, int8/uint8 codes dequantized, uint64 bit patterns).
 Each field's lines are its encoding's (:meth:`ExampleEncoding.tf_lines
 <dstore.codecs._example_encodings.ExampleEncoding.tf_lines>`); how the records
-reach ``decode`` (``tf.data.TFRecordDataset``, ``ArrayRecordDataSource``) is
+reach ``decode`` (e.g. ``tf.data.TFRecordDataset``) is
 the format's own line.
 """
 

@@ -1,5 +1,5 @@
 """Image fields' records as encoded bytes and back, for every format that stores pixels
-as PNG or a lossy image (TFRecord, ArrayRecord, WebDataset, Parquet).
+as PNG or a lossy image (TFRecord, WebDataset, Parquet, ...).
 
 * :func:`record_shape`: the shape a decoded record must have (-1 where a raw
   Image's size varies);

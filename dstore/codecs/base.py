@@ -379,8 +379,13 @@ class Codec(ABC):
     #: ``to_tf_dataset`` then builds a native pipeline instead of a Python generator.
     tensorflow_native: ClassVar[bool] = False
     #: False when the format's library cannot be used in a process forked after it was
-    #: used (ArrayRecord's C++ thread pool): DataLoader workers then need 'spawn'.
+    #: used (a C++ thread pool, :mod:`dstore.sharding.native`): DataLoader workers then
+    #: need 'spawn'.
     fork_safe: ClassVar[bool] = True
+    #: When this format's files read single records at random (``ds[i]``): "" always,
+    #: else the condition ("uncompressed"); messages that suggest a random-access form
+    #: list the formats from these.
+    random_access_when: ClassVar[str] = ""
     #: True when values are stored as text (JSON): large arrays are slow and big there,
     #: so the demo's image tiles skip it.
     stores_text: ClassVar[bool] = False

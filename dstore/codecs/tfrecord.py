@@ -368,6 +368,7 @@ class TFRecordCodec(Codec):
     keeps_empty_rows = False  # a ragged record is one feature of its values
     bfloat16_as = "float32"  # float_list is float32: bfloat16 values widen exactly
     supports_urls = True
+    random_access_when = "plain, with its .idx"  # record offsets: 'dstore index'
     Options = TFRecordOptions
 
     @classmethod

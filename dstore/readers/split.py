@@ -106,16 +106,22 @@ class SplitSource:
         self.skipped = 0
         self.errors: list[str] = []
 
-    def require_random_access(self, what: str) -> None:
+    def require_random_access(self, what: str, instead: str = "") -> None:
         """Refuse ``what`` (a mode that reads single records at random) in one line
-        when this storage only streams, naming the conversions that make it random-access."""
+        when this storage only streams, naming ``instead`` and the conversions (the
+        registered formats, from their codecs' ``random_access_when``) that make it
+        random-access."""
         if self.sequential_reason or not self.random_access:
+            from ..registry import codecs_with, get_codec_class
+
             why = self.sequential_reason or "a deflated npz only streams"
+            forms = []
+            for name in codecs_with(lambda c: not c.stores_text):  # text: slow, large
+                when = get_codec_class(name).random_access_when
+                forms.append(f"{name} ({when})" if when else name)
             raise SchemaError(
-                f"{self.path}: {what} reads single records at random and {why}; "
-                "convert it to a random-access form (zarr, HDF5, an uncompressed npz, plain "
-                "TFRecord with its .idx, ArrayRecord, Parquet, WebDataset), or index it with "
-                "'dstore index'"
+                f"{self.path}: {what} needs random access and {why}; {instead}convert it "
+                f"to a random-access form ({', '.join(forms)}), or index it with 'dstore index'"
             )
 
     def kinds(self) -> dict[str, Any]:
@@ -159,9 +165,12 @@ class SplitSource:
                 f"{self.path} is on this machine already"
             )
         if not isinstance(reader, ShardedDirectoryReader):
+            from ..registry import codecs_with
+
+            sharded = ", ".join(codecs_with(lambda c: c.sharded))
             raise ValueError(
-                f"cache_dir= caches the shard files of a sharded format (TFRecord, WebDataset, "
-                f"Parquet, ArrayRecord); {self.path} is {self.format}"
+                f"cache_dir= caches the shard files of a sharded format ({sharded}); "
+                f"{self.path} is {self.format}"
             )
         assert self.cache_dir is not None
         return ShardCache(self.cache_dir, self.cache_limit)

@@ -391,12 +391,7 @@ class DstoreMapDataset(tud.Dataset):
     """``len`` and ``ds[i]`` over a random-access split; reads whole ranges, keeps the last."""
 
     def __init__(self, source: SplitSource) -> None:
-        if not source.random_access or source.sequential_reason:
-            what = source.sequential_reason or "a deflated npz only streams"
-            raise SchemaError(
-                f"{source.path}: map_style=True needs random access and {what}; use the "
-                "iterable dataset, or convert to zarr, HDF5 or an uncompressed npz"
-            )
+        source.require_random_access("map_style=True", "use the iterable dataset, or ")
         self.source = source
         self._starts = [a for a, _ in source.ranges]
         self._cached: tuple[int, dict[str, Sequence[Any] | torch.Tensor]] | None = None

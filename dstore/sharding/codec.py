@@ -86,7 +86,7 @@ class ShardedCodec(Codec):
 
 def tfds_names(plan: list[Shard], prefix: str, kind: str) -> list[Shard]:
     """The planned shards under TFDS's names, ``<prefix>-<split>.<kind>-00000-of-00002``
-    (e.g. ``data-train.array_record-00000-of-00002``), which TFDS and Grain read."""
+    (e.g. ``data-train.tfrecord-00000-of-00002``), which TFDS and Grain read."""
     totals: dict[str, int] = {}
     for s in plan:
         totals[s.split] = totals.get(s.split, 0) + 1

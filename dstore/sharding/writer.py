@@ -18,7 +18,7 @@ records become bytes:
   and ``commit`` (the manifest); a format implements ``encode_shard`` (records
   -> bytes) or, when a library writes the file itself (pyarrow's ParquetWriter),
   ``write_records`` (records -> a file object), or ``write_shard_file`` when its
-  library writes by path (``writes_paths``: ArrayRecord's C++ writer), and
+  library writes by path (``writes_paths``: a C++ writer, :mod:`~dstore.sharding.native`), and
   ``manifest_head``;
 - record indexes (``record_index``): each frame's length noted as it is
   written, a ``<shard>.idx`` beside the shard (:mod:`dstore.sharding.index`).
@@ -283,7 +283,7 @@ class ShardedDirectoryWriter(ShardWriter):
     #: True when each encoded record is one frame a reader can seek to: an
     #: uncompressed shard then gets a ``<shard>.idx`` record index (``sharding.index``)
     record_index: ClassVar[bool] = False
-    #: True when the format's library writes a shard itself, given a path (ArrayRecord):
+    #: True when the format's library writes a shard itself, given a path (a C++ writer):
     #: ``write_shard`` then calls :meth:`write_shard_file` on the ``.part`` path and
     #: hashes the file once the library has closed it (local folders only)
     writes_paths: ClassVar[bool] = False

@@ -22,10 +22,7 @@ from typing import Any
 from ... import fs, links
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import Batch, Schema
-from ...sharding import (
-    ShardedCodec,
-    tfds_names,
-)
+from ...sharding import ShardedCodec, tfds_names
 from .._example_fields import check_fields
 from ..base import Reader, Shard, ShardWriter, read_at
 from .options import ArrayRecordOptions

@@ -23,9 +23,9 @@ from typing import Any
 from ...errors import CodecIOError
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile
+from ...sharding.native import ForkGuard
 from .._example_fields import FieldEncoding, read_examples
 from .._example_infer import ExampleShards
-from .._example_tf import parse_snippet
 from .writer import FORMAT_ID
 
 __all__ = ["ArrayRecordDatasetReader"]
@@ -34,8 +34,8 @@ __all__ = ["ArrayRecordDatasetReader"]
 _BLOCK = 256
 #: random access (what ArrayRecordDataSource opens with): no 16 MiB readahead per read
 _READ_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
-#: the process that first used array_record's reader (its thread pool lives there)
-_LIBRARY_PID: int | None = None
+#: array_record's reader in a process forked after its parent used it: one clear error
+_FORK_GUARD = ForkGuard("array_record")
 
 
 class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
@@ -65,15 +65,7 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
         """The library's reader of ``path``, opened once; an unreadable file is one line."""
         from array_record.python.array_record_module import ArrayRecordReader
 
-        global _LIBRARY_PID  # noqa: PLW0603 - one value per process, read after a fork
-        if _LIBRARY_PID is not None and os.getpid() != _LIBRARY_PID:
-            raise CodecIOError(
-                f"{path}: this process was forked after array_record was used in its parent "
-                "(a DataLoader worker started with 'fork'); array_record's C++ thread pool does "
-                "not survive fork and would crash or hang here: pass "
-                "multiprocessing_context='spawn' (or 'forkserver') to the DataLoader"
-            )
-        _LIBRARY_PID = os.getpid()
+        _FORK_GUARD.check(path)
         with self._lock:
             if path not in self._files:
                 if not os.path.isfile(path):
@@ -115,25 +107,12 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
         """Any record is entered directly: a shard is cut by its size."""
         return self.pieces_by_size(shard, target_bytes)
 
-    def describe(self) -> list[str]:
-        lines = []
-        for split, shards in self.shards.items():
-            opts = self._open(shards[0].path).writer_options_string() if shards else ""
-            lines.append(f"split {split}: {len(shards)} shard(s) ({opts})")
-            lines.extend(self.describe_fields(split))
-        for split, spec in self.schema.splits.items():
-            if spec.fields and self.shards[split]:
-                lines.append(f"TensorFlow ({split} split):")
-                lines.extend(self.tensorflow_snippet(split))
-                break
-        return lines
+    def shards_note(self, split: str) -> str:
+        shards = self.shards[split]
+        return f" ({self._open(shards[0].path).writer_options_string() if shards else ''})"
 
-    def tensorflow_snippet(self, split: str) -> list[str]:
-        """Python that reads ``split`` with ArrayRecordDataSource and parses each record
-        with TensorFlow; every line runs as is."""
-        paths = [s.path for s in self.shards[split]]
+    def source_lines(self, paths: list[str]) -> list[str]:
         return [
-            *parse_snippet(self.schema.splits[split], self.encodings[split]),
             "from array_record.python.array_record_data_source import ArrayRecordDataSource",
             f"source = ArrayRecordDataSource({paths!r})",
             "example = decode(source[0])",

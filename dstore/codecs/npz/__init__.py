@@ -76,6 +76,7 @@ class NpzCodec(Codec):
     extensions = (".npz",)
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     bfloat16_as = "uint16"  # np.save writes ml_dtypes' bfloat16 as opaque V2
+    random_access_when = "uncompressed"  # a deflated member only streams
     Options = NpzOptions
 
     @classmethod
