@@ -31,6 +31,13 @@ from array_record.python.array_record_data_source import ArrayRecordDataSource
 from array_record.python.array_record_module import ArrayRecordWriter
 
 
+def write_by_its_library(path: str, tiles) -> None:
+    """An ArrayRecord file written by array_record, not by dstore (test_overwrite)."""
+    w = ArrayRecordWriter(path, "group_size:1")  # a single file of records
+    w.write(b"one record")
+    w.close()
+
+
 def _shards(path: str, split: str) -> list[str]:
     return sorted(glob.glob(os.path.join(path, f"data-{split}.array_record-*-of-*")))
 

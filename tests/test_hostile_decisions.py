@@ -17,6 +17,7 @@ import pytest
 
 import dstore
 from dstore.demo import photo_tiles
+from dstore.registry import codecs_with
 from dstore.testing import read_all
 
 
@@ -169,11 +170,7 @@ def test_row_splits_must_end_at_the_last_value(tmp_path):
 
 # ------------------------------------------------- names equal but for case, CON, a:b
 
-SHARDED = [
-    n
-    for n in ("tfrecord", "webdataset", "parquet", "arrayrecord")
-    if n in dstore.available_codecs()
-]
+SHARDED = codecs_with(lambda c: c.sharded)  # the usable sharded formats
 
 
 @pytest.mark.parametrize("codec", SHARDED)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -530,15 +531,17 @@ def test_a_manifest_cannot_send_the_reader_outside(tmp_path):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_lone_surrogates_in_names(tmp_path, fmt):
-    """Not text, but Python allows them: stored escaped; a TFRecord feature key refuses one clearly."""
+    """Not text, but Python allows them: stored escaped where names are free; a format
+    whose names must be text (protobuf keys, Arrow names) refuses them by field in one
+    line, nothing written. No list of formats: each is held to one of the two."""
     data = {"s\ud800": {"x": np.arange(3)}, "t": {"f\udcff": np.arange(2)}}
     dst = str(tmp_path / ("o" + EXT[fmt]))
-    if fmt in ("tfrecord", "arrayrecord", "parquet"):  # protobuf keys, Arrow names: text
-        with pytest.raises(SchemaError, match=r"field '.*': .*name .* not valid Unicode text"):
-            dstore.save(data, dst)
+    try:
+        dstore.save(data, dst)
+    except SchemaError as e:
+        assert re.search(r"field '.*': .*name .* not valid Unicode text", str(e)), e
         assert os.listdir(tmp_path) == []
         return
-    dstore.save(data, dst)
     _assert_same(data, _read_back(dst))
 
 
