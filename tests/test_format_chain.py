@@ -1,6 +1,6 @@
 """TensorFlow Object Detection API records through every sharded format and back:
-TFRecord -> each other sharded format in the registry (WebDataset, Parquet, ArrayRecord,
-...) -> TFRecord, ``dstore verify`` equal at every step, and TensorFlow parsing the last
+TFRecord -> each other sharded format in the registry (WebDataset, Parquet, ...) ->
+TFRecord, ``dstore verify`` equal at every step, and TensorFlow parsing the last
 file with the OD API's feature spec exactly as it parses the first (issue #23). The chain
 comes from the registry: a new sharded format joins it by registering."""
 
