@@ -255,7 +255,7 @@ def bench(
     measure), one when the original data's accuracy is known, and one per cell
     as it finishes.
     """
-    from .report import cell_line, header_line, probe_line, recommend
+    from .report import header_line, recommend
 
     src = os.fspath(src)
     dtypes = parse_dtypes(dtypes)
@@ -283,97 +283,190 @@ def bench(
     workdir = tempfile.mkdtemp(prefix="dstore-bench-")
     try:
         source, original = _sample_source(src, sample, workdir)
+        run = _Run(src, source, workdir, original, task, evaluate, None, repeats, how, say)
         schema = api.info(source).schema
         has_images = any(is_image_batch(a) for fields in original.values() for a in fields.values())
-        if not has_images and any(not e.lossless for e in encodings):
-            # Lossy encodings would repeat the png rows: drop them, say so once.
-            skipped = ",".join(str(e) for e in encodings if not e.lossless)
-            warnings.append(f"no image field in the data: --images {skipped} not measured")
-            encodings = [e for e in encodings if e.lossless] or [parse_images(["png"])[0]]
-        base = _score(original, task, evaluate)
-        if evaluate is not None and base is not None:
-            # The first call paid the user's imports (scikit-learn: seconds): time a second,
-            # as every cell's call is timed with those imports done.
-            again = _score(original, task, evaluate)
-            if again is not None:
-                base.seconds = again.seconds
-        baseline = base.value if base is not None else float("nan")
+        encodings = _measurable_encodings(encodings, has_images, warnings)
+        run.base = base = _baseline(original, task, evaluate, warnings)
         noise = _noise_points(base.score) if base is not None else float("nan")
-        if evaluate is not None and base is not None and base.n is None:
-            warnings.append(
-                "evaluate returned a bare score: differences cannot be judged against noise "
-                "(return (score, n) or per-example correctness for a band); "
-                "only lossless cells can be recommended"
-            )
-        input_cell = _measure_input(src, src_info, sample, original, schema, repeats)
-        if how is not None and sample is None and input_cell.error is None:
-            _measure_loader(input_cell, src, src_info.format, list(original), how, repeats)
-        input_cell.accuracy, input_cell.accuracy_delta = baseline, 0.0
-        input_cell.probe_s = base.seconds if base is not None else float("nan")
-        input_cell.probe_dtype = base.dtype if base is not None else ""
-        if base is not None:
-            say(probe_line(task, base.value, base.chance, noise, base.seconds))
-        cells: list[Cell] = []
         total = 1 + sum(
             len(default_settings(fmt, grid)) * len(encodings) * len(dtypes) for fmt in formats
         )
-        say(cell_line(input_cell, 1, total))
-        for fmt in formats:
-            ext = default_extension(fmt)
-            codec_cls = get_codec_class(fmt)
-            for options in default_settings(fmt, grid):
-                for enc in encodings:
-                    for dtype in dtypes:
-                        cell = Cell(
-                            fmt,
-                            dtype,
-                            dict(options),
-                            images=str(enc) if has_images else "-",
-                            raw_bytes=schema.nbytes,
-                            records=schema.records,
-                        )
-                        cells.append(cell)
-                        cell.unsupported = _unsupported(cell, codec_cls, enc)
-                        if not cell.unsupported:
-                            out = os.path.join(workdir, f"cell-{len(cells)}{ext}")
-                            _measure(
-                                cell, source, out, original, task, evaluate, base, repeats, how
-                            )
-                        if cell.error:  # name the user's file, not the bench's working copy
-                            cell.error = cell.error.replace(source, src)
-                        say(cell_line(cell, 1 + len(cells), total))
-        report = BenchReport(
-            src,
-            task,
-            baseline,
-            base.seconds if base is not None else float("nan"),
-            noise,
-            cells,
-            _machine(),
-            {
-                "formats": formats,
-                "images": [str(e) for e in encodings],
-                "dtypes": dtypes,
-                "grid": grid,
-                "sample": sample,
-                "repeats": repeats,
-                "objective": objective,
-                "max_accuracy_drop": max_accuracy_drop,
-                "layout": layout,
-                "probe": probe,
-                "loader": loader,
-                "loader_workers": loader_workers if loader else None,
-            },
-            warnings=warnings,
-            input=input_cell,
-            probe_dtype=input_cell.probe_dtype,
-            chance=base.chance if base is not None else float("nan"),
-            probe_detail=base.detail if base is not None else "",
-        )
+        input_cell = _input_row(run, src_info, sample, schema, noise, total)
+        cells = _measure_grid(run, formats, grid, encodings, dtypes, has_images, schema, total)
+        settings = {
+            "formats": formats,
+            "images": [str(e) for e in encodings],
+            "dtypes": dtypes,
+            "grid": grid,
+            "sample": sample,
+            "repeats": repeats,
+            "objective": objective,
+            "max_accuracy_drop": max_accuracy_drop,
+            "layout": layout,
+            "probe": probe,
+            "loader": loader,
+            "loader_workers": loader_workers if loader else None,
+        }
+        report = _report(run, noise, cells, settings, warnings, input_cell)
         report.recommendation, report.reason = recommend(report, objective, max_accuracy_drop)
         return report
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@dataclass
+class _Run:
+    """What every cell of one bench run is measured against: the user's input, its
+    sampled copy in the working folder, the probe and its score on the original data."""
+
+    src: str
+    source: str
+    workdir: str
+    original: dict[str, dict[str, Column]]
+    task: Task | None
+    evaluate: Evaluate | None
+    base: _Timed | None
+    repeats: int
+    how: LoaderRead | None
+    say: Callable[[str], None]
+
+
+def _measurable_encodings(
+    encodings: list[ImageEncoding], has_images: bool, warnings: list[str]
+) -> list[ImageEncoding]:
+    """``encodings``, without the lossy ones when the data has no image field: they would
+    repeat the png rows (dropped, said once)."""
+    if has_images or all(e.lossless for e in encodings):
+        return encodings
+    skipped = ",".join(str(e) for e in encodings if not e.lossless)
+    warnings.append(f"no image field in the data: --images {skipped} not measured")
+    return [e for e in encodings if e.lossless] or [parse_images(["png"])[0]]
+
+
+def _baseline(
+    original: dict[str, dict[str, Column]],
+    task: Task | None,
+    evaluate: Evaluate | None,
+    warnings: list[str],
+) -> _Timed | None:
+    """The probe's (or the user's ``evaluate``'s) score on the original data, if any."""
+    base = _score(original, task, evaluate)
+    if evaluate is None or base is None:
+        return base
+    # The first call paid the user's imports (scikit-learn: seconds): time a second,
+    # as every cell's call is timed with those imports done.
+    again = _score(original, task, evaluate)
+    if again is not None:
+        base.seconds = again.seconds
+    if base.n is None:
+        warnings.append(
+            "evaluate returned a bare score: differences cannot be judged against noise "
+            "(return (score, n) or per-example correctness for a band); "
+            "only lossless cells can be recommended"
+        )
+    return base
+
+
+def _input_row(
+    run: _Run, src_info: Any, sample: int | None, schema: Any, noise: float, total: int
+) -> Cell:
+    """The first row: ``src`` as it is (its size, read time, loader and probe score)."""
+    from .report import cell_line, probe_line
+
+    base = run.base
+    input_cell = _measure_input(run.src, src_info, sample, run.original, schema, run.repeats)
+    if run.how is not None and sample is None and input_cell.error is None:
+        _measure_loader(
+            input_cell, run.src, src_info.format, list(run.original), run.how, run.repeats
+        )
+    input_cell.accuracy = base.value if base is not None else float("nan")
+    input_cell.accuracy_delta = 0.0
+    input_cell.probe_s = base.seconds if base is not None else float("nan")
+    input_cell.probe_dtype = base.dtype if base is not None else ""
+    if base is not None:
+        run.say(probe_line(run.task, base.value, base.chance, noise, base.seconds))
+    run.say(cell_line(input_cell, 1, total))
+    return input_cell
+
+
+def _measure_grid(
+    run: _Run,
+    formats: list[str],
+    grid: bool,
+    encodings: list[ImageEncoding],
+    dtypes: list[str],
+    has_images: bool,
+    schema: Any,
+    total: int,
+) -> list[Cell]:
+    """One cell per format x setting x image encoding x dtype policy, measured in order."""
+    from .report import cell_line
+
+    cells: list[Cell] = []
+    for fmt in formats:
+        ext = default_extension(fmt)
+        codec_cls = get_codec_class(fmt)
+        for options in default_settings(fmt, grid):
+            for enc in encodings:
+                for dtype in dtypes:
+                    cell = Cell(
+                        fmt,
+                        dtype,
+                        dict(options),
+                        images=str(enc) if has_images else "-",
+                        raw_bytes=schema.nbytes,
+                        records=schema.records,
+                    )
+                    cells.append(cell)
+                    _measure_cell(run, cell, codec_cls, enc, f"cell-{len(cells)}{ext}")
+                    run.say(cell_line(cell, 1 + len(cells), total))
+    return cells
+
+
+def _measure_cell(run: _Run, cell: Cell, codec_cls: Any, enc: ImageEncoding, name: str) -> None:
+    cell.unsupported = _unsupported(cell, codec_cls, enc)
+    if not cell.unsupported:
+        out = os.path.join(run.workdir, name)
+        _measure(
+            cell,
+            run.source,
+            out,
+            run.original,
+            run.task,
+            run.evaluate,
+            run.base,
+            run.repeats,
+            run.how,
+        )
+    if cell.error:  # name the user's file, not the bench's working copy
+        cell.error = cell.error.replace(run.source, run.src)
+
+
+def _report(
+    run: _Run,
+    noise: float,
+    cells: list[Cell],
+    settings: dict[str, Any],
+    warnings: list[str],
+    input_cell: Cell,
+) -> BenchReport:
+    base = run.base
+    return BenchReport(
+        run.src,
+        run.task,
+        base.value if base is not None else float("nan"),
+        base.seconds if base is not None else float("nan"),
+        noise,
+        cells,
+        _machine(),
+        settings,
+        warnings=warnings,
+        input=input_cell,
+        probe_dtype=input_cell.probe_dtype,
+        chance=base.chance if base is not None else float("nan"),
+        probe_detail=base.detail if base is not None else "",
+    )
 
 
 def _find_task(
