@@ -88,47 +88,47 @@ def _compare(a: Column, b: Column) -> np.ndarray:
     if isinstance(a, VarColumn) or isinstance(b, VarColumn):
         if not (isinstance(a, VarColumn) and isinstance(b, VarColumn)):
             return np.zeros(len(a), bool)
-        same = a.lengths == b.lengths
-        if isinstance(a.values, VarColumn) or isinstance(b.values, VarColumn):
-            # lists of strings: a record is equal when each of its strings is
-            if not (isinstance(a.values, VarColumn) and isinstance(b.values, VarColumn)):
-                return np.zeros(len(a), bool)
-            for i in np.flatnonzero(same):
-                same[i] = bool(
-                    _compare(
-                        a.values.slice(int(a.offsets[i]), int(a.offsets[i + 1])),
-                        b.values.slice(int(b.offsets[i]), int(b.offsets[i + 1])),
-                    ).all()
-                )
-            return same
-        if a.shapes is not None or b.shapes is not None:
-            same &= (
-                a.shapes is not None and b.shapes is not None and np.array_equal(a.shapes, b.shapes)
-            )
-        if a.values.dtype == np.uint8 and b.values.dtype == np.uint8:
-            # byte strings: each record compared in place (an elementwise comparison of
-            # the whole batch would take its values' size twice more, in bools)
-            av, bv = np.ascontiguousarray(a.values).data, np.ascontiguousarray(b.values).data
-            for i in np.flatnonzero(same):
-                ao, bo = int(a.offsets[i]), int(b.offsets[i])
-                same[i] = av[ao : int(a.offsets[i + 1])] == bv[bo : int(b.offsets[i + 1])]
-            return same
-        eq_values = _compare(a.values, b.values) if np.array_equal(a.offsets, b.offsets) else None
-        for i in np.flatnonzero(same):
-            lo, hi = int(a.offsets[i]), int(a.offsets[i + 1])
-            if eq_values is not None:
-                same[i] = bool(eq_values[lo:hi].all())
-            else:
-                same[i] = bool(
-                    _compare(
-                        a.values[lo:hi], b.values[int(b.offsets[i]) : int(b.offsets[i + 1])]
-                    ).all()
-                )
-        return same
+        return _compare_var(a, b)
     if a.dtype.newbyteorder("=") != b.dtype.newbyteorder("="):
         with np.errstate(over="ignore", invalid="ignore"):
             a = a.astype(b.dtype)
     return (_record_bytes(a) == _record_bytes(b)).all(axis=1)
+
+
+def _compare_var(a: VarColumn, b: VarColumn) -> np.ndarray:
+    """:func:`_compare` of two variable-length columns (ragged, strings, lists of strings)."""
+    same = a.lengths == b.lengths
+    if isinstance(a.values, VarColumn) or isinstance(b.values, VarColumn):
+        # lists of strings: a record is equal when each of its strings is
+        if not (isinstance(a.values, VarColumn) and isinstance(b.values, VarColumn)):
+            return np.zeros(len(a), bool)
+        for i in np.flatnonzero(same):
+            same[i] = bool(
+                _compare(
+                    a.values.slice(int(a.offsets[i]), int(a.offsets[i + 1])),
+                    b.values.slice(int(b.offsets[i]), int(b.offsets[i + 1])),
+                ).all()
+            )
+        return same
+    if a.shapes is not None or b.shapes is not None:
+        same &= a.shapes is not None and b.shapes is not None and np.array_equal(a.shapes, b.shapes)
+    if a.values.dtype == np.uint8 and b.values.dtype == np.uint8:
+        # byte strings: each record compared in place (an elementwise comparison of
+        # the whole batch would take its values' size twice more, in bools)
+        av, bv = np.ascontiguousarray(a.values).data, np.ascontiguousarray(b.values).data
+        for i in np.flatnonzero(same):
+            ao, bo = int(a.offsets[i]), int(b.offsets[i])
+            same[i] = av[ao : int(a.offsets[i + 1])] == bv[bo : int(b.offsets[i + 1])]
+        return same
+    eq_values = _compare(a.values, b.values) if np.array_equal(a.offsets, b.offsets) else None
+    for i in np.flatnonzero(same):
+        lo, hi = int(a.offsets[i]), int(a.offsets[i + 1])
+        if eq_values is not None:
+            same[i] = bool(eq_values[lo:hi].all())
+        else:
+            b_record = b.values[int(b.offsets[i]) : int(b.offsets[i + 1])]
+            same[i] = bool(_compare(a.values[lo:hi], b_record).all())
+    return same
 
 
 def _same_kind_but_float_width(ka: Kind, kb: Kind) -> bool:
@@ -180,92 +180,116 @@ def verify(
                 where = b if split not in sb.splits else a
                 results.append(FieldResult(split, "*", False, f"split missing in {where}"))
                 continue
-            pa, pb = sa.splits[split], sb.splits[split]
-            names = []
-            for name in list(pa.fields) + [n for n in pb.fields if n not in pa.fields]:
-                fa, fb = pa.fields.get(name), pb.fields.get(name)
-                if fa is None or fb is None:
-                    where = b if fb is None else a
-                    results.append(FieldResult(split, name, False, f"field missing in {where}"))
-                elif pa.count != pb.count:
-                    results.append(
-                        FieldResult(split, name, False, f"{pa.count} records vs {pb.count}")
-                    )
-                elif not _same_kind_but_float_width(fa.kind, fb.kind):
-                    results.append(
-                        FieldResult(
-                            split, name, False, f"{fa.kind.describe()} vs {fb.kind.describe()}"
-                        )
-                    )
-                else:
-                    names.append(name)
-            if not names:
-                continue
-            stored = max(ra.stored_record_bytes(split), rb.stored_record_bytes(split))
-            rows = batch_rows_for(pa, batch_bytes, stored)
-            # lossy image fields: error statistics against the bound their encoding declares
-            lossy = {**ra.lossy_fields(split), **rb.lossy_fields(split)}
-            errors = {n: _lossy_stats(pa.fields[n].dtype) for n in names if n in lossy}
-            # a lossy encoding in b (int8, round:N, bfloat16) is checked against the error
-            # it declares, unless a holds the very same encoding
-            declared = {
-                n: tol
-                for n in names
-                if n not in errors
-                and (tol := tolerance(pb.fields[n])) is not None
-                and pa.fields[n].attrs.get(PRECISION_ATTR) != pb.fields[n].attrs.get(PRECISION_ATTR)
-            }
-            precise = {n: ErrorStats() for n in declared}
-            bad = dict.fromkeys(names, 0)
-            first_bad: dict[str, int] = {}
-            pos = 0
-            for ba, bb in zip(
-                ra.iter_batches(split, fields=names, batch_rows=rows),
-                rb.iter_batches(split, fields=names, batch_rows=rows),
-                strict=True,  # a reader that stops early is a difference, not a pass
-            ):
-                n = len(ba[names[0]])
-                for name in names:
-                    if len(bb[name]) != n:
-                        raise SchemaError(f"{b}: split {split!r} returned batches of another size")
-                    if name in precise:
-                        precise[name].update(ba[name], bb[name], *declared[name][1:])
-                        continue
-                    eq = (
-                        _compare(ba[name], bb[name])
-                        if name not in errors
-                        else _measure(ba[name], bb[name], errors[name])
-                    )
-                    k = int(n - np.count_nonzero(eq))
-                    if k:
-                        bad[name] += k
-                        first_bad.setdefault(name, pos + int(np.argmin(eq)))
-                pos += n
-                del ba, bb  # not kept while the next pair of batches is read
-                if progress is not None:
-                    progress(n, sa.records)
-            for name in names:
-                fa, fb = pa.fields[name], pb.fields[name]
-                if name in precise:
-                    ok, detail = precise[name].verdict(pa.count, declared[name][0])
-                    results.append(FieldResult(split, name, ok, detail, lossy=True))
-                    continue
-                if name in errors and not bad[name]:
-                    results.append(_lossy_result(split, name, pa.count, lossy[name], errors[name]))
-                    continue
-                how = (
-                    "bit-exact"
-                    if fa.dtype == fb.dtype
-                    else f"bit-exact to {fa.dtype.name} rounded to {fb.dtype.name}"
-                )
-                if bad[name]:
-                    detail = f"{bad[name]} of {pa.count} records differ, first at record {first_bad[name]}"
-                    if fa.dtype.kind in "fc":
-                        detail += " (compared bit for bit: NaN payloads and -0.0 count)"
-                    results.append(FieldResult(split, name, False, detail))
-                else:
-                    results.append(FieldResult(split, name, True, f"{pa.count} records {how}"))
+            names = _comparable_fields(split, sa.splits[split], sb.splits[split], a, b, results)
+            if names:
+                split_check = _SplitCheck(ra, rb, split, names)
+                split_check.compare(batch_bytes, b, progress, sa.records)
+                results += split_check.results()
     return VerifyReport(a, b, results)
+
+
+def _comparable_fields(
+    split: str, pa: SplitSpec, pb: SplitSpec, a: str, b: str, results: list[FieldResult]
+) -> list[str]:
+    """The fields of ``split`` whose records can be compared; a difference in the
+    fields themselves (missing, other count, other kind) goes to ``results``."""
+    names = []
+    for name in list(pa.fields) + [n for n in pb.fields if n not in pa.fields]:
+        fa, fb = pa.fields.get(name), pb.fields.get(name)
+        if fa is None or fb is None:
+            where = b if fb is None else a
+            results.append(FieldResult(split, name, False, f"field missing in {where}"))
+        elif pa.count != pb.count:
+            results.append(FieldResult(split, name, False, f"{pa.count} records vs {pb.count}"))
+        elif not _same_kind_but_float_width(fa.kind, fb.kind):
+            results.append(
+                FieldResult(split, name, False, f"{fa.kind.describe()} vs {fb.kind.describe()}")
+            )
+        else:
+            names.append(name)
+    return names
+
+
+class _SplitCheck:
+    """The record-by-record comparison of one split's ``names`` in ``ra`` and ``rb``: bit
+    for bit, or against the error bound a lossy encoding declares."""
+
+    def __init__(self, ra: Reader, rb: Reader, split: str, names: list[str]) -> None:
+        self.ra, self.rb, self.split, self.names = ra, rb, split, names
+        self.pa, self.pb = ra.schema.splits[split], rb.schema.splits[split]
+        pa, pb = self.pa, self.pb
+        # lossy image fields: error statistics against the bound their encoding declares
+        self.lossy = {**ra.lossy_fields(split), **rb.lossy_fields(split)}
+        self.errors = {n: _lossy_stats(pa.fields[n].dtype) for n in names if n in self.lossy}
+        # a lossy encoding in b (int8, round:N, bfloat16) is checked against the error
+        # it declares, unless a holds the very same encoding
+        self.declared = {
+            n: tol
+            for n in names
+            if n not in self.errors
+            and (tol := tolerance(pb.fields[n])) is not None
+            and pa.fields[n].attrs.get(PRECISION_ATTR) != pb.fields[n].attrs.get(PRECISION_ATTR)
+        }
+        self.precise = {n: ErrorStats() for n in self.declared}
+        self.bad = dict.fromkeys(names, 0)
+        self.first_bad: dict[str, int] = {}
+
+    def compare(self, batch_bytes: int, b: str, progress: Progress | None, total: int) -> None:
+        """Every pair of batches, in step (a reader that stops early is a difference)."""
+        split, names = self.split, self.names
+        stored = max(self.ra.stored_record_bytes(split), self.rb.stored_record_bytes(split))
+        rows = batch_rows_for(self.pa, batch_bytes, stored)
+        pos = 0
+        for ba, bb in zip(
+            self.ra.iter_batches(split, fields=names, batch_rows=rows),
+            self.rb.iter_batches(split, fields=names, batch_rows=rows),
+            strict=True,  # a reader that stops early is a difference, not a pass
+        ):
+            n = len(ba[names[0]])
+            for name in names:
+                if len(bb[name]) != n:
+                    raise SchemaError(f"{b}: split {split!r} returned batches of another size")
+                self._compare_field(name, ba[name], bb[name], pos)
+            pos += n
+            del ba, bb  # not kept while the next pair of batches is read
+            if progress is not None:
+                progress(n, total)
+
+    def _compare_field(self, name: str, a: Column, b: Column, pos: int) -> None:
+        if name in self.precise:
+            self.precise[name].update(a, b, *self.declared[name][1:])
+            return
+        eq = _compare(a, b) if name not in self.errors else _measure(a, b, self.errors[name])
+        k = int(len(a) - np.count_nonzero(eq))
+        if k:
+            self.bad[name] += k
+            self.first_bad.setdefault(name, pos + int(np.argmin(eq)))
+
+    def results(self) -> list[FieldResult]:
+        return [self._result(name) for name in self.names]
+
+    def _result(self, name: str) -> FieldResult:
+        split, count = self.split, self.pa.count
+        fa, fb = self.pa.fields[name], self.pb.fields[name]
+        if name in self.precise:
+            ok, detail = self.precise[name].verdict(count, self.declared[name][0])
+            return FieldResult(split, name, ok, detail, lossy=True)
+        if name in self.errors and not self.bad[name]:
+            return _lossy_result(split, name, count, self.lossy[name], self.errors[name])
+        if self.bad[name]:
+            detail = (
+                f"{self.bad[name]} of {count} records differ, first at record "
+                f"{self.first_bad[name]}"
+            )
+            if fa.dtype.kind in "fc":
+                detail += " (compared bit for bit: NaN payloads and -0.0 count)"
+            return FieldResult(split, name, False, detail)
+        how = (
+            "bit-exact"
+            if fa.dtype == fb.dtype
+            else f"bit-exact to {fa.dtype.name} rounded to {fb.dtype.name}"
+        )
+        return FieldResult(split, name, True, f"{count} records {how}")
 
 
 def _decode_against(r: Reader, other: Reader) -> Reader:
