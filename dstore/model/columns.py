@@ -381,28 +381,13 @@ def to_column(kind: Kind, data: Any, where: str = "field") -> Column:
     """A column of ``kind`` from what a user hands to ``dstore.save``: an ndarray,
     a VarColumn, or a list of per-record values (str, bytes, arrays)."""
     if isinstance(data, VarColumn):
-        data.check(where)
-        if isinstance(data.values, VarColumn) != isinstance(kind, StringList):
-            raise SchemaError(
-                f"{where}: a {kind.describe()} field needs "
-                + ("nested values + offsets" if isinstance(kind, StringList) else "flat values")
-            )
-        if isinstance(kind, String) or (isinstance(kind, StringList) and kind.text):
-            data.check_utf8(where)
-        return data
+        return _checked_var_column(kind, data, where)
     if _is_dense(kind):
         arr = np.asarray(data)
         return arr
     items = list(data)
     if isinstance(kind, StringList):
-        want = str if kind.text else (bytes, bytearray, memoryview)
-        for i, r in enumerate(items):
-            if isinstance(r, (str, bytes)) or not all(isinstance(s, want) for s in r):
-                raise SchemaError(
-                    f"{where}, record {i}: a {kind.describe()} record must be a list of "
-                    f"{'str' if kind.text else 'bytes'}"
-                )
-        return VarColumn.from_lists(items)
+        return _string_list_column(kind, items, where)
     if isinstance(kind, String):
         bad = next((i for i, s in enumerate(items) if not isinstance(s, str)), None)
         if bad is not None:
@@ -411,15 +396,7 @@ def to_column(kind: Kind, data: Any, where: str = "field") -> Column:
             )
         return VarColumn.from_strings(items)
     if isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw"):
-        bad = next(
-            (i for i, b in enumerate(items) if not isinstance(b, (bytes, bytearray, memoryview))),
-            None,
-        )
-        if bad is not None:
-            raise SchemaError(
-                f"{where}, record {bad}: {type(items[bad]).__name__} in a bytes field"
-            )
-        return VarColumn.from_bytes(bytes(b) for b in items)
+        return _bytes_column(items, where)
     if isinstance(kind, Ragged):
         try:
             return VarColumn.from_rows(items, kind.dtype, kind.inner_shape)
@@ -428,3 +405,37 @@ def to_column(kind: Kind, data: Any, where: str = "field") -> Column:
     if isinstance(kind, Image):  # raw pixels of varying size
         return VarColumn.from_shaped([np.asarray(a, dtype=kind.dtype) for a in items], kind.dtype)
     raise SchemaError(f"{where}: cannot build a column of kind {kind.describe()}")
+
+
+def _checked_var_column(kind: Kind, data: VarColumn, where: str) -> VarColumn:
+    """A VarColumn handed in as it is: its offsets, nesting and (for text) UTF-8 checked."""
+    data.check(where)
+    if isinstance(data.values, VarColumn) != isinstance(kind, StringList):
+        raise SchemaError(
+            f"{where}: a {kind.describe()} field needs "
+            + ("nested values + offsets" if isinstance(kind, StringList) else "flat values")
+        )
+    if isinstance(kind, String) or (isinstance(kind, StringList) and kind.text):
+        data.check_utf8(where)
+    return data
+
+
+def _string_list_column(kind: StringList, items: list[Any], where: str) -> VarColumn:
+    want = str if kind.text else (bytes, bytearray, memoryview)
+    for i, r in enumerate(items):
+        if isinstance(r, (str, bytes)) or not all(isinstance(s, want) for s in r):
+            raise SchemaError(
+                f"{where}, record {i}: a {kind.describe()} record must be a list of "
+                f"{'str' if kind.text else 'bytes'}"
+            )
+    return VarColumn.from_lists(items)
+
+
+def _bytes_column(items: list[Any], where: str) -> VarColumn:
+    bad = next(
+        (i for i, b in enumerate(items) if not isinstance(b, (bytes, bytearray, memoryview))),
+        None,
+    )
+    if bad is not None:
+        raise SchemaError(f"{where}, record {bad}: {type(items[bad]).__name__} in a bytes field")
+    return VarColumn.from_bytes(bytes(b) for b in items)

@@ -46,7 +46,7 @@ def infer_column(data: Any, where: str) -> tuple[Kind, Column]:
         if data.ndim == 0:
             raise SchemaError(f"{where}: 0-d array has no record axis")
         return Tensor(check_numeric_dtype(data.dtype, where), data.shape[1:]), data
-    items: Sequence[Any] = list(data) if isinstance(data, (list, tuple, np.ndarray)) else []
+    items: list[Any] = list(data) if isinstance(data, (list, tuple, np.ndarray)) else []
     if not isinstance(data, (list, tuple, np.ndarray)):
         raise SchemaError(
             f"{where}: expected an array or a list of records, got {type(data).__name__}"
@@ -55,6 +55,15 @@ def infer_column(data: Any, where: str) -> tuple[Kind, Column]:
         raise SchemaError(
             f"{where}: an empty list has no kind; pass an empty array of the right dtype"
         )
+    text = _text_column(items, where)
+    if text is not None:
+        return text
+    return _numeric_column(_record_arrays(items, where), where)
+
+
+def _text_column(items: list[Any], where: str) -> tuple[Kind, Column] | None:
+    """Records of str, of bytes, or lists of either, as their column; None for records
+    that are not text (a mix of text and other records is refused)."""
     if all(isinstance(s, str) for s in items):
         return String(), VarColumn.from_strings(items)
     if all(isinstance(b, (bytes, bytearray)) for b in items):
@@ -72,6 +81,12 @@ def infer_column(data: Any, where: str) -> tuple[Kind, Column]:
         raise SchemaError(
             f"{where}, record {bad}: {type(items[bad]).__name__} among {'str' if text else 'bytes'} records"
         )
+    return None
+
+
+def _record_arrays(items: list[Any], where: str) -> list[np.ndarray]:
+    """Each numeric record as an array of at least one dimension; a record that is not
+    one is refused by number."""
     arrays = []
     for i, item in enumerate(items):
         if isinstance(item, (str, bytes, bytearray)) or item is None:
@@ -91,6 +106,11 @@ def infer_column(data: Any, where: str) -> tuple[Kind, Column]:
                 f"{_MAX_RECORD_DIMS - 1} (numpy's {_MAX_RECORD_DIMS} with the record axis)"
             )
         arrays.append(a)
+    return arrays
+
+
+def _numeric_column(arrays: list[np.ndarray], where: str) -> tuple[Kind, Column]:
+    """Records of one shape as a Tensor, of one inner shape as Ragged."""
     dtype = np.result_type(*arrays)
     check_numeric_dtype(dtype, where)
     inner = {a.shape[1:] for a in arrays}
