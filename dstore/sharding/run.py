@@ -16,6 +16,7 @@ writes only the rest.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -352,56 +353,13 @@ def write_sharded(
     stats: dict[str, CastStats] = {}
 
     if resume and not is_url(dst) and os.path.lexists(dst):
-        why = _finished_output(dst, codec, run)
-        if why is not None:
-            raise OutputExistsError(
-                f"{dst}: already exists and is not this command's finished output ({why}); "
-                "use --overwrite to replace it"
-            )
+        _check_finished(dst, codec, run)
         if progress is not None:
             progress(total, total)
         return ShardRun(len(plan), 0, len(plan), stats, complete=True)
 
-    def compatible(folder: str) -> None:
-        old, _ = read_journal(folder)
-        if old is not None and old != header:
-            changed = [k for k in header if old.get(k) != header[k]]
-            raise CodecIOError(
-                f"{dst}: cannot resume: {', '.join(changed)} changed since the interrupted run "
-                "(run without --resume to start again)"
-            )
-
-    if is_url(dst):
-        if resume:
-            raise CodecIOError(f"{dst}: --resume needs a local destination")
-        context = url_output(dst, codec=codec, sources=job.sources, overwrite=job.overwrite)
-    else:
-        context = atomic_output(
-            dst,
-            codec=codec,
-            sources=job.sources,
-            overwrite=job.overwrite,
-            resume=compatible if resume else None,
-        )
-    with context as root:
-        kept: dict[str, dict[str, Any]] = {}
-        journal = None
-        if not is_url(root):
-            os.makedirs(root, exist_ok=True)
-            journal = os.path.join(root, JOURNAL)
-            _, done_before = read_journal(root)
-            planned = {s.file for s in plan}
-            kept = {f: e for f, e in done_before.items() if f in planned and still_good(root, e)}
-            keep = set(kept) | {e["index"]["file"] for e in kept.values() if "index" in e}
-            for name in os.listdir(root):  # partial shards and the old journal, rewritten below
-                if name not in keep:
-                    os.remove(os.path.join(root, name))
-            append_journal(journal, header)
-            for entry in kept.values():
-                append_journal(journal, entry)
-        else:
-            store, prefix = url_fs(root)
-            store.makedirs(prefix, exist_ok=True)
+    with _output(dst, codec, job, header) as root:
+        kept, journal = _keep_finished_shards(root, plan, header)
         if progress is not None and kept:
             progress(sum(s.records for s in plan if s.file in kept), total)
         infos = dict(kept)
@@ -414,21 +372,8 @@ def write_sharded(
                 progress(shard.records, total)
 
         pending = [s for s in plan if s.file not in kept]
-        note = ""
         try:
-            if client is None:
-                _local(
-                    reader,
-                    writer,
-                    root,
-                    pending,
-                    job,
-                    stats,
-                    done,
-                    None if progress is None else (lambda n: progress(n, total)),
-                )
-            else:
-                note = _distributed(reader, writer, root, pending, job, stats, done)
+            note = _write_pending(reader, writer, root, pending, job, stats, done, total)
         except KeyboardInterrupt:
             finished = len(infos)
             if journal is not None and finished:
@@ -441,6 +386,86 @@ def write_sharded(
         if journal is not None:
             os.remove(journal)
     return ShardRun(len(plan), len(pending), len(kept), stats, note)
+
+
+def _check_finished(dst: str, codec: Codec, run: dict[str, Any]) -> None:
+    """With --resume, ``dst`` exists: refused unless it is this command's finished output."""
+    why = _finished_output(dst, codec, run)
+    if why is not None:
+        raise OutputExistsError(
+            f"{dst}: already exists and is not this command's finished output ({why}); "
+            "use --overwrite to replace it"
+        )
+
+
+def _check_resumable(dst: str, header: dict[str, Any], folder: str) -> None:
+    """An interrupted run's folder is resumed only by the same command (its journal's header)."""
+    old, _ = read_journal(folder)
+    if old is not None and old != header:
+        changed = [k for k in header if old.get(k) != header[k]]
+        raise CodecIOError(
+            f"{dst}: cannot resume: {', '.join(changed)} changed since the interrupted run "
+            "(run without --resume to start again)"
+        )
+
+
+def _output(dst: str, codec: Codec, job: ConvertJob, header: dict[str, Any]) -> Any:
+    """The context that gives the folder to write in and commits (or removes) it."""
+    if is_url(dst):
+        if job.resume:
+            raise CodecIOError(f"{dst}: --resume needs a local destination")
+        return url_output(dst, codec=codec, sources=job.sources, overwrite=job.overwrite)
+    return atomic_output(
+        dst,
+        codec=codec,
+        sources=job.sources,
+        overwrite=job.overwrite,
+        resume=functools.partial(_check_resumable, dst, header) if job.resume else None,
+    )
+
+
+def _keep_finished_shards(
+    root: str, plan: list[Shard], header: dict[str, Any]
+) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """The shards of ``plan`` an interrupted run finished (still intact) and the journal
+    (None for a URL): everything else in a local ``root`` is removed, and the journal
+    rewritten with this run's header and the shards kept."""
+    if is_url(root):
+        store, prefix = url_fs(root)
+        store.makedirs(prefix, exist_ok=True)
+        return {}, None
+    os.makedirs(root, exist_ok=True)
+    journal = os.path.join(root, JOURNAL)
+    _, done_before = read_journal(root)
+    planned = {s.file for s in plan}
+    kept = {f: e for f, e in done_before.items() if f in planned and still_good(root, e)}
+    keep = set(kept) | {e["index"]["file"] for e in kept.values() if "index" in e}
+    for name in os.listdir(root):  # partial shards and the old journal, rewritten below
+        if name not in keep:
+            os.remove(os.path.join(root, name))
+    append_journal(journal, header)
+    for entry in kept.values():
+        append_journal(journal, entry)
+    return kept, journal
+
+
+def _write_pending(
+    reader: Reader,
+    writer: ShardWriter,
+    root: str,
+    pending: list[Shard],
+    job: ConvertJob,
+    stats: dict[str, CastStats],
+    done: Callable[[Shard, dict[str, Any]], None],
+    total: int,
+) -> str:
+    """The shards not kept, here or on ``job.client``; the note Dask leaves, if any."""
+    progress = job.progress
+    if job.client is not None:
+        return _distributed(reader, writer, root, pending, job, stats, done)
+    per_record = None if progress is None else (lambda n: progress(n, total))
+    _local(reader, writer, root, pending, job, stats, done, per_record)
+    return ""
 
 
 # ------------------------------------------------------------- region writes
