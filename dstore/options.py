@@ -38,7 +38,7 @@ import dataclasses
 import types
 import typing
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from .errors import DstoreError, OptionError
@@ -102,18 +102,8 @@ def _parse(tp: Any, value: Any, none_word: str | None) -> Any:
         return None
     tp = inner
     origin = get_origin(tp)
-    if tp is bool:
-        return parse_bool(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ValueError("expected an integer")
-        return int(value)
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise ValueError("expected a number")
-        return float(value)
-    if tp is str:
-        return str(value)
+    if tp in _SCALARS:
+        return _SCALARS[tp](value)
     if origin is Literal:
         choices = get_args(tp)
         text = value if not isinstance(value, str) else value.strip()
@@ -128,18 +118,44 @@ def _parse(tp: Any, value: Any, none_word: str | None) -> Any:
             return tuple(part.strip() for part in text.split(",") if part.strip())
         return tuple(str(v) for v in value)
     if origin in (dict, Mapping):
-        if isinstance(value, Mapping):
-            return {str(k): str(v) for k, v in value.items()}
-        out = {}
-        for part in str(value).split(","):
-            if not part.strip():
-                continue
-            key, sep, val = part.partition("=")
-            if not sep or not key.strip():
-                raise ValueError(f"expected KEY=VALUE pairs separated by commas, got {part!r}")
-            out[key.strip()] = val.strip()
-        return out
+        return _parse_pairs(value)
     raise TypeError(f"option type {tp!r} is not supported")  # a codec's bug, not the user's
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError("expected an integer")
+    return int(value)
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError("expected a number")
+    return float(value)
+
+
+#: the scalar option types and how each parses
+_SCALARS: dict[Any, Callable[[Any], Any]] = {
+    bool: parse_bool,
+    int: _parse_int,
+    float: _parse_float,
+    str: str,
+}
+
+
+def _parse_pairs(value: Any) -> dict[str, str]:
+    """``KEY=VALUE,KEY=VALUE`` (or a mapping) as a dict of text."""
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items()}
+    out = {}
+    for part in str(value).split(","):
+        if not part.strip():
+            continue
+        key, sep, val = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected KEY=VALUE pairs separated by commas, got {part!r}")
+        out[key.strip()] = val.strip()
+    return out
 
 
 def parse_options(cls: type[T], values: Mapping[str, Any], codec: str) -> T:
