@@ -121,33 +121,50 @@ def _expand(
     spec: str, format: str | None, follow_links: bool, skipped: list[str]
 ) -> tuple[list[str], list[str]]:
     if spec.startswith("@") and not os.path.exists(spec):
-        listing = spec[1:]
-        try:
-            with open(listing, encoding="utf-8") as f:
-                lines = [ln.strip() for ln in f]
-        except OSError as e:
-            raise CodecIOError(f"{listing}: cannot read the list of files: {e.strerror}") from None
-        names = [ln for ln in lines if ln and not ln.startswith("#")]
-        base = os.path.dirname(listing)
-        paths = [n if os.path.isabs(n) else os.path.join(base, n) for n in names]
-        for i, p in enumerate(paths):
-            if not os.path.isfile(p):
-                raise CodecIOError(f"{listing}: entry {i + 1}, {names[i]}: no such file")
-        if not paths:
-            raise CodecIOError(f"{listing}: the list names no file")
-        return paths, names
+        return _listed_files(spec[1:])
     if _has_magic(spec):
-        paths = links.glob_files(spec, follow_links, skipped)
-        if not paths:
-            raise CodecIOError(f"{spec}: the pattern matches no file (nothing was written)")
-        parts = spec.replace(os.sep, "/").split("/")
-        fixed = []
-        for part in parts[:-1]:
-            if _has_magic(part):
-                break
-            fixed.append(part)
-        root = "/".join(fixed) or "."
-        return paths, [os.path.relpath(p, root).replace(os.sep, "/") for p in paths]
+        return _glob_files(spec, follow_links, skipped)
+    return _folder_files(spec, format, follow_links, skipped)
+
+
+def _listed_files(listing: str) -> tuple[list[str], list[str]]:
+    """``@list.txt``: one file a line (relative to the list's folder), ``#`` comments."""
+    try:
+        with open(listing, encoding="utf-8") as f:
+            lines = [ln.strip() for ln in f]
+    except OSError as e:
+        raise CodecIOError(f"{listing}: cannot read the list of files: {e.strerror}") from None
+    names = [ln for ln in lines if ln and not ln.startswith("#")]
+    base = os.path.dirname(listing)
+    paths = [n if os.path.isabs(n) else os.path.join(base, n) for n in names]
+    for i, p in enumerate(paths):
+        if not os.path.isfile(p):
+            raise CodecIOError(f"{listing}: entry {i + 1}, {names[i]}: no such file")
+    if not paths:
+        raise CodecIOError(f"{listing}: the list names no file")
+    return paths, names
+
+
+def _glob_files(spec: str, follow_links: bool, skipped: list[str]) -> tuple[list[str], list[str]]:
+    """The files a glob matches, named relative to the pattern's fixed leading folders."""
+    paths = links.glob_files(spec, follow_links, skipped)
+    if not paths:
+        raise CodecIOError(f"{spec}: the pattern matches no file (nothing was written)")
+    parts = spec.replace(os.sep, "/").split("/")
+    fixed = []
+    for part in parts[:-1]:
+        if _has_magic(part):
+            break
+        fixed.append(part)
+    root = "/".join(fixed) or "."
+    return paths, [os.path.relpath(p, root).replace(os.sep, "/") for p in paths]
+
+
+def _folder_files(
+    spec: str, format: str | None, follow_links: bool, skipped: list[str]
+) -> tuple[list[str], list[str]]:
+    """The files of a folder tree a format claims (``format``'s and unclaimed ones, when
+    named), named relative to the folder."""
     paths = []
     # a folder that is a dataset itself (x.zarr, x.tfrecords) is not walked into
     for path in links.walk_files(
