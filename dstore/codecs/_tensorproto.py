@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -85,57 +86,80 @@ def _shape(buf: memoryview) -> tuple[int, ...]:
 def parse_tensor_proto(data: bytes, where: str) -> np.ndarray | StringTensor:
     """The tensor a serialized TensorProto holds (numbers as an ndarray)."""
     try:
-        dtype_enum = 0
-        shape: tuple[int, ...] = ()
-        content: bytes | None = None
-        strings: list[bytes] = []
-        typed: dict[int, list[np.ndarray]] = {}
+        proto = _TensorFields()
         for num, wire, payload in _fields(memoryview(data)):
-            if num == 1 and wire == 0:
-                dtype_enum = int(payload)
-            elif num == 2 and wire == 2:
-                shape = _shape(payload)
-            elif num == 4 and wire == 2:
-                content = bytes(payload)
-            elif num == 8 and wire == 2:
-                strings.append(bytes(payload))
-            elif num in _VAL_FIELDS:
-                wire_dtype, packing = _VAL_FIELDS[num]
-                if wire == 2 and packing == "varint":
-                    typed.setdefault(num, []).append(_decode_varints(payload))
-                elif wire == 2:
-                    if len(payload) % np.dtype(wire_dtype).itemsize:
-                        raise ValueError(f"packed field {num} is not whole values")
-                    typed.setdefault(num, []).append(np.frombuffer(payload, wire_dtype))
-                elif wire == 0:
-                    typed.setdefault(num, []).append(np.array([payload], np.uint64).view(np.int64))
-                elif wire in (1, 5):
-                    typed.setdefault(num, []).append(np.frombuffer(payload, wire_dtype))
+            proto.add(num, wire, payload)
+        return proto.tensor()
+    except (ValueError, TypeError, IndexError) as e:
+        raise CodecIOError(
+            f"{where}: not a serialized tensor (tf.io.serialize_tensor): {e}"
+        ) from None
+
+
+class _TensorFields:
+    """The fields of one TensorProto as they are read, then the tensor they make."""
+
+    def __init__(self) -> None:
+        self.dtype_enum = 0
+        self.shape: tuple[int, ...] = ()
+        self.content: bytes | None = None
+        self.strings: list[bytes] = []
+        self.typed: dict[int, list[np.ndarray]] = {}
+
+    def add(self, num: int, wire: int, payload: Any) -> None:
+        if num == 1 and wire == 0:
+            self.dtype_enum = int(payload)
+        elif num == 2 and wire == 2:
+            self.shape = _shape(payload)
+        elif num == 4 and wire == 2:
+            self.content = bytes(payload)
+        elif num == 8 and wire == 2:
+            self.strings.append(bytes(payload))
+        elif num in _VAL_FIELDS:
+            values = _typed_values(num, wire, payload)
+            if values is not None:
+                self.typed.setdefault(num, []).append(values)
+
+    def tensor(self) -> np.ndarray | StringTensor:
+        shape, strings = self.shape, self.strings
         count = math.prod(shape)
         if count > _MAX_ELEMENTS:
             raise ValueError(f"shape {shape} is too large")
-        if dtype_enum == _DT_STRING:
+        if self.dtype_enum == _DT_STRING:
             if len(strings) not in (count, 1) and not (count == 0 and not strings):
                 raise ValueError(f"{len(strings)} strings for shape {shape}")
             return StringTensor(
                 shape, strings * count if len(strings) == 1 and count != 1 else strings
             )
-        if dtype_enum not in _DTYPES:
-            name = _NAMES.get(dtype_enum, f"DataType {dtype_enum}")
+        if self.dtype_enum not in _DTYPES:
+            name = _NAMES.get(self.dtype_enum, f"DataType {self.dtype_enum}")
             raise ValueError(f"tensors of {name} are not supported")
-        dtype = np.dtype(_DTYPES[dtype_enum])
-        if content is not None:
-            if len(content) != count * dtype.itemsize:
+        dtype = np.dtype(_DTYPES[self.dtype_enum])
+        if self.content is not None:
+            if len(self.content) != count * dtype.itemsize:
                 raise ValueError(
-                    f"tensor_content has {len(content)} bytes, shape {shape} of {dtype.name} needs "
-                    f"{count * dtype.itemsize}"
+                    f"tensor_content has {len(self.content)} bytes, shape {shape} of "
+                    f"{dtype.name} needs {count * dtype.itemsize}"
                 )
-            return np.frombuffer(content, dtype).reshape(shape)
-        return _from_typed(typed, dtype, shape, count)
-    except (ValueError, TypeError, IndexError) as e:
-        raise CodecIOError(
-            f"{where}: not a serialized tensor (tf.io.serialize_tensor): {e}"
-        ) from None
+            return np.frombuffer(self.content, dtype).reshape(shape)
+        return _from_typed(self.typed, dtype, shape, count)
+
+
+def _typed_values(num: int, wire: int, payload: Any) -> np.ndarray | None:
+    """The values of one typed value field (``float_val``, ``int_val``...), packed or
+    not; None for a wire type the field cannot have (skipped, as protobuf does)."""
+    wire_dtype, packing = _VAL_FIELDS[num]
+    if wire == 2 and packing == "varint":
+        return _decode_varints(payload)
+    if wire == 2:
+        if len(payload) % np.dtype(wire_dtype).itemsize:
+            raise ValueError(f"packed field {num} is not whole values")
+        return np.frombuffer(payload, wire_dtype)
+    if wire == 0:
+        return np.array([payload], np.uint64).view(np.int64)
+    if wire in (1, 5):
+        return np.frombuffer(payload, wire_dtype)
+    return None
 
 
 def serialize_tensor(arr: np.ndarray) -> bytes:
