@@ -217,16 +217,9 @@ class DtypePolicy:
         targets = {
             f.name: (f, self._target(f)) for s in schema.splits.values() for f in s.fields.values()
         }
-        bf16 = [n for n, (_, t) in targets.items() if t.op == "bfloat16"]
-        bfloat16_as = None
-        if bf16:
-            bfloat16_as = getattr(codec, "bfloat16_as", None)
-            if bfloat16_as is None:
-                raise UnsupportedDtypeError(
-                    f"{codec.name}: field {bf16[0]!r}: this format cannot carry bfloat16; "
-                    "use float16, round:7 (bfloat16's precision in float32) or float32"
-                )
-            prec.bfloat16_dtype(codec.name)
+        bfloat16_as = _bfloat16_as(
+            codec, [n for n, (_, t) in targets.items() if t.op == "bfloat16"]
+        )
         quant = {n: (f, t) for n, (f, t) in targets.items() if t.op == "quant"}
         for name, (f, t) in quant.items():
             if t.per_channel and not f.shape:
@@ -234,47 +227,10 @@ class DtypePolicy:
                     f"dtype policy for {name!r}: {t.spec} needs a last axis of channels; "
                     f"{name!r} is {f.kind.describe()}"
                 )
-        scans = {n: prec.RangeScan(t.per_channel) for n, (_, t) in quant.items()}
-        for split in schema.splits.values():
-            names = [n for n in split.fields if n in scans]
-            pos = 0
-            for batch in reader.iter_batches(split.name, fields=names) if names else ():
-                for name in names:
-                    col = batch[name]
-                    values = prec.column_values(col)
-                    bad = ~np.isfinite(values)
-                    if bad.any():
-                        at = int(np.argwhere(bad)[0][0])
-                        if isinstance(col, VarColumn):
-                            at = int(np.searchsorted(col.offsets, at, side="right")) - 1
-                        where = f"{reader.path}: " if getattr(reader, "path", "") else ""
-                        raise DtypePolicyError(
-                            f"{where}split {split.name!r}, field {name!r}: "
-                            f"{int(np.count_nonzero(bad))} NaN/inf value(s) have no "
-                            f"{quant[name][1].spec} code, first at record {pos + at}; "
-                            "use a float policy for this field"
-                        )
-                    scans[name].update(values)
-                pos += len(next(iter(batch.values())))
-        records = {}
-        for name, (f, t) in quant.items():
-            assert t.dtype is not None
-            channels = f.shape[-1] if t.per_channel else 1
-            scale, offset = scans[name].params(t.dtype, channels)
-            info = np.iinfo(t.dtype)
-            with np.errstate(over="ignore", invalid="ignore"):
-                ends = prec.dequantize(np.array([[info.min], [info.max]], t.dtype), scale, offset)
-            if not np.isfinite(ends).all():  # the codes could not be read back as float32
-                lo, hi = scans[name].lo, scans[name].hi
-                # a field with no values scans as range 0..0, whose codes are always finite
-                assert lo is not None and hi is not None
-                raise DtypePolicyError(
-                    f"{reader.path}: field {name!r}: its range reaches float32's limit "
-                    f"({float(np.min(lo)):g} .. "
-                    f"{float(np.max(hi)):g}), so {t.spec} codes would "
-                    "dequantize to inf; use round:N or bfloat16 for this field"
-                )
-            records[name] = prec.quant_record(t, scale, offset)
+        scans = _scan_ranges(reader, quant)
+        records = {
+            name: _quant_record(reader, name, f, t, scans[name]) for name, (f, t) in quant.items()
+        }
         return replace(self, quant=records, bfloat16_as=bfloat16_as)
 
     def apply_schema(self, schema: Schema) -> Schema:
@@ -416,6 +372,77 @@ class DtypePolicy:
         st.max_rel_error = max(st.max_rel_error, float(rel.max()))
         st.sum_abs_error += float(err.sum())
         st.count += int(np.count_nonzero(finite_in))
+
+
+def _bfloat16_as(codec: Any, fields: list[str]) -> str | None:
+    """The dtype ``codec`` stores the bfloat16 ``fields`` as (None when there are none);
+    a format that cannot carry bfloat16 is refused, naming the first field."""
+    if not fields:
+        return None
+    bfloat16_as: str | None = getattr(codec, "bfloat16_as", None)
+    if bfloat16_as is None:
+        raise UnsupportedDtypeError(
+            f"{codec.name}: field {fields[0]!r}: this format cannot carry bfloat16; "
+            "use float16, round:7 (bfloat16's precision in float32) or float32"
+        )
+    prec.bfloat16_dtype(codec.name)
+    return bfloat16_as
+
+
+def _scan_ranges(reader: Any, quant: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+    """The value range of each int8/uint8 field over every split (one read of those
+    fields); a NaN or inf, which has no code, is refused naming its record."""
+    scans = {n: prec.RangeScan(t.per_channel) for n, (_, t) in quant.items()}
+    for split in reader.schema.splits.values():
+        names = [n for n in split.fields if n in scans]
+        pos = 0
+        for batch in reader.iter_batches(split.name, fields=names) if names else ():
+            for name in names:
+                values = prec.column_values(batch[name])
+                _check_finite(reader, split.name, name, batch[name], values, pos, quant[name][1])
+                scans[name].update(values)
+            pos += len(next(iter(batch.values())))
+    return scans
+
+
+def _check_finite(
+    reader: Any, split: str, name: str, col: Any, values: np.ndarray, pos: int, target: Any
+) -> None:
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return
+    at = int(np.argwhere(bad)[0][0])
+    if isinstance(col, VarColumn):
+        at = int(np.searchsorted(col.offsets, at, side="right")) - 1
+    where = f"{reader.path}: " if getattr(reader, "path", "") else ""
+    raise DtypePolicyError(
+        f"{where}split {split!r}, field {name!r}: "
+        f"{int(np.count_nonzero(bad))} NaN/inf value(s) have no "
+        f"{target.spec} code, first at record {pos + at}; "
+        "use a float policy for this field"
+    )
+
+
+def _quant_record(reader: Any, name: str, f: Any, t: Any, scan: Any) -> Any:
+    """The scale and offset of field ``name``'s codes, from its scanned range; a range
+    whose codes would dequantize to inf is refused."""
+    assert t.dtype is not None
+    channels = f.shape[-1] if t.per_channel else 1
+    scale, offset = scan.params(t.dtype, channels)
+    info = np.iinfo(t.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ends = prec.dequantize(np.array([[info.min], [info.max]], t.dtype), scale, offset)
+    if not np.isfinite(ends).all():  # the codes could not be read back as float32
+        lo, hi = scan.lo, scan.hi
+        # a field with no values scans as range 0..0, whose codes are always finite
+        assert lo is not None and hi is not None
+        raise DtypePolicyError(
+            f"{reader.path}: field {name!r}: its range reaches float32's limit "
+            f"({float(np.min(lo)):g} .. "
+            f"{float(np.max(hi)):g}), so {t.spec} codes would "
+            "dequantize to inf; use round:N or bfloat16 for this field"
+        )
+    return prec.quant_record(t, scale, offset)
 
 
 def parse_policy(
