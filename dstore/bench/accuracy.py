@@ -242,16 +242,7 @@ def find_task(
     are a :class:`~dstore.errors.LabelError`.
     """
     kind_wanted = layout_kind(layout) if layout is not None else None
-    splits = list(schema.splits)
-    train = next((s for s in splits if s in ("train", "training")), splits[0])
-    test = next(
-        (
-            s
-            for s in splits
-            if s in ("test", "testing", "val", "valid", "validation", "eval") and s != train
-        ),
-        None,
-    )
+    train, test = _probe_splits(list(schema.splits))
     fields = schema.splits[train].fields
     for role, name in (("labels", labels), ("features", features)):
         if name is not None and name not in fields:
@@ -261,14 +252,7 @@ def find_task(
     if labels is None:
         labels = next((n for n in LABEL_NAMES if n in fields), None)
     if features is None:
-        features = next((n for n in FEATURE_NAMES if n in fields and n != labels), None)
-        if features is None:
-            candidates = [
-                f
-                for f in fields.values()
-                if f.name != labels and f.dtype.kind in "fiu" and isinstance(f.kind, Tensor)
-            ]
-            features = max(candidates, key=lambda f: f.record_bytes).name if candidates else None
+        features = _guess_features(fields, labels)
     if labels is None or features is None:
         raise SchemaError(
             f"cannot tell features and labels apart in fields {list(fields)}; "
@@ -284,6 +268,33 @@ def find_task(
             )
     probe = task_kind(fields[features], fields[labels], kind_wanted, f"split {train!r}")
     return Task(train, test, features, labels, probe)
+
+
+def _probe_splits(splits: list[str]) -> tuple[str, str | None]:
+    """The split the probe trains on (``train``, else the first) and the one it tests on."""
+    train = next((s for s in splits if s in ("train", "training")), splits[0])
+    test = next(
+        (
+            s
+            for s in splits
+            if s in ("test", "testing", "val", "valid", "validation", "eval") and s != train
+        ),
+        None,
+    )
+    return train, test
+
+
+def _guess_features(fields: Mapping[str, FieldSpec], labels: str | None) -> str | None:
+    """The features field by name, else the largest numeric tensor field other than the labels."""
+    features = next((n for n in FEATURE_NAMES if n in fields and n != labels), None)
+    if features is not None:
+        return features
+    candidates = [
+        f
+        for f in fields.values()
+        if f.name != labels and f.dtype.kind in "fiu" and isinstance(f.kind, Tensor)
+    ]
+    return max(candidates, key=lambda f: f.record_bytes).name if candidates else None
 
 
 def layout_kind(layout: str) -> str:

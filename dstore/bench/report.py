@@ -120,7 +120,6 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}. Got {objective!r}.")
-    word = OBJECTIVES[objective]
     ok = [c for c in report.cells if c.error is None and c.unsupported is None and not c.is_input]
     measured = not math.isnan(report.baseline_accuracy)
     ok = [c for c in ok if acceptable(c, max_drop)] if measured else [c for c in ok if c.bit_exact]
@@ -132,9 +131,17 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
             "lossy casts not considered"
         )
     best = min(ok, key=_ranking(objective, ok))
+    return best, _why(report, best, objective, max_drop, len(ok), measured)
+
+
+def _why(
+    report: BenchReport, best: Cell, objective: str, max_drop: float, among: int, measured: bool
+) -> str:
+    """Why :func:`recommend` chose ``best`` of ``among`` candidates: the rule, then its figures."""
+    word = OBJECTIVES[objective]
     if measured:
         reason = (
-            f"{word} of {len(ok)} configurations that lose at most {max_drop} accuracy points "
+            f"{word} of {among} configurations that lose at most {max_drop} accuracy points "
             "or lie within noise"
         )
         reason += f" (this one: {best.accuracy_delta:+.2f} pts"
@@ -143,7 +150,7 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
         reason += ")"
     else:
         reason = (
-            f"{word} of {len(ok)} lossless configurations; no accuracy measured, "
+            f"{word} of {among} lossless configurations; no accuracy measured, "
             "lossy casts not considered"
         )
     reason += (
@@ -155,15 +162,18 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
         )
     if not best.bit_exact:
         reason += f", max abs error {best.max_abs_error:.3g}"
-    inp = report.input
-    if inp is not None and inp.error is None and inp.bytes and best.bytes:
-        if objective == "read" and _loaded(best) and _loaded(inp):
-            reason += f"; {best.loader_rps / inp.loader_rps:.1f}x your input's loader speed"
-        elif objective == "read" and not math.isnan(inp.read_s) and best.read_s > 0:
-            reason += f"; {inp.read_s / best.read_s:.1f}x your input's read speed"
-        else:
-            reason += f"; {inp.bytes / best.bytes:.2f}x smaller than your input"
-    return best, reason
+    return reason + _against_input(report.input, best, objective)
+
+
+def _against_input(inp: Cell | None, best: Cell, objective: str) -> str:
+    """``best`` against the user's input, by the objective's measure ("" when unknown)."""
+    if inp is None or inp.error is not None or not inp.bytes or not best.bytes:
+        return ""
+    if objective == "read" and _loaded(best) and _loaded(inp):
+        return f"; {best.loader_rps / inp.loader_rps:.1f}x your input's loader speed"
+    if objective == "read" and not math.isnan(inp.read_s) and best.read_s > 0:
+        return f"; {inp.read_s / best.read_s:.1f}x your input's read speed"
+    return f"; {inp.bytes / best.bytes:.2f}x smaller than your input"
 
 
 def _loaded(c: Cell) -> bool:
@@ -564,21 +574,11 @@ def _number_points(fig: Any, ax: Any, points: list[tuple[float, float]]) -> list
     fig.canvas.draw()  # fixes the limits, so data -> pixel transforms hold from here
     renderer = fig.canvas.get_renderer()
     pix = [tuple(ax.transData.transform(p)) for p in points]
-    groups: list[list[int]] = []
-    for i, (x, y) in enumerate(pix):
-        near = next(
-            (g for g in groups if math.dist(pix[g[0]], (x, y)) <= _SAME_SPOT),
-            None,
-        )
-        if near is None:
-            groups.append([i])
-        else:
-            near.append(i)
     markers = [Bbox.from_extents(x - 4, y - 4, x + 4, y + 4) for x, y in pix]
     frame = ax.get_window_extent(renderer)
     placed: list[Any] = []
     labelled = [False] * len(points)
-    for group in groups:
+    for group in _same_spots(pix):
         text = ",".join(str(i + 1) for i in group)
         label = ax.annotate(
             text,
@@ -589,76 +589,59 @@ def _number_points(fig: Any, ax: Any, points: list[tuple[float, float]]) -> list
             gid="cell-number",
             annotation_clip=False,
         )
-        fallback = None
-        for offset in _OFFSETS:
-            label.set_position(offset)
-            box = label.get_window_extent(renderer)
-            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
-            if not inside or box.y1 > frame.y1 or any(_overlaps(box, b) for b in placed):
-                continue
-            if not any(_overlaps(box, m, 0.0) for m in markers):
-                fallback = offset
-                break
-            fallback = fallback or offset
-        if fallback is None:
+        offset = _free_offset(label, renderer, frame, placed, markers)
+        if offset is None:
             label.remove()
             continue
-        label.set_position(fallback)
+        label.set_position(offset)
         placed.append(label.get_window_extent(renderer))
         for i in group:
             labelled[i] = True
     return labelled
 
 
+def _same_spots(pix: list[tuple[float, ...]]) -> list[list[int]]:
+    """The points grouped by spot: those within :data:`_SAME_SPOT` pixels of a group's first."""
+    groups: list[list[int]] = []
+    for i, (x, y) in enumerate(pix):
+        near = next(
+            (g for g in groups if math.dist(pix[g[0]], (x, y)) <= _SAME_SPOT),
+            None,
+        )
+        if near is None:
+            groups.append([i])
+        else:
+            near.append(i)
+    return groups
+
+
+def _free_offset(
+    label: Any, renderer: Any, frame: Any, placed: list[Any], markers: list[Any]
+) -> tuple[float, float] | None:
+    """The first offset of :data:`_OFFSETS` where ``label`` is inside the axes, overlaps no
+    label ``placed`` and, if one does, no marker; None when none is inside and free."""
+    fallback = None
+    for offset in _OFFSETS:
+        label.set_position(offset)
+        box = label.get_window_extent(renderer)
+        inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
+        if not inside or box.y1 > frame.y1 or any(_overlaps(box, b) for b in placed):
+            continue
+        if not any(_overlaps(box, m, 0.0) for m in markers):
+            return offset
+        fallback = fallback or offset
+    return fallback
+
+
 def _figure(report: BenchReport) -> Any:
     """The plot of :func:`save_plot` as a matplotlib figure."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.lines import Line2D
-        from matplotlib.ticker import FormatStrFormatter
-    except ImportError as e:
-        from ..errors import MissingDependencyError
-
-        raise MissingDependencyError("bench plot", "bench", "matplotlib") from e
+    plt, Line2D, FormatStrFormatter = _pyplot()
     cells = [c for c in report.cells if c.measured]
     with_accuracy = not math.isnan(report.baseline_accuracy)
     y = "accuracy" if with_accuracy else "write_s"
     scale = 100.0 if with_accuracy else 1.0
-
-    def ys(cs: list[Cell]) -> list[float]:
-        return [scale * getattr(c, y) for c in cs]
-
     fig, ax = plt.subplots(figsize=(8, 5))
-    front = pareto(cells, y, higher_better=with_accuracy)
-    rest = [c for c in cells if c not in front]
-    err = [0.0 if math.isnan(c.band) else c.band for c in rest] if with_accuracy else None
-    handles: list[Any] = [
-        ax.errorbar(
-            [c.bytes / 1e6 for c in rest], ys(rest), yerr=err, fmt="o", color="0.6", label="cells"
-        )
-    ]
-    front.sort(key=lambda c: c.bytes)
-    if front:
-        handles.append(
-            ax.errorbar(
-                [c.bytes / 1e6 for c in front],
-                ys(front),
-                yerr=[0.0 if math.isnan(c.band) else c.band for c in front]
-                if with_accuracy
-                else None,
-                fmt="o-",
-                color="tab:red",
-                label="Pareto front",
-            )
-        )
-    inp = report.input
-    if inp is not None and inp.measured and not math.isnan(getattr(inp, y)):
-        handles += ax.plot(
-            [inp.bytes / 1e6], ys([inp]), "*", ms=14, color="tab:blue", label=inp.label
-        )
+    handles = _plot_cells(ax, report, cells, y, scale)
     ax.set_xscale("log")
     for axis in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
         axis(FormatStrFormatter("%g"))  # 0.4, 2, 6 rather than 4x10^-1
@@ -685,6 +668,65 @@ def _figure(report: BenchReport) -> Any:
         frameon=False,
     )
     return fig
+
+
+def _pyplot() -> tuple[Any, Any, Any]:
+    """pyplot (on the Agg backend), Line2D and FormatStrFormatter; the bench extra if missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
+        from matplotlib.ticker import FormatStrFormatter
+    except ImportError as e:
+        from ..errors import MissingDependencyError
+
+        raise MissingDependencyError("bench plot", "bench", "matplotlib") from e
+    return plt, Line2D, FormatStrFormatter
+
+
+def _plot_cells(ax: Any, report: BenchReport, cells: list[Cell], y: str, scale: float) -> list[Any]:
+    """The cells (grey), the Pareto front (red, joined) and the input (a star), with
+    noise bands as error bars where accuracy was measured; their legend handles."""
+    with_accuracy = y == "accuracy"
+
+    def ys(cs: list[Cell]) -> list[float]:
+        return [scale * getattr(c, y) for c in cs]
+
+    def bands(cs: list[Cell]) -> list[float] | None:
+        return [0.0 if math.isnan(c.band) else c.band for c in cs] if with_accuracy else None
+
+    front = pareto(cells, y, higher_better=with_accuracy)
+    rest = [c for c in cells if c not in front]
+    handles: list[Any] = [
+        ax.errorbar(
+            [c.bytes / 1e6 for c in rest],
+            ys(rest),
+            yerr=bands(rest),
+            fmt="o",
+            color="0.6",
+            label="cells",
+        )
+    ]
+    front.sort(key=lambda c: c.bytes)
+    if front:
+        handles.append(
+            ax.errorbar(
+                [c.bytes / 1e6 for c in front],
+                ys(front),
+                yerr=bands(front),
+                fmt="o-",
+                color="tab:red",
+                label="Pareto front",
+            )
+        )
+    inp = report.input
+    if inp is not None and inp.measured and not math.isnan(getattr(inp, y)):
+        handles += ax.plot(
+            [inp.bytes / 1e6], ys([inp]), "*", ms=14, color="tab:blue", label=inp.label
+        )
+    return handles
 
 
 def save_plot(report: BenchReport, path: str) -> None:
