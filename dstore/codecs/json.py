@@ -516,13 +516,7 @@ class JsonReader(Reader):
         except ValueError as e:
             raise _parse_error(self.path, e) from None
         if isinstance(doc, list):
-            if not _is_records(doc):
-                bad = next(i for i, v in enumerate(doc) if not isinstance(v, dict))
-                raise SchemaError(
-                    f"{self.path}, record {bad}: {_type_name(doc[bad])}, not an object "
-                    "(a top-level list must hold one object per record)"
-                )
-            return {DEFAULT_SPLIT: doc}, {}, None
+            return self._top_level_list(doc)
         if not isinstance(doc, dict):
             raise SchemaError(f"{self.path}: the document is {_type_name(doc)}, not records")
         stored_json = doc.get(SCHEMA_MEMBER)
@@ -531,6 +525,25 @@ class JsonReader(Reader):
             found = self._with_schema(stored_json, members)
             if found is not None:
                 return found
+        return self._record_members(members)
+
+    def _top_level_list(
+        self, doc: list[Any]
+    ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], None]:
+        """A document that is a list: one object per record, one split."""
+        if not _is_records(doc):
+            bad = next(i for i, v in enumerate(doc) if not isinstance(v, dict))
+            raise SchemaError(
+                f"{self.path}, record {bad}: {_type_name(doc[bad])}, not an object "
+                "(a top-level list must hold one object per record)"
+            )
+        return {DEFAULT_SPLIT: doc}, {}, None
+
+    def _record_members(
+        self, members: dict[str, Any]
+    ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], None]:
+        """An object without dstore's schema: its lists of objects are the splits (one
+        such list under another name is the default split), the rest root attrs."""
         lists = [k for k, v in members.items() if isinstance(v, list) and v and _is_records(v)]
         if not lists:  # an empty list is the records only when nothing else can be
             lists = [k for k, v in members.items() if v == []][:1]
