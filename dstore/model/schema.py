@@ -449,40 +449,47 @@ def check_batch(split: SplitSpec, batch: Mapping[str, Column]) -> int:
         spec = split.fields[name]
         where = f"split {split.name!r}, field {name!r}"
         if spec.dense:
-            if isinstance(col, VarColumn):
-                raise SchemaError(
-                    f"{where}: records vary in size, the field is {spec.kind.describe()}"
-                )
-            if col.shape[1:] != spec.shape:
-                raise SchemaError(f"{where}: record shape {col.shape[1:]}, expected {spec.shape}")
-            if col.dtype != spec.dtype:
-                raise SchemaError(f"{where}: dtype {col.dtype}, expected {spec.dtype}")
-            continue
-        if not isinstance(col, VarColumn):
-            raise SchemaError(
-                f"{where}: expected values + offsets for a {spec.kind.describe()} field"
-            )
-        col.check(where)
-        if isinstance(spec.kind, StringList) or isinstance(col.values, VarColumn):
-            if not (isinstance(spec.kind, StringList) and isinstance(col.values, VarColumn)):
-                raise SchemaError(
-                    f"{where}: a {spec.kind.describe()} field needs "
-                    + ("nested" if isinstance(spec.kind, StringList) else "flat")
-                    + " values + offsets"
-                )
-            if spec.kind.text:
-                col.check_utf8(where)
-            continue
-        if col.values.dtype != spec.dtype:
-            raise SchemaError(f"{where}: values are {col.values.dtype}, expected {spec.dtype}")
-        inner = spec.shape if isinstance(spec.kind, Ragged) else ()
-        if col.values.shape[1:] != inner:
-            raise SchemaError(
-                f"{where}: values have inner shape {col.values.shape[1:]}, expected {inner}"
-            )
-        if isinstance(spec.kind, String):
-            col.check_utf8(where)
+            _check_dense(spec, col, where)
+        else:
+            _check_var(spec, col, where)
     return next(iter(rows.values()), 0)
+
+
+def _check_dense(spec: FieldSpec, col: Column, where: str) -> None:
+    """An ndarray of the field's record shape and dtype."""
+    if isinstance(col, VarColumn):
+        raise SchemaError(f"{where}: records vary in size, the field is {spec.kind.describe()}")
+    if col.shape[1:] != spec.shape:
+        raise SchemaError(f"{where}: record shape {col.shape[1:]}, expected {spec.shape}")
+    if col.dtype != spec.dtype:
+        raise SchemaError(f"{where}: dtype {col.dtype}, expected {spec.dtype}")
+
+
+def _check_var(spec: FieldSpec, col: Column, where: str) -> None:
+    """A VarColumn whose offsets describe its values, nested for lists of strings, of the
+    field's value dtype and inner shape, valid UTF-8 for text."""
+    if not isinstance(col, VarColumn):
+        raise SchemaError(f"{where}: expected values + offsets for a {spec.kind.describe()} field")
+    col.check(where)
+    if isinstance(spec.kind, StringList) or isinstance(col.values, VarColumn):
+        if not (isinstance(spec.kind, StringList) and isinstance(col.values, VarColumn)):
+            raise SchemaError(
+                f"{where}: a {spec.kind.describe()} field needs "
+                + ("nested" if isinstance(spec.kind, StringList) else "flat")
+                + " values + offsets"
+            )
+        if spec.kind.text:
+            col.check_utf8(where)
+        return
+    if col.values.dtype != spec.dtype:
+        raise SchemaError(f"{where}: values are {col.values.dtype}, expected {spec.dtype}")
+    inner = spec.shape if isinstance(spec.kind, Ragged) else ()
+    if col.values.shape[1:] != inner:
+        raise SchemaError(
+            f"{where}: values have inner shape {col.values.shape[1:]}, expected {inner}"
+        )
+    if isinstance(spec.kind, String):
+        col.check_utf8(where)
 
 
 def batch_rows_for(
