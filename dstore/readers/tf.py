@@ -287,6 +287,14 @@ def _tfrecord_field(tf: Any, source: Any, name: str, enc: Any) -> tuple[Any, Pos
         return string, lambda v: tf.reshape(
             tf.io.decode_png(v, channels=channels, dtype=tdtype), shape
         )
+    return _number_field(tf, enc, native, tdtype, shape, ragged)
+
+
+def _number_field(
+    tf: Any, enc: Any, native: np.dtype, tdtype: Any, shape: tuple[int, ...], ragged: bool
+) -> tuple[Any, Post]:
+    """A numeric field stored as an int64 or float list feature: its parse spec and the
+    cast (uint64 from its bit pattern) and reshape to the record."""
     wire = tf.int64 if enc.encoding == "int64" else tf.float32
     if ragged:  # a list of any length (empty where a record lacks the feature)
         feature = tf.io.RaggedFeature(wire, row_splits_dtype=tf.int64)
