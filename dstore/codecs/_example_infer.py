@@ -238,14 +238,7 @@ class ExampleInference:
 
     def add(self, rec: bytes, path: str, index: int, where: str) -> None:
         """Learn from record ``index`` of ``path`` (``where`` names it in messages)."""
-        values = None if self.canon is None else decode_canonical(rec, self.canon, views=True)
-        if values is not None:
-            sig = signature_of(values)
-        else:
-            sig = scan_example(rec, where)
-            self.canon = [(name.encode(), k) for name, (k, _, _) in sig.items()]
-            if any(k >= SEQ for k, _, _ in sig.values()):
-                self.canon = None
+        values, sig = self._signature(rec, where)
         if (
             sig == self.ref
             and not any(st.looks for st in self.stats.values())
@@ -256,6 +249,31 @@ class ExampleInference:
             self.total += 1
             return
         self.ref = sig
+        self._learn(rec, path, index, where, values, sig)
+        self.total += 1
+
+    def _signature(self, rec: bytes, where: str) -> tuple[Any, dict[str, FeatureSignature]]:
+        """The record's values (when it has the last record's canonical form) and its
+        signature; a record of another form becomes the canonical one."""
+        values = None if self.canon is None else decode_canonical(rec, self.canon, views=True)
+        if values is not None:
+            return values, signature_of(values)
+        sig = scan_example(rec, where)
+        self.canon = [(name.encode(), k) for name, (k, _, _) in sig.items()]
+        if any(k >= SEQ for k, _, _ in sig.values()):
+            self.canon = None
+        return values, sig
+
+    def _learn(
+        self,
+        rec: bytes,
+        path: str,
+        index: int,
+        where: str,
+        values: Any,
+        sig: dict[str, FeatureSignature],
+    ) -> None:
+        """A record whose features differ from the last one's: each feature seen or absent."""
         at = (path, index)
         lazy = _Values(rec, where, values, sig)
         for name in self.stats.keys() - sig.keys():
@@ -276,7 +294,6 @@ class ExampleInference:
                 self._see_list(name, kind, n, head, at, lazy)
             else:
                 self._see(name, kind, n, head, at, lazy)
-        self.total += 1
 
     def _see_list(
         self, name: str, kind: int, n: int, head: bytes | None, at: tuple[str, int], lazy: _Values
