@@ -408,6 +408,20 @@ class _ChunkStore:
         return data, 1 << (1 if self.options.shuffle else 0)
 
 
+def _filters(options: HDF5Options) -> dict[str, Any]:
+    """``create_dataset``'s compression arguments for ``options.compression``."""
+    if options.compression == "gzip":
+        return {"compression": "gzip", "compression_opts": options.level}
+    if options.compression == "lzf":
+        return {"compression": "lzf"}
+    if options.compression == "blosc":
+        shuffle = _plugins().Blosc.SHUFFLE if options.shuffle else _plugins().Blosc.NOSHUFFLE
+        return dict(_plugins().Blosc(cname="zstd", clevel=options.level, shuffle=shuffle))
+    if options.compression == "zstd":
+        return dict(_plugins().Zstd(clevel=options.level))
+    return {}
+
+
 class HDF5Writer(Writer):
     def __init__(self, path: str, schema: Schema, options: HDF5Options) -> None:
         super().__init__(path, schema)
@@ -422,16 +436,7 @@ class HDF5Writer(Writer):
         self.file = h5py.File(path, "w-", rdcc_nbytes=0)
         self._appenders: dict[tuple[str, str], AlignedAppender] = {}
         self._var: dict[tuple[str, str], _VarDataset] = {}
-        comp: dict[str, Any] = {}
-        if options.compression == "gzip":
-            comp = {"compression": "gzip", "compression_opts": options.level}
-        elif options.compression == "lzf":
-            comp = {"compression": "lzf"}
-        elif options.compression == "blosc":
-            shuffle = _plugins().Blosc.SHUFFLE if options.shuffle else _plugins().Blosc.NOSHUFFLE
-            comp = dict(_plugins().Blosc(cname="zstd", clevel=options.level, shuffle=shuffle))
-        elif options.compression == "zstd":
-            comp = dict(_plugins().Zstd(clevel=options.level))
+        comp = _filters(options)
         root_attrs, split_attrs = group_attrs(schema.attrs)
         _set_attrs(self.file, root_attrs)
         paths = stored_paths(schema)
@@ -446,28 +451,35 @@ class HDF5Writer(Writer):
                         group, name, split.count, spec
                     )
                     continue
-                rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
-                ds = group.create_dataset(
-                    name,
-                    shape=(split.count, *spec.shape),
-                    dtype=_enum_or(spec),
-                    fillvalue=fill_value(spec.attrs, spec.dtype),
-                    chunks=(rows, *(max(1, d) for d in spec.shape))
-                    if split.count and all(spec.shape)
-                    else None,
-                    shuffle=options.shuffle
-                    and options.compression in ("gzip", "lzf", "zstd")
-                    and split.count > 0
-                    and all(spec.shape),
-                    **(comp if split.count and all(spec.shape) else {}),
-                )
-                _set_attrs(ds, spec.attrs.get("user", {}))
-                self._appenders[(split.name, spec.name)] = AlignedAppender(
-                    rows, _ChunkStore(ds, rows, options, self._pool, self._workers)
+                self._appenders[(split.name, spec.name)] = self._create_dense(
+                    group, name, split.count, spec, comp
                 )
             if split.name in split_attrs or not split.fields:
                 group = self.file.require_group("/".join(names.split_parts(split.name)))
                 _set_attrs(group, split_attrs.get(split.name, {}))
+
+    def _create_dense(
+        self, group: Any, name: str, count: int, spec: FieldSpec, comp: dict[str, Any]
+    ) -> AlignedAppender:
+        """A fixed-shape field as one chunked dataset (compressed with ``comp``) and the
+        appender that writes it chunk by chunk."""
+        options = self.options
+        rows = chunk_rows(spec, count, int(options.chunk_mb * 1024 * 1024))
+        chunked = bool(count) and all(spec.shape)
+        ds = group.create_dataset(
+            name,
+            shape=(count, *spec.shape),
+            dtype=_enum_or(spec),
+            fillvalue=fill_value(spec.attrs, spec.dtype),
+            chunks=(rows, *(max(1, d) for d in spec.shape)) if chunked else None,
+            shuffle=options.shuffle
+            and options.compression in ("gzip", "lzf", "zstd")
+            and count > 0
+            and all(spec.shape),
+            **(comp if chunked else {}),
+        )
+        _set_attrs(ds, spec.attrs.get("user", {}))
+        return AlignedAppender(rows, _ChunkStore(ds, rows, options, self._pool, self._workers))
 
     def _create_var(self, group: Any, name: str, count: int, spec: FieldSpec) -> _VarDataset:
         """A field whose records vary, as HDF5 variable-length data (one array or string per record).
@@ -595,6 +607,26 @@ def _stage_remote(url: str) -> str:
     return local
 
 
+def _check_field_dataset(member: Any, where: str) -> None:
+    """A dataset dstore reads as a field: a supported dtype, a record axis (exactly one
+    for strings and vlen data) and filters it can decode."""
+    dtype = member.dtype
+    if h5py.check_string_dtype(dtype) is not None or h5py.check_vlen_dtype(dtype) is not None:
+        if member.ndim != 1:
+            raise UnsupportedDtypeError(
+                f"{where}: strings or vlen data need exactly one (record) axis"
+            )
+    elif dtype.kind in "UO":
+        raise UnsupportedDtypeError(f"{where}: dtype {dtype} is not supported")
+    elif dtype.fields is not None:
+        raise UnsupportedDtypeError(f"{where}: compound dtype {dtype} is not supported")
+    elif dtype.kind not in "biufcS":
+        raise UnsupportedDtypeError(f"{where}: dtype {dtype} is not supported")
+    if member.ndim == 0:
+        raise UnsupportedDtypeError(f"{where}: scalar dataset has no record axis")
+    _check_filters(member, where)
+
+
 class HDF5Reader(ArrayTreeReader):
     read_errors = (OSError, ValueError, RuntimeError)
 
@@ -652,48 +684,7 @@ class HDF5Reader(ArrayTreeReader):
             key = f"{prefix}{name}"
             member = self._member(group, name, key)
             if isinstance(member, h5py.Dataset):
-                self._check_storage(member, key)
-                dtype = member.dtype
-                where = f"{self.path}: dataset {key!r}"
-                if key.endswith(_SHAPES) and key[: -len(_SHAPES)] in self.by_path:
-                    self.by_path[key] = member  # an image field's record shapes, not a field
-                    continue
-                base = key[: -len(_ROW_SPLITS)]
-                if (
-                    key.endswith(_ROW_SPLITS)
-                    and self._is_strings(self.by_path.get(base))
-                    and _are_offsets(member)
-                ):
-                    # a list-of-strings field's record offsets: the field is the pair
-                    lists = _ListDataset(self.by_path[base], member, where)
-                    self.by_path[base] = lists
-                    self.by_path[key] = member
-                    for k, v in list(self.arrays.items()):
-                        if v is lists.strings:
-                            self.arrays[k] = lists
-                    continue
-                if (
-                    h5py.check_string_dtype(dtype) is not None
-                    or h5py.check_vlen_dtype(dtype) is not None
-                ):
-                    if member.ndim != 1:
-                        raise UnsupportedDtypeError(
-                            f"{where}: strings or vlen data need exactly one (record) axis"
-                        )
-                elif dtype.kind in "UO":
-                    raise UnsupportedDtypeError(f"{where}: dtype {dtype} is not supported")
-                elif dtype.fields is not None:
-                    raise UnsupportedDtypeError(f"{where}: compound dtype {dtype} is not supported")
-                elif dtype.kind not in "biufcS":
-                    raise UnsupportedDtypeError(f"{where}: dtype {dtype} is not supported")
-                if member.ndim == 0:
-                    raise UnsupportedDtypeError(f"{where}: scalar dataset has no record axis")
-                _check_filters(member, where)
-                split, field = split_key(key) if not prefix else (prefix.rstrip("/"), name)
-                self.arrays[(split, field)] = member
-                self.by_path[key] = member
-                if prefix:
-                    self.groups[split] = group
+                self._see_dataset(group, prefix, name, key, member)
             elif isinstance(member, h5py.Group):
                 # A group reached twice (a second hard link, a soft link back up)
                 # would be walked once per path: 40 groups of two links to the one
@@ -706,6 +697,34 @@ class HDF5Reader(ArrayTreeReader):
                         "link to it); dstore reads each group under one name"
                     )
                 self._walk(member, f"{key}/")
+
+    def _see_dataset(self, group: Any, prefix: str, name: str, key: str, member: Any) -> None:
+        """A dataset met by :meth:`_walk`: a field, or the record shapes or offsets of one."""
+        self._check_storage(member, key)
+        where = f"{self.path}: dataset {key!r}"
+        if key.endswith(_SHAPES) and key[: -len(_SHAPES)] in self.by_path:
+            self.by_path[key] = member  # an image field's record shapes, not a field
+            return
+        base = key[: -len(_ROW_SPLITS)]
+        if (
+            key.endswith(_ROW_SPLITS)
+            and self._is_strings(self.by_path.get(base))
+            and _are_offsets(member)
+        ):
+            # a list-of-strings field's record offsets: the field is the pair
+            lists = _ListDataset(self.by_path[base], member, where)
+            self.by_path[base] = lists
+            self.by_path[key] = member
+            for k, v in list(self.arrays.items()):
+                if v is lists.strings:
+                    self.arrays[k] = lists
+            return
+        _check_field_dataset(member, where)
+        split, field = split_key(key) if not prefix else (prefix.rstrip("/"), name)
+        self.arrays[(split, field)] = member
+        self.by_path[key] = member
+        if prefix:
+            self.groups[split] = group
 
     def _member(self, group: Any, name: str, key: str) -> Any:
         """``group[name]``, unless that reads another file (an external link, or a soft
