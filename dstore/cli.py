@@ -809,34 +809,42 @@ def _run(argv: Sequence[str] | None) -> int:
     except MemoryError as e:  # numpy's _ArrayMemoryError among them: one line, not a traceback
         if args.debug:
             raise
-        from .model.names import printable
-
-        where = getattr(args, "src", None) or getattr(args, "path", None)
-        detail = str(e).splitlines()[0] if str(e) else ""
-        print(
-            f"MemoryError: {f'{where}: ' if where else ''}out of memory"
-            + (f" ({printable(detail)})" if detail else ""),
-            file=sys.stderr,
-        )
+        print(_memory_error_line(args, e), file=sys.stderr)
         return EXIT_ERROR
     except (DstoreError, ValueError, OSError, argparse.ArgumentTypeError) as e:
         if args.debug:
             raise
-        from .model.names import printable
-
-        text = getattr(e, "cli_message", None) or str(e)  # e.g. --overwrite, not overwrite=True
-        # dstore's own messages are one line by construction (a newline is in a name
-        # from the data): shown whole, escaped; a library's may run on over many lines
-        if text and not isinstance(e, DstoreError):
-            text = text.splitlines()[0]
-        message = printable(text) if text else repr(e)
-        if isinstance(e, OSError) and not isinstance(e, DstoreError) and e.filename is None:
-            # a write that ran out of room (errno 28) names no file: name what we wrote
-            where = getattr(args, "dst", None) or getattr(args, "path", None)
-            if where:
-                message = f"{where}: {e.strerror or message} (errno {e.errno})"
-        print(f"{type(e).__name__}: {message}", file=sys.stderr)
+        print(_error_line(args, e), file=sys.stderr)
         return EXIT_ERROR
+
+
+def _memory_error_line(args: argparse.Namespace, e: MemoryError) -> str:
+    """``MemoryError: SRC: out of memory (...)``."""
+    from .model.names import printable
+
+    where = getattr(args, "src", None) or getattr(args, "path", None)
+    detail = str(e).splitlines()[0] if str(e) else ""
+    return f"MemoryError: {f'{where}: ' if where else ''}out of memory" + (
+        f" ({printable(detail)})" if detail else ""
+    )
+
+
+def _error_line(args: argparse.Namespace, e: Exception) -> str:
+    """An error as the one line the CLI prints: ``TYPE: message``."""
+    from .model.names import printable
+
+    text = getattr(e, "cli_message", None) or str(e)  # e.g. --overwrite, not overwrite=True
+    # dstore's own messages are one line by construction (a newline is in a name
+    # from the data): shown whole, escaped; a library's may run on over many lines
+    if text and not isinstance(e, DstoreError):
+        text = text.splitlines()[0]
+    message = printable(text) if text else repr(e)
+    if isinstance(e, OSError) and not isinstance(e, DstoreError) and e.filename is None:
+        # a write that ran out of room (errno 28) names no file: name what we wrote
+        where = getattr(args, "dst", None) or getattr(args, "path", None)
+        if where:
+            message = f"{where}: {e.strerror or message} (errno {e.errno})"
+    return f"{type(e).__name__}: {message}"
 
 
 class _SigtermAsInterrupt:
