@@ -78,18 +78,23 @@ class _Source:
     column: Column | None = None  # an object member, already rebuilt
 
 
+def _plain_stores(m: _Member, kind: Kind) -> bool:
+    """Can one plain member (no row splits) hold a field of ``kind``?"""
+    if m.dtype.kind == "U":
+        return isinstance(kind, String)
+    if m.dtype.kind == "S":
+        return isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw")
+    dense = isinstance(kind, Tensor) or (isinstance(kind, Image) and kind.is_dense)
+    return dense and m.dtype == kind.value_dtype and m.shape[1:] == _dense_shape(kind)
+
+
 def _stores(src: _Source, kind: Kind) -> bool:
     """Can the stored data of ``src`` hold a field of ``kind`` (as dstore writes it)?"""
     m = src.main
     if src.column is not None:
         return src.kind == kind
     if src.splits is None:
-        if m.dtype.kind == "U":
-            return isinstance(kind, String)
-        if m.dtype.kind == "S":
-            return isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw")
-        dense = isinstance(kind, Tensor) or (isinstance(kind, Image) and kind.is_dense)
-        return dense and m.dtype == kind.value_dtype and m.shape[1:] == _dense_shape(kind)
+        return _plain_stores(m, kind)
     if isinstance(kind, StringList):
         return m.dtype.kind == ("U" if kind.text else "S") and len(m.shape) == 1
     if m.dtype != kind.value_dtype:
@@ -328,53 +333,63 @@ class NpzReader(Reader):
             ):
                 continue
             base = key[: -len(_ROW_SPLITS)]
-            values, splits = self._members[base + _VALUES], self._members[key]
-            shapes = self._members.get(base + _SHAPES)
-            where = f"{self.path}: key {base!r}"
-            if (
-                splits.dtype.kind not in "iu"
-                or len(splits.shape) != 1
-                or splits.shape[0] < 1
-                or values.dtype.kind == "O"
-                or (values.dtype.kind in "US" and len(values.shape) != 1)
-            ):
-                # not dstore's values + row splits layout: foreign members that merely
-                # share its names stay plain fields (a dstore schema listing them as
-                # one ragged field then disagrees with the members, an error)
+            source = self._ragged_source(base, key)
+            if source is None:
                 continue
-            count = splits.shape[0] - 1
-            if shapes is not None and (len(shapes.shape) != 2 or shapes.shape[0] != count):
-                raise CodecIOError(f"{where}: {base + _SHAPES!r} must have one row per record")
-            kind: Kind = (
-                StringList(values.dtype.kind == "U")
-                if values.dtype.kind in "US"
-                else Ragged(values.dtype, values.shape[1:])
-            )
-            if shapes is not None and values.dtype.kind == "u" and values.dtype.itemsize in (1, 2):
-                # 2-d records are greyscale; for 3-d ones the channels are in each record's shape
-                kind = Image(values.dtype, 0 if shapes.shape[1] == 2 else None)
-            sources[base] = _Source(kind, count, values, splits, shapes)
+            sources[base] = source
             grouped.update(k for k in (base + _VALUES, key, base + _SHAPES) if k in self._members)
         for key, m in self._members.items():
-            if key in grouped:
-                continue
-            where = f"{self.path}: key {key!r}"
-            if m.dtype.kind in "US":
-                if len(m.shape) != 1:
-                    raise UnsupportedDtypeError(
-                        f"{where}: string arrays need exactly one (record) axis, got {m.shape}"
-                    )
-                sources[key] = _Source(String() if m.dtype.kind == "U" else Bytes(), m.shape[0], m)
-            elif m.dtype.kind == "O":
-                if len(m.shape) != 1:
-                    raise UnsupportedDtypeError(
-                        f"{where}: object arrays need exactly one (record) axis, got {m.shape}"
-                    )
-                kind, col = infer_column(self._load_objects(m), where)
-                sources[key] = _Source(kind, len(col), m, column=col)
-            else:
-                sources[key] = _Source(Tensor(m.dtype, m.shape[1:]), m.shape[0], m)
+            if key not in grouped:
+                sources[key] = self._plain_source(key, m)
         return sources
+
+    def _ragged_source(self, base: str, key: str) -> _Source | None:
+        """``base.values`` + ``base.row_splits`` (``key``), + ``base.shapes``, as one field;
+        None when the members are not dstore's layout (then they stay plain fields)."""
+        values, splits = self._members[base + _VALUES], self._members[key]
+        shapes = self._members.get(base + _SHAPES)
+        where = f"{self.path}: key {base!r}"
+        if (
+            splits.dtype.kind not in "iu"
+            or len(splits.shape) != 1
+            or splits.shape[0] < 1
+            or values.dtype.kind == "O"
+            or (values.dtype.kind in "US" and len(values.shape) != 1)
+        ):
+            # not dstore's values + row splits layout: foreign members that merely
+            # share its names stay plain fields (a dstore schema listing them as
+            # one ragged field then disagrees with the members, an error)
+            return None
+        count = splits.shape[0] - 1
+        if shapes is not None and (len(shapes.shape) != 2 or shapes.shape[0] != count):
+            raise CodecIOError(f"{where}: {base + _SHAPES!r} must have one row per record")
+        kind: Kind = (
+            StringList(values.dtype.kind == "U")
+            if values.dtype.kind in "US"
+            else Ragged(values.dtype, values.shape[1:])
+        )
+        if shapes is not None and values.dtype.kind == "u" and values.dtype.itemsize in (1, 2):
+            # 2-d records are greyscale; for 3-d ones the channels are in each record's shape
+            kind = Image(values.dtype, 0 if shapes.shape[1] == 2 else None)
+        return _Source(kind, count, values, splits, shapes)
+
+    def _plain_source(self, key: str, m: _Member) -> _Source:
+        """A member that is a field on its own: strings, bytes, objects or a tensor."""
+        where = f"{self.path}: key {key!r}"
+        if m.dtype.kind in "US":
+            if len(m.shape) != 1:
+                raise UnsupportedDtypeError(
+                    f"{where}: string arrays need exactly one (record) axis, got {m.shape}"
+                )
+            return _Source(String() if m.dtype.kind == "U" else Bytes(), m.shape[0], m)
+        if m.dtype.kind == "O":
+            if len(m.shape) != 1:
+                raise UnsupportedDtypeError(
+                    f"{where}: object arrays need exactly one (record) axis, got {m.shape}"
+                )
+            kind, col = infer_column(self._load_objects(m), where)
+            return _Source(kind, len(col), m, column=col)
+        return _Source(Tensor(m.dtype, m.shape[1:]), m.shape[0], m)
 
     def _load_objects(self, m: _Member) -> list[object]:
         """An object member, through the restricted unpickler only (plain arrays and strings).
@@ -474,29 +489,10 @@ class NpzReader(Reader):
                 yield slice_column(src.column, pos, min(stop, pos + rows))
             return
         if src.splits is None:
-            dense = self._member_rows(src.main, spec, name, start, stop, rows)
-            if src.main.dtype.kind in "US":
-                for arr in dense:
-                    col = fixed_to_column(arr, where)
-                    if isinstance(spec.fields[name].kind, String):
-                        col.check_utf8(where)
-                    yield col
-                    del arr, col  # not kept while the next batch is read
-            else:
-                yield from dense
+            yield from self._plain_batches(src, spec, name, start, stop, rows, where)
             return
-        offsets = self._read_whole(src.splits, spec, name).astype(np.int64)
+        offsets = self._row_splits(src, spec, name, where)
         total = src.main.shape[0]
-        if (
-            offsets[0] != 0
-            or offsets[-1] != total
-            or (len(offsets) > 1 and (np.diff(offsets) < 0).any())
-        ):
-            bad = int(np.argmax(np.diff(offsets) < 0)) if (np.diff(offsets) < 0).any() else 0
-            raise CodecIOError(
-                f"{where}: row splits do not describe the {total} values (record {bad}; they must start "
-                "at 0, never decrease and end at the number of values)"
-            )
         shapes = (
             None
             if src.shapes is None
@@ -525,6 +521,38 @@ class NpzReader(Reader):
             if isinstance(kind, String) or (isinstance(kind, StringList) and kind.text):
                 col.check_utf8(where)
             yield col
+
+    def _plain_batches(
+        self, src: _Source, spec: SplitSpec, name: str, start: int, stop: int, rows: int, where: str
+    ) -> Iterator[Column]:
+        """Batches of a field stored as one plain member (fixed-width strings as text)."""
+        dense = self._member_rows(src.main, spec, name, start, stop, rows)
+        if src.main.dtype.kind not in "US":
+            yield from dense
+            return
+        for arr in dense:
+            col = fixed_to_column(arr, where)
+            if isinstance(spec.fields[name].kind, String):
+                col.check_utf8(where)
+            yield col
+            del arr, col  # not kept while the next batch is read
+
+    def _row_splits(self, src: _Source, spec: SplitSpec, name: str, where: str) -> np.ndarray:
+        """The record offsets of a values + row splits field, checked against its values."""
+        assert src.splits is not None
+        offsets = self._read_whole(src.splits, spec, name).astype(np.int64)
+        total = src.main.shape[0]
+        if (
+            offsets[0] != 0
+            or offsets[-1] != total
+            or (len(offsets) > 1 and (np.diff(offsets) < 0).any())
+        ):
+            bad = int(np.argmax(np.diff(offsets) < 0)) if (np.diff(offsets) < 0).any() else 0
+            raise CodecIOError(
+                f"{where}: row splits do not describe the {total} values (record {bad}; they must start "
+                "at 0, never decrease and end at the number of values)"
+            )
+        return offsets
 
     def _read_whole(self, m: _Member, spec: SplitSpec, name: str) -> np.ndarray:
         count = m.shape[0]
