@@ -318,9 +318,11 @@ def test_cli_convert_info_verify_across_formats(tmp_path, label_maker_npz):
         ["verify", label_maker_npz, dst],
         ["verify", dst],
         ["info", dst],
+        ["info", os.path.join(dst, "test-000000.tar")],  # one shard of a folder of two splits
     ):
         res = subprocess.run(cli_command(*argv), check=False, capture_output=True, text=True)
         assert res.returncode == 0, (argv, res.stderr)
+    assert "test: 1 tar shard(s); x: x.png (png)" in res.stdout
     back = str(tmp_path / "back.h5")
     dstore.convert(dst, back)
     assert dstore.verify(label_maker_npz, back).ok

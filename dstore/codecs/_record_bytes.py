@@ -15,18 +15,50 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CodecIOError
-from ..model import Tensor
+from ..errors import CodecIOError, UnsupportedDtypeError
+from ..model import Image, Ragged, String, StringList, Tensor
 from ..model.schema import FieldSpec
-from ._imagecodec import LOSSY_FORMATS, LossyImage
+from ._imagecodec import LOSSY_FORMATS, LossyImage, is_image_like
 from ._npy import npy_bytes, read_npy
 from ._pixels import decode_pixels
 
-__all__ = ["ENCODINGS", "decode_record", "encode_record", "json_string_list"]
+__all__ = [
+    "ENCODINGS",
+    "choose_record_encoding",
+    "decode_record",
+    "encode_record",
+    "json_string_list",
+]
 
 ENCODINGS = ("encoded", "bin", "txt", "cls", "npy", "json", "json-base64", "png", *LOSSY_FORMATS)
 _AS_IS = ("encoded", "bin", "txt")
 _JSON = ("json", "json-base64")
+
+
+def choose_record_encoding(
+    spec: FieldSpec, lossy: LossyImage | None, codec: str
+) -> tuple[str, int | None]:
+    """The encoding of ``spec``'s records and its quality: pixels (raw images, image-like
+    tensors) as PNG or ``lossy`` (refused by name when they cannot be), encoded images
+    as they are, integer scalars ``cls``, other arrays ``npy``."""
+    kind = spec.kind
+    if isinstance(kind, Image) and kind.encoding != "raw":
+        return "encoded", None
+    if isinstance(kind, Image) or (isinstance(kind, Tensor) and is_image_like(spec)):
+        if lossy is None:
+            return "png", None
+        try:
+            lossy.check_field(spec, codec, images_option=False)
+        except UnsupportedDtypeError as e:  # it names zarr's lossless setting; ours is png
+            raise UnsupportedDtypeError(str(e).replace("codec=none", "codec=png")) from None
+        return lossy.format, lossy.quality
+    if isinstance(kind, Tensor) and kind.shape == () and kind.dtype.kind in "iu":
+        return "cls", None
+    if isinstance(kind, (Tensor, Ragged)):
+        return "npy", None
+    if isinstance(kind, StringList):
+        return ("json" if kind.text else "json-base64"), None
+    return ("txt" if isinstance(kind, String) else "bin"), None
 
 
 def encode_record(

@@ -4,7 +4,7 @@ feature), an encoding and, for a lossy image encoding, its quality."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sized
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -13,7 +13,7 @@ from ..model.schema import Schema
 from ._imagecodec import LossyImage
 from ._pixels import image_libraries, lossy_of
 
-__all__ = ["StoredField", "read_field_table", "table_json", "table_libraries"]
+__all__ = ["StoredField", "describe_table", "read_field_table", "table_json", "table_libraries"]
 
 F = TypeVar("F", bound="StoredField")
 
@@ -52,6 +52,18 @@ def table_libraries(
     """The image encoders (with versions) the fields of ``table`` are stored with."""
     every = [e for fields in table.values() for e in fields.values()]
     return image_libraries((e.lossy or e.encoding for e in every), png_level)
+
+
+def describe_table(
+    table: Mapping[str, Mapping[str, StoredField]], shards: Mapping[str, Sized], files: str
+) -> list[str]:
+    """``dstore info``'s line per split of ``shards``: its number of ``files`` and where
+    and how each field is stored."""
+    return [
+        f"{split}: {len(files_of)} {files}; "
+        + ", ".join(f"{n}: {e.at} ({e.encoding})" for n, e in table[split].items())
+        for split, files_of in shards.items()
+    ]
 
 
 def read_field_table(

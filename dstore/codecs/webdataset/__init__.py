@@ -16,10 +16,8 @@ from ...sharding import ShardedCodec
 from ...sharding.numbered import numbered_names
 from .._image_options import ImageOptions
 from ..base import Reader, Shard, ShardWriter, is_regular_file, read_at
-from . import tario
-from .encodings import choose_encoding
-from .reader import WebDatasetReader
-from .writer import FORMAT_ID, WebDatasetShardWriter
+from .reader import BLOCK, WebDatasetReader, is_tar_header
+from .writer import FORMAT_ID, WebDatasetShardWriter, choose_encoding
 
 __all__ = ["WebDatasetCodec", "WebDatasetOptions"]
 
@@ -52,7 +50,7 @@ class WebDatasetCodec(ShardedCodec):
 
     @classmethod
     def owns_file(cls, path: str) -> bool:
-        return is_regular_file(path) and tario.is_tar_header(read_at(path, 0, tario.BLOCK))
+        return is_regular_file(path) and is_tar_header(read_at(path, 0, BLOCK))
 
     def open_reader(self, path: str) -> Reader:
         if not fs.is_url(path) and os.path.isdir(path):

@@ -4,6 +4,7 @@ inspection as docs/formats/webdataset.md says; nothing is extracted."""
 from __future__ import annotations
 
 import re
+import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from tarfile import TarInfo
@@ -21,16 +22,70 @@ from ...sharding.numbered import NumberedShardReader
 from ...sharding.spans import SpanShardReader
 from .._npy import npy_header
 from .._record_bytes import ENCODINGS, decode_record, json_string_list
-from .._stored_fields import read_field_table
-from . import tario
-from .encodings import EXT_IMAGE, FieldEncoding
-from .writer import FORMAT_ID
+from .._stored_fields import describe_table, read_field_table
+from .writer import EXT_IMAGE, FORMAT_ID, FieldEncoding
 
-__all__ = ["WebDatasetReader"]
+__all__ = ["WebDatasetReader", "is_tar_header"]
 
+BLOCK = 512
 _KEY_RE = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # WebDataset's key / suffix split
 #: what a foreign member's extension makes a field (.npy: array_kind; images: EXT_IMAGE)
 _FOREIGN = {"cls": "cls", "index": "cls", "npy": "npy", "txt": "txt", "json": "json"}
+_REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
+_WHAT = {
+    tarfile.LNKTYPE: "hard link",
+    tarfile.SYMTYPE: "symbolic link",
+    tarfile.CHRTYPE: "character device",
+    tarfile.BLKTYPE: "block device",
+    tarfile.FIFOTYPE: "FIFO",
+}
+
+
+def _end(info: TarInfo) -> int:
+    """Where the member ``info`` ends (its data padded to whole blocks)."""
+    return info.offset_data + info.size + -info.size % BLOCK
+
+
+def is_tar_header(block: bytes) -> bool:
+    """A first block that parses as a tar header (checksum included)."""
+    try:
+        return any(block[:BLOCK]) and bool(
+            TarInfo.frombuf(block[:BLOCK], "utf-8", "surrogateescape")
+        )
+    except tarfile.HeaderError:
+        return False
+
+
+def _check(info: TarInfo, path: str, size: int) -> None:
+    where, name = f"{path}: byte {info.offset}: member {info.name!r}", info.name
+    if info.offset_data + info.size > size:
+        raise CodecIOError(f"{where} claims {info.size} bytes past the end")
+    if info.type not in _REGULAR and not info.isdir():
+        what = _WHAT.get(info.type, f"member of type {info.type!r}")
+        raise CodecIOError(f"{where} is a {what}; only files are read")
+    if name.startswith("/") or ".." in name.split("/") or "\\" in name or "\0" in name:
+        raise CodecIOError(f"{where} is an absolute path or leaves the archive")
+
+
+def walk(f: IO[bytes], path: str, size: int) -> Iterator[TarInfo]:
+    """The regular members of the tar in ``f`` (``size`` bytes), directories passed over;
+    links, devices, names leaving the archive and sizes past the end refused by member."""
+    if size == 0:
+        return  # no members (tarfile calls it no tar)
+    try:
+        with tarfile.open(fileobj=f, mode="r:", encoding="utf-8", errors="surrogateescape") as tar:
+            for info in tar:
+                _check(info, path, size)
+                if not info.isdir():
+                    yield info
+    except tarfile.ReadError as e:
+        raise CodecIOError(f"{path}: not a tar header, or a truncated tar ({e})") from None
+    # tarfile stops quietly at a cut or bad header after the first: that must be the end
+    f.seek(tar.offset)
+    tail = f.read(BLOCK)
+    if tar.offset < size and tail != b"\0" * BLOCK:
+        what = "truncated tar (ends inside a header)" if len(tail) < BLOCK else "not a tar header"
+        raise CodecIOError(f"{path}: byte {tar.offset}: {what}")
 
 
 @dataclass(frozen=True)
@@ -56,40 +111,36 @@ def _samples(members: Iterator[TarInfo], path: str) -> list[Sample]:
         elif suffix in groups[-1][1]:
             raise CodecIOError(f"{path}: sample {key!r} has two members {suffix!r}")
         groups[-1][1][suffix] = m
-    return [
-        Sample(
-            key,
-            g,
-            min(m.offset for m in g.values()),
-            max(m.offset_data + tario.padded(m.size) for m in g.values()),
-        )
-        for key, g in groups
-    ]
+    spans = [(min(m.offset for m in g.values()), max(map(_end, g.values()))) for _, g in groups]
+    return [Sample(key, g, *span) for (key, g), span in zip(groups, spans, strict=True)]
 
 
-def _look(f: IO[bytes], m: TarInfo, suffix: str, npy: set[Any], where: str) -> None:
-    """What a foreign member tells of its field: an ``.npy``'s header, a ``.json``'s list."""
+def _look(f: IO[bytes], m: TarInfo, suffix: str, where: str) -> Any:
+    """What a member of a tar dstore did not write says of its field: an ``.npy``'s dtype
+    and shape; a ``.json`` must hold a list of strings."""
     ext = suffix.rsplit(".", 1)[-1].lower()
     if ext == "npy":
-        npy.add(npy_header(f, m.offset_data, m.size, where))
-    elif ext == "json" and (f.seek(m.offset_data), json_string_list(f.read(m.size)))[1] is None:
+        return npy_header(f, m.offset_data, m.size, where)
+    f.seek(m.offset_data)
+    if ext == "json" and json_string_list(f.read(m.size)) is None:
         raise SchemaError(
             f"{where}: field {suffix!r} is JSON other than a list of strings, which "
             "dstore does not read; leave it out of the tars"
         )
+    return None
 
 
-def _foreign_field(suffix: str, npy: set[Any]) -> tuple[FieldSpec, FieldEncoding]:
+def _foreign_field(suffix: str, seen: set[Any]) -> tuple[FieldSpec, FieldEncoding]:
+    """A field of tars dstore did not write, from its extension and what :func:`_look` saw."""
     ext = suffix.rsplit(".", 1)[-1].lower()
     enc = "encoded" if ext in EXT_IMAGE else _FOREIGN.get(ext, "bin")
-    kind = {
-        "encoded": lambda: Image(np.dtype(np.uint8), None, None, None, EXT_IMAGE[ext]),
-        "cls": lambda: Tensor(np.dtype(np.int64), ()),
-        "npy": lambda: array_kind(npy, f"field {suffix!r}: .npy"),
-        "txt": String,
-        "json": StringList,
-        "bin": Bytes,
-    }[enc]()
+    kind = {"cls": Tensor(np.dtype(np.int64), ()), "txt": String(), "json": StringList()}.get(
+        enc, Bytes()
+    )
+    if enc == "encoded":
+        kind = Image(np.dtype(np.uint8), None, None, None, EXT_IMAGE[ext])
+    elif enc == "npy":
+        kind = array_kind(seen, f"field {suffix!r}: .npy")
     return FieldSpec(suffix, kind), FieldEncoding(suffix, enc)
 
 
@@ -109,7 +160,7 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
         self.encodings = read_field_table(FieldEncoding, manifest, self.schema, ENCODINGS, where)
 
     def walk_shard(self, f: IO[bytes], path: str, size: int) -> list[Sample]:
-        return _samples(tario.walk(f, path, size), path)
+        return _samples(walk(f, path, size), path)
 
     def scan_split(
         self, split: str, paths: list[str]
@@ -120,8 +171,8 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
                 for s in self.spans(path):
                     fields = seen.sample(s.members.keys(), path, f"sample {s.key!r}")
                     for suffix, m in s.members.items():
-                        _look(f, m, suffix, fields[suffix], f"{path}: sample {s.key!r}")
-        specs = {suffix: _foreign_field(suffix, npy) for suffix, npy in seen.fields.items()}
+                        fields[suffix].add(_look(f, m, suffix, f"{path}: sample {s.key!r}"))
+        specs = {suffix: _foreign_field(suffix, seen) for suffix, seen in seen.fields.items()}
         self.encodings[split] = {name: enc for name, (_, enc) in specs.items()}
         shards = [ShardFile(path, len(self.spans(path))) for path in paths]
         return {name: spec for name, (spec, _) in specs.items()}, shards
@@ -143,11 +194,9 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
         return records_batch(spec, names, records, value)
 
     def describe(self) -> list[str]:
-        return [
-            f"{split}: {len(shards)} tar shard(s); members "
-            + ", ".join(f"{n}: .{e.at} ({e.encoding})" for n, e in self.encodings[split].items())
-            for split, shards in self.shards.items()
-        ] + [
-            f"no dstore manifest: fields inferred from extensions ({DEFAULT_SPLIT!r} "
-            "unless file names say train/test/...)"
-        ] * (self.manifest is None)
+        lines = describe_table(self.encodings, self.shards, "tar shard(s)")
+        if self.manifest is None:
+            lines.append(
+                f"no dstore manifest: fields inferred from extensions ({DEFAULT_SPLIT!r} unless file names say train/test/...)"
+            )
+        return lines

@@ -1,24 +1,52 @@
 """Writing WebDataset tar shards: record *i* of a split is the sample of members
-``<key>.<field>.<ext>``, ``key`` being *i* zero-padded, members sorted by name."""
+``<key>.<field>.<ext>``, ``key`` being *i* zero-padded, members sorted by name
+(which member each field becomes: docs/formats/webdataset.md)."""
 
 from __future__ import annotations
 
+import tarfile
 from collections.abc import Generator, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from ...model import column_len, raw_record
-from ...model.schema import Batch, Schema, SplitSpec
+from ...model import Image, column_len, names, raw_record
+from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ...sharding import ShardedDirectoryWriter, encode_chunks
+from .._imagecodec import LossyImage
 from .._png import png_encoder
-from .._record_bytes import encode_record
-from .._stored_fields import table_json, table_libraries
+from .._record_bytes import choose_record_encoding, encode_record
+from .._stored_fields import StoredField, table_json, table_libraries
 from ..base import Shard
-from . import tario
-from .encodings import FieldEncoding, choose_encoding
 
-__all__ = ["FORMAT_ID", "WebDatasetShardWriter"]
+__all__ = ["EXT_IMAGE", "FORMAT_ID", "FieldEncoding", "WebDatasetShardWriter", "choose_encoding"]
 
 FORMAT_ID = "dstore-webdataset"
+END = b"\0" * 1024  # a tar's end-of-archive blocks
+#: a member's extension by its encoding (:data:`.._record_bytes.ENCODINGS`) where they differ
+_EXT = {"jpeg": "jpg", "json-base64": "json", "tiff": "tif"}
+#: an encoded image's encoding by its extension (foreign tars)
+EXT_IMAGE = {"png": "png", "jpg": "jpeg", "jpeg": "jpeg", "webp": "webp"}
+
+
+class FieldEncoding(StoredField):
+    """A field's member suffix in a sample (``x.png``; a foreign ``jpg``) and encoding."""
+
+    json_key: ClassVar[str] = "member"
+
+
+def tar_member(name: str, data: bytes) -> bytes:
+    """One regular file member whose bytes depend on its name and data alone."""
+    info = tarfile.TarInfo(name)  # mtime 0, uid/gid 0, no user names, mode 0644
+    info.size = len(data)
+    header = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+    return header + data + b"\0" * (-len(data) % 512)
+
+
+def choose_encoding(spec: FieldSpec, lossy: LossyImage | None) -> FieldEncoding:
+    """How ``spec`` is stored; raw images take ``lossy`` (refused by name when they cannot)."""
+    enc, quality = choose_record_encoding(spec, lossy, "webdataset")
+    ext = spec.kind.encoding if isinstance(spec.kind, Image) and enc == "encoded" else enc
+    # escaped, no "." or "/" left: WebDataset's split at dots finds the key and the field
+    return FieldEncoding(f"{names.escape_dotless(spec.name)}.{_EXT.get(ext, ext)}", enc, quality)
 
 
 class WebDatasetShardWriter(ShardedDirectoryWriter):
@@ -48,7 +76,7 @@ class WebDatasetShardWriter(ShardedDirectoryWriter):
         def member(i: int, name: str) -> bytes:
             f, e = spec.fields[name], encs[name]
             value = raw_record(f.kind, chunk[name], i)
-            return tario.member(
+            return tar_member(
                 f"{start + i:0{width}d}.{e.at}", encode_record(e.encoding, f, value, e.lossy, png)
             )
 
@@ -76,7 +104,7 @@ class WebDatasetShardWriter(ShardedDirectoryWriter):
             wrote = True
             yield records
         if wrote:  # a shard of no records stays empty
-            out.write(tario.END)
+            out.write(END)
 
     def manifest_head(self) -> dict[str, Any]:
         return self.standard_head(FORMAT_ID, self.options, table_json(self.encodings))
