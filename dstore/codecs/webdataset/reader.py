@@ -121,12 +121,13 @@ def _look(f: IO[bytes], m: TarInfo, suffix: str, where: str) -> Any:
     ext = suffix.rsplit(".", 1)[-1].lower()
     if ext == "npy":
         return npy_header(f, m.offset_data, m.size, where)
-    f.seek(m.offset_data)
-    if ext == "json" and json_string_list(f.read(m.size)) is None:
-        raise SchemaError(
-            f"{where}: field {suffix!r} is JSON other than a list of strings, which "
-            "dstore does not read; leave it out of the tars"
-        )
+    if ext == "json":
+        f.seek(m.offset_data)
+        if json_string_list(f.read(m.size)) is None:
+            raise SchemaError(
+                f"{where}: field {suffix!r} is JSON other than a list of strings, which "
+                "dstore does not read; leave it out of the tars"
+            )
     return None
 
 
@@ -134,9 +135,8 @@ def _foreign_field(suffix: str, seen: set[Any]) -> tuple[FieldSpec, FieldEncodin
     """A field of tars dstore did not write, from its extension and what :func:`_look` saw."""
     ext = suffix.rsplit(".", 1)[-1].lower()
     enc = "encoded" if ext in EXT_IMAGE else _FOREIGN.get(ext, "bin")
-    kind = {"cls": Tensor(np.dtype(np.int64), ()), "txt": String(), "json": StringList()}.get(
-        enc, Bytes()
-    )
+    kinds = {"cls": Tensor(np.dtype(np.int64), ()), "txt": String(), "json": StringList()}
+    kind = kinds.get(enc, Bytes())
     if enc == "encoded":
         kind = Image(np.dtype(np.uint8), None, None, None, EXT_IMAGE[ext])
     elif enc == "npy":
@@ -172,7 +172,7 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
                     fields = seen.sample(s.members.keys(), path, f"sample {s.key!r}")
                     for suffix, m in s.members.items():
                         fields[suffix].add(_look(f, m, suffix, f"{path}: sample {s.key!r}"))
-        specs = {suffix: _foreign_field(suffix, seen) for suffix, seen in seen.fields.items()}
+        specs = {suffix: _foreign_field(suffix, looked) for suffix, looked in seen.fields.items()}
         self.encodings[split] = {name: enc for name, (_, enc) in specs.items()}
         shards = [ShardFile(path, len(self.spans(path))) for path in paths]
         return {name: spec for name, (spec, _) in specs.items()}, shards
@@ -183,13 +183,11 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
         def value(name: str, record: tuple[Sample, bytes, str]) -> Any:
             s, buf, path = record
             where = f"{path}: sample {s.key!r}, field {name!r}"
-            m = s.members.get(encs[name].at)
+            e, m = encs[name], s.members.get(encs[name].at)
             if m is None:
-                raise CodecIOError(f"{where}: no member {encs[name].at!r}")
+                raise CodecIOError(f"{where}: no member {e.at!r}")
             data = buf[m.offset_data - s.start : m.offset_data - s.start + m.size]
-            return decode_record(
-                encs[name].encoding, spec.fields[name], data, encs[name].lossy, where
-            )
+            return decode_record(e.encoding, spec.fields[name], data, e.lossy, where)
 
         return records_batch(spec, names, records, value)
 
@@ -197,6 +195,7 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
         lines = describe_table(self.encodings, self.shards, "tar shard(s)")
         if self.manifest is None:
             lines.append(
-                f"no dstore manifest: fields inferred from extensions ({DEFAULT_SPLIT!r} unless file names say train/test/...)"
+                f"no dstore manifest: fields inferred from extensions ({DEFAULT_SPLIT!r} "
+                "unless file names say train/test/...)"
             )
         return lines
