@@ -416,3 +416,33 @@ def test_overwrite_replaces_only_a_webdataset_output(tmp_path, tiles):
     with pytest.raises(dstore.DstoreError):
         dstore.save({"x": x[:5]}, str(other), overwrite=True)
     assert (other / "keep.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    ("member", "data", "error", "message"),
+    [
+        ("cls", b"x1", CodecIOError, r"sample 'b', field 'cls': not a int64 integer: b'x1'"),
+        ("json", b'{"a": 1}', SchemaError, r"field 'json' is JSON other than a list of strings"),
+        ("npy", b"not numpy", CodecIOError, r"sample 'b'.*not an \.npy of format version 1 or 2"),
+        ("txt", b"\xff\xfe", CodecIOError, r"field 'txt'.*invalid UTF-8"),
+    ],
+)
+def test_a_bad_member_value_is_one_line_naming_sample_and_field(
+    tmp_path, member, data, error, message
+):
+    path = str(tmp_path / "bad.tar")
+    good = {"cls": b"1", "json": b'["a"]', "npy": _npy_bytes(np.arange(3)), "txt": b"ok"}
+    with tarfile.open(path, "w") as tf:
+        for key, value in (("a", good[member]), ("b", data)):
+            info = tarfile.TarInfo(f"{key}.{member}")
+            info.size = len(value)
+            tf.addfile(info, io.BytesIO(value))
+    with pytest.raises(error, match=message):
+        dstore.convert(path, str(tmp_path / "out.npz"))
+    assert not os.path.exists(tmp_path / "out.npz")
+
+
+def _npy_bytes(arr):
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
