@@ -41,11 +41,6 @@ _WHAT = {
 }
 
 
-def _end(info: TarInfo) -> int:
-    """Where the member ``info`` ends (its data padded to whole blocks)."""
-    return info.offset_data + info.size + -info.size % BLOCK
-
-
 def is_tar_header(block: bytes) -> bool:
     """A first block that parses as a tar header (checksum included)."""
     try:
@@ -88,42 +83,43 @@ def walk(f: IO[bytes], path: str, size: int) -> Iterator[TarInfo]:
         raise CodecIOError(f"{path}: byte {tar.offset}: {what}")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Sample:
-    """One sample of a shard: its key, its members by suffix, the bytes it spans."""
+    """One sample of a shard: its key, its members' data (offset, size) by suffix, the
+    bytes it spans; kept for the reader's life, so no TarInfo (twice the memory)."""
 
     key: str
-    members: dict[str, TarInfo]
+    members: dict[str, tuple[int, int]]
     start: int
     end: int
 
 
 def _samples(members: Iterator[TarInfo], path: str) -> list[Sample]:
     """Consecutive members of one key make a sample (as WebDataset groups them)."""
-    groups: list[tuple[str, dict[str, TarInfo]]] = []
+    samples: list[Sample] = []
     for m in members:
         parts = _KEY_RE.match(m.name)
         if parts is None:
             raise CodecIOError(f"{path}: member {m.name!r} has no <key>.<extension> name")
         key, suffix = parts.groups()
-        if not groups or groups[-1][0] != key:
-            groups.append((key, {}))
-        elif suffix in groups[-1][1]:
+        if not samples or samples[-1].key != key:
+            samples.append(Sample(key, {}, m.offset, 0))
+        elif suffix in samples[-1].members:
             raise CodecIOError(f"{path}: sample {key!r} has two members {suffix!r}")
-        groups[-1][1][suffix] = m
-    spans = [(min(m.offset for m in g.values()), max(map(_end, g.values()))) for _, g in groups]
-    return [Sample(key, g, *span) for (key, g), span in zip(groups, spans, strict=True)]
+        samples[-1].members[suffix] = (m.offset_data, m.size)
+        samples[-1].end = m.offset_data + m.size + -m.size % BLOCK  # data padded to blocks
+    return samples
 
 
-def _look(f: IO[bytes], m: TarInfo, suffix: str, where: str) -> Any:
+def _look(f: IO[bytes], at: int, size: int, suffix: str, where: str) -> Any:
     """What a member of a tar dstore did not write says of its field: an ``.npy``'s dtype
     and shape; a ``.json`` must hold a list of strings."""
     ext = suffix.rsplit(".", 1)[-1].lower()
     if ext == "npy":
-        return npy_header(f, m.offset_data, m.size, where)
+        return npy_header(f, at, size, where)
     if ext == "json":
-        f.seek(m.offset_data)
-        if json_string_list(f.read(m.size)) is None:
+        f.seek(at)
+        if json_string_list(f.read(size)) is None:
             raise SchemaError(
                 f"{where}: field {suffix!r} is JSON other than a list of strings, which "
                 "dstore does not read; leave it out of the tars"
@@ -170,8 +166,9 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
             with fs.open_binary(path) as f:
                 for s in self.spans(path):
                     fields = seen.sample(s.members.keys(), path, f"sample {s.key!r}")
-                    for suffix, m in s.members.items():
-                        fields[suffix].add(_look(f, m, suffix, f"{path}: sample {s.key!r}"))
+                    for suffix, (at, size) in s.members.items():
+                        where = f"{path}: sample {s.key!r}"
+                        fields[suffix].add(_look(f, at, size, suffix, where))
         specs = {suffix: _foreign_field(suffix, looked) for suffix, looked in seen.fields.items()}
         self.encodings[split] = {name: enc for name, (_, enc) in specs.items()}
         shards = [ShardFile(path, len(self.spans(path))) for path in paths]
@@ -186,7 +183,7 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
             e, m = encs[name], s.members.get(encs[name].at)
             if m is None:
                 raise CodecIOError(f"{where}: no member {e.at!r}")
-            data = buf[m.offset_data - s.start : m.offset_data - s.start + m.size]
+            data = buf[m[0] - s.start : m[0] - s.start + m[1]]
             return decode_record(e.encoding, spec.fields[name], data, e.lossy, where)
 
         return records_batch(spec, names, records, value)
