@@ -261,6 +261,30 @@ def test_hostile_members_are_refused_naming_them(tmp_path, name, kind, message):
         dstore.open(path)
 
 
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT, tarfile.USTAR_FORMAT])
+def test_long_names_of_every_tar_format_are_read_and_sparse_members_refused(tmp_path, fmt):
+    """GNU long-name and PAX path records (names past ustar's 100 bytes) are followed;
+    a GNU sparse member is not a plain file and is refused by name."""
+    path = str(tmp_path / "long.tar")
+    prefix = "dir/" + "k" * 120 if fmt != tarfile.USTAR_FORMAT else "k"
+    with tarfile.open(path, "w", format=fmt) as tf:
+        for i in range(3):
+            for ext, data in (("txt", f"text {i}".encode()), ("cls", str(10 * i).encode())):
+                info = tarfile.TarInfo(f"{prefix}{i}.{ext}")
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    with dstore.open(path) as ds:
+        assert ds["data"]["cls"][:].tolist() == [0, 10, 20]
+        assert [ds["data"]["txt"][i] for i in range(3)] == ["text 0", "text 1", "text 2"]
+    if fmt == tarfile.GNU_FORMAT:
+        with tarfile.open(path, "a", format=fmt) as tf:
+            info = tarfile.TarInfo("z.txt")
+            info.type, info.size = tarfile.GNUTYPE_SPARSE, 1
+            tf.addfile(info, io.BytesIO(b"z"))
+        with pytest.raises(CodecIOError, match=r"member 'z.txt' is a member of type b'S'"):
+            dstore.open(path)
+
+
 def test_truncated_and_corrupt_tars_are_one_line(tmp_path, written):
     path, _ = written
     shard = os.path.join(path, "train-000000.tar")
@@ -274,6 +298,10 @@ def test_truncated_and_corrupt_tars_are_one_line(tmp_path, written):
     with open(bad, "wb") as f:
         f.write(data[:4000])  # inside the PNG of the first sample
     with pytest.raises(CodecIOError, match=r"member '000000.x.png' claims \d+ bytes past the end"):
+        dstore.open(bad)
+    with open(bad, "wb") as f:
+        f.write(data[:600])  # inside the first member's padding
+    with pytest.raises(CodecIOError, match="truncated tar"):
         dstore.open(bad)
     with open(bad, "wb") as f:
         f.write(data[:1024] + b"\x01" * 512 + data[1536:])  # the second member's header
@@ -318,9 +346,11 @@ def test_cli_convert_info_verify_across_formats(tmp_path, label_maker_npz):
         ["verify", label_maker_npz, dst],
         ["verify", dst],
         ["info", dst],
+        ["info", os.path.join(dst, "test-000000.tar")],  # one shard of a folder of two splits
     ):
         res = subprocess.run(cli_command(*argv), check=False, capture_output=True, text=True)
         assert res.returncode == 0, (argv, res.stderr)
+    assert "test: 1 tar shard(s); x: x.png (png)" in res.stdout
     back = str(tmp_path / "back.h5")
     dstore.convert(dst, back)
     assert dstore.verify(label_maker_npz, back).ok
@@ -386,3 +416,33 @@ def test_overwrite_replaces_only_a_webdataset_output(tmp_path, tiles):
     with pytest.raises(dstore.DstoreError):
         dstore.save({"x": x[:5]}, str(other), overwrite=True)
     assert (other / "keep.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    ("member", "data", "error", "message"),
+    [
+        ("cls", b"x1", CodecIOError, r"sample 'b', field 'cls': not a int64 integer: b'x1'"),
+        ("json", b'{"a": 1}', SchemaError, r"field 'json' is JSON other than a list of strings"),
+        ("npy", b"not numpy", CodecIOError, r"sample 'b'.*not an \.npy of format version 1 or 2"),
+        ("txt", b"\xff\xfe", CodecIOError, r"field 'txt'.*invalid UTF-8"),
+    ],
+)
+def test_a_bad_member_value_is_one_line_naming_sample_and_field(
+    tmp_path, member, data, error, message
+):
+    path = str(tmp_path / "bad.tar")
+    good = {"cls": b"1", "json": b'["a"]', "npy": _npy_bytes(np.arange(3)), "txt": b"ok"}
+    with tarfile.open(path, "w") as tf:
+        for key, value in (("a", good[member]), ("b", data)):
+            info = tarfile.TarInfo(f"{key}.{member}")
+            info.size = len(value)
+            tf.addfile(info, io.BytesIO(value))
+    with pytest.raises(error, match=message):
+        dstore.convert(path, str(tmp_path / "out.npz"))
+    assert not os.path.exists(tmp_path / "out.npz")
+
+
+def _npy_bytes(arr):
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()

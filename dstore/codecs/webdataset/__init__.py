@@ -1,37 +1,38 @@
-"""WebDataset: a folder of tar shards of samples, plus dstore's manifest.
-
-Layout written (``data.wds/``)::
-
-    train-000000.tar    samples <key>.<field>.<ext>, about ``shard_mb`` per shard
-    ...
-    dstore.json         schema, each field's member suffix and encoding, shards + sha256
-
-``webdataset.WebDataset("data.wds/train-{000000..000003}.tar").decode("rgb8")``
-reads every field as written (:mod:`.encodings` has the table). dstore reads
-its own folders back exactly (the manifest keeps dtypes and shapes) and
-anyone's tars by inspection (:mod:`.reader`); the tar bytes are the
-standard library's (:mod:`.tario`), deterministic, never extracted.
-"""
+"""WebDataset: a folder of tar shards of samples plus dstore's manifest
+(docs/formats/webdataset.md); tars dstore did not write are read by inspection."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from ... import fs, links
 from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor, names
 from ...model.schema import Batch, Schema
+from ...options import option
 from ...sharding import ShardedCodec
+from ...sharding.numbered import numbered_names
+from .._image_options import ImageOptions
 from ..base import Reader, Shard, ShardWriter, is_regular_file, read_at
-from . import tario
-from .encodings import choose_encoding
-from .options import WebDatasetOptions
-from .reader import WebDatasetReader
-from .writer import FORMAT_ID, WebDatasetShardWriter, shard_file
+from .reader import BLOCK, WebDatasetReader, is_tar_header
+from .writer import FORMAT_ID, WebDatasetShardWriter, choose_encoding
 
 __all__ = ["WebDatasetCodec", "WebDatasetOptions"]
+
+
+@dataclass(frozen=True)
+class WebDatasetOptions(ImageOptions):
+    shard_mb: float = option(256.0, "target tar shard size in MiB (WebDataset: 100 MB-1 GB)")
+    image_codec: str = option("png", "raw image fields as png (lossless), jpeg or webp (lossy)")
+    quality: int = option(90, "quality 1..100 of jpeg/webp images")
+    png_level: str = option("fast", "fast (UP filter + libdeflate level 1) or zlib level 0-9")
+    workers: int = option(0, "threads encoding images; 0 = one per core")
+
+    def validate(self) -> None:
+        # the encodings WebDataset's image decoder (PIL) reads
+        self.check_image_options("webdataset", ("png", "jpeg", "webp"))
 
 
 class WebDatasetCodec(ShardedCodec):
@@ -45,13 +46,11 @@ class WebDatasetCodec(ShardedCodec):
     keeps_encoded_images = True  # PNG/JPEG bytes are members as they came
     bfloat16_as = "float32"  # .npy has no bfloat16 without pickle: widened, exact
     Options = WebDatasetOptions
-
     format_id = FORMAT_ID
 
     @classmethod
     def owns_file(cls, path: str) -> bool:
-        """A file starting with a tar header."""
-        return is_regular_file(path) and tario.is_tar_header(read_at(path, 0, tario.BLOCK))
+        return is_regular_file(path) and is_tar_header(read_at(path, 0, BLOCK))
 
     def open_reader(self, path: str) -> Reader:
         if not fs.is_url(path) and os.path.isdir(path):
@@ -63,8 +62,7 @@ class WebDatasetCodec(ShardedCodec):
         return [len(r) for r in writer.encode_chunk(writer.schema.splits[split], 0, records)]
 
     def name_shards(self, plan: list[Shard]) -> list[Shard]:
-        """``<split>-000000.tar``: six digits, WebDataset's brace patterns."""
-        return [dataclasses.replace(s, file=shard_file(s.split, s.index)) for s in plan]
+        return numbered_names(plan, self.shard_suffix)
 
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
         return WebDatasetShardWriter(schema, self.options, plan)
@@ -78,8 +76,7 @@ class WebDatasetCodec(ShardedCodec):
                     "of no members cannot be stored in a tar"
                 )
             members = [
-                (n, choose_encoding(f, self.options.lossy()).suffix)
-                for n, f in split.fields.items()
+                (n, choose_encoding(f, self.options.lossy()).at) for n, f in split.fields.items()
             ]
             names.check_case_distinct(
                 members,

@@ -1,274 +1,195 @@
-"""Reading WebDataset tars: dstore's folders (manifest) and anyone's tars (by inspection).
-
-Nothing is extracted: each shard's headers are walked once (:func:`.tario.walk`)
-into a member index -- per sample its members' offsets -- kept for the
-reader's life, so any record range is one seek and one read, and training
-workers may cut a shard into pieces (:meth:`WebDatasetReader.shard_pieces`).
-
-Foreign tars (a ``.tar``, a folder of them, a ``{000000..000009}`` brace
-pattern, expanded here) are grouped into samples as WebDataset does (key: the
-member name up to the first dot of its base name; field: the rest, e.g.
-``jpg`` or ``seg.png``) and typed from extensions: ``png/jpg/jpeg/webp`` an
-encoded Image, ``cls/index`` an int64 scalar, ``npy`` a Tensor when every
-record has one dtype and shape (else Ragged; the header is read, never a
-pickle), ``txt`` a String, ``json`` a list of strings (any other JSON is refused
-by field), anything else Bytes. Every sample of a split must hold the same
-fields: one that lacks a field (or has another) is refused in one line naming it.
-"""
+"""Reading WebDataset tars: dstore's folders (manifest) and anyone's tars, typed by
+inspection as docs/formats/webdataset.md says; nothing is extracted."""
 
 from __future__ import annotations
 
-import json
 import re
+import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from tarfile import TarInfo
 from typing import IO, Any
 
 import numpy as np
 
 from ... import fs
 from ...errors import CodecIOError, SchemaError
-from ...model import (
-    Bytes,
-    Image,
-    Ragged,
-    String,
-    StringList,
-    Tensor,
-    VarColumn,
-    to_column,
-)
-from ...model.schema import DEFAULT_SPLIT, KNOWN_SPLITS, Batch, FieldSpec, SplitSpec
-from ...sharding import ShardedDirectoryReader, ShardFile, brace_files
+from ...model import Bytes, Image, String, StringList, Tensor
+from ...model.samples import SampleFields, array_kind, records_batch
+from ...model.schema import DEFAULT_SPLIT, Batch, FieldSpec, SplitSpec
+from ...sharding import ShardFile
+from ...sharding.numbered import NumberedShardReader
+from ...sharding.spans import SpanShardReader
 from .._npy import npy_header
-from . import tario
-from .encodings import ENCODINGS, EXT_IMAGE, FieldEncoding, decode_value
-from .writer import FORMAT_ID
+from .._record_bytes import ENCODINGS, decode_record, json_string_list
+from .._stored_fields import describe_table, read_field_table
+from .writer import EXT_IMAGE, FORMAT_ID, FieldEncoding
 
-__all__ = ["WebDatasetReader"]
+__all__ = ["WebDatasetReader", "is_tar_header"]
 
+BLOCK = 512
 _KEY_RE = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # WebDataset's key / suffix split
-_OURS_RE = re.compile(r"^(?P<split>.+)-\d{6}\.tar$")
+#: what a foreign member's extension makes a field (.npy: array_kind; images: EXT_IMAGE)
+_FOREIGN = {"cls": "cls", "index": "cls", "npy": "npy", "txt": "txt", "json": "json"}
+_REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
+_WHAT = {
+    tarfile.LNKTYPE: "hard link",
+    tarfile.SYMTYPE: "symbolic link",
+    tarfile.CHRTYPE: "character device",
+    tarfile.BLKTYPE: "block device",
+    tarfile.FIFOTYPE: "FIFO",
+}
 
 
-@dataclass(frozen=True)
+def is_tar_header(block: bytes) -> bool:
+    """A first block that parses as a tar header (checksum included)."""
+    try:
+        return any(block[:BLOCK]) and bool(
+            TarInfo.frombuf(block[:BLOCK], "utf-8", "surrogateescape")
+        )
+    except tarfile.HeaderError:
+        return False
+
+
+def _check(info: TarInfo, path: str, size: int) -> None:
+    where, name = f"{path}: byte {info.offset}: member {info.name!r}", info.name
+    if info.offset_data + info.size > size:
+        raise CodecIOError(f"{where} claims {info.size} bytes past the end")
+    if info.type not in _REGULAR and not info.isdir():
+        what = _WHAT.get(info.type, f"member of type {info.type!r}")
+        raise CodecIOError(f"{where} is a {what}; only files are read")
+    if name.startswith("/") or ".." in name.split("/") or "\\" in name or "\0" in name:
+        raise CodecIOError(f"{where} is an absolute path or leaves the archive")
+
+
+def walk(f: IO[bytes], path: str, size: int) -> Iterator[TarInfo]:
+    """The regular members of the tar in ``f`` (``size`` bytes), directories passed over;
+    links, devices, names leaving the archive and sizes past the end refused by member."""
+    if size == 0:
+        return  # no members (tarfile calls it no tar)
+    try:
+        with tarfile.open(fileobj=f, mode="r:", encoding="utf-8", errors="surrogateescape") as tar:
+            for info in tar:
+                _check(info, path, size)
+                if not info.isdir():
+                    yield info
+    except tarfile.ReadError as e:
+        raise CodecIOError(f"{path}: not a tar header, or a truncated tar ({e})") from None
+    # tarfile stops quietly at a cut or bad header after the first: that must be the end
+    f.seek(tar.offset)
+    tail = f.read(BLOCK)
+    if tar.offset < size and tail != b"\0" * BLOCK:
+        what = "truncated tar (ends inside a header)" if len(tail) < BLOCK else "not a tar header"
+        raise CodecIOError(f"{path}: byte {tar.offset}: {what}")
+
+
+@dataclass(slots=True)
 class Sample:
-    """One sample of a shard: its key, its members by suffix, the bytes it spans."""
+    """One sample of a shard: its key, its members' data (offset, size) by suffix, the
+    bytes it spans; kept for the reader's life, so no TarInfo (twice the memory)."""
 
     key: str
-    members: dict[str, tario.Member]
+    members: dict[str, tuple[int, int]]
     start: int
     end: int
 
 
-def _group(members: Iterator[tario.Member], path: str) -> list[Sample]:
+def _samples(members: Iterator[TarInfo], path: str) -> list[Sample]:
     """Consecutive members of one key make a sample (as WebDataset groups them)."""
-    out: list[Sample] = []
-    key = ""
-    group: dict[str, tario.Member] = {}
-
-    def close() -> None:
-        if group:
-            first = min(g.header for g in group.values())
-            out.append(Sample(key, dict(group), first, max(g.end for g in group.values())))
-            group.clear()
-
+    samples: list[Sample] = []
     for m in members:
         parts = _KEY_RE.match(m.name)
         if parts is None:
             raise CodecIOError(f"{path}: member {m.name!r} has no <key>.<extension> name")
-        if parts.group(1) != key:
-            close()
-            key = parts.group(1)
-        suffix = parts.group(2)
-        if suffix in group:
+        key, suffix = parts.groups()
+        if not samples or samples[-1].key != key:
+            samples.append(Sample(key, {}, m.offset, 0))
+        elif suffix in samples[-1].members:
             raise CodecIOError(f"{path}: sample {key!r} has two members {suffix!r}")
-        group[suffix] = m
-    close()
-    return out
+        samples[-1].members[suffix] = (m.offset_data, m.size)
+        samples[-1].end = m.offset_data + m.size + -m.size % BLOCK  # data padded to blocks
+    return samples
 
 
-class _Field:
-    """What the members of one suffix across a split are (foreign tars)."""
-
-    def __init__(self, suffix: str) -> None:
-        self.suffix = suffix
-        self.ext = suffix.rsplit(".", 1)[-1].lower()
-        self.npy: set[tuple[str, tuple[int, ...]]] = set()
-
-    def see(self, f: IO[bytes], m: tario.Member, where: str) -> None:
-        if self.ext == "npy":
-            dtype, shape = npy_header(f, m.data, m.size, where)
-            self.npy.add((dtype.str, tuple(shape)))
-        elif self.ext == "json":
-            f.seek(m.data)
-            try:
-                value = json.loads(f.read(m.size))
-            except ValueError:
-                value = None
-            if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
-                raise SchemaError(
-                    f"{where}: field {self.suffix!r} is JSON other than a list of strings, which "
-                    "dstore does not read; leave it out of the tars"
-                )
-
-    def spec(self) -> tuple[FieldSpec, FieldEncoding]:
-        name, ext = self.suffix, self.ext
-        if ext in EXT_IMAGE:
-            kind: Any = Image(np.dtype(np.uint8), None, None, None, EXT_IMAGE[ext])
-            return FieldSpec(name, kind), FieldEncoding(name, "encoded")
-        if ext in ("cls", "index"):
-            return FieldSpec(name, Tensor(np.dtype(np.int64), ())), FieldEncoding(name, "cls")
-        if ext == "npy":
-            return FieldSpec(name, self._npy_kind()), FieldEncoding(name, "npy")
-        if ext == "txt":
-            return FieldSpec(name, String()), FieldEncoding(name, "txt")
-        if ext == "json":
-            return FieldSpec(name, StringList()), FieldEncoding(name, "json")
-        return FieldSpec(name, Bytes()), FieldEncoding(name, "bin")
-
-    def _npy_kind(self) -> Tensor | Ragged:
-        dtypes = {d for d, _ in self.npy}
-        inner = {s[1:] for _, s in self.npy}
-        if len(self.npy) == 1:
-            ((dtype, shape),) = self.npy
-            return Tensor(np.dtype(dtype), shape)
-        if len(dtypes) == 1 and len(inner) == 1 and all(len(s) for _, s in self.npy):
-            return Ragged(np.dtype(dtypes.pop()), inner.pop())
-        raise SchemaError(
-            f"field {self.suffix!r}: .npy records differ in dtype or in more than their first "
-            f"axis ({sorted(self.npy)[:3]} ...), so they are neither one tensor nor ragged"
-        )
+def _look(f: IO[bytes], at: int, size: int, suffix: str, where: str) -> Any:
+    """What a member of a tar dstore did not write says of its field: an ``.npy``'s dtype
+    and shape; a ``.json`` must hold a list of strings."""
+    ext = suffix.rsplit(".", 1)[-1].lower()
+    if ext == "npy":
+        return npy_header(f, at, size, where)
+    if ext == "json":
+        f.seek(at)
+        if json_string_list(f.read(size)) is None:
+            raise SchemaError(
+                f"{where}: field {suffix!r} is JSON other than a list of strings, which "
+                "dstore does not read; leave it out of the tars"
+            )
+    return None
 
 
-def _column(spec: FieldSpec, values: list[Any], where: str) -> Any:
-    kind = spec.kind
-    if spec.dense:
-        return np.stack(values).astype(spec.dtype, copy=False)
-    if isinstance(kind, (String, Bytes)) or (isinstance(kind, Image) and kind.encoding != "raw"):
-        col = VarColumn.from_bytes(values)
-        if isinstance(kind, String):
-            try:
-                col.check_utf8(where)
-            except SchemaError as e:
-                raise CodecIOError(str(e)) from None
-        return col
-    return to_column(kind, values, where)
+def _foreign_field(suffix: str, seen: set[Any]) -> tuple[FieldSpec, FieldEncoding]:
+    """A field of tars dstore did not write, from its extension and what :func:`_look` saw."""
+    ext = suffix.rsplit(".", 1)[-1].lower()
+    enc = "encoded" if ext in EXT_IMAGE else _FOREIGN.get(ext, "bin")
+    kinds = {"cls": Tensor(np.dtype(np.int64), ()), "txt": String(), "json": StringList()}
+    kind = kinds.get(enc, Bytes())
+    if enc == "encoded":
+        kind = Image(np.dtype(np.uint8), None, None, None, EXT_IMAGE[ext])
+    elif enc == "npy":
+        kind = array_kind(seen, f"field {suffix!r}: .npy")
+    return FieldSpec(suffix, kind), FieldEncoding(suffix, enc)
 
 
-class WebDatasetReader(ShardedDirectoryReader):
+class WebDatasetReader(NumberedShardReader, SpanShardReader):
     """Tar shards of samples; a member index per shard makes every record range cheap."""
 
     format_id = FORMAT_ID
     codec_name = "webdataset"
     file_pattern = r"\.tar$"
+    shard_suffix = ".tar"
 
     def __init__(self, path: str, workers: int = 0) -> None:
         self.encodings: dict[str, dict[str, FieldEncoding]] = {}
-        self._index: dict[str, list[Sample]] = {}
         super().__init__(path, workers)
 
-    def split_of(self, filename: str) -> str:
-        m = _OURS_RE.match(filename)
-        if m and m.group("split") in KNOWN_SPLITS:
-            return m.group("split")
-        stem = filename.split(".", 1)[0]
-        return stem if stem in KNOWN_SPLITS else super().split_of(filename)
-
-    def find_files(self, path: str) -> list[str]:
-        """A ``{000000..000009}`` brace pattern (WebDataset's URLs) names every file."""
-        return brace_files(path) or super().find_files(path)
-
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
-        try:
-            fields = manifest["fields"]
-            self.encodings = {split: FieldEncoding.table(fields[split]) for split in fields}
-        except (KeyError, TypeError, AttributeError) as e:
-            raise CodecIOError(f"{where}: unreadable manifest: {e}") from None
-        for split, spec in self.schema.splits.items():
-            encs = self.encodings.get(split, {})
-            if set(encs) != set(spec.fields):
-                raise CodecIOError(f"{where}: split {split!r}: fields disagree with the schema")
-            for name, enc in encs.items():
-                if enc.encoding not in ENCODINGS or "/" in enc.suffix:
-                    raise CodecIOError(f"{where}: split {split!r}, field {name!r}: bad encoding")
+        self.encodings = read_field_table(FieldEncoding, manifest, self.schema, ENCODINGS, where)
 
-    def samples(self, path: str) -> list[Sample]:
-        """The member index of one shard (walked once, then kept)."""
-        if path not in self._index:
-            try:
-                with fs.open_binary(path) as f:
-                    self._index[path] = _group(tario.walk(f, path, fs.getsize(path)), path)
-            except FileNotFoundError:  # a shard the manifest lists (a damaged name, a lost file)
-                raise CodecIOError(f"{path}: no such shard (the manifest lists it)") from None
-        return self._index[path]
+    def walk_shard(self, f: IO[bytes], path: str, size: int) -> list[Sample]:
+        return _samples(walk(f, path, size), path)
 
     def scan_split(
         self, split: str, paths: list[str]
     ) -> tuple[dict[str, FieldSpec], list[ShardFile]]:
-        fields: dict[str, _Field] = {}
-        first: tuple[str, str] | None = None
-        shards = []
+        seen: SampleFields[set[Any]] = SampleFields(lambda suffix: set())
         for path in paths:
-            samples = self.samples(path)
             with fs.open_binary(path) as f:
-                for s in samples:
-                    if first is None:
-                        first = (path, s.key)
-                        fields = {suffix: _Field(suffix) for suffix in s.members}
-                    elif s.members.keys() != fields.keys():
-                        odd = sorted(s.members.keys() ^ fields.keys())[0]
-                        raise SchemaError(
-                            f"{path}: sample {s.key!r} {'has' if odd in s.members else 'lacks'} "
-                            f"field {odd!r} unlike sample {first[1]!r} of {first[0]}: every sample "
-                            "of a split must hold the same fields"
-                        )
-                    for suffix, m in s.members.items():
-                        fields[suffix].see(f, m, f"{path}: sample {s.key!r}")
-            shards.append(ShardFile(path, len(samples)))
-        specs = {suffix: fl.spec() for suffix, fl in fields.items()}
+                for s in self.spans(path):
+                    fields = seen.sample(s.members.keys(), path, f"sample {s.key!r}")
+                    for suffix, (at, size) in s.members.items():
+                        where = f"{path}: sample {s.key!r}"
+                        fields[suffix].add(_look(f, at, size, suffix, where))
+        specs = {suffix: _foreign_field(suffix, looked) for suffix, looked in seen.fields.items()}
         self.encodings[split] = {name: enc for name, (_, enc) in specs.items()}
+        shards = [ShardFile(path, len(self.spans(path))) for path in paths]
         return {name: spec for name, (spec, _) in specs.items()}, shards
-
-    def shard_pieces(self, shard: ShardFile, target_bytes: int) -> int:
-        """Entering a shard mid-way is one seek (the member index), so cut it by size."""
-        return self.pieces_by_size(shard, target_bytes)
-
-    def shard_records(self, shard: ShardFile, lo: int, hi: int) -> Iterator[Any]:
-        """Samples ``lo:hi`` of ``shard``, each with the bytes it spans (one seek to ``lo``)."""
-        samples = self.samples(shard.path)
-        self.check_count(shard, len(samples), "samples")
-        with fs.open_binary(shard.path) as f:
-            for s in samples[lo:hi]:
-                f.seek(s.start)
-                buf = f.read(s.end - s.start)
-                if len(buf) != s.end - s.start:
-                    raise CodecIOError(f"{shard.path}: ends inside sample {s.key!r}")
-                yield s, buf, shard.path
 
     def decode_records(self, spec: SplitSpec, names: list[str], records: list[Any]) -> Batch:
         encs = self.encodings[spec.name]
-        values: dict[str, list[Any]] = {name: [] for name in names}
-        for s, buf, path in records:
-            for name in names:
-                m = s.members.get(encs[name].suffix)
-                where = f"{path}: sample {s.key!r}, field {name!r}"
-                if m is None:
-                    raise CodecIOError(f"{where}: no member {encs[name].suffix!r}")
-                data = buf[m.data - s.start : m.data - s.start + m.size]
-                values[name].append(decode_value(encs[name], spec.fields[name], data, where))
-        return {
-            n: _column(spec.fields[n], v, f"{spec.name}: field {n!r}") for n, v in values.items()
-        }
+
+        def value(name: str, record: tuple[Sample, bytes, str]) -> Any:
+            s, buf, path = record
+            where = f"{path}: sample {s.key!r}, field {name!r}"
+            e, m = encs[name], s.members.get(encs[name].at)
+            if m is None:
+                raise CodecIOError(f"{where}: no member {e.at!r}")
+            data = buf[m[0] - s.start : m[0] - s.start + m[1]]
+            return decode_record(e.encoding, spec.fields[name], data, e.lossy, where)
+
+        return records_batch(spec, names, records, value)
 
     def describe(self) -> list[str]:
-        lines = [
-            f"{split}: {len(shards)} tar shard(s); members "
-            + ", ".join(
-                f"{n}: .{e.suffix} ({e.encoding})" for n, e in self.encodings[split].items()
-            )
-            for split, shards in self.shards.items()
-        ]
+        lines = describe_table(self.encodings, self.shards, "tar shard(s)")
         if self.manifest is None:
             lines.append(
                 f"no dstore manifest: fields inferred from extensions ({DEFAULT_SPLIT!r} "

@@ -1,43 +1,52 @@
-"""Writing WebDataset tar shards: records -> samples of members, in order.
-
-Each record becomes the members ``<key>.<field>.<ext>`` (:mod:`.encodings`),
-``key`` its index in the split zero-padded to one width per split (at least
-six digits), so name order is record order; a sample's members are sorted by
-name. Images are encoded on all cores (the encoders release the GIL); every
-member's bytes depend only on the data and the options (:mod:`.tario`). The
-shard files, ``.part`` commits and the manifest are the sharded-directory
-container's (:mod:`dstore.sharding`).
-"""
+"""Writing WebDataset tar shards: record *i* of a split is the sample of members
+``<key>.<field>.<ext>``, ``key`` being *i* zero-padded, members sorted by name
+(which member each field becomes: docs/formats/webdataset.md)."""
 
 from __future__ import annotations
 
+import tarfile
 from collections.abc import Generator, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from ...model import names, raw_record
-from ...model.schema import Batch, Schema, SplitSpec
+from ...model import Image, column_len, names, raw_record
+from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ...sharding import ShardedDirectoryWriter, encode_chunks
-from .._pixels import image_libraries
+from .._imagecodec import LossyImage
 from .._png import png_encoder
+from .._record_bytes import choose_record_encoding, encode_record
+from .._stored_fields import StoredField, table_json, table_libraries
 from ..base import Shard
-from . import tario
-from .encodings import FieldEncoding, choose_encoding, encode_value
-from .options import WebDatasetOptions
 
-__all__ = ["FORMAT_ID", "WebDatasetShardWriter", "key_width", "shard_file"]
+__all__ = ["EXT_IMAGE", "FORMAT_ID", "FieldEncoding", "WebDatasetShardWriter", "choose_encoding"]
 
 FORMAT_ID = "dstore-webdataset"
+END = b"\0" * 1024  # a tar's end-of-archive blocks
+#: a member's extension by its encoding (:data:`.._record_bytes.ENCODINGS`) where they differ
+_EXT = {"jpeg": "jpg", "json-base64": "json", "tiff": "tif"}
+#: an encoded image's encoding by its extension (foreign tars)
+EXT_IMAGE = {"png": "png", "jpg": "jpeg", "jpeg": "jpeg", "webp": "webp"}
 
 
-def key_width(count: int) -> int:
-    """Digits of a split's sample keys: six (WebDataset's habit) or as many as it needs."""
-    return max(6, len(str(max(count - 1, 0))))
+class FieldEncoding(StoredField):
+    """A field's member suffix in a sample (``x.png``; a foreign ``jpg``) and encoding."""
+
+    json_key: ClassVar[str] = "member"
 
 
-def shard_file(split: str, index: int) -> str:
-    """``<split>-000000.tar``: WebDataset's brace patterns (``{000000..000009}``) want a
-    fixed-width number and no total."""
-    return f"{names.escape(split)}-{index:06d}.tar"
+def tar_member(name: str, data: bytes) -> bytes:
+    """One regular file member whose bytes depend on its name and data alone."""
+    info = tarfile.TarInfo(name)  # mtime 0, uid/gid 0, no user names, mode 0644
+    info.size = len(data)
+    header = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+    return header + data + b"\0" * (-len(data) % 512)
+
+
+def choose_encoding(spec: FieldSpec, lossy: LossyImage | None) -> FieldEncoding:
+    """How ``spec`` is stored; raw images take ``lossy`` (refused by name when they cannot)."""
+    enc, quality = choose_record_encoding(spec, lossy, "webdataset")
+    ext = spec.kind.encoding if isinstance(spec.kind, Image) and enc == "encoded" else enc
+    # escaped, no "." or "/" left: WebDataset's split at dots finds the key and the field
+    return FieldEncoding(f"{names.escape_dotless(spec.name)}.{_EXT.get(ext, ext)}", enc, quality)
 
 
 class WebDatasetShardWriter(ShardedDirectoryWriter):
@@ -45,9 +54,7 @@ class WebDatasetShardWriter(ShardedDirectoryWriter):
 
     codec_name = "webdataset"
 
-    def __init__(
-        self, schema: Schema, options: WebDatasetOptions, plan: Sequence[Shard] = ()
-    ) -> None:
+    def __init__(self, schema: Schema, options: Any, plan: Sequence[Shard] = ()) -> None:
         self.options = options
         self.encodings: dict[str, dict[str, FieldEncoding]] = {
             split.name: {n: choose_encoding(s, options.lossy()) for n, s in split.fields.items()}
@@ -56,8 +63,7 @@ class WebDatasetShardWriter(ShardedDirectoryWriter):
         super().__init__(schema, plan, None)
 
     def current_libraries(self) -> dict[str, str]:
-        every = [e for encs in self.encodings.values() for e in encs.values()]
-        return image_libraries((e.lossy or e.encoding for e in every), str(self.options.png_level))
+        return table_libraries(self.encodings, str(self.options.png_level))
 
     def encode_chunk(
         self, spec: SplitSpec, start: int, chunk: Batch, png: Any = None
@@ -65,51 +71,40 @@ class WebDatasetShardWriter(ShardedDirectoryWriter):
         """One sample's members per record of ``chunk`` (records ``start:`` of the split)."""
         png = png or png_encoder(str(self.options.png_level))
         encs = self.encodings[spec.name]
-        width = key_width(spec.count)
-        order = sorted(chunk, key=lambda name: encs[name].suffix)
-        n = len(next(iter(chunk.values()))) if chunk else 0
-        out = []
-        for i in range(n):
-            key = f"{start + i:0{width}d}"
-            out.append(
-                b"".join(
-                    tario.member(
-                        f"{key}.{encs[name].suffix}",
-                        encode_value(
-                            encs[name],
-                            spec.fields[name],
-                            raw_record(spec.fields[name].kind, chunk[name], i),
-                            png,
-                        ),
-                    )
-                    for name in order
-                )
+        width = max(6, len(str(max(spec.count - 1, 0))))  # six digits, as WebDataset's
+
+        def member(i: int, name: str) -> bytes:
+            f, e = spec.fields[name], encs[name]
+            value = raw_record(f.kind, chunk[name], i)
+            return tar_member(
+                f"{start + i:0{width}d}.{e.at}", encode_record(e.encoding, f, value, e.lossy, png)
             )
-        return out
+
+        order = sorted(chunk, key=lambda name: encs[name].at)
+        n = column_len(next(iter(chunk.values()))) if chunk else 0
+        return [b"".join(member(i, name) for name in order) for i in range(n)]
 
     def encode_shard(
         self, shard: Shard, batches: Iterator[Batch]
     ) -> Generator[list[bytes], None, None]:
-        """Groups of samples in record order; the last one carries the end-of-archive blocks."""
         spec = self.schema.splits[shard.split]
         png = png_encoder(str(self.options.png_level))
-        held: list[bytes] | None = None
-        for group in encode_chunks(
+        yield from encode_chunks(
             batches,
             lambda at, chunk: self.encode_chunk(spec, shard.start + at, chunk, png),
             self.options.workers,
             "dstore-wds",
-        ):
-            if held is not None:
-                yield held
-            held = group
-        if held is not None:
-            held[-1] += tario.END
-            yield held
+        )
+
+    def write_records(
+        self, shard: Shard, batches: Iterator[Batch], out: Any
+    ) -> Generator[int, None, None]:
+        wrote = False
+        for records in super().write_records(shard, batches, out):
+            wrote = True
+            yield records
+        if wrote:  # a shard of no records stays empty
+            out.write(END)
 
     def manifest_head(self) -> dict[str, Any]:
-        fields = {
-            split: {name: e.to_json() for name, e in encs.items()}
-            for split, encs in self.encodings.items()
-        }
-        return self.standard_head(FORMAT_ID, self.options, fields)
+        return self.standard_head(FORMAT_ID, self.options, table_json(self.encodings))

@@ -1,0 +1,45 @@
+"""Shards numbered without a total (``<split>-000000<suffix>``), as WebDataset's
+``ShardWriter`` names them: a brace pattern ``{000000..000009}`` covers a split."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import ClassVar
+
+from ..codecs.base import Shard
+from ..model import names
+from ..model.schema import KNOWN_SPLITS
+from .reader import ShardedDirectoryReader, brace_files
+
+__all__ = ["NumberedShardReader", "numbered_name", "numbered_names", "numbered_split"]
+
+
+def numbered_name(split: str, index: int, suffix: str) -> str:
+    """``<split>-000000<suffix>``: a fixed-width number and no total."""
+    return f"{names.escape(split)}-{index:06d}{suffix}"
+
+
+def numbered_names(plan: list[Shard], suffix: str) -> list[Shard]:
+    """A size plan's shards under :func:`numbered_name` names."""
+    return [dataclasses.replace(s, file=numbered_name(s.split, s.index, suffix)) for s in plan]
+
+
+def numbered_split(filename: str, suffix: str) -> str | None:
+    """The known split (``train``, ``test``...) of a file named ``<split>-000000<suffix>``;
+    None for any other name."""
+    m = re.match(rf"^(?P<split>.+)-\d{{6}}{re.escape(suffix)}$", filename)
+    return m.group("split") if m and m.group("split") in KNOWN_SPLITS else None
+
+
+class NumberedShardReader(ShardedDirectoryReader):
+    """A sharded reader of shards numbered without a total, whose files dstore did not
+    write may be named by a brace pattern; they end in :attr:`shard_suffix`."""
+
+    shard_suffix: ClassVar[str]
+
+    def split_of(self, filename: str) -> str:
+        return numbered_split(filename, self.shard_suffix) or super().split_of(filename)
+
+    def find_files(self, path: str) -> list[str]:
+        return brace_files(path) or super().find_files(path)

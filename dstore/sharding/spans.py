@@ -1,0 +1,65 @@
+"""Shards whose records are byte spans found by walking each shard once (an archive's
+member index, e.g. WebDataset's tars): any record range is then one seek and one read,
+and training workers may cut a shard by its size."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterator
+from typing import IO, Any, Protocol
+
+from .. import fs
+from ..errors import CodecIOError
+from .reader import ShardedDirectoryReader, ShardFile
+
+__all__ = ["Span", "SpanShardReader"]
+
+
+class Span(Protocol):
+    """A record's bytes in its shard: ``start:end``, and its name in messages."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def end(self) -> int: ...
+
+
+class SpanShardReader(ShardedDirectoryReader):
+    """A sharded reader whose format finds its records' spans with :meth:`walk_shard`."""
+
+    def __init__(self, path: str, workers: int = 0) -> None:
+        self._spans: dict[str, list[Any]] = {}
+        super().__init__(path, workers)
+
+    @abstractmethod
+    def walk_shard(self, f: IO[bytes], path: str, size: int) -> list[Any]:
+        """The records of the shard in ``f`` (``size`` bytes) as :class:`Span`\\ s, in order."""
+
+    def spans(self, path: str) -> list[Any]:
+        """The record spans of one shard (walked once, then kept)."""
+        if path not in self._spans:
+            try:
+                with fs.open_binary(path) as f:
+                    self._spans[path] = self.walk_shard(f, path, fs.getsize(path))
+            except FileNotFoundError:  # a shard the manifest lists (a damaged name, a lost file)
+                raise CodecIOError(f"{path}: no such shard (the manifest lists it)") from None
+        return self._spans[path]
+
+    def shard_pieces(self, shard: ShardFile, target_bytes: int) -> int:
+        return self.pieces_by_size(shard, target_bytes)
+
+    def shard_records(self, shard: ShardFile, lo: int, hi: int) -> Iterator[Any]:
+        """Records ``lo:hi`` of ``shard``: each span with its bytes and the shard's path."""
+        spans = self.spans(shard.path)
+        self.check_count(shard, len(spans))
+        with fs.open_binary(shard.path) as f:
+            for s in spans[lo:hi]:
+                f.seek(s.start)
+                buf = f.read(s.end - s.start)
+                if len(buf) != s.end - s.start:
+                    raise CodecIOError(f"{shard.path}: ends inside record {s.key!r}")
+                yield s, buf, shard.path
