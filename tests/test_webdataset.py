@@ -221,12 +221,181 @@ def test_plain_tar_and_converting_a_foreign_tar(tmp_path):
     assert dstore.verify(tar, out).ok
 
 
-def test_a_sample_missing_a_field_is_refused_by_name(tmp_path):
+# a field some samples lack reads as a list kind, as TFRecord features some Examples lack
+_OUTPUTS = ("out.npz", "out.zarr", "out.parquet", "out.tfrecords")
+
+
+def _same(got, want, where):
+    """One record of a field equal to the one expected, element by element."""
+    if isinstance(want, list):
+        assert list(got) == want, where
+    else:
+        assert np.asarray(got).dtype == np.asarray(want).dtype, where
+        np.testing.assert_array_equal(got, want, err_msg=str(where))
+
+
+def _check_records(path, want, kinds, fmt=None):
+    """``path`` holds the splits ``want`` ({split: {field: records}}) of ``kinds``, read by
+    dstore.open; so do its conversions to npz, zarr, parquet and tfrecords (verified)."""
+    for target in (path, *(os.path.join(os.path.dirname(path), o) for o in _OUTPUTS)):
+        if target != path:
+            dstore.convert(path, target, from_format=fmt)
+            assert dstore.verify(path, target, a_format=fmt).ok, target
+        with dstore.open(target, format=fmt if target == path else None) as ds:
+            assert sorted(ds) == sorted(want)
+            for split, fields in want.items():
+                got = ds[split]
+                assert {n: got[n].kind.describe() for n in got} == kinds[split], target
+                assert list(got) == list(kinds[split]), target  # first-seen order
+                for name, records in fields.items():
+                    assert len(got[name]) == len(records)
+                    for i, value in enumerate(records):
+                        _same(got[name][i], value, (target, split, name, i))
+
+
+def _members(path):
+    with tarfile.open(path) as tf:
+        return {m.name: tf.extractfile(m).read() for m in tf if m.isfile()}
+
+
+def test_samples_whose_fields_differ_read_as_lists(tmp_path, tiles):
+    # refused before: "sample 'b' lacks field 'jpg' unlike sample 'a'"
+    x, _ = tiles
     path = str(tmp_path / "m.tar")
     with wds.TarWriter(path) as sink:
-        sink.write({"__key__": "a", "cls": 1, "txt": "x"})
-        sink.write({"__key__": "b", "cls": 2})
-    with pytest.raises(SchemaError, match=r"sample 'b' lacks field 'txt' unlike sample 'a'"):
+        sink.write(
+            {"__key__": "a", "cls": 1, "txt": "x", "jpg": x[0], "npy": np.float32(2.5)}
+            | {"json": ["p", "q"]}
+        )
+        sink.write({"__key__": "b", "cls": 2})  # lacks all but cls
+        sink.write({"__key__": "c", "cls": 3, "txt": "z", "npy": np.float32(7), "meta.bin": b"m"})
+    jpg = _members(path)["a.jpg"]
+    f32 = np.float32
+    want = {
+        "cls": [np.int64(1), np.int64(2), np.int64(3)],
+        "jpg": [[jpg], [], []],
+        "json": [["p", "q"], [], []],
+        "npy": [np.array([2.5], f32), np.zeros(0, f32), np.array([7], f32)],
+        "txt": [["x"], [], ["z"]],
+        "meta.bin": [[], [], [b"m"]],
+    }
+    kinds = {
+        "cls": "int64 ()",
+        "jpg": "list of bytes",
+        "json": "list of string",
+        "npy": "ragged float32 (*,)",
+        "txt": "list of string",
+        "meta.bin": "list of bytes",
+    }
+    _check_records(path, {"data": want}, {"data": kinds})
+    got = list(dstore.to_torch(path, split="data"))
+    assert [r["txt"] for r in got] == want["txt"] and got[0]["jpg"] == [jpg]
+    assert [r["npy"].tolist() for r in got] == [[2.5], [], [7.0]]
+
+
+def test_fields_differing_across_shards_of_a_brace_pattern(tmp_path, tiles):
+    x, _ = tiles
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    with wds.ShardWriter(str(folder / "train-%06d.tar"), maxcount=3) as sink:
+        for i in range(9):
+            sample = {"__key__": f"k{i:03d}", "cls": i}
+            if i < 3 or i >= 6:
+                sample["png"] = x[i]
+            if i < 3:
+                sample["seg.npy"] = np.full((i + 1, 2), i, np.int16)
+            if i >= 3:
+                sample["txt"] = f"caption {i}"
+            if 3 <= i < 6:
+                sample["vec.npy"] = np.full((2, 3), i, np.float32)
+            sink.write(sample)
+    assert sorted(os.listdir(folder)) == [f"train-{i:06d}.tar" for i in range(3)]
+    members = {}
+    for name in sorted(os.listdir(folder)):
+        members |= _members(str(folder / name))
+    none16, none32 = np.zeros((0, 2), np.int16), np.zeros((0, 3), np.float32)
+    want = {
+        "cls": [np.int64(i) for i in range(9)],
+        "png": [[members[f"k{i:03d}.png"]] if i < 3 or i >= 6 else [] for i in range(9)],
+        "seg.npy": [np.full((i + 1, 2), i, np.int16) if i < 3 else none16 for i in range(9)],
+        "txt": [[f"caption {i}"] if i >= 3 else [] for i in range(9)],
+        "vec.npy": [np.full((2, 3), i, np.float32) if 3 <= i < 6 else none32 for i in range(9)],
+    }
+    kinds = {
+        "cls": "int64 ()",
+        "png": "list of bytes",
+        "seg.npy": "ragged int16 (*, 2)",
+        "txt": "list of string",
+        "vec.npy": "ragged float32 (*, 3)",
+    }
+    pattern = str(folder / "train-{000000..000002}.tar")
+    _check_records(pattern, {"train": want}, {"train": kinds}, fmt="webdataset")
+    loader = dstore.to_torch(pattern, split="train", format="webdataset")
+    got = sorted(loader, key=lambda r: int(r["cls"]))
+    assert [r["txt"] for r in got] == want["txt"]
+    assert [r["vec.npy"].shape[0] for r in got] == [0, 0, 0, 2, 2, 2, 0, 0, 0]
+
+
+def test_a_field_only_in_the_last_sample_of_a_plain_tar(tmp_path):
+    files = tmp_path / "files"
+    files.mkdir()
+    for i in range(3):
+        (files / f"{i:02d}.txt").write_text(f"text {i}")
+        (files / f"{i:02d}.cls").write_text(str(10 * i))
+    (files / "02.json").write_text('["last", "one"]')
+    (files / "02.npy").write_bytes(_npy_bytes(np.int64(5)))  # 0-d: one value
+    tar = str(tmp_path / "plain.tar")
+    subprocess.run(["tar", "-cf", tar, "-C", str(files), *sorted(os.listdir(files))], check=True)
+    want = {
+        "cls": [np.int64(0), np.int64(10), np.int64(20)],
+        "txt": ["text 0", "text 1", "text 2"],
+        "json": [[], [], ["last", "one"]],
+        "npy": [np.zeros(0, np.int64), np.zeros(0, np.int64), np.array([5], np.int64)],
+    }
+    kinds = {
+        "cls": "int64 ()",
+        "txt": "string",  # every sample holds it: as before
+        "json": "list of string",
+        "npy": "ragged int64 (*,)",
+    }
+    _check_records(tar, {"data": want}, {"data": kinds})
+    out = str(tmp_path / "cli.parquet")
+    for argv in (["info", tar], ["convert", tar, out], ["verify", tar, out]):
+        res = subprocess.run(cli_command(*argv), check=False, capture_output=True, text=True)
+        assert res.returncode == 0, (argv, res.stderr)
+        if argv[0] == "info":
+            assert "ragged int64" in res.stdout and "list of string" in res.stdout, res.stdout
+    with dstore.open(out) as ds:
+        assert [ds["data"]["json"][i] for i in range(3)] == want["json"]
+
+
+def test_two_splits_each_typed_by_its_own_samples(tmp_path):
+    folder = tmp_path / "two"
+    folder.mkdir()
+    with wds.TarWriter(str(folder / "train-000000.tar")) as sink:
+        sink.write({"__key__": "a", "cls": 0, "txt": "only here"})
+        sink.write({"__key__": "b", "cls": 1})
+    with wds.TarWriter(str(folder / "test-000000.tar")) as sink:
+        for i in range(2):
+            sink.write({"__key__": f"t{i}", "cls": 5 + i, "txt": f"test {i}"})
+    want = {
+        "train": {"cls": [np.int64(0), np.int64(1)], "txt": [["only here"], []]},
+        "test": {"cls": [np.int64(5), np.int64(6)], "txt": ["test 0", "test 1"]},
+    }
+    kinds = {
+        "train": {"cls": "int64 ()", "txt": "list of string"},
+        "test": {"cls": "int64 ()", "txt": "string"},  # every sample holds txt: as before
+    }
+    _check_records(str(folder), want, kinds, fmt="webdataset")
+
+
+def test_arrays_that_are_no_list_when_some_samples_lack_them_are_refused(tmp_path):
+    path = str(tmp_path / "odd.tar")
+    with wds.TarWriter(path) as sink:
+        sink.write({"__key__": "a", "npy": np.float32(1)})
+        sink.write({"__key__": "b", "npy": np.zeros(2, np.float32)})
+        sink.write({"__key__": "c", "cls": 1})
+    with pytest.raises(SchemaError, match=r"field 'npy': \.npy records differ"):
         dstore.open(path)
 
 

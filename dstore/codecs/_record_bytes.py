@@ -120,10 +120,10 @@ def decode_record(
             raise CodecIOError(f"{where}: not a {spec.dtype} integer: {data[:40]!r}") from None
     if encoding == "npy":
         arr = read_npy(data, where)
+        # ragged: rows of the inner shape; a 0-d array is one value (foreign tars' fields
+        # that some samples lack: model/samples.py list_kind)
         want = spec.shape if isinstance(spec.kind, Tensor) else None
-        fits = (
-            arr.shape == want if want is not None else arr.ndim >= 1 and arr.shape[1:] == spec.shape
-        )
+        fits = arr.shape == want if want is not None else arr.shape[1:] == spec.shape
         if arr.dtype != spec.dtype or not fits:
             shown = spec.kind.describe()
             raise CodecIOError(f"{where}: .npy holds {arr.dtype} {arr.shape}, field is {shown}")

@@ -3,42 +3,71 @@ sample) read from files dstore did not write, and columns from decoded records."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from ..errors import CodecIOError, SchemaError
 from .columns import Column, VarColumn, to_column
-from .kinds import Bytes, Image, Ragged, String, Tensor
+from .kinds import Bytes, Image, Kind, Ragged, String, StringList, Tensor
 from .schema import Batch, FieldSpec, SplitSpec
 
-__all__ = ["SampleFields", "array_kind", "records_batch", "records_column"]
+__all__ = ["SampleFields", "array_kind", "list_kind", "records_batch", "records_column"]
 
 T = TypeVar("T")
 
 
 class SampleFields(Generic[T]):
-    """The fields of a split's samples, one ``field(name)`` each, made at the first
-    sample: every other sample must hold the same ones (one that lacks a field, or holds
-    another, is refused in one line naming both samples and the field)."""
+    """The fields of a split's samples, one ``field(name)`` each, made where a field is
+    first seen (fields keep that order across the split). A field some samples lack
+    (or that a later sample adds) is read as a list kind (:meth:`specs`), as dstore
+    reads TFRecord Examples whose features differ (``codecs/_example_infer.py``)."""
 
     def __init__(self, field: Callable[[str], T]) -> None:
         self.field = field
         self.fields: dict[str, T] = {}
-        self.first: str | None = None
+        self.held: dict[str, int] = {}  # how many samples hold each field
+        self.samples = 0
 
-    def sample(self, names: Collection[str], file: str, sample: str) -> dict[str, T]:
-        """The fields of ``sample`` (``"sample 'key'"``) of ``file``, whose names are ``names``."""
-        if self.first is None:
-            self.first, self.fields = f"{sample} of {file}", {n: self.field(n) for n in names}
-        elif set(names) != self.fields.keys():
-            odd = sorted(set(names) ^ self.fields.keys())[0]
-            raise SchemaError(
-                f"{file}: {sample} {'has' if odd in names else 'lacks'} field {odd!r} unlike "
-                f"{self.first}: every sample of a split must hold the same fields"
-            )
+    def sample(self, names: Iterable[str]) -> dict[str, T]:
+        """The fields, one of them for each of ``names``, the members of one more sample."""
+        self.samples += 1
+        for n in names:
+            if n not in self.fields:
+                self.fields[n] = self.field(n)
+            self.held[n] = self.held.get(n, 0) + 1
         return self.fields
+
+    def specs(self, present: dict[str, FieldSpec]) -> dict[str, FieldSpec]:
+        """The fields of the split from ``present``, each field's kind where a sample
+        holds it: a field some samples lack becomes its :func:`list_kind`."""
+        return {
+            n: f if self.held[n] == self.samples else replace(f, kind=list_kind(f.kind, n))
+            for n, f in present.items()
+        }
+
+
+def list_kind(kind: Kind, name: str) -> Ragged | StringList:
+    """The list kind of field ``name`` of ``kind`` that some records lack: an absent
+    record is an empty list, a present one its values (:func:`records_column`). Numbers
+    are ragged (a 0-d array one value, an array its rows), strings a list of strings,
+    byte strings and encoded images a list of byte strings (an image has no empty value)."""
+    try:
+        if isinstance(kind, Tensor):
+            return Ragged(kind.dtype, kind.shape[1:])
+        if isinstance(kind, (Ragged, StringList)):
+            return kind
+        if isinstance(kind, String):
+            return StringList(text=True)
+        if isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw"):
+            return StringList(text=False)
+    except SchemaError as e:
+        raise SchemaError(f"field {name!r}, which some samples lack: {e}") from None
+    raise SchemaError(
+        f"field {name!r} is {kind.describe()} and some samples lack it: it has no list form"
+    )
 
 
 def array_kind(seen: Iterable[tuple[np.dtype, tuple[int, ...]]], where: str) -> Tensor | Ragged:
@@ -61,13 +90,27 @@ def array_kind(seen: Iterable[tuple[np.dtype, tuple[int, ...]]], where: str) -> 
 def records_column(spec: FieldSpec, values: list[Any], where: str) -> Column:
     """A column of ``spec`` from its records decoded one by one: arrays, or the stored
     bytes of strings, byte strings and encoded images (invalid UTF-8 is a CodecIOError:
-    the data as stored is bad)."""
+    the data as stored is bad). In a list kind (:func:`list_kind`) an absent record
+    (None) is an empty list, a string or a 0-d array one value."""
     kind = spec.kind
     if spec.dense:
         return np.stack(values).astype(spec.dtype, copy=False)
-    if isinstance(kind, (String, Bytes)) or (isinstance(kind, Image) and kind.encoding != "raw"):
-        col = VarColumn.from_bytes(values)
-        if isinstance(kind, String):
+    if isinstance(kind, Ragged):
+        empty = np.zeros((0, *kind.inner_shape), kind.dtype)
+        values = [
+            empty if v is None else np.reshape(v, 1) if np.ndim(v) == 0 else v for v in values
+        ]
+    if isinstance(kind, (String, Bytes, StringList)) or (
+        isinstance(kind, Image) and kind.encoding != "raw"
+    ):
+        col = (
+            VarColumn.from_lists(
+                [[] if v is None else v if isinstance(v, list) else [v] for v in values]
+            )
+            if isinstance(kind, StringList)
+            else VarColumn.from_bytes(values)
+        )
+        if isinstance(kind, String) or (isinstance(kind, StringList) and kind.text):
             try:
                 col.check_utf8(where)
             except SchemaError as e:

@@ -165,14 +165,14 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
         for path in paths:
             with fs.open_binary(path) as f:
                 for s in self.spans(path):
-                    fields = seen.sample(s.members.keys(), path, f"sample {s.key!r}")
+                    fields = seen.sample(s.members)
                     for suffix, (at, size) in s.members.items():
                         where = f"{path}: sample {s.key!r}"
                         fields[suffix].add(_look(f, at, size, suffix, where))
         specs = {suffix: _foreign_field(suffix, looked) for suffix, looked in seen.fields.items()}
         self.encodings[split] = {name: enc for name, (_, enc) in specs.items()}
         shards = [ShardFile(path, len(self.spans(path))) for path in paths]
-        return {name: spec for name, (spec, _) in specs.items()}, shards
+        return seen.specs({name: spec for name, (spec, _) in specs.items()}), shards
 
     def decode_records(self, spec: SplitSpec, names: list[str], records: list[Any]) -> Batch:
         encs = self.encodings[spec.name]
@@ -181,6 +181,8 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
             s, buf, path = record
             where = f"{path}: sample {s.key!r}, field {name!r}"
             e, m = encs[name], s.members.get(encs[name].at)
+            if m is None and self.manifest is None:
+                return None  # a field this foreign sample lacks: an empty list (samples.py)
             if m is None:
                 raise CodecIOError(f"{where}: no member {e.at!r}")
             data = buf[m[0] - s.start : m[0] - s.start + m[1]]
