@@ -592,6 +592,7 @@ def test_overwrite_replaces_only_a_webdataset_output(tmp_path, tiles):
     [
         ("cls", b"x1", CodecIOError, r"sample 'b', field 'cls': not a int64 integer: b'x1'"),
         ("json", b'{"a": 1}', SchemaError, r"field 'json' is JSON other than a list of strings"),
+        ("json", b'["\\ud800"]', CodecIOError, r"sample 'b', field 'json'.*lone surrogate"),
         ("npy", b"not numpy", CodecIOError, r"sample 'b'.*not an \.npy of format version 1 or 2"),
         ("txt", b"\xff\xfe", CodecIOError, r"field 'txt'.*invalid UTF-8"),
     ],

@@ -106,11 +106,12 @@ def decode_record(
         if strings is None:
             raise CodecIOError(f"{where}: not a JSON list of strings")
         try:
-            return (
-                strings
-                if encoding == "json"
-                else [base64.b64decode(s, validate=True) for s in strings]
-            )
+            if encoding == "json":
+                "".join(strings).encode("utf-8")  # JSON's "\ud800" is no UTF-8 text
+                return strings
+            return [base64.b64decode(s, validate=True) for s in strings]
+        except UnicodeEncodeError:
+            raise CodecIOError(f"{where}: a string holds a lone surrogate (not text)") from None
         except ValueError:
             raise CodecIOError(f"{where}: a string is not base64") from None
     if encoding == "cls":
