@@ -376,3 +376,24 @@ def test_hdf5_deflated_chunks_are_libdeflates_and_read_by_h5py(tmp_path, tiles, 
             if shuffle and ds.dtype.itemsize > 1:
                 raw = raw.reshape(-1, ds.dtype.itemsize).T.reshape(-1)
             assert bytes(blob) == bytes(imagecodecs.deflate_encode(raw.tobytes(), level=4))
+
+
+def test_zarr_chunk_paths_are_resolved_once_per_array(tmp_path, monkeypatch, label_maker_npz):
+    """The chunk files of a store with a chunk per tile are written below their array's
+    folder, resolved once per array, not once per chunk (each resolution is a dozen
+    lstat calls under the GIL); zarr reads every tile back."""
+    from dstore.model import names
+
+    resolved = []
+    real = os.path.realpath
+    monkeypatch.setattr(
+        names.os.path, "realpath", lambda p, **k: resolved.append(p) or real(p, **k)
+    )
+    out = str(tmp_path / "o.zarr")
+    dstore.convert(label_maker_npz, out, options={"chunk_mb": 64 * 64 * 3 / 2**20})
+    chunks = [f for r, _, fs in os.walk(out) for f in fs if f != "zarr.json"]
+    assert len(chunks) >= 60 and len(resolved) < 30
+    g = zarr.open_group(out, mode="r")
+    with np.load(label_maker_npz) as src:
+        for split in ("train", "test", "val"):
+            np.testing.assert_array_equal(g[f"{split}/x"][:], src[f"x_{split}"])
