@@ -46,32 +46,32 @@ def ways(src: str, out_zarr: str, out_h5: str) -> list[tuple[str, str, str, str]
         + """
 import zarr
 from zarr.codecs import BloscCodec
-t = time.perf_counter()
+t = time.perf_counter(); c = os.times()
 g = zarr.open_group({out!r}, mode="w", zarr_format=3)
 for k, a in arrays.items():
     g.create_array(k, data=a, chunks=(1, *a.shape[1:]), compressors=BloscCodec(cname={cname!r}, clevel=3, shuffle="shuffle"))
 s = time.perf_counter() - t
-print("RESULT", json.dumps({{"seconds": s}}))
+print("RESULT", json.dumps({{"seconds": s, "cpu_s": sum(os.times()[:2]) - sum(c[:2])}}))
 """
     )
     h5_direct = (
         load
         + """
 import h5py
-t = time.perf_counter()
+t = time.perf_counter(); c = os.times()
 with h5py.File({out!r}, "w") as f:
     for k, a in arrays.items():
         f.create_dataset(k, data=a, chunks=(1, *a.shape[1:]), {comp})
 s = time.perf_counter() - t
-print("RESULT", json.dumps({{"seconds": s}}))
+print("RESULT", json.dumps({{"seconds": s, "cpu_s": sum(os.times()[:2]) - sum(c[:2])}}))
 """
     )
     dstore_way = """
-import json, time, dstore
-t = time.perf_counter()
+import json, os, time, dstore
+t = time.perf_counter(); c = os.times()
 dstore.convert({src!r}, {out!r}, overwrite=True, options={opts!r})
 s = time.perf_counter() - t
-print("RESULT", json.dumps({{"seconds": s}}))
+print("RESULT", json.dumps({{"seconds": s, "cpu_s": sum(os.times()[:2]) - sum(c[:2])}}))
 """
     return [
         (
@@ -179,6 +179,8 @@ def main() -> None:
                     "speed x": median_range(round_ratios(res, results[direct])),
                     "output MB": sizes[name] / 1e6,
                     "size x": sizes[name] / sizes[direct],
+                    "cpu s": statistics.median(r["cpu_s"] for r in res),
+                    "cpu x": median_range(round_ratios(res, results[direct], key="cpu_s")),
                     "peak RSS MB": max(r["rss_mb"] for r in res),
                     "runs": [round(r["seconds"], 2) for r in res],
                 }
@@ -197,6 +199,8 @@ def main() -> None:
                 ("speed x", "speed vs direct"),
                 ("output MB", "output MB"),
                 ("size x", "size vs direct"),
+                ("cpu s", "CPU s (median)"),
+                ("cpu x", "direct's CPU s / this way's"),
                 ("peak RSS MB", "peak RSS MB"),
                 ("runs", "runs (s)"),
             ],
