@@ -367,37 +367,3 @@ def test_shard_sha256_is_hashed_off_the_writing_thread(tmp_path, label_maker_npz
             data = f.read()
         assert e["sha256"] == hashlib.sha256(data).hexdigest()
         assert e["bytes"] == len(data)
-
-
-def test_the_next_batch_decodes_while_the_consumer_holds_this_one(tmp_path, label_maker_npz):
-    """Reading Examples keeps one batch ahead: when a batch reaches the consumer, the next
-    batch's records are already queued for decoding (the pool no longer drains at every
-    batch's tail); the batches are the source's records, in order."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from dstore.codecs._example_fields import CHUNK, read_examples
-    from dstore.codecs.tfrecord import TFRecordReader
-
-    out = str(tmp_path / "d.tfrecords")
-    dstore.convert(label_maker_npz, out)
-    reader = TFRecordReader(out)
-    spec = reader.schema.splits["train"]
-    (shard,) = reader.shards["train"]
-    submitted = []
-
-    class Pool(ThreadPoolExecutor):
-        def submit(self, fn, *args, **kwargs):
-            submitted.append(args[5])  # the chunk's offset in its batch
-            return super().submit(fn, *args, **kwargs)
-
-    rows = 2 * CHUNK
-    with Pool(2) as pool, np.load(label_maker_npz) as src:
-        raw = reader.shard_records(shard, 0, spec.count)
-        got = []
-        for batch in read_examples(
-            spec, reader.encodings["train"], list(spec.fields), raw, spec.count, rows, pool
-        ):
-            got.append(batch["x"])
-            # this batch's chunks and the next batch's (if any) were submitted
-            assert len(submitted) == min(2 * len(got) + 2, -(-spec.count // CHUNK))
-        np.testing.assert_array_equal(np.concatenate(got), src["x_train"])

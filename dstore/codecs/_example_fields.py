@@ -392,9 +392,9 @@ def read_examples(
     canon = None
     if signature is not None:
         canon = [(encs[n].feature.encode(), encs[n].how.wire) for n in names]
-
-    def start(n: int) -> tuple[dict[str, Any], list[bytes | None] | None, list[Any]]:
-        """Read ``n`` records and queue their decoding on ``pool`` (a chunk at a time)."""
+    pos = 0
+    while pos < count:
+        n = min(rows, count - pos)
         # dense fields fill an array in place; others collect records, joined below
         out: dict[str, np.ndarray | list[Any]] = {
             name: np.empty((n, *f.shape), f.dtype) if f.dense else [None] * n
@@ -408,33 +408,14 @@ def read_examples(
             futures.append(
                 pool.submit(decode_examples, spec, encs, names, recs, out, off, records, canon)
             )
-        return out, records, futures
-
-    def finish(started: tuple[dict[str, Any], list[bytes | None] | None, list[Any]]) -> Batch:
-        out, records, futures = started
         for fut in futures:
             fut.result()
+        del futures, recs  # nothing but ``out`` and ``records`` holds a record now
         # each field's records are dropped as soon as its column is joined
         cols = {name: to_column(spec.fields[name], out.pop(name)) for name in list(out)}
         if records is None or signature is None:
-            return cols
-        return SerializedBatch(cols, records, signature)
-
-    # One batch ahead: the next batch's records are read and decoding on the pool while
-    # this one is joined and with the consumer, so the pool does not drain between batches
-    # (batches of 64 for training kept one of two cores idle at each batch's tail).
-    pos = 0
-    ahead = None
-    while pos < count or ahead is not None:
-        current, ahead, error = ahead, None, None
-        if pos < count:
-            n = min(rows, count - pos)
-            try:
-                ahead = start(n)
-            except Exception as e:  # noqa: BLE001 - raised after the batch before it
-                error = e
-            pos += n
-        if current is not None:
-            yield finish(current)
-        if error is not None:
-            raise error
+            yield cols
+        else:
+            yield SerializedBatch(cols, records, signature)
+        del cols, records  # this batch is the consumer's now: not kept while the next is read
+        pos += n
