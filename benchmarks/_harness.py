@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -126,3 +127,43 @@ def write_report(name: str, text: str) -> str:
     with open(path, "w") as f:
         f.write(text + "\n")
     return path
+
+
+def alternating_rounds(
+    ways: list[tuple[str, str]], rounds: int, before_each: Callable[[str], None] | None = None
+) -> dict[str, list[dict]]:
+    """Every way once per round, the order reversed every other round (no way always
+    runs first, or right after the same other way, on a machine whose load drifts).
+
+    Returns each way's results, one per round, so that ratios are taken within a round.
+    ``before_each(name)`` runs (untimed) before each way, e.g. to remove its output."""
+    results: dict[str, list[dict]] = {name: [] for name, _ in ways}
+    for r in range(rounds):
+        for name, code in ways if r % 2 == 0 else ways[::-1]:
+            if before_each is not None:
+                before_each(name)
+            res = run_way(code)
+            res["round"] = r + 1
+            results[name].append(res)
+            print(f"round {r + 1}/{rounds}: {name}: {res['seconds']:.2f} s", file=sys.stderr)
+    return results
+
+
+def round_ratios(ours: list[dict], base: list[dict], key: str = "seconds") -> list[float]:
+    """``base``'s time over ``ours`` in each round: above 1, ours was faster."""
+    return [b[key] / o[key] for o, b in zip(ours, base, strict=True)]
+
+
+def median_range(values: list[float]) -> str:
+    """``median (min-max)`` of per-round ratios, as the tables print them."""
+    if not values:
+        return ""
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def load_average() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"

@@ -1,10 +1,10 @@
 """npz -> zarr / HDF5: dstore (streaming from the npz) against the libraries called directly.
 
-    python benchmarks/bench_containers.py [--tiles 7000] [--repeats 1]
+    python benchmarks/bench_containers.py [--tiles 7000] [--rounds 3] [--only zarr]
 
 The direct calls get the arrays already in memory (not timed) and write them
 with one call, chunk per image, as a user would; dstore's time includes
-reading the npz. Same settings on both sides, so sizes must match.
+reading the npz. Same settings on both sides, so sizes must match. The ways of a\ngroup run in alternating rounds; each ratio is taken within a round (median, range).
 """
 
 from __future__ import annotations
@@ -12,10 +12,23 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import OUT, dir_size, label_maker_npz, machine, run_way, table, write_report
+from _harness import (
+    OUT,
+    alternating_rounds,
+    dir_size,
+    label_maker_npz,
+    load_average,
+    machine,
+    median_range,
+    round_ratios,
+    run_way,
+    table,
+    write_report,
+)
 
 _LOAD = """
 import json, os, time, numpy as np
@@ -33,32 +46,32 @@ def ways(src: str, out_zarr: str, out_h5: str) -> list[tuple[str, str, str, str]
         + """
 import zarr
 from zarr.codecs import BloscCodec
-t = time.perf_counter()
+t = time.perf_counter(); c = os.times()
 g = zarr.open_group({out!r}, mode="w", zarr_format=3)
 for k, a in arrays.items():
     g.create_array(k, data=a, chunks=(1, *a.shape[1:]), compressors=BloscCodec(cname={cname!r}, clevel=3, shuffle="shuffle"))
 s = time.perf_counter() - t
-print("RESULT", json.dumps({{"seconds": s}}))
+print("RESULT", json.dumps({{"seconds": s, "cpu_s": sum(os.times()[:2]) - sum(c[:2])}}))
 """
     )
     h5_direct = (
         load
         + """
 import h5py
-t = time.perf_counter()
+t = time.perf_counter(); c = os.times()
 with h5py.File({out!r}, "w") as f:
     for k, a in arrays.items():
         f.create_dataset(k, data=a, chunks=(1, *a.shape[1:]), {comp})
 s = time.perf_counter() - t
-print("RESULT", json.dumps({{"seconds": s}}))
+print("RESULT", json.dumps({{"seconds": s, "cpu_s": sum(os.times()[:2]) - sum(c[:2])}}))
 """
     )
     dstore_way = """
-import json, time, dstore
-t = time.perf_counter()
+import json, os, time, dstore
+t = time.perf_counter(); c = os.times()
 dstore.convert({src!r}, {out!r}, overwrite=True, options={opts!r})
 s = time.perf_counter() - t
-print("RESULT", json.dumps({{"seconds": s}}))
+print("RESULT", json.dumps({{"seconds": s, "cpu_s": sum(os.times()[:2]) - sum(c[:2])}}))
 """
     return [
         (
@@ -120,53 +133,74 @@ print("RESULT", json.dumps({{"seconds": s}}))
     ]
 
 
+def _remove(path: str) -> None:
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.exists(path):
+        os.remove(path)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiles", type=int, default=7000)
-    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per group (>= 3)")
     ap.add_argument("--only", help="run only the groups containing this text (e.g. zarr)")
     args = ap.parse_args()
     src = label_maker_npz(args.tiles)
     raw = os.path.getsize(src)
-    rows = []
-    base: dict[str, dict] = {}
+    groups: dict[str, list[tuple[str, str, str]]] = {}
     for group, name, code, out in ways(src, os.path.join(OUT, "c.zarr"), os.path.join(OUT, "c.h5")):
-        if args.only and args.only not in group:
-            continue
-        shutil.rmtree(out, ignore_errors=True) if os.path.isdir(out) else (
-            os.path.exists(out) and os.remove(out)
+        if not args.only or args.only in group:
+            groups.setdefault(group, []).append((name, code, out))
+    rows = []
+    loads = [load_average()]
+    for group, members in groups.items():
+        outs = {name: out for name, _, out in members}
+        # the ways of a group alternate, round by round; each ratio is taken within a round
+        results = alternating_rounds(
+            [(name, code) for name, code, _ in members],
+            args.rounds,
+            before_each=lambda name, outs=outs: _remove(outs[name]),
         )
-        r = run_way(code, args.repeats)
-        size = dir_size(out)
-        b = base.setdefault(group, {"seconds": r["seconds"], "bytes": size})
-        rows.append(
-            {
-                "group": group,
-                "way": name,
-                "MB/s": raw / 1e6 / r["seconds"],
-                "speed x": b["seconds"] / r["seconds"],
-                "output MB": size / 1e6,
-                "size x": size / b["bytes"],
-                "peak RSS MB": r["rss_mb"],
-                "runs": r["runs"],
-            }
-        )
-        print(
-            f"{name}: {raw / 1e6 / r['seconds']:.0f} MB/s, {size / 1e6:.0f} MB, {r['rss_mb']:.0f} MB RSS",
-            file=sys.stderr,
-        )
+        sizes = {}
+        for name, code, out in members:  # each way's output, written once more for its size
+            _remove(out)
+            run_way(code)
+            sizes[name] = dir_size(out)
+        direct = members[0][0]
+        for name, _, _ in members:
+            res = results[name]
+            s = statistics.median(r["seconds"] for r in res)
+            rows.append(
+                {
+                    "group": group,
+                    "way": name,
+                    "MB/s": raw / 1e6 / s,
+                    "speed x": median_range(round_ratios(res, results[direct])),
+                    "output MB": sizes[name] / 1e6,
+                    "size x": sizes[name] / sizes[direct],
+                    "cpu s": statistics.median(r["cpu_s"] for r in res),
+                    "cpu x": median_range(round_ratios(res, results[direct], key="cpu_s")),
+                    "peak RSS MB": max(r["rss_mb"] for r in res),
+                    "runs": [round(r["seconds"], 2) for r in res],
+                }
+            )
+        loads.append(load_average())
     text = (
         f"npz -> zarr / HDF5, {args.tiles} real-photo tiles 256x256x3 ({raw / 1e9:.2f} GB), "
-        f"median of {args.repeats}; ratios against the direct call of the same group\n"
-        f"Machine: {machine()}\n\n"
+        f"{args.rounds} alternating rounds per group (order reversed every other round); "
+        "speed vs direct: median (range) of the rounds' ratios against the direct call\n"
+        f"Machine: {machine()}; load average before and after each group: {' | '.join(loads)}\n\n"
         + table(
             rows,
             [
                 ("way", "way"),
-                ("MB/s", "MB/s"),
+                ("MB/s", "MB/s (median)"),
                 ("speed x", "speed vs direct"),
                 ("output MB", "output MB"),
                 ("size x", "size vs direct"),
+                ("cpu s", "CPU s (median)"),
+                ("cpu x", "direct's CPU s / this way's"),
                 ("peak RSS MB", "peak RSS MB"),
                 ("runs", "runs (s)"),
             ],

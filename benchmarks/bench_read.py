@@ -8,20 +8,24 @@ runs in its own process and reads every record once in batches of 64:
 * webdataset: a tar of the same PNG bytes, decoded with PIL;
 * Hugging Face ``datasets``: Arrow (uncompressed) ``with_format("torch")``;
 * a plain ``Dataset`` over ``np.load(mmap_mode="r")`` of uncompressed .npy;
-* ``dstore.to_tf_dataset(batch_size=64)`` against the hand-written tf.data
-  pipeline over the same shards.
+* the hand-written ``Dataset`` users write over zarr and HDF5: ``x[i]`` of the
+  zarr array / h5py dataset per record (h5py opened in each worker);
+* ``dstore.to_tf_dataset(batch_size=64)`` and ``dstore.open(...)`` numpy
+  batches of 64 against the hand-written tf.data pipeline over the same shards.
 
 Ratios are against the peer reading an equally compressed format (PNG:
-webdataset; uncompressed: the best of mmap npy and Hugging Face) and, for
-TensorFlow, the hand-written pipeline, all measured in the same run. Peak RSS
-of each DataLoader worker is sampled from the parent after every batch (psutil, in
-the `test` extra). The two tf.data ways run alternately `--tf-pairs` times.
+webdataset; uncompressed: the best of mmap npy and Hugging Face), for zarr and
+HDF5 also against the hand-written ``x[i]`` Dataset, and for TensorFlow the
+hand-written pipeline, all measured in the same run. Peak RSS of each
+DataLoader worker is sampled from the parent after every batch (psutil, in the
+`test` extra). The tf.data ways and ``dstore.open`` run in ``--tf-rounds``
+alternating rounds; ratios are taken within a round (median and range printed).
 
-    python benchmarks/bench_read.py [--tiles 7000] [--repeats 1] [--tf-pairs 3] [--only WAYS]
+    python benchmarks/bench_read.py [--tiles 7000] [--repeats 3] [--tf-rounds 3] [--only WAYS]
 
 ``--repeats N`` runs N rounds (each way once per round, the order reversed every
-other round); ``--only npz-stored,np.load`` runs (and writes the files of) only
-the ways named.
+other round); ``--only zarr,hdf5`` runs (and writes the files of) only the ways
+whose names contain one of the words.
 """
 
 from __future__ import annotations
@@ -36,7 +40,19 @@ import tarfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import OUT, dir_size, label_maker_npz, machine, run_way, table, write_report
+from _harness import (
+    OUT,
+    alternating_rounds,
+    dir_size,
+    label_maker_npz,
+    load_average,
+    machine,
+    median_range,
+    round_ratios,
+    run_way,
+    table,
+    write_report,
+)
 
 BATCH = 64
 WORKERS = 2
@@ -243,6 +259,47 @@ ds = Mm()
             ),
         )
     )
+    for fmt, opener in [
+        (
+            "zarr",
+            f"""
+class PerRecord(torch.utils.data.Dataset):
+    def __init__(self):
+        g = zarr.open_group({p["zarr"]!r}, mode="r")
+        self.x, self.y = g["train/x"], g["train/y"]
+    def __len__(self):
+        return self.x.shape[0]
+    def __getitem__(self, i):
+        return {{"x": torch.from_numpy(self.x[i]), "y": torch.from_numpy(self.y[i])}}
+ds = PerRecord()
+""",
+        ),
+        (
+            "hdf5",
+            f"""
+class PerRecord(torch.utils.data.Dataset):
+    def __init__(self):
+        with h5py.File({p["hdf5"]!r}, "r") as f:
+            self.n = len(f["train/x"])
+        self.f = None  # opened in each worker: an h5py handle does not survive a fork
+    def __len__(self):
+        return self.n
+    def __getitem__(self, i):
+        if self.f is None:
+            self.f = h5py.File({p["hdf5"]!r}, "r")
+        return {{"x": torch.from_numpy(self.f["train/x"][i]), "y": torch.from_numpy(self.f["train/y"][i])}}
+ds = PerRecord()
+""",
+        ),
+    ]:
+        lib = "zarr" if fmt == "zarr" else "h5py"
+        out.append(
+            (
+                f"Dataset over {fmt} ({lib}) x[i] per record",
+                {"zarr": "blosc", "hdf5": "gzip"}[fmt],
+                loader_way(opener, "x", f"import {lib}"),
+            )
+        )
     tf_common = """
 import json, os, time, glob
 import tensorflow as tf
@@ -278,6 +335,20 @@ print("RESULT", json.dumps({{"seconds": s, "records": n}}))
             + f"""
 for b in dstore.to_tf_dataset({p["tfrecord"]!r}, split="train", batch_size={BATCH}):
     n += len(b["x"])
+s = time.perf_counter() - t
+print("RESULT", json.dumps({{"seconds": s, "records": n}}))
+""",
+        )
+    )
+    out.append(
+        (
+            "dstore.open(...) numpy batches of 64",
+            "tf",
+            tf_common
+            + f"""
+with dstore.open({p["tfrecord"]!r}) as d:
+    for b in d["train"].iter_batches(batch_rows={BATCH}):
+        n += len(b["x"])
 s = time.perf_counter() - t
 print("RESULT", json.dumps({{"seconds": s, "records": n}}))
 """,
@@ -354,33 +425,31 @@ def _warm(paths: dict[str, str], need: set[str] | None) -> None:
                     pass
 
 
-def _tf_pairs(tf_ways: list[tuple[str, str, str]], pairs: int, paths: dict[str, str]) -> list[dict]:
-    """The hand-written pipeline and to_tf_dataset run alternately ``pairs`` times: on a
-    shared machine the load drifts, and a ratio of two runs side by side drifts less than
-    two medians taken minutes apart. The ratio reported is the median of the pairs'."""
-    (hand_name, group, hand_code), (ours_name, _, ours_code) = tf_ways
-    hand, ours = [], []
-    for i in range(pairs):
-        hand.append(run_way(hand_code))
-        ours.append(run_way(ours_code))
-        print(
-            f"tf pair {i + 1}/{pairs}: hand-written {hand[-1]['records'] / hand[-1]['seconds']:.0f}"
-            f" tiles/s, to_tf_dataset {ours[-1]['records'] / ours[-1]['seconds']:.0f} tiles/s",
-            file=sys.stderr,
-        )
-    rows = [
-        _row(name, group, _merge_runs(runs), paths)
-        for name, runs in ((hand_name, hand), (ours_name, ours))
-    ]
-    rows[0]["vs peer"] = 1.0
-    rows[1]["vs peer"] = statistics.median(
-        h["seconds"] / o["seconds"] for h, o in zip(hand, ours, strict=True)
-    )
-    rows[1]["pair ratios"] = [
-        round(h["seconds"] / o["seconds"], 2) for h, o in zip(hand, ours, strict=True)
-    ]
+def _tf_rounds(
+    tf_ways: list[tuple[str, str, str]], rounds: int, paths: dict[str, str]
+) -> list[dict]:
+    """The hand-written pipeline and dstore's tf.data / numpy readers run in alternating
+    rounds: on a shared machine the load drifts, and a ratio of runs side by side drifts
+    less than two medians taken minutes apart. Each ratio is taken within a round; the
+    table prints their median and range."""
+    results = alternating_rounds([(name, code) for name, _, code in tf_ways], rounds)
+    hand = results[tf_ways[0][0]]
+    rows = []
+    for name, group, _ in tf_ways:
+        row = _row(name, group, _merge_runs(results[name]), paths)
+        ratios = round_ratios(results[name], hand)
+        row["vs peer"] = statistics.median(ratios)
+        if name != tf_ways[0][0]:
+            row["pair ratios"] = median_range(ratios)
+        rows.append(row)
     return rows
 
+
+#: the hand-written torch Dataset each to_torch way is compared with, round by round
+_HAND_WRITTEN = {
+    "dstore.to_torch zarr": "Dataset over zarr (zarr) x[i] per record",
+    "dstore.to_torch hdf5": "Dataset over hdf5 (h5py) x[i] per record",
+}
 
 #: the stored form each way reads, by a part of the way's name
 _FORMS = {
@@ -393,6 +462,7 @@ _FORMS = {
     "HF datasets": "hf",
     "tf.data": "tf",
     "to_tf_dataset": "tf",
+    "dstore.open": "tf",
 }
 
 
@@ -409,9 +479,14 @@ def _needed(only: str) -> set[str] | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiles", type=int, default=7000)
-    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
-        "--tf-pairs", type=int, default=3, help="alternate runs of the two tf.data ways"
+        "--tf-rounds",
+        "--tf-pairs",
+        dest="tf_rounds",
+        type=int,
+        default=3,
+        help="alternating rounds of the tf.data ways and dstore.open",
     )
     ap.add_argument("--only", default="", help="comma-separated: run ways whose name contains one")
     args = ap.parse_args()
@@ -424,6 +499,7 @@ def main() -> None:
             continue
         (tf_ways if group == "tf" else picked).append((name, group, code))
     _warm(paths, need)
+    load0 = load_average()
     # Rounds: every way once per round, the order reversed every other round, so
     # no way always runs first (or right after another way's files) on a machine
     # whose load drifts.
@@ -438,10 +514,16 @@ def main() -> None:
                 file=sys.stderr,
             )
     rows = [_row(name, group, _merge_runs(results[name]), paths) for name, group, _ in picked]
-    if len(tf_ways) == 2:
-        rows += _tf_pairs(tf_ways, args.tf_pairs, paths)
+    if len(tf_ways) >= 2 and tf_ways[0][0].startswith("hand-written"):
+        rows += _tf_rounds(tf_ways, args.tf_rounds, paths)
     else:
         rows += [_row(n, g, run_way(c, args.repeats), paths) for n, g, c in tf_ways]
+    # to_torch over zarr / HDF5 against the hand-written Dataset indexing the same array
+    for r in rows:
+        hand = _HAND_WRITTEN.get(r["way"])
+        if hand in results and r["way"] in results:
+            ratios = round_ratios(results[r["way"]], results[hand])
+            r["vs hand"] = median_range(ratios)
 
     def speed(needle: str) -> float | None:
         hits = [r["tiles/s"] for r in rows if needle in r["way"]]
@@ -468,17 +550,21 @@ def main() -> None:
         ("stored MB", "stored MB"),
         ("runs", "runs (s)"),
         ("cpu s", "CPU s, all processes"),
+        ("vs hand", "vs hand-written x[i] Dataset, median (range) of rounds"),
         ("round ratios", "ratios in each round"),
-        ("pair ratios", "tf pair ratios"),
+        ("pair ratios", "vs hand-written tf.data, median (range) of rounds"),
     ]
     text = (
         f"Reading the train split ({rows[0]['records'] if rows else 0} of {args.tiles} real-photo tiles "
         f"256x256x3) in batches of {BATCH}, DataLoader num_workers={WORKERS}; "
         f"median of {args.repeats} round(s), each way once per round, the order reversed every "
-        f"other round, page cache warmed first; the tf.data pair alternated {args.tf_pairs} times.\n"
+        f"other round, page cache warmed first; the tf.data ways and dstore.open in "
+        f"{args.tf_rounds} alternating rounds; load average {load0} before, {load_average()} after.\n"
         "vs peer: PNG ways against webdataset (same PNG bytes in a tar, "
         "PIL), uncompressed and other ways against the best of mmap npy and HF datasets, "
-        "to_tf_dataset against the hand-written tf.data pipeline (median of the pairs' ratios).\n"
+        "zarr and HDF5 also against the hand-written Dataset indexing x[i] per record, "
+        "to_tf_dataset and dstore.open against the hand-written tf.data pipeline "
+        "(median and range of the rounds' ratios).\n"
         f"Machine: {machine()}\n\n" + table(rows, cols)
     )
     print(text)

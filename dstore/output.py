@@ -124,17 +124,41 @@ def _same_or_nested(a: str, b: str) -> bool:
     return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)
 
 
+#: Threads fsyncing a folder's files at once
+_FSYNC_THREADS = 16
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _fsync_tree(path: str) -> None:
-    paths = [path]
-    if os.path.isdir(path):
-        paths = [os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs]
-        paths += [r for r, _, _ in os.walk(path)]
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    """Every file of ``path``, then every folder, on stable storage before the rename.
+
+    A zarr store holds a file per chunk (thousands): fsynced one after another
+    each waits for its own journal commit (3,000 chunk files: 2-3 s, as long as
+    writing them), fsynced from several threads at once (``os.fsync`` releases
+    the GIL) the file system commits them together (0.4-0.7 s)."""
+    if not os.path.isdir(path):
+        _fsync(path)
+        return
+    walked = list(os.walk(path))
+    files = [os.path.join(r, f) for r, _, fs in walked for f in fs]
+    folders = [r for r, _, _ in walked]
+    if len(files) + len(folders) < 2 * _FSYNC_THREADS:
+        for p in files + folders:
+            _fsync(p)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(_FSYNC_THREADS, thread_name_prefix="dstore-fsync") as pool:
+        for batch in (files, folders):  # the folders once their files are done
+            for _ in pool.map(_fsync, batch):
+                pass
 
 
 def _already_exists(dst: str) -> OutputExistsError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -169,6 +170,45 @@ def test_mapped_rows_are_private_copies_of_the_file(tmp_path):
         np.testing.assert_array_equal(again["x"], arrays["x_train"][5:20])
     with open(src, "rb") as f:
         assert f.read() == before
+
+
+@pytest.mark.parametrize("isal_crc", [True, False])
+def test_whole_reads_of_stored_members_skip_zipfile_and_keep_the_crc(
+    tmp_path, monkeypatch, isal_crc
+):
+    """A whole read of a stored member fills the rows' buffer from the plain file (no
+    zipfile read, whose copies held the GIL) with the same values as np.load, and still
+    checks the member's CRC-32 (zlib's or ISA-L's: the same values), also when the
+    damage is in the last byte."""
+    from dstore.codecs.npz import reader as npz_reader
+
+    if not isal_crc:
+        monkeypatch.setattr(npz_reader, "_crc32_function", lambda: zlib.crc32)
+    src = str(tmp_path / "s.npz")
+    arrays = _stored_kinds_file(src)
+    zip_reads = []
+    real_read = zipfile.ZipExtFile.read
+    with dstore.open(src) as ds:
+        monkeypatch.setattr(  # after the members' headers were read
+            zipfile.ZipExtFile, "read", lambda self, *a: zip_reads.append(1) or real_read(self, *a)
+        )
+        for rows in (7, 97, 1000):
+            batches = list(ds["train"].iter_batches(batch_rows=rows, fields=["x", "y", "k"]))
+            for key in ("x", "y", "k"):
+                got = np.concatenate([b[key] for b in batches])
+                np.testing.assert_array_equal(got, arrays[f"{key}_train"])
+                assert got.dtype == arrays[f"{key}_train"].dtype.newbyteorder("=")
+    assert not zip_reads
+    big = np.arange(300_000, dtype=np.int64)  # larger than the header read at open
+    np.savez(src, y=big)
+    with open(src, "rb") as f:
+        raw = bytearray(f.read())
+    last = raw.index(big[-1:].tobytes()) + 7  # the last byte of the last record
+    raw[last] ^= 0x01
+    with open(src, "wb") as f:
+        f.write(raw)
+    with dstore.open(src) as ds, pytest.raises(CodecIOError, match=r"field 'y'.*CRC"):
+        list(ds["data"].iter_batches(batch_rows=100_000))
 
 
 def test_stored_member_damage_is_reported_as_before(tmp_path):

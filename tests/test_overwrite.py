@@ -352,3 +352,36 @@ def test_old_output_that_cannot_be_removed_is_reported_then_cleaned(tmp_path, ou
     dstore.convert(outputs["src"], dst, overwrite=True)
     assert sorted(os.listdir(tmp_path)) == [f"out{ext}"]
     assert dstore.verify(outputs["src"], str(dst)).ok
+
+
+def test_every_file_and_folder_of_a_store_is_fsynced_from_several_threads(
+    tmp_path, monkeypatch, label_maker_npz
+):
+    """Before the rename, every chunk file and folder of a zarr store (a file per tile
+    here) is fsynced once, each folder after its files, from several threads at once (the
+    file system then commits them together; one after another each waited for its own)."""
+    import threading
+
+    synced: list[tuple[str, int]] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append((os.readlink(f"/proc/self/fd/{fd}"), threading.get_ident()))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    out = str(tmp_path / "out.zarr")
+    dstore.convert(label_maker_npz, out, options={"chunk_mb": 64 * 64 * 3 / 2**20})
+    tmp = next(p for p, _ in synced if os.path.basename(p).startswith(".out.zarr.dstore-tmp-"))
+    mine = [(p, t) for p, t in synced if p == tmp or p.startswith(tmp + "/")]
+    rel = [os.path.normpath(os.path.relpath(p, tmp)) for p, _ in mine]
+    files = [os.path.relpath(os.path.join(r, f), out) for r, _, fs in os.walk(out) for f in fs]
+    folders = [os.path.normpath(os.path.relpath(r, out)) for r, _, _ in os.walk(out)]
+    assert len(files) > 60  # a chunk file per tile
+    assert sorted(rel) == sorted(files + folders)  # each once
+    for folder in folders:
+        inside = [rel.index(f) for f in files if folder == "." or f.startswith(folder + "/")]
+        assert max(inside) < rel.index(folder)
+    assert len({t for _, t in mine}) > 1
+    with dstore.open(out) as ds, np.load(label_maker_npz) as src:  # and the store reads back
+        np.testing.assert_array_equal(ds["train"]["x"][:], src["x_train"])

@@ -350,3 +350,50 @@ def test_hdf5_writer_and_reader_leave_no_h5py_object_in_a_reference_cycle(
         if enabled:
             gc.enable()
     assert not [name for name in cyclic if name.startswith("h5py.")], cyclic
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_hdf5_deflated_chunks_are_libdeflates_and_read_by_h5py(tmp_path, tiles, shuffle):
+    """Each gzip chunk is libdeflate's zlib stream of the chunk (twice zlib's speed, the same
+    size), after HDF5's byte shuffle when asked (big-endian floats here); plain h5py reads
+    every value back."""
+    imagecodecs = pytest.importorskip("imagecodecs")
+    x, _ = tiles
+    feats = (x[:, :16, :16, :].reshape(len(x), -1) / 7.0).astype(">f8")
+    src = str(tmp_path / "d.npz")
+    np.savez(src, x_train=x, f_train=feats)
+    out = str(tmp_path / "o.h5")
+    dstore.convert(src, out, options={"chunk_mb": 0.05, "level": 4, "shuffle": shuffle})
+    with h5py.File(out, "r") as f:
+        np.testing.assert_array_equal(f["train/x"][:], x)
+        np.testing.assert_array_equal(f["train/f"][:], feats)
+        for name, arr in (("x", x), ("f", feats)):
+            ds = f[f"train/{name}"]
+            rows = ds.chunks[0]
+            assert len(arr) > rows  # several chunks
+            _, blob = ds.id.read_direct_chunk((0,) * ds.ndim)
+            raw = np.ascontiguousarray(arr[:rows], dtype=ds.dtype).reshape(-1).view(np.uint8)
+            if shuffle and ds.dtype.itemsize > 1:
+                raw = raw.reshape(-1, ds.dtype.itemsize).T.reshape(-1)
+            assert bytes(blob) == bytes(imagecodecs.deflate_encode(raw.tobytes(), level=4))
+
+
+def test_zarr_chunk_paths_are_resolved_once_per_array(tmp_path, monkeypatch, label_maker_npz):
+    """The chunk files of a store with a chunk per tile are written below their array's
+    folder, resolved once per array, not once per chunk (each resolution is a dozen
+    lstat calls under the GIL); zarr reads every tile back."""
+    from dstore.model import names
+
+    resolved = []
+    real = os.path.realpath
+    monkeypatch.setattr(
+        names.os.path, "realpath", lambda p, **k: resolved.append(p) or real(p, **k)
+    )
+    out = str(tmp_path / "o.zarr")
+    dstore.convert(label_maker_npz, out, options={"chunk_mb": 64 * 64 * 3 / 2**20})
+    chunks = [f for r, _, fs in os.walk(out) for f in fs if f != "zarr.json"]
+    assert len(chunks) >= 60 and len(resolved) < 30
+    g = zarr.open_group(out, mode="r")
+    with np.load(label_maker_npz) as src:
+        for split in ("train", "test", "val"):
+            np.testing.assert_array_equal(g[f"{split}/x"][:], src[f"x_{split}"])

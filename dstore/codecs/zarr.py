@@ -460,14 +460,23 @@ class _Region:
             else zarr_codec(self.lossy)._codec
         )
         zeros = (0,) * (arr.ndim - 1)
+        # The array's folder is resolved (symlinks followed) once; a chunk key only adds
+        # plain components ("c" and indices, checked) below it. Resolving every chunk's
+        # path took a dozen lstat calls under the GIL per chunk file.
+        folder = names.safe_join(self.store, *self.parts)
+        made: set[str] = set()
 
         def write(start: int, chunk: np.ndarray) -> None:
             if len(chunk) < self.rows:  # zarr stores edge chunks at full size, padded
                 pad = np.full((self.rows - len(chunk), *chunk.shape[1:]), self.fill, chunk.dtype)
                 chunk = np.concatenate([chunk, pad])
             key = arr.metadata.encode_chunk_key((start // self.rows, *zeros))
-            target = names.safe_join(self.store, *self.parts, *key.split("/"))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
+            names.check_relative(folder, key)
+            target = os.path.join(folder, *key.split("/"))
+            where = os.path.dirname(target)
+            if where not in made:
+                os.makedirs(where, exist_ok=True)
+                made.add(where)
             with open(target, "wb") as f:
                 f.write(_with_crc(encoder.encode(np.ascontiguousarray(chunk))))
 
