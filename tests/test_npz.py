@@ -291,3 +291,35 @@ def test_object_member_records_of_numpys_maximum_dimensions_are_refused(tmp_path
     records[0], records[1] = np.zeros((1,) * 63), np.ones((1,) * 63)
     np.savez(src, y=records)
     assert dstore.info(src).schema.splits["data"].count == 2
+
+
+@pytest.mark.parametrize("start", [0, 1])
+def test_many_stored_fields_read_side_by_side_hold_no_descriptor_each(tmp_path, start):
+    """A split's fields stream side by side: 600 stored members read (whole, then from
+    record 1 without mapping) under a limit of 200 open files. Failed before: the whole
+    reads opened the file once per member and kept it ('Too many open files')."""
+    import subprocess
+    import sys
+    import textwrap
+
+    src = str(tmp_path / "many.npz")
+    values = np.arange(600 * 3, dtype="f8").reshape(600, 3)
+    np.savez(src, **{f"f{i}": values[i] for i in range(600)})
+    code = textwrap.dedent(
+        f"""
+        import resource
+        import numpy as np
+        import dstore
+        from dstore.codecs.npz import NpzReader
+        NpzReader._map_stored = lambda self, m, offset, length: None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))
+        with dstore.open({src!r}) as ds:
+            (batch,) = ds["data"].iter_batches(start={start}, batch_rows=10)
+            print(sum(float(batch[f"f{{i}}"].sum()) for i in range(600)))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.split()[-1]) == values[:, start:].sum()

@@ -127,24 +127,34 @@ class _StoredMember:
     GIL. :meth:`readinto` fills the caller's buffer in the read system call and
     zlib computes the CRC, both without the GIL."""
 
-    def __init__(self, f: IO[bytes], info: zipfile.ZipInfo) -> None:
-        self._f = f
+    def __init__(self, path: str, start: int, info: zipfile.ZipInfo, offset: int = 0) -> None:
+        # the file is opened for each read, not held: a split of 40,000 one-record fields
+        # reads all its members side by side, and one descriptor each ran out of them
+        self._path = path
+        self._pos = start + offset
         self._name = info.filename
         self._expected = info.CRC
-        self._left = info.file_size
+        self._left = info.file_size - offset
+        self._check = offset == 0  # the CRC-32 covers the whole member
         self._crc = 0
         self._crc32 = _crc32_function()
 
     def readinto(self, buf: memoryview) -> int:
         """Up to ``len(buf)`` bytes of the member into ``buf`` (0 at its end)."""
         want = min(len(buf), self._left)
-        got = self._f.readinto(buf[:want]) if want else 0  # type: ignore[attr-defined]
-        self._crc = self._crc32(buf[:got], self._crc)
+        got = 0
+        if want:
+            with open(self._path, "rb", buffering=0) as f:
+                f.seek(self._pos)
+                got = f.readinto(buf[:want]) or 0
+        if self._check:
+            self._crc = self._crc32(buf[:got], self._crc)
+        self._pos += got
         self._left -= got
         if want and got < want:
             self._left = 0  # the file ends inside the member: the caller names the truncation
             return got
-        if self._left == 0 and self._crc != self._expected:
+        if self._check and self._left == 0 and self._crc != self._expected:
             self._expected = self._crc  # reported once
             raise zipfile.BadZipFile(f"Bad CRC-32 for file {self._name!r}")
         return got
@@ -160,7 +170,7 @@ class _StoredMember:
             offset -= min(offset, _COPY_CHUNK)
 
     def close(self) -> None:
-        self._f.close()
+        """Nothing is held open between reads."""
 
 
 def _read_exactly(fp: IO[bytes] | _StoredMember, want: int) -> bytes | bytearray | np.ndarray:
@@ -739,15 +749,13 @@ class NpzReader(Reader):
             or info.flag_bits & 1
         ):
             return None
-        f = fs.open_binary(self.path)
-        try:
-            f.seek(self._stored_data_start(f, m, info))
-        except BaseException:
-            f.close()
-            raise
-        return _StoredMember(f, info)
+        with fs.open_binary(self.path) as f:
+            start = self._stored_data_start(f, m, info)
+        return _StoredMember(self.path, start, info)
 
-    def _open_stored_at(self, m: _Member, offset: int, length: int) -> IO[bytes] | None:
+    def _open_stored_at(
+        self, m: _Member, offset: int, length: int
+    ) -> IO[bytes] | _StoredMember | None:
         """A plain file positioned ``offset`` bytes into a stored member, or None.
 
         zipfile (before 3.12) seeks forward by reading and discarding, so a
@@ -757,6 +765,9 @@ class NpzReader(Reader):
         info = self._zip.getinfo(m.zip_name)
         if info.compress_type != zipfile.ZIP_STORED or offset + length > info.file_size:
             return None
+        if self._remote is None:  # a local file: opened per read, not held (see _StoredMember)
+            with fs.open_binary(self.path) as f:
+                return _StoredMember(self.path, self._stored_data_start(f, m, info), info, offset)
         f = fs.open_binary(self.path)
         try:
             f.seek(self._stored_data_start(f, m, info) + offset)
