@@ -8,23 +8,38 @@ as PNG or a lossy image (TFRecord, ArrayRecord, WebDataset, Parquet).
 * :func:`lossy_of`: the lossy encoding of a field stored as a named encoding;
 * :func:`image_format`: what encoded image bytes are, from their first bytes;
 * :func:`image_libraries`: the encoders (with versions) the stored bytes depend
-  on, for a manifest's ``libraries``.
+  on, for a manifest's ``libraries``;
+* :func:`encode_pixels` / :func:`decode_pixel_column`: a whole column's records
+  encoded, or decoded on a thread pool into the field's column.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
+from typing import Any
 
 import numpy as np
 
 from ..errors import CodecIOError
-from ..model import Image
+from ..model import Column, Image, VarColumn
 from ..model.schema import FieldSpec
 from ._imagecodec import LOSSY_FORMATS, LossyImage
 from ._png import decode as png_decode
 from ._png import encoder_id
 
-__all__ = ["decode_pixels", "image_format", "image_libraries", "lossy_of", "record_shape"]
+__all__ = [
+    "decode_pixel_column",
+    "decode_pixels",
+    "encode_pixels",
+    "image_format",
+    "image_libraries",
+    "lossy_of",
+    "record_shape",
+]
+
+#: image records a decoding thread takes at a time
+DECODE_GROUP = 16
 
 _MAGIC = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg", b"GIF8": "gif", b"BM": "bmp"}
 
@@ -79,3 +94,36 @@ def image_libraries(used: Iterable[str | LossyImage | None], png_level: str) -> 
         elif isinstance(how, LossyImage):
             libs.setdefault(how.format, how.library_id())  # one quality per write
     return dict(sorted(libs.items(), key=lambda kv: (kv[0] != "png", kv[0])))
+
+
+def encode_pixels(spec: FieldSpec, col: Any, encode: Callable[[np.ndarray], bytes]) -> VarColumn:
+    """Each record of an image column (an array of records, or a :class:`VarColumn` of
+    images of varying size) as ``encode`` makes it (PNG or a lossy format)."""
+    rows = (col[i] if spec.dense else col.row(i) for i in range(len(col)))
+    return VarColumn.from_bytes(encode(np.ascontiguousarray(p)) for p in rows)
+
+
+def decode_pixel_column(
+    spec: FieldSpec,
+    blobs: Sequence[bytes],
+    lossy: LossyImage | None,
+    where: str,
+    first: int,
+    pool: Executor,
+) -> Column:
+    """Encoded records ``first...`` decoded on ``pool``, :data:`DECODE_GROUP` a task, into
+    the field's column (one array when its records share a shape); errors name the record."""
+
+    def group(lo: int) -> list[np.ndarray]:
+        return [
+            decode_pixels(b, spec, lossy, f"{where}, record {first + lo + i}")
+            for i, b in enumerate(blobs[lo : lo + DECODE_GROUP])
+        ]
+
+    imgs = [im for part in pool.map(group, range(0, len(blobs), DECODE_GROUP)) for im in part]
+    if not spec.dense:
+        return VarColumn.from_shaped(imgs, spec.dtype)
+    out = np.empty((len(imgs), *spec.shape), spec.dtype)
+    for i, im in enumerate(imgs):
+        out[i] = im
+    return out
