@@ -10,14 +10,17 @@ as PNG or a lossy image (TFRecord, ArrayRecord, WebDataset, Parquet).
 * :func:`image_libraries`: the encoders (with versions) the stored bytes depend
   on, for a manifest's ``libraries``;
 * :func:`encode_pixels` / :func:`decode_pixel_column`: a whole column's records
-  encoded, or decoded on a thread pool into the field's column.
+  encoded, or decoded on a thread pool into the field's column;
+* :class:`FieldStorage`: a field's entry in a sharded manifest's ``fields`` (its
+  encoding, the quality of lossy pixels, the class names of a label).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -29,6 +32,7 @@ from ._png import decode as png_decode
 from ._png import encoder_id
 
 __all__ = [
+    "FieldStorage",
     "decode_pixel_column",
     "decode_pixels",
     "encode_pixels",
@@ -127,3 +131,34 @@ def decode_pixel_column(
     for i, im in enumerate(imgs):
         out[i] = im
     return out
+
+
+@dataclass(frozen=True)
+class FieldStorage:
+    """How a field is stored, as a sharded manifest's ``fields`` keeps it: the encoding
+    (one of :attr:`ENCODINGS`), ``quality`` of lossy pixels, ``class_names`` of a label."""
+
+    encoding: str
+    quality: int | None = None
+    class_names: tuple[str, ...] | None = None
+    #: the format's encodings (``from_json`` refuses others)
+    ENCODINGS: ClassVar[tuple[str, ...]] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"encoding": self.encoding}
+        if self.quality is not None:
+            out["quality"] = self.quality
+        if self.class_names is not None:
+            out["class_names"] = list(self.class_names)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> Any:
+        if (enc := data["encoding"]) not in cls.ENCODINGS:
+            raise ValueError(f"unknown encoding {enc!r}")
+        names = data.get("class_names")
+        return cls(enc, data.get("quality"), None if names is None else tuple(map(str, names)))
+
+    @property
+    def lossy(self) -> LossyImage | None:
+        return lossy_of(self.encoding, self.quality)

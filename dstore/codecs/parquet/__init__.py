@@ -24,26 +24,14 @@ class ParquetOptions(ImageOptions):
     shard_mb: float = option(256.0, "target shard size in MiB (the Hub's own shards are ~500)")
     row_group_rows: int = option(256, "most records in a row group (the unit of random access)")
     row_group_mb: float = option(64.0, "a row group ends once its encoded records reach this")
-    compression: Literal["zstd", "snappy", "gzip", "none"] = option(
-        "zstd", "Parquet page compression"
-    )
+    compression: Literal["zstd", "snappy", "gzip", "none"] = option("zstd", "page compression")
     compression_level: int = option(3, "zstd/gzip level (zstd 1..22)")
-    images: tuple[str, ...] | None = option(
-        None, "comma-separated fields stored as Hub Images; auto = image-like fields", none="auto"
-    )
-    image_codec: Literal["png", "jpeg", "webp"] = option(
-        "png", "how raw pixels become Image bytes: png (lossless), jpeg or webp (lossy)"
-    )
+    images: tuple[str, ...] | None = option(None, "fields stored as Images", none="auto")
+    image_codec: Literal["png", "jpeg", "webp"] = option("png", "how pixels become Images")
     quality: int = option(90, "quality 1..100 of jpeg/webp images (png ignores it)")
-    class_names: tuple[str, ...] | None = option(
-        None, "names of the classes of an integer label field (a Hub ClassLabel)", none="none"
-    )
-    label_field: str | None = option(
-        None, "the field class_names describes; auto = the only integer scalar field", none="auto"
-    )
-    drop_unmapped: bool = option(
-        False, "reading: drop columns dstore cannot map (structs, maps, audio) instead of refusing"
-    )
+    class_names: tuple[str, ...] | None = option(None, "a label's ClassLabel names", none="none")
+    label_field: str | None = option(None, "the field class_names names", none="auto")
+    drop_unmapped: bool = option(False, "reading: drop columns of no kind, not refuse them")
     workers: int = option(0, "threads encoding images; 0 = one per core")
 
     def validate(self) -> None:

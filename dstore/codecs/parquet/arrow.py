@@ -4,7 +4,6 @@ field; the table of encodings, Arrow types and Hub features is in docs/formats/p
 from __future__ import annotations
 
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -12,43 +11,19 @@ import pyarrow as pa
 
 from ...errors import CodecIOError
 from ...model import Column, Ragged, StringList, VarColumn
+from ...model.arrow import is_list, list_lengths
 from ...model.schema import FieldSpec
-from .._imagecodec import LOSSY_FORMATS, LossyImage
-from .._pixels import decode_pixel_column, encode_pixels, lossy_of
+from .._imagecodec import LOSSY_FORMATS
+from .._pixels import FieldStorage, decode_pixel_column, encode_pixels
 
 __all__ = ["Storage", "arrow_type", "from_arrow", "hf_feature", "to_arrow"]
 
 PIXEL_ENCODINGS = ("png", *LOSSY_FORMATS)  # pixels dstore encodes (decoded back on read)
-ENCODINGS = ("value", "image", "string", "binary", "strings", *PIXEL_ENCODINGS)
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
 
-@dataclass(frozen=True)
-class Storage:
-    """What a column holds; ``quality`` for lossy pixels, ``class_names`` for a ClassLabel."""
-
-    encoding: str
-    quality: int | None = None
-    class_names: tuple[str, ...] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"encoding": self.encoding}
-        if self.quality is not None:
-            out["quality"] = self.quality
-        if self.class_names is not None:
-            out["class_names"] = list(self.class_names)
-        return out
-
-    @classmethod
-    def from_json(cls, data: Any) -> Storage:
-        if (enc := data["encoding"]) not in ENCODINGS:
-            raise ValueError(f"unknown encoding {enc!r}")
-        names = data.get("class_names")
-        return cls(enc, data.get("quality"), None if names is None else tuple(map(str, names)))
-
-    @property
-    def lossy(self) -> LossyImage | None:
-        return lossy_of(self.encoding, self.quality)
+class Storage(FieldStorage):
+    ENCODINGS = ("value", "image", "string", "binary", "strings", *PIXEL_ENCODINGS)
 
     @property
     def is_image(self) -> bool:
@@ -188,12 +163,6 @@ def _no_nulls(arr: pa.Array, where: str, first: int, what: str = "") -> None:
         raise CodecIOError(f"{where}, {rec}: null value (dstore fields have no missing values)")
 
 
-def _lengths(arr: pa.Array) -> np.ndarray:
-    if pa.types.is_fixed_size_list(arr.type):
-        return np.full(len(arr), arr.type.list_size, np.int64)
-    return arr.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
-
-
 def _offsets(lengths: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
@@ -206,13 +175,9 @@ def _numbers(spec: FieldSpec, arr: pa.Array, where: str, first: int) -> Column:
     offsets, records = None, len(arr)
     for depth, want in enumerate([None] * ragged + list(dims)):
         _no_nulls(arr, where, first, "" if depth == 0 else f"value at axis {depth}")
-        if not (
-            pa.types.is_list(arr.type)
-            or pa.types.is_large_list(arr.type)
-            or pa.types.is_fixed_size_list(arr.type)
-        ):
+        if not is_list(arr.type):
             raise CodecIOError(f"{where}: {arr.type} has fewer axes than the field's {dims}")
-        lengths = _lengths(arr)
+        lengths = list_lengths(arr)
         if want is None:
             offsets = _offsets(lengths)
         elif len(lengths) and (bad := np.flatnonzero(lengths != want)).size:
@@ -256,7 +221,7 @@ def from_arrow(
         return _bytes(arr, where, first)
     _no_nulls(arr, where, first)
     if s.encoding == "strings":
-        return VarColumn(_bytes(arr.flatten(), where, first), _offsets(_lengths(arr)))
+        return VarColumn(_bytes(arr.flatten(), where, first), _offsets(list_lengths(arr)))
     if not s.is_image:
         return _numbers(spec, arr, where, first)
     blobs = arr.flatten()[arr.type.get_field_index("bytes")]
