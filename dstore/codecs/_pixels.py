@@ -118,19 +118,20 @@ def decode_pixel_column(
     """Encoded records ``first...`` decoded on ``pool``, :data:`DECODE_GROUP` a task, into
     the field's column (one array when its records share a shape); errors name the record."""
 
+    out = np.empty((len(blobs), *spec.shape), spec.dtype) if spec.dense else None
+
     def group(lo: int) -> list[np.ndarray]:
-        return [
-            decode_pixels(b, spec, lossy, f"{where}, record {first + lo + i}")
-            for i, b in enumerate(blobs[lo : lo + DECODE_GROUP])
-        ]
+        imgs = []
+        for i, b in enumerate(blobs[lo : lo + DECODE_GROUP], lo):
+            img = decode_pixels(b, spec, lossy, f"{where}, record {first + i}")
+            if out is None:
+                imgs.append(img)
+            else:  # copied on the decoding thread while the image is in cache
+                out[i] = img
+        return imgs
 
     imgs = [im for part in pool.map(group, range(0, len(blobs), DECODE_GROUP)) for im in part]
-    if not spec.dense:
-        return VarColumn.from_shaped(imgs, spec.dtype)
-    out = np.empty((len(imgs), *spec.shape), spec.dtype)
-    for i, im in enumerate(imgs):
-        out[i] = im
-    return out
+    return out if out is not None else VarColumn.from_shaped(imgs, spec.dtype)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import pyarrow as pa
 from ...errors import CodecIOError
 from ...model import Column, Ragged, StringList, VarColumn
 from ...model.arrow import is_list, list_lengths
+from ...model.nesting import from_levels, real_dims, to_levels
 from ...model.schema import FieldSpec
 from .._imagecodec import LOSSY_FORMATS
 from .._pixels import FieldStorage, decode_pixel_column, encode_pixels
@@ -30,15 +31,6 @@ class Storage(FieldStorage):
         return self.encoding == "image" or self.encoding in PIXEL_ENCODINGS
 
 
-def value_dims(spec: FieldSpec) -> tuple[np.dtype, tuple[int, ...]]:
-    """The real dtype a ``value`` column stores and the axes of a record below it (a
-    complex number is a trailing pair of real and imaginary parts)."""
-    dtype = spec.dtype.newbyteorder("=")
-    if dtype.kind == "c":
-        return np.dtype(f"f{dtype.itemsize // 2}"), (*spec.shape, 2)
-    return dtype, spec.shape
-
-
 def _text(spec: FieldSpec, s: Storage) -> bool:
     return s.encoding == "string" or (isinstance(spec.kind, StringList) and spec.kind.text)
 
@@ -49,7 +41,7 @@ def arrow_type(spec: FieldSpec, s: Storage) -> pa.DataType:
     if s.encoding in ("string", "binary", "strings"):
         t = pa.string() if _text(spec, s) else pa.binary()
         return pa.list_(t) if s.encoding == "strings" else t
-    dtype, dims = value_dims(spec)
+    dtype, dims = real_dims(spec)
     t = pa.from_numpy_dtype(dtype)
     for d in reversed(dims):  # Arrow has no fixed-size list of 0: variable lists then
         t = pa.list_(t, d) if 0 not in dims else pa.list_(t)
@@ -71,7 +63,7 @@ def hf_feature(spec: FieldSpec, s: Storage) -> dict[str, Any]:
     if s.class_names is not None:
         return {"names": list(s.class_names), "_type": "ClassLabel"}
     if s.encoding == "value":
-        dtype, dims = value_dims(spec)
+        dtype, dims = real_dims(spec)
         feature = {"dtype": dtype.name, "_type": "Value"}
     else:  # string, binary or a list of them
         dims = ()
@@ -109,23 +101,19 @@ def _lists(values: pa.Array, lengths: np.ndarray, t: pa.DataType) -> pa.Array:
 
 def _values(spec: FieldSpec, col: Any, t: pa.DataType) -> pa.Array:
     """Numbers of a Tensor (one ndarray) or Ragged (values + offsets) column, nested."""
-    dtype, dims = value_dims(spec)
-    ragged = isinstance(col, VarColumn)
-    values = np.ascontiguousarray(col.flat_values if ragged else col)
-    values = values.astype(values.dtype.newbyteorder("="), copy=False).view(dtype).reshape(-1)
-    types = [t.value_type if ragged else t]
-    for _ in dims:
-        types.append(types[-1].value_type)
+    values, levels = to_levels(spec, col)
+    types = []
+    for _ in levels:
+        types.append(t)
+        t = t.value_type
     if values.dtype == np.bool_:  # Arrow packs booleans to bits
         data = pa.py_buffer(np.packbits(values, bitorder="little"))
     else:
         data = _buffer(values)
-    arr = pa.Array.from_buffers(types[-1], len(values), [None, data])
-    rows = len(col.flat_values) if ragged else len(col)
-    for depth in range(len(dims) - 1, -1, -1):  # innermost axis first
-        parents = rows * int(np.prod(dims[:depth], dtype=np.int64))
-        arr = _lists(arr, np.full(parents, dims[depth], np.int64), types[depth])
-    return _lists(arr, col.lengths, t) if ragged else arr
+    arr = pa.Array.from_buffers(t, len(values), [None, data])
+    for lengths, list_type in zip(reversed(levels), reversed(types), strict=True):
+        arr = _lists(arr, lengths, list_type)  # innermost level first
+    return arr
 
 
 def to_arrow(
@@ -163,37 +151,18 @@ def _no_nulls(arr: pa.Array, where: str, first: int, what: str = "") -> None:
         raise CodecIOError(f"{where}, {rec}: null value (dstore fields have no missing values)")
 
 
-def _offsets(lengths: np.ndarray) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-
-
 def _numbers(spec: FieldSpec, arr: pa.Array, where: str, first: int) -> Column:
-    """The numbers under ``arr``'s list levels, each level's lengths checked against the
-    field's axes; a ragged field's first level gives its offsets."""
-    dtype, dims = value_dims(spec)
-    ragged = isinstance(spec.kind, Ragged)
-    offsets, records = None, len(arr)
-    for depth, want in enumerate([None] * ragged + list(dims)):
+    """The numbers under ``arr``'s list levels and each level's lengths."""
+    dims = real_dims(spec)[1]
+    levels = []
+    for depth in range(isinstance(spec.kind, Ragged) + len(dims)):
         _no_nulls(arr, where, first, "" if depth == 0 else f"value at axis {depth}")
         if not is_list(arr.type):
             raise CodecIOError(f"{where}: {arr.type} has fewer axes than the field's {dims}")
-        lengths = list_lengths(arr)
-        if want is None:
-            offsets = _offsets(lengths)
-        elif len(lengths) and (bad := np.flatnonzero(lengths != want)).size:
-            at = f"record {first + int(bad[0])}" if depth == 0 else f"records from {first}"
-            raise CodecIOError(
-                f"{where}, {at}: {int(lengths[bad[0]])} values on axis {depth}, the field has {want}"
-            )
+        levels.append(list_lengths(arr))
         arr = arr.flatten()
     _no_nulls(arr, where, first, "value")
-    values = np.ascontiguousarray(arr.to_numpy(zero_copy_only=False))
-    if spec.dtype.kind == "c":
-        values = values.astype(dtype, copy=False).view(spec.dtype.newbyteorder("="))
-    values = values.astype(spec.dtype, copy=False)
-    if offsets is None:
-        return values.reshape(records, *spec.shape)
-    return VarColumn(values.reshape(int(offsets[-1]), *spec.shape), offsets)
+    return from_levels(spec, arr.to_numpy(zero_copy_only=False), levels, where, first)
 
 
 def _bytes(arr: pa.Array, where: str, first: int) -> VarColumn:
@@ -221,7 +190,8 @@ def from_arrow(
         return _bytes(arr, where, first)
     _no_nulls(arr, where, first)
     if s.encoding == "strings":
-        return VarColumn(_bytes(arr.flatten(), where, first), _offsets(list_lengths(arr)))
+        offsets = np.concatenate([[0], np.cumsum(list_lengths(arr))]).astype(np.int64)
+        return VarColumn(_bytes(arr.flatten(), where, first), offsets)
     if not s.is_image:
         return _numbers(spec, arr, where, first)
     blobs = arr.flatten()[arr.type.get_field_index("bytes")]

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ...model import Image
+from ...model import Bytes, Image, String, StringList
 from ...model.labels import check_labels, label_field
 from ...model.schema import Batch, Schema
 from ...sharding import ShardedDirectoryWriter, cut_groups, encode_chunks
@@ -23,6 +23,8 @@ from . import ParquetOptions
 from .arrow import Storage, arrow_type, hf_feature, to_arrow
 
 __all__ = ["ParquetShardWriter"]
+
+_TEXT = {String: "string", Bytes: "binary", StringList: "strings"}
 
 
 def storages(
@@ -48,8 +50,7 @@ def storages(
                     if lossy is not None:
                         lossy.check_field(spec, where)
             else:
-                text = {"String": "string", "Bytes": "binary", "StringList": "strings"}
-                encoding = text.get(type(spec.kind).__name__, "value")
+                encoding = _TEXT.get(type(spec.kind), "value")
                 names = options.class_names if name == label else None
                 encs[name] = Storage(encoding, class_names=names)
     return out
