@@ -321,3 +321,28 @@ def test_resume_after_sigkill_is_byte_identical(tmp_path, tiles, stepped):
     assert res.returncode == 0, res.stderr
     assert int(res.stdout.split("resumed: ")[1].split(" of ")[0]) >= 3
     assert file_digests(dst) == reference
+
+
+def test_reading_numbers_does_not_import_pandas(tmp_path, tiles):
+    """pyarrow's Array.to_numpy imports pandas: a second or more in every fresh DataLoader
+    worker before its first batch (failed before: the label column imported it)."""
+    x, y = tiles
+    path = str(tmp_path / "n.parquet")
+    ragged = [np.arange(i % 4, dtype=np.float32) for i in range(8)]
+    dstore.save({"train": {"x": x[:8], "y": y[:8], "b": np.arange(8) % 3 == 0, "r": ragged}}, path)
+    code = f"""
+import sys, numpy as np, dstore
+with dstore.open({path!r}) as ds:
+    split = ds["train"]
+    got = [split[name][2:7] for name in ("x", "y", "b")] + [split["r"][5]]
+print("pandas" in sys.modules, got[2].tolist(), got[3].tolist())
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(dstore.__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.split("\n")[0] == "False [False, True, False, False, True] [0.0]"
+    with dstore.open(path) as ds:
+        np.testing.assert_array_equal(ds["train"]["y"][2:7], y[2:7])
+        np.testing.assert_array_equal(ds["train"]["b"][:], np.arange(8) % 3 == 0)

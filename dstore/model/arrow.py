@@ -18,7 +18,7 @@ from .infer import kind_of_axes
 from .kinds import Bytes, Image, Kind, String, StringList, Tensor
 from .schema import FieldSpec
 
-__all__ = ["arrow_fields", "is_list", "list_axes", "list_lengths"]
+__all__ = ["arrow_fields", "is_list", "list_axes", "list_lengths", "numbers"]
 
 #: (kind, encoding: value/image/string/binary/strings, class names) of a column
 Mapped = tuple[Kind, str, tuple[str, ...] | None]
@@ -32,11 +32,26 @@ def is_list(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
+def numbers(arr: pa.Array) -> np.ndarray:
+    """The values of a primitive Arrow array (its nulls not looked at) as numpy, a view but
+    for booleans; ``Array.to_numpy`` imports pandas, a second or more in a fresh process
+    such as each DataLoader worker."""
+    data = arr.buffers()[1]
+    if pa.types.is_boolean(arr.type):
+        bits = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
+        bits = np.unpackbits(bits, count=arr.offset + len(arr), bitorder="little")
+        return bits[arr.offset :].astype(np.bool_)
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    if data is None:
+        return np.empty(0, dtype)
+    return np.frombuffer(data, dtype, len(arr), arr.offset * dtype.itemsize)
+
+
 def list_lengths(arr: pa.Array) -> np.ndarray:
     """The length of each list of a list array (int64)."""
     if pa.types.is_fixed_size_list(arr.type):
         return np.full(len(arr), arr.type.list_size, np.int64)
-    return arr.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
+    return numbers(arr.value_lengths()).astype(np.int64)
 
 
 def list_axes(arrays: Iterable[pa.Array], depth: int) -> list[int | None]:

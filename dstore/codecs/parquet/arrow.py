@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from ...errors import CodecIOError
 from ...model import Column, Ragged, StringList, VarColumn
-from ...model.arrow import is_list, list_lengths
+from ...model.arrow import is_list, list_lengths, numbers
 from ...model.nesting import from_levels, real_dims, to_levels
 from ...model.schema import FieldSpec
 from .._imagecodec import LOSSY_FORMATS
@@ -162,7 +162,7 @@ def _numbers(spec: FieldSpec, arr: pa.Array, where: str, first: int) -> Column:
         levels.append(list_lengths(arr))
         arr = arr.flatten()
     _no_nulls(arr, where, first, "value")
-    return from_levels(spec, arr.to_numpy(zero_copy_only=False), levels, where, first)
+    return from_levels(spec, numbers(arr), levels, where, first)
 
 
 def _bytes(arr: pa.Array, where: str, first: int) -> VarColumn:
