@@ -346,3 +346,19 @@ print("pandas" in sys.modules, got[2].tolist(), got[3].tolist())
     with dstore.open(path) as ds:
         np.testing.assert_array_equal(ds["train"]["y"][2:7], y[2:7])
         np.testing.assert_array_equal(ds["train"]["b"][:], np.arange(8) % 3 == 0)
+
+
+def test_default_row_groups_hold_100_records_as_datasets_writes_images(tmp_path, tiles):
+    """Row groups of 100 records by default (was 256): what ``datasets`` writes for image
+    datasets, and three groups of 700 records became 7, so two DataLoader workers split
+    them 400/300 instead of 444/256 (failed before: one group of 250)."""
+    x, y = tiles
+    path = str(tmp_path / "rg.parquet")
+    xs, ys = np.concatenate([x] * 5)[:250], np.concatenate([y] * 5)[:250]
+    dstore.save({"train": {"x": xs, "y": ys}}, path)
+    (shard,) = _shards(path)
+    meta = pq.ParquetFile(shard).metadata
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [100, 100, 50]
+    with dstore.open(path) as ds:
+        assert ds.reader.record_ranges("train", 1) == [(0, 100), (100, 200), (200, 250)]
+        np.testing.assert_array_equal(ds["train"]["x"][95:105], xs[95:105])

@@ -22,7 +22,7 @@ __all__ = ["ParquetCodec", "ParquetOptions"]
 @dataclass(frozen=True)
 class ParquetOptions(ImageOptions):
     shard_mb: float = option(256.0, "target shard size in MiB (the Hub's own shards are ~500)")
-    row_group_rows: int = option(256, "most records in a row group (the unit of random access)")
+    row_group_rows: int = option(100, "most records in a row group (datasets' for images)")
     row_group_mb: float = option(64.0, "a row group ends once its encoded records reach this")
     compression: Literal["zstd", "snappy", "gzip", "none"] = option("zstd", "page compression")
     compression_level: int = option(3, "zstd/gzip level (zstd 1..22)")
