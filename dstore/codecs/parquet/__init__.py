@@ -26,11 +26,15 @@ class ParquetOptions(ImageOptions):
     row_group_mb: float = option(64.0, "a row group ends once its encoded records reach this")
     compression: Literal["zstd", "snappy", "gzip", "none"] = option("zstd", "page compression")
     compression_level: int = option(3, "zstd/gzip level (zstd 1..22)")
-    images: tuple[str, ...] | None = option(None, "fields stored as Images", none="auto")
+    images: tuple[str, ...] | None = option(
+        None, "comma-separated fields stored as Images; auto = image-like fields", none="auto"
+    )
     image_codec: Literal["png", "jpeg", "webp"] = option("png", "how pixels become Images")
     quality: int = option(90, "quality 1..100 of jpeg/webp images (png ignores it)")
     class_names: tuple[str, ...] | None = option(None, "a label's ClassLabel names", none="none")
-    label_field: str | None = option(None, "the field class_names names", none="auto")
+    label_field: str | None = option(
+        None, "the field class_names describes; auto = the only integer scalar field", none="auto"
+    )
     drop_unmapped: bool = option(False, "reading: drop columns of no kind, not refuse them")
     workers: int = option(0, "threads encoding images; 0 = one per core")
 
