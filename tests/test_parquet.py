@@ -321,3 +321,44 @@ def test_resume_after_sigkill_is_byte_identical(tmp_path, tiles, stepped):
     assert res.returncode == 0, res.stderr
     assert int(res.stdout.split("resumed: ")[1].split(" of ")[0]) >= 3
     assert file_digests(dst) == reference
+
+
+def test_reading_numbers_does_not_import_pandas(tmp_path, tiles):
+    """pyarrow's Array.to_numpy imports pandas: a second or more in every fresh DataLoader
+    worker before its first batch (failed before: the label column imported it)."""
+    x, y = tiles
+    path = str(tmp_path / "n.parquet")
+    ragged = [np.arange(i % 4, dtype=np.float32) for i in range(8)]
+    dstore.save({"train": {"x": x[:8], "y": y[:8], "b": np.arange(8) % 3 == 0, "r": ragged}}, path)
+    code = f"""
+import sys, numpy as np, dstore
+with dstore.open({path!r}) as ds:
+    split = ds["train"]
+    got = [split[name][2:7] for name in ("x", "y", "b")] + [split["r"][5]]
+print("pandas" in sys.modules, got[2].tolist(), got[3].tolist())
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(dstore.__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.split("\n")[0] == "False [False, True, False, False, True] [0.0]"
+    with dstore.open(path) as ds:
+        np.testing.assert_array_equal(ds["train"]["y"][2:7], y[2:7])
+        np.testing.assert_array_equal(ds["train"]["b"][:], np.arange(8) % 3 == 0)
+
+
+def test_default_row_groups_hold_100_records_as_datasets_writes_images(tmp_path, tiles):
+    """Row groups of 100 records by default (was 256): what ``datasets`` writes for image
+    datasets, and three groups of 700 records became 7, so two DataLoader workers split
+    them 400/300 instead of 444/256 (failed before: one group of 250)."""
+    x, y = tiles
+    path = str(tmp_path / "rg.parquet")
+    xs, ys = np.concatenate([x] * 5)[:250], np.concatenate([y] * 5)[:250]
+    dstore.save({"train": {"x": xs, "y": ys}}, path)
+    (shard,) = _shards(path)
+    meta = pq.ParquetFile(shard).metadata
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [100, 100, 50]
+    with dstore.open(path) as ds:
+        assert ds.reader.record_ranges("train", 1) == [(0, 100), (100, 200), (200, 250)]
+        np.testing.assert_array_equal(ds["train"]["x"][95:105], xs[95:105])

@@ -108,3 +108,17 @@ def test_png_bytes_same_in_fresh_processes(photo_pngs, env_pad: int, step: int) 
         timeout=300,
     ).stdout.split()
     assert out == expected
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 130, 257])
+def test_fast_unfiltering_matches_libpng_at_any_height(photo_pngs, rows: int) -> None:
+    """The UP-filter prefix sum (log2(H) steps since the training-read speed-up) at heights
+    that are not powers of two, 8- and 16-bit, gray and RGB, against libpng."""
+    tiles, _ = photo_pngs
+    tall = np.concatenate([tiles[0], tiles[1]])[:rows]
+    deep16 = (tall[:, :, 0].astype(np.uint16) * 257 + 13).astype(np.uint16)
+    for img in (tall, np.ascontiguousarray(tall[:, :, 1]), deep16):
+        png = _png.encode_up_libdeflate(img)
+        assert _png._decode_up(png) is not None
+        np.testing.assert_array_equal(_png.decode(png), imagecodecs.png_decode(png))
+        np.testing.assert_array_equal(_png.decode(png), img)

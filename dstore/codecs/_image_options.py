@@ -8,11 +8,42 @@ calls :meth:`ImageOptions.check_image_options` from its ``validate``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
-from ._imagecodec import LossyImage, check_quality
+from ..errors import SchemaError, UnsupportedDtypeError
+from ..model import Image, Tensor
+from ..model.schema import FieldSpec, SplitSpec
+from ._imagecodec import LossyImage, check_quality, is_image_like, record_channels
 
-__all__ = ["ImageOptions", "check_png_level"]
+__all__ = ["ImageOptions", "check_images_named", "check_pixels", "check_png_level", "stores_pixels"]
+
+
+def stores_pixels(spec: FieldSpec, images: Collection[str] | None) -> bool:
+    """Whether a field's raw pixels are stored as encoded images: the fields ``-o images=``
+    names, else (``images`` None) raw Images and image-like tensors."""
+    if images is not None:
+        return spec.name in images
+    kind = spec.kind
+    return (isinstance(kind, Image) and kind.encoding == "raw") or (
+        isinstance(kind, Tensor) and is_image_like(spec)
+    )
+
+
+def check_images_named(images: Collection[str] | None, split: SplitSpec, where: str) -> None:
+    """Refuse an ``-o images=`` that names fields the split does not have."""
+    if images is not None and (unknown := set(images) - set(split.fields)):
+        raise SchemaError(f"{where}: images= names unknown field(s) {sorted(unknown)}")
+
+
+def check_pixels(spec: FieldSpec, where: str) -> None:
+    """Refuse a field stored as images that is not one: (H, W) or (H, W, 1..4) of uint8/uint16."""
+    kind = spec.kind
+    channels = kind.channels if isinstance(kind, Image) else record_channels(spec.shape)
+    if spec.dtype.kind != "u" or spec.dtype.itemsize > 2 or channels not in (0, 1, 2, 3, 4):
+        raise UnsupportedDtypeError(
+            f"{where}, field {spec.name!r}: {kind.describe()} is not an image "
+            "((H, W) or (H, W, 1..4) of uint8/uint16); leave it out of -o images=..."
+        )
 
 
 def check_png_level(level: object, codec: str) -> None:

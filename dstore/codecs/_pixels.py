@@ -8,23 +8,42 @@ as PNG or a lossy image (TFRecord, WebDataset, Parquet, ...).
 * :func:`lossy_of`: the lossy encoding of a field stored as a named encoding;
 * :func:`image_format`: what encoded image bytes are, from their first bytes;
 * :func:`image_libraries`: the encoders (with versions) the stored bytes depend
-  on, for a manifest's ``libraries``.
+  on, for a manifest's ``libraries``;
+* :func:`encode_pixels` / :func:`decode_pixel_column`: a whole column's records
+  encoded, or decoded on a thread pool into the field's column;
+* :class:`FieldStorage`: a field's entry in a sharded manifest's ``fields`` (its
+  encoding, the quality of lossy pixels, the class names of a label).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..errors import CodecIOError
-from ..model import Image
+from ..model import Column, Image, VarColumn
 from ..model.schema import FieldSpec
 from ._imagecodec import LOSSY_FORMATS, LossyImage
 from ._png import decode as png_decode
 from ._png import encoder_id
 
-__all__ = ["decode_pixels", "image_format", "image_libraries", "lossy_of", "record_shape"]
+__all__ = [
+    "FieldStorage",
+    "decode_pixel_column",
+    "decode_pixels",
+    "encode_pixels",
+    "image_format",
+    "image_libraries",
+    "lossy_of",
+    "record_shape",
+]
+
+#: image records a decoding thread takes at a time
+DECODE_GROUP = 16
 
 _MAGIC = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg", b"GIF8": "gif", b"BM": "bmp"}
 
@@ -79,3 +98,68 @@ def image_libraries(used: Iterable[str | LossyImage | None], png_level: str) -> 
         elif isinstance(how, LossyImage):
             libs.setdefault(how.format, how.library_id())  # one quality per write
     return dict(sorted(libs.items(), key=lambda kv: (kv[0] != "png", kv[0])))
+
+
+def encode_pixels(spec: FieldSpec, col: Any, encode: Callable[[np.ndarray], bytes]) -> VarColumn:
+    """Each record of an image column (an array of records, or a :class:`VarColumn` of
+    images of varying size) as ``encode`` makes it (PNG or a lossy format)."""
+    rows = (col[i] if spec.dense else col.row(i) for i in range(len(col)))
+    return VarColumn.from_bytes(encode(np.ascontiguousarray(p)) for p in rows)
+
+
+def decode_pixel_column(
+    spec: FieldSpec,
+    blobs: Sequence[bytes],
+    lossy: LossyImage | None,
+    where: str,
+    first: int,
+    pool: Executor,
+) -> Column:
+    """Encoded records ``first...`` decoded on ``pool``, :data:`DECODE_GROUP` a task, into
+    the field's column (one array when its records share a shape); errors name the record."""
+
+    out = np.empty((len(blobs), *spec.shape), spec.dtype) if spec.dense else None
+
+    def group(lo: int) -> list[np.ndarray]:
+        imgs = []
+        for i, b in enumerate(blobs[lo : lo + DECODE_GROUP], lo):
+            img = decode_pixels(b, spec, lossy, f"{where}, record {first + i}")
+            if out is None:
+                imgs.append(img)
+            else:  # copied on the decoding thread while the image is in cache
+                out[i] = img
+        return imgs
+
+    imgs = [im for part in pool.map(group, range(0, len(blobs), DECODE_GROUP)) for im in part]
+    return out if out is not None else VarColumn.from_shaped(imgs, spec.dtype)
+
+
+@dataclass(frozen=True)
+class FieldStorage:
+    """How a field is stored, as a sharded manifest's ``fields`` keeps it: the encoding
+    (one of :attr:`ENCODINGS`), ``quality`` of lossy pixels, ``class_names`` of a label."""
+
+    encoding: str
+    quality: int | None = None
+    class_names: tuple[str, ...] | None = None
+    #: the format's encodings (``from_json`` refuses others)
+    ENCODINGS: ClassVar[tuple[str, ...]] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"encoding": self.encoding}
+        if self.quality is not None:
+            out["quality"] = self.quality
+        if self.class_names is not None:
+            out["class_names"] = list(self.class_names)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> Any:
+        if (enc := data["encoding"]) not in cls.ENCODINGS:
+            raise ValueError(f"unknown encoding {enc!r}")
+        names = data.get("class_names")
+        return cls(enc, data.get("quality"), None if names is None else tuple(map(str, names)))
+
+    @property
+    def lossy(self) -> LossyImage | None:
+        return lossy_of(self.encoding, self.quality)

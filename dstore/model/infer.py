@@ -21,7 +21,7 @@ from ..errors import SchemaError
 from .columns import Column, VarColumn
 from .kinds import Bytes, Kind, Ragged, String, StringList, Tensor, check_numeric_dtype
 
-__all__ = ["infer_column", "numpy_strings_to_column"]
+__all__ = ["infer_column", "kind_of_axes", "numpy_strings_to_column"]
 
 #: numpy's limit on dimensions (a field's records share it with the record axis)
 _MAX_RECORD_DIMS = 64
@@ -34,6 +34,16 @@ def numpy_strings_to_column(arr: np.ndarray, where: str) -> tuple[Kind, VarColum
     if arr.dtype.kind == "U":
         return String(), VarColumn.from_strings(str(s) for s in arr.tolist())
     return Bytes(), VarColumn.from_bytes(bytes(b) for b in arr.tolist())
+
+
+def kind_of_axes(dtype: np.dtype, axes: Sequence[int | None]) -> Kind | None:
+    """The numeric kind of records whose axes have these lengths in every record (None
+    where a length varies): a Tensor, a Ragged when only the first varies, else None."""
+    if all(n is not None for n in axes):
+        return Tensor(dtype, tuple(int(n or 0) for n in axes))
+    if any(n is None for n in axes[1:]):
+        return None
+    return Ragged(dtype, tuple(int(n or 0) for n in axes[1:]))
 
 
 def infer_column(data: Any, where: str) -> tuple[Kind, Column]:

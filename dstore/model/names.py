@@ -47,6 +47,7 @@ __all__ = [
     "MAX_BYTES",
     "check_case_distinct",
     "check_relative",
+    "check_text_names",
     "check_tree",
     "escape",
     "escape_dotless",
@@ -124,6 +125,18 @@ def is_utf8_text(name: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def check_text_names(schema: Schema, codec: str, why: str) -> None:
+    """Refuse split and field names that are not Unicode text where ``why`` (a format whose
+    names are UTF-8: Arrow columns, shard files) needs them to be, naming the first."""
+    for split in schema.splits.values():
+        for name in (split.name, *split.fields):
+            if not is_utf8_text(name):
+                raise SchemaError(
+                    f"{codec}: split {split.name!r}, field {name!r}: the name is not valid "
+                    f"Unicode text (a lone surrogate); rename it before writing {why}"
+                )
 
 
 def unescape(stored: str) -> str:

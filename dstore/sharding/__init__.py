@@ -32,9 +32,17 @@ from .manifest import (
     manifest_base,
     manifest_files,
 )
-from .reader import ShardedDirectoryReader, ShardFile, brace_files, check_complete
+from .reader import (
+    ShardedDirectoryReader,
+    ShardFile,
+    brace_files,
+    check_complete,
+    group_ranges,
+    group_slices,
+)
 from .writer import (
     ShardedDirectoryWriter,
+    cut_groups,
     encode_chunks,
     open_for_write,
     open_path_for_write,
@@ -51,8 +59,11 @@ __all__ = [
     "brace_files",
     "check_complete",
     "check_shards",
+    "cut_groups",
     "encode_chunks",
     "foreign_files",
+    "group_ranges",
+    "group_slices",
     "is_manifest_of",
     "load_manifest",
     "manifest_base",

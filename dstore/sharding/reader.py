@@ -58,7 +58,7 @@ from .cache import ShardCache
 from .index import INDEX_SUFFIX, read_index
 from .manifest import MANIFEST, check_shards, load_manifest
 
-__all__ = ["ShardFile", "ShardedDirectoryReader", "check_complete"]
+__all__ = ["ShardFile", "ShardedDirectoryReader", "check_complete", "group_ranges", "group_slices"]
 
 #: records per group handed to a decoding thread
 DECODE_GROUP = 16
@@ -170,11 +170,25 @@ class ShardedDirectoryReader(Reader):
 
     # ------------------------------------------------------------ format hooks
 
-    @abstractmethod
+    #: a field's stored encoding, read by :meth:`load_manifest_head` with its
+    #: ``from_json`` from each entry of the manifest's ``fields`` (None: the format reads them)
+    field_encoding: ClassVar[Any] = None
+
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         """Read the format's own manifest keys (field encodings, options) after
         ``self.schema`` is set; raise :class:`CodecIOError` naming ``where`` if they
-        disagree with the schema."""
+        disagree with the schema. The default reads ``fields`` into ``self.encodings``
+        (split -> field -> :attr:`field_encoding`), one per field of the schema."""
+        try:
+            self.encodings = {
+                split: {name: self.field_encoding.from_json(e) for name, e in fields.items()}
+                for split, fields in manifest["fields"].items()
+            }
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise CodecIOError(f"{where}: unreadable manifest: {e}") from None
+        for split, spec in self.schema.splits.items():
+            if set(self.encodings.get(split, {})) != set(spec.fields):
+                raise CodecIOError(f"{where}: split {split!r}: fields disagree with the schema")
 
     @abstractmethod
     def scan_split(
@@ -511,6 +525,39 @@ def _rebatch(
                 pending, have = [], 0
     if pending:
         yield _join(spec, names, pending)
+
+
+def group_ranges(
+    shards_groups: Iterable[Iterable[tuple[int, int]]], target_bytes: int
+) -> list[tuple[int, int]]:
+    """Record ranges of a split whose shards are read a group at a time (Parquet row
+    groups): whole groups, ``(records, bytes)`` each, gathered to about ``target_bytes``."""
+    ranges: list[tuple[int, int]] = []
+    first = 0
+    for groups in shards_groups:
+        start, size = first, 0
+        for records, nbytes in groups:
+            first += records
+            size += nbytes
+            if size >= target_bytes:
+                ranges.append((start, first))
+                start, size = first, 0
+        if first > start:
+            ranges.append((start, first))
+    return ranges
+
+
+def group_slices(
+    group_records: Sequence[int], lo: int, hi: int, rows: int
+) -> Iterator[tuple[int, int, int, int]]:
+    """``(group, its first record, start, stop)`` for records ``lo:hi`` of a shard whose
+    groups hold ``group_records``, at most ``rows`` at a time, touching only the groups
+    that hold them (records counted from the shard's start)."""
+    first = 0
+    for g, n in enumerate(group_records):
+        for s in range(max(lo, first), min(hi, first + n), rows):
+            yield g, first, s, min(hi, first + n, s + rows)
+        first += n
 
 
 def _with_sidecar(shard: ShardFile) -> ShardFile:

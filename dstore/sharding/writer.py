@@ -40,6 +40,8 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, ClassVar, TypeVar
 
+import numpy as np
+
 from .. import fs
 from ..codecs.base import Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError
@@ -53,6 +55,7 @@ from .manifest import ENTRY_KEYS, MANIFEST, manifest_base
 
 __all__ = [
     "ShardedDirectoryWriter",
+    "cut_groups",
     "manifest_base",
     "open_for_write",
     "open_path_for_write",
@@ -127,6 +130,30 @@ def encode_chunks(
 
     with ThreadPoolExecutor(workers, thread_name_prefix=thread_name) as pool:
         yield from ordered_map(lambda c: encode(*c), cut(), pool, ahead * workers)
+
+
+def cut_groups(
+    chunks: Iterable[tuple[R, Any]], max_records: int, max_bytes: float
+) -> Iterator[list[tuple[R, int, int]]]:
+    """Groups of consecutive records (Parquet row groups) from encoded ``(chunk, sizes)``,
+    as ``(chunk, offset, count)`` pieces: a group ends after ``max_records`` records or
+    once its sizes reach ``max_bytes``, decided record by record, so the cut depends on
+    the records only, never on how they were chunked (a resumed or Dask run is the same)."""
+    group: list[tuple[R, int, int]] = []
+    records, size = 0, 0
+    for chunk, sizes in chunks:
+        pos = 0
+        while pos < len(sizes):
+            # the records of this chunk that still fit the current group
+            ends = size + np.cumsum(sizes[pos : pos + max_records - records])
+            take = min(len(ends), int(np.searchsorted(ends, max_bytes, side="left")) + 1)
+            group.append((chunk, pos, take))
+            records, size, pos = records + take, int(ends[take - 1]), pos + take
+            if records == max_records or size >= max_bytes:
+                yield group
+                group, records, size = [], 0, 0
+    if group:
+        yield group
 
 
 @contextlib.contextmanager

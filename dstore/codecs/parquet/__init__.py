@@ -1,37 +1,51 @@
-"""Parquet in the Hugging Face Hub layout: ``datasets``, pyarrow, pandas and DuckDB read it.
-
-Layout written (``data.parquet/``, a folder)::
-
-    train-00000-of-00002.parquet   shards of about ``shard_mb``, row groups of
-    ...                            <= ``row_group_rows`` records / ``row_group_mb``
-    dstore.json                    schema, each field's storage, shards (records, sha256)
-
-Each shard's Arrow schema carries the ``huggingface`` metadata ``datasets``
-writes (``{"info": {"features": ...}}``): images are ``Image`` structs of PNG
-(or JPEG/WebP) bytes, fixed axes ``List(..., length=n)``, ragged axes
-``List``, text ``Value("string")``. ``datasets.load_dataset("parquet",
-data_files=...)`` reads the shards as the Hub's own; dstore reads them back
-exactly (dtypes, shapes, byte orders) from the manifest.
-
-A path that is a regular file is one Parquet file (anyone's); a folder is
-dstore's (manifest) or a Hub folder of shards (``data/`` inside it too).
-"""
+"""Parquet in the Hugging Face Hub layout (docs/formats/parquet.md): shards with the
+``huggingface`` features metadata; a folder of dstore's, a Hub folder, or one file."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from ... import fs, links
-from ...errors import SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
-from ...model.names import is_utf8_text
+from ...model.names import check_text_names
 from ...model.schema import Batch, Schema
+from ...options import option
 from ...sharding import ShardedCodec
+from .._image_options import ImageOptions
 from ..base import Reader, Shard, ShardWriter, read_at
-from .options import ParquetOptions
 
 __all__ = ["ParquetCodec", "ParquetOptions"]
+
+
+@dataclass(frozen=True)
+class ParquetOptions(ImageOptions):
+    shard_mb: float = option(256.0, "target shard size in MiB (the Hub's own shards are ~500)")
+    row_group_rows: int = option(100, "most records in a row group (datasets' for images)")
+    row_group_mb: float = option(64.0, "a row group ends once its encoded records reach this")
+    compression: Literal["zstd", "snappy", "gzip", "none"] = option("zstd", "page compression")
+    compression_level: int = option(3, "zstd/gzip level (zstd 1..22)")
+    images: tuple[str, ...] | None = option(
+        None, "comma-separated fields stored as Images; auto = image-like fields", none="auto"
+    )
+    image_codec: Literal["png", "jpeg", "webp"] = option("png", "how pixels become Images")
+    quality: int = option(90, "quality 1..100 of jpeg/webp images (png ignores it)")
+    class_names: tuple[str, ...] | None = option(None, "a label's ClassLabel names", none="none")
+    label_field: str | None = option(
+        None, "the field class_names describes; auto = the only integer scalar field", none="auto"
+    )
+    drop_unmapped: bool = option(False, "reading: drop columns of no kind, not refuse them")
+    workers: int = option(0, "threads encoding images; 0 = one per core")
+
+    def validate(self) -> None:
+        self.check_image_options("parquet")
+        if self.row_group_mb <= 0:
+            raise ValueError(f"parquet: row_group_mb must be > 0. Got {self.row_group_mb}.")
+        if self.row_group_rows < 1:
+            raise ValueError(f"parquet: row_group_rows must be >= 1. Got {self.row_group_rows}.")
+        if self.class_names is not None and len(set(self.class_names)) != len(self.class_names):
+            raise ValueError(f"parquet: class_names repeat a name: {list(self.class_names)}")
 
 
 class ParquetCodec(ShardedCodec):
@@ -45,7 +59,6 @@ class ParquetCodec(ShardedCodec):
     keeps_empty_rows = True  # list offsets count rows of an empty inner shape
     bfloat16_as = "float32"  # Arrow has no bfloat16: widened exactly, read as float32 elsewhere
     Options = ParquetOptions
-
     format_id = "dstore-parquet"
 
     @classmethod
@@ -74,13 +87,7 @@ class ParquetCodec(ShardedCodec):
 
     def check_schema(self, schema: Schema) -> None:
         super().check_schema(schema)
-        for split in schema.splits.values():
-            for name in (split.name, *split.fields):  # Arrow column and shard names: UTF-8
-                if not is_utf8_text(name):
-                    raise SchemaError(
-                        f"parquet: split {split.name!r}, field {name!r}: the name is not valid "
-                        "Unicode text (a lone surrogate); rename it before writing Parquet"
-                    )
-        from .writer import check_storages
+        check_text_names(schema, "parquet", "Parquet")  # Arrow column and shard names
+        from .writer import storages
 
-        check_storages(schema, self.options)
+        storages(schema, self.options, check=True)

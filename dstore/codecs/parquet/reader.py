@@ -1,16 +1,5 @@
-"""Reading Parquet: dstore's folders (manifest), Hub folders, single files of anyone.
-
-:class:`ParquetReader` is a :class:`~dstore.sharding.ShardedDirectoryReader`:
-the manifest, the shard list, ``-of-N`` completeness and reading across
-shards are the container's. What is Parquet's own:
-
-- records ``lo:hi`` of a shard read only the row groups that hold them
-  (``ds["train"]["x"][i]`` reads one row group of one column);
-- record ranges for training workers follow row groups (about
-  ``target_bytes`` of them each), so a worker never reads a row group twice;
-- a folder without a manifest is read as the Hub lays it out: the
-  ``*.parquet`` files in it, else in its ``data/`` folder.
-"""
+"""Reading Parquet: dstore's folders (manifest), Hub folders (``data/`` too) and anyone's
+files, by row group (``ds[i]`` reads one); foreign columns are mapped by type."""
 
 from __future__ import annotations
 
@@ -18,58 +7,73 @@ from collections.abc import Iterator
 from concurrent.futures import Executor
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from ... import fs
-from ...errors import CodecIOError
+from ...errors import CodecIOError, SchemaError
+from ...model.arrow import arrow_fields, list_axes
 from ...model.schema import Batch, FieldSpec, SplitSpec
-from ...sharding import ShardedDirectoryReader, ShardFile
+from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges, group_slices
+from .._pixels import image_format
 from ..base import RANGE_BYTES
-from .columns import from_arrow
-from .features import Storage
-from .infer import infer_fields, open_parquet
-from .writer import FORMAT_ID
+from .arrow import Storage, from_arrow
 
 __all__ = ["ParquetReader"]
 
 
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())  # pyarrow's text can span lines (thrift's end in one)
+
+
+def open_parquet(path: str) -> pq.ParquetFile:
+    """``path`` opened by pyarrow; anything unreadable is one line naming it."""
+    try:
+        return pq.ParquetFile(fs.open_binary(path) if fs.is_url(path) else path)
+    except (pa.ArrowException, OSError) as e:
+        raise CodecIOError(f"{path}: not a readable Parquet file: {_one_line(e)}") from None
+
+
 class ParquetReader(ShardedDirectoryReader):
-    format_id = FORMAT_ID
+    format_id = "dstore-parquet"
     codec_name = "parquet"
     file_pattern = r"\.parquet$"
+    field_encoding = Storage
 
     def __init__(self, path: str, workers: int = 0, drop_unmapped: bool = False) -> None:
         self.encodings: dict[str, dict[str, Storage]] = {}
         self.drop_unmapped = drop_unmapped
-        self._notes: list[str] = []
+        self.notes: list[str] = []
         super().__init__(path, workers)
-        self.notes = self._notes
-
-    def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
-        try:
-            self.encodings = {
-                split: {name: Storage.from_json(s) for name, s in fields.items()}
-                for split, fields in manifest["fields"].items()
-            }
-            for split, spec in self.schema.splits.items():
-                if set(self.encodings[split]) != set(spec.fields):
-                    raise KeyError(f"fields of split {split!r}")
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise CodecIOError(f"{where}: unreadable manifest: {e}") from None
 
     def find_files(self, path: str) -> list[str]:
         """A folder's ``*.parquet`` files, else those of its ``data/`` (the Hub's layout)."""
         data = fs.join(path, "data")
-        if fs.isdir(path) and fs.isdir(data):
-            mine = [f for f in fs.listdir(path) if f.endswith(".parquet")]
-            if not mine:
-                return super().find_files(data)
+        if (
+            fs.isdir(path)
+            and fs.isdir(data)
+            and not any(f.endswith(".parquet") for f in fs.listdir(path))
+        ):
+            return super().find_files(data)
         return super().find_files(path)
 
-    def scan_split(
-        self, split: str, paths: list[str]
-    ) -> tuple[dict[str, FieldSpec], list[ShardFile]]:
-        fields, self.encodings[split], rows, notes = infer_fields(paths, self.drop_unmapped)
-        self._notes.extend(notes)
-        return fields, [ShardFile(p, n) for p, n in zip(paths, rows, strict=True)]
+    def _groups(self, shard: ShardFile) -> list[Any]:
+        pf = open_parquet(shard.path)
+        try:
+            return [pf.metadata.row_group(g) for g in range(pf.metadata.num_row_groups)]
+        finally:
+            pf.close()
+
+    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
+        """Whole row groups, gathered to about ``target_bytes`` (uncompressed) per range."""
+        self.split(split)
+        return group_ranges(
+            (
+                [(g.num_rows, g.total_byte_size) for g in self._groups(shard)]
+                for shard in self.shards[split]
+            ),
+            target_bytes,
+        )
 
     def read_shard(
         self,
@@ -82,75 +86,82 @@ class ParquetReader(ShardedDirectoryReader):
         pool: Executor,
     ) -> Iterator[Batch]:
         """Records ``lo:hi`` of ``shard``: only the row groups that hold them are read."""
-        storages = self.encodings[spec.name]
         pf = open_parquet(shard.path)
         try:
-            meta = pf.metadata
-            self.check_count(shard, meta.num_rows)
-            first = 0
-            for g in range(meta.num_row_groups):
-                n = meta.row_group(g).num_rows
-                a, b = max(lo, first), min(hi, first + n)
-                if a < b:
-                    table = self._row_group(pf, shard.path, g, names)
-                    for s in range(a, b, rows):
-                        e = min(b, s + rows)
-                        part = table.slice(s - first, e - s)
-                        where = f"{shard.path}: split {spec.name!r}"
-                        yield {
-                            name: from_arrow(
-                                spec.fields[name],
-                                storages[name],
-                                part.column(name),
-                                f"{where}, field {name!r}",
-                                s,
-                                pool,
-                            )
-                            for name in names
-                        }
-                first += n
+            self.check_count(shard, pf.metadata.num_rows)
+            groups = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
+            read = -1
+            for g, first, s, e in group_slices(groups, lo, hi, rows):
+                if g != read:
+                    try:
+                        table, read = pf.read_row_group(g, columns=names), g
+                    except (pa.ArrowException, OSError) as err:
+                        reason = _one_line(err)
+                        raise CodecIOError(
+                            f"{shard.path}: row group {g} does not read: {reason}"
+                        ) from None
+                part = table.slice(s - first, e - s)
+                where = f"{shard.path}: split {spec.name!r}, field"
+                yield {
+                    n: from_arrow(
+                        spec.fields[n],
+                        self.encodings[spec.name][n],
+                        part.column(n),
+                        f"{where} {n!r}",
+                        s,
+                        pool,
+                    )
+                    for n in names
+                }
         finally:
             pf.close()
 
-    @staticmethod
-    def _row_group(pf: Any, path: str, g: int, names: list[str]) -> Any:
-        import pyarrow as pa
-
-        try:
-            return pf.read_row_group(g, columns=names)
-        except (pa.ArrowException, OSError) as e:
-            reason = " ".join(str(e).split())  # pyarrow's text can span lines
-            raise CodecIOError(f"{path}: row group {g} does not read: {reason}") from None
-
-    def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
-        """Whole row groups, gathered to about ``target_bytes`` (uncompressed) per range."""
-        self.split(split)
-        ranges: list[tuple[int, int]] = []
-        first = 0
-        for shard in self.shards[split]:
-            pf = open_parquet(shard.path)
-            try:
-                groups = [pf.metadata.row_group(g) for g in range(pf.metadata.num_row_groups)]
-            finally:
-                pf.close()
-            start, size = first, 0
-            for g in groups:
-                first += g.num_rows
-                size += g.total_byte_size
-                if size >= target_bytes:
-                    ranges.append((start, first))
-                    start, size = first, 0
-            if first > start:
-                ranges.append((start, first))
-        return ranges
-
     def describe(self) -> list[str]:
-        lines = []
-        for split, shards in self.shards.items():
-            groups = 0
-            for shard in shards[:1]:
-                pf = open_parquet(shard.path)
-                groups = pf.metadata.num_row_groups
+        return [
+            f"{split}: {len(shards)} shard(s); first has "
+            f"{len(self._groups(shards[0])) if shards else 0} row group(s)"
+            for split, shards in self.shards.items()
+        ]
+
+    # ------------------------------------------------------------ files of others
+
+    def scan_split(
+        self, split: str, paths: list[str]
+    ) -> tuple[dict[str, FieldSpec], list[ShardFile]]:
+        files = [open_parquet(p) for p in paths]
+        try:
+            schema = files[0].schema_arrow
+            for p, pf in zip(paths[1:], files[1:], strict=True):
+                if not pf.schema_arrow.remove_metadata().equals(schema.remove_metadata()):
+                    raise SchemaError(f"{p}: columns differ from those of {paths[0]}")
+            fields, mapped, notes = arrow_fields(
+                schema,
+                paths[0],
+                self.drop_unmapped,
+                lambda name, depth: list_axes(_column(files, name), depth),
+                lambda name: _image_encoding(files, name),
+            )
+            self.notes.extend(notes)
+            self.encodings[split] = {
+                n: Storage(e, class_names=c) for n, (_, e, c) in mapped.items()
+            }
+            counts = [pf.metadata.num_rows for pf in files]
+            return fields, [ShardFile(p, n) for p, n in zip(paths, counts, strict=True)]
+        finally:
+            for pf in files:
                 pf.close()
-            lines.append(f"{split}: {len(shards)} shard(s); first has {groups} row group(s)")
-        return lines
+
+
+def _column(files: list[pq.ParquetFile], name: str) -> Iterator[pa.Array]:
+    for pf in files:
+        for g in range(pf.metadata.num_row_groups):
+            yield pf.read_row_group(g, columns=[name]).column(0).combine_chunks()
+
+
+def _image_encoding(files: list[pq.ParquetFile], name: str) -> str:
+    """What the first Image's bytes are (PNG, JPEG, ...): a field has one encoding."""
+    for pf in files:
+        for batch in pf.iter_batches(batch_size=1, columns=[name]):
+            if len(batch) and (blob := batch.column(0).field("bytes")[0].as_py()):
+                return image_format(blob) or "png"
+    return "png"
