@@ -1,7 +1,7 @@
 """Issue #24 §2-3: CPU utilisation, the critical path and the ratios of npz -> TFRecord (PNG).
 
     python benchmarks/bench_convert_cpu.py [--tiles 3000] [--rounds 3] [--profile]
-        [--before /path/to/other/checkout] [--tf] [--encoder-tiles 1000]
+        [--before /path/to/other/checkout] [--tf] [--encoder-tiles 1000] [--sample]
 
 Converts a label-maker ``data.npz`` (``np.savez``, real-photo tiles 256x256x3)
 with ``dstore.convert`` in a fresh process per run and prints, per round:
@@ -26,6 +26,12 @@ shards and waits for the encoder threads): seconds in PNG encoding, sha256,
 CRC-32 of the zip members, CRC-32C of the records, npz reading, waiting on
 encoder threads, and the rest. cProfile sees the main thread only, which is
 the critical path here (PNG encoding of other chunks runs on pool threads).
+``--sample`` runs one more conversion of each with a sampler thread that notes,
+every 2 ms, the innermost frames of every thread then on a CPU (not waiting),
+and prints the converting process's CPU by category across all its threads
+(npz reading, sending chunks to the encoder processes and receiving their
+records, sha256, file writes, PNG encoding left in the process), with the CPU
+seconds of the process and of each encoder process.
 """
 
 from __future__ import annotations
@@ -50,6 +56,31 @@ RUN = textwrap.dedent(
     import dstore
     src, dst = sys.argv[1:3]
     profile = sys.argv[4] == "1"
+    samples = {}
+    if sys.argv[4] == "2":  # sample every thread's innermost frames while it runs on a CPU
+        import collections, threading, traceback
+        samples = collections.Counter()
+        me = []
+
+        def running(tid):
+            try:
+                with open(f"/proc/self/task/{tid}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] == "R"
+            except OSError:
+                return False
+
+        def sample():
+            me.append(threading.get_ident())
+            while me:
+                frames = sys._current_frames()
+                for t in threading.enumerate():
+                    if t.ident in frames and t.ident != me[0] and running(t.native_id):
+                        stack = traceback.extract_stack(frames[t.ident])[::-1][:3]
+                        samples[t.name.split("_")[0] + " " + " < ".join(
+                            f"{os.path.basename(f.filename)}:{f.name}" for f in stack)] += 1
+                time.sleep(0.002)
+
+        threading.Thread(target=sample, daemon=True).start()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     if profile:
@@ -79,6 +110,9 @@ RUN = textwrap.dedent(
            "rss_mb": status("self", "VmHWM") + sum(status(k, "VmHWM") for k in kids),
            "rss_parts": [round(status(p, "VmHWM")) for p in ["self", *kids]],
            "children": len(kids), "dstore": os.path.dirname(dstore.__file__)}
+    if samples:
+        out["samples"] = dict(samples)
+        out["kids_cpu"] = [cpu_seconds(k) for k in kids]
     if profile:
         prof.disable()
         stats = pstats.Stats(prof).stats
@@ -100,6 +134,28 @@ CATEGORIES = [
 ]
 
 
+#: (category, substrings of a sampled thread's "name file:function < ..."), first match wins
+SAMPLED = [
+    ("PNG encode (this process: shard planning, small shards)", ("_png.py",)),
+    ("sending chunks to encoder processes", ("_encode_processes.py:_send",)),
+    ("receiving records from encoder processes", ("_encode_processes.py:_re",)),
+    ("npz read (zip CRC-32, copies)", ("zipfile.py", "npz/reader.py", "reader.py:_read")),
+    ("sha256", ("dstore-sha256",)),
+    ("file write", ("writer.py:write", "'write'", "_indexed_records")),
+    ("imports and start-up", ("importlib", "<frozen")),
+]
+
+
+def sampled_breakdown(samples: dict[str, int]) -> dict[str, float]:
+    """Shares of the parent's on-CPU samples (all threads) by category."""
+    out = dict.fromkeys([c for c, _ in SAMPLED] + ["other"], 0.0)
+    total = sum(samples.values()) or 1
+    for key, n in samples.items():
+        cat = next((c for c, keys in SAMPLED if any(k in key for k in keys)), "other")
+        out[cat] += n / total
+    return out
+
+
 def breakdown(funcs: list[list], wall: float) -> dict[str, float]:
     out = dict.fromkeys([c for c, _ in CATEGORIES] + ["other"], 0.0)
     for name, tottime, _ in funcs:
@@ -108,13 +164,21 @@ def breakdown(funcs: list[list], wall: float) -> dict[str, float]:
     return {k: v / wall for k, v in out.items()}
 
 
-def convert(src: str, path: str, profile: bool = False) -> dict:
+def convert(src: str, path: str, profile: bool | str = False) -> dict:
     work = tempfile.mkdtemp(prefix="bench-cpu-")
     try:
         dst = os.path.join(work, "out.tfrecords")
         env = dict(os.environ, PYTHONPATH=path)
         proc = subprocess.run(
-            [sys.executable, "-c", RUN, src, dst, path, "1" if profile else "0"],
+            [
+                sys.executable,
+                "-c",
+                RUN,
+                src,
+                dst,
+                path,
+                {"sample": "2", True: "1"}.get(profile, "0"),
+            ],
             capture_output=True,
             text=True,
             env=env,
@@ -198,6 +262,11 @@ def main() -> None:
         help="another checkout to compare with, as PATH or NAME=PATH (repeatable)",
     )
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument(
+        "--sample",
+        action="store_true",
+        help="one more conversion of each with every thread sampled: where the CPU goes",
+    )
     ap.add_argument("--tf", action="store_true", help="TensorFlow's eager loop every round")
     ap.add_argument(
         "--encoder-tiles", type=int, default=0, help="time the PNG encoder on N tiles per round"
@@ -284,6 +353,21 @@ def main() -> None:
         print("|---|" + "---|" * len(cats))
         for c in next(iter(cats.values())):
             print(f"| {c} | " + " | ".join(f"{cats[w][c]:.0%}" for w in cats) + " |")
+
+    if args.sample:
+        print("\nConverting process's CPU by category (share of on-CPU samples, all threads):")
+        res = {way: convert(src, p, "sample") for way, p in ways.items()}
+        cats = {way: sampled_breakdown(r["samples"]) for way, r in res.items()}
+        print("| category | " + " | ".join(cats) + " |")
+        print("|---|" + "---|" * len(cats))
+        for c in next(iter(cats.values())):
+            print(f"| {c} | " + " | ".join(f"{cats[w][c]:.0%}" for w in cats) + " |")
+        for way, r in res.items():
+            print(
+                f"{way}: {r['wall']:.2f} s wall; CPU s: converting process "
+                f"{r['cpu'] - sum(r['kids_cpu']):.2f}, encoder processes "
+                f"{', '.join(f'{k:.2f}' for k in r['kids_cpu']) or 'none'}"
+            )
 
 
 if __name__ == "__main__":

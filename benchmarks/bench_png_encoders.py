@@ -119,7 +119,7 @@ CANDIDATES: dict[str, Callable[[], Callable[[np.ndarray], bytes]]] = {
     "UP + ISA-L 2": lambda: _isal(2),
     "UP + ISA-L 3": lambda: _isal(3),
     "UP + zlib-ng 1": lambda: _zlibng(1),
-    "fpng": _fpng,
+    "fpng (one-pass, the package's encode_ndarray)": _fpng,
 }
 
 

@@ -318,7 +318,7 @@ class ExampleEncoder:
 #: children (Python, numpy, dstore, fpng: about 0.5 s of CPU each) pays only then
 PROCESS_MIN_IMAGES = 512
 #: records per chunk sent to a worker process (a pickle of their pixels each way)
-PROCESS_CHUNK = 16
+PROCESS_CHUNK = 8
 
 
 def _encode_in_child(
