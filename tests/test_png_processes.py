@@ -44,6 +44,7 @@ def test_worker_processes_write_the_threads_bytes(tmp_path, monkeypatch) -> None
         real(self, n)
 
     monkeypatch.setattr(_encode_processes.EncoderProcesses, "__init__", counting)
+    monkeypatch.setattr(_example_fields, "PROCESS_MIN_WORKERS", 2)  # (3 by default)
     monkeypatch.setattr(_example_fields, "PROCESS_MIN_IMAGES", 10**12)
     dstore.convert(src, str(tmp_path / "threads"), to="tfrecord", options={"workers": 2})
     assert spawned == []
@@ -104,3 +105,17 @@ def test_forked_child_encodes_with_its_own_scratch_files() -> None:
         child = f.read().decode().split("\n")
     os.waitpid(pid, 0)
     assert parent == expected and child == expected
+
+
+def test_two_workers_encode_on_threads(tmp_path, monkeypatch) -> None:
+    """On 2 workers (2 cores) the encoder processes did not pay (issue #24): threads."""
+    x, y = photo_tiles(40, 64, seed=8)
+    src = str(tmp_path / "data.npz")
+    np.savez(src, x_train=x, y_train=y)
+    asked = []
+    monkeypatch.setattr(_example_fields, "PROCESS_MIN_IMAGES", 1)
+    monkeypatch.setattr(_example_fields, "encoder_processes", lambda *a, **k: asked.append(a))
+    dstore.convert(src, str(tmp_path / "out"), to="tfrecord", options={"workers": 2})
+    assert asked == []
+    dstore.convert(src, str(tmp_path / "out3"), to="tfrecord", options={"workers": 3})
+    assert asked  # asked for processes (the stub gives none: threads encode)

@@ -281,15 +281,15 @@ class ExampleEncoder:
     ) -> Generator[list[bytes], None, None]:
         """Chunks of records encoded on all cores, in order: on threads, or in worker
         processes when fpng (which holds the GIL) has at least :data:`PROCESS_MIN_IMAGES`
-        images of the ``records`` to encode."""
+        images of the ``records`` to encode and :data:`PROCESS_MIN_WORKERS` workers."""
         png = png_encoder(self.png_level)
         workers = self.workers or default_workers()
         fpng_images = (records or 0) * self._png_fields(split)
         # children already running serve any shard with fpng images; starting them pays
-        # only for many
+        # only for many, and only with cores to spare for them
         processes = (
             encoder_processes(workers, start=fpng_images >= PROCESS_MIN_IMAGES)
-            if fpng_images
+            if fpng_images and workers >= PROCESS_MIN_WORKERS
             else None
         )
         if processes is None:
@@ -317,6 +317,14 @@ class ExampleEncoder:
 #: PNG images a shard needs before its chunks go to worker processes: starting the
 #: children (Python, numpy, dstore, fpng: about 0.5 s of CPU each) pays only then
 PROCESS_MIN_IMAGES = 512
+#: workers (``-o workers``, default one per core) a conversion needs before its PNG
+#: chunks go to worker processes. On 2 cores they did not pay (issue #24, docs/
+#: benchmarks.md): the converting process's own share -- reading the npz, sha256,
+#: writing, and ~0.2 ms per tile of sending pixels and receiving records -- keeps
+#: about one core busy, so two children add CPU work without adding a core, and
+#: threads (fpng one at a time under the GIL) were as fast or faster, with 110 MB
+#: less memory. With 3 or more the children get cores of their own (not measured).
+PROCESS_MIN_WORKERS = 3
 #: records per chunk sent to a worker process (a pickle of their pixels each way)
 PROCESS_CHUNK = 8
 
