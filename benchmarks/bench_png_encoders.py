@@ -36,6 +36,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.dirname(HERE))  # this checkout's dstore, not an installed one
 BLOCK = 1000
 SPEED_TILES = 5000  # at most this many tiles are timed (and held in memory) per candidate
 
