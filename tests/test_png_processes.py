@@ -85,6 +85,7 @@ def test_two_pass_fpng_within_1_12_of_tensorflow() -> None:
         assert np.array_equal(_png.decode(png), t)
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_forked_child_encodes_with_its_own_scratch_files() -> None:
     """fpng writes into per-thread scratch files; a forked child must not share the
     parent's (both would read each other's PNGs)."""
