@@ -120,3 +120,18 @@ def test_two_workers_encode_on_threads(tmp_path, monkeypatch) -> None:
     assert asked == []
     dstore.convert(src, str(tmp_path / "out3"), to="tfrecord", options={"workers": 3})
     assert asked  # asked for processes (the stub gives none: threads encode)
+
+
+def test_one_pass_switch_gives_the_one_pass_bytes_and_name(monkeypatch) -> None:
+    """``FPNG_TWO_PASS = False`` restores the one-pass encoder and its manifest name, so a
+    folder written before the two-pass mode resumes byte for byte."""
+    from fpng import fpng_ext
+
+    x, _ = photo_tiles(6, 128, seed=9)
+    assert "two-pass" in _png.encoder_id("fast")
+    two_pass = [_png.encode_fast(t) for t in x]
+    monkeypatch.setattr(_png, "FPNG_TWO_PASS", False)
+    assert "two-pass" not in _png.encoder_id("fast")
+    one_pass = [_png.encode_fast(t) for t in x]
+    assert one_pass == [fpng_ext.encode_ndarray(np.ascontiguousarray(t)) for t in x]
+    assert sum(map(len, two_pass)) < sum(map(len, one_pass))

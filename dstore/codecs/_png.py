@@ -154,14 +154,26 @@ def _drain(fd: int) -> bytes:
     return b"".join(parts)
 
 
+#: fpng's two-pass mode (issue #24): 1.10x TensorFlow's bytes on photo tiles instead of
+#: 1.165x, but about 1.7x the CPU per tile; as fpng holds the GIL, a 2-core conversion
+#: ran at about 0.6x the one-pass speed on a quiet machine (docs/benchmarks.md). False
+#: gives the one-pass encoder and its encoder_id, byte for byte as before.
+FPNG_TWO_PASS = True
+
 #: fpng refuses images past these (``fpng_encode_image_to_memory``'s own check)
 _FPNG_MAX_SIDE = 1 << 24
 _FPNG_MAX_PIXELS = (1 << 32) - 1
 
 
 def encode_fpng(img: np.ndarray) -> bytes:
-    """fpng's two-pass PNG of an 8-bit ``(H, W, 3|4)`` image within fpng's size limits."""
+    """fpng's PNG (two-pass: :data:`FPNG_TWO_PASS`) of an 8-bit ``(H, W, 3|4)`` image within
+    fpng's size limits."""
     fpng_ext = _fpng_ext()
+    if not FPNG_TWO_PASS:
+        png: bytes = fpng_ext.encode_ndarray(np.ascontiguousarray(img))
+        if not png:
+            raise OSError("fpng refused an image within its size limits")
+        return png
     h, w, c = img.shape
     pixels = np.ascontiguousarray(img).tobytes()  # the binding takes bytes only
     scratch = _scratch_files()
@@ -266,7 +278,8 @@ def encoder_id(level: str) -> str:
         from importlib.metadata import version
 
         return (
-            f"fpng {version('fpng')} two-pass (SLOWER) for 8-bit RGB/RGBA, "
+            f"fpng {version('fpng')}{' two-pass (SLOWER)' if FPNG_TWO_PASS else ''} "
+            "for 8-bit RGB/RGBA, "
             f"{imagecodecs.deflate_version()} level 1 for other images"
         )
     return f"zlib {zlib.ZLIB_RUNTIME_VERSION} level {int(level)}"
