@@ -71,6 +71,10 @@ def test_png_decodes_to_the_exact_pixels(photo_pngs) -> None:
             assert np.array_equal(decoded, t)
     rgba = np.dstack([tiles[0], tiles[1][:, :, :1]])
     assert np.array_equal(_png.decode(_png.encode_fast(rgba)), rgba)
+    # larger than a tile: fpng writes into a memfd, not the pipe; the same encoder
+    big = np.concatenate([np.concatenate(tiles[i : i + 4], axis=1) for i in (0, 4, 8)], axis=0)
+    png = _png.encode_fast(big)
+    assert _png._decode_up(png) is not None and np.array_equal(_png.decode(png), big)
 
 
 def test_png_bytes_same_on_many_threads_and_stack_depths(photo_pngs) -> None:

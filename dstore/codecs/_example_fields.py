@@ -21,6 +21,7 @@ No TensorFlow: the wire format is :mod:`dstore.codecs._example`.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from typing import Any
@@ -31,7 +32,9 @@ from ..errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ..model import Bytes, Image, Ragged, String, StringList, VarColumn, raw_record
 from ..model.names import is_utf8_text
 from ..model.schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec
+from ..parallel import default_workers
 from ..sharding import encode_chunks
+from ._encode_processes import encoder_processes, unpickled
 from ._example import (
     TF_FEATURE_ATTR,
     decode_canonical,
@@ -274,12 +277,64 @@ class ExampleEncoder:
         split: str,
         batches: Iterable[Batch],
         frame: Callable[[bytes], bytes] | None = None,
+        records: int | None = None,
     ) -> Generator[list[bytes], None, None]:
-        """Chunks of records encoded on all cores (PNG releases the GIL), in order."""
+        """Chunks of records encoded on all cores, in order: on threads, or in worker
+        processes when fpng (which holds the GIL) has at least :data:`PROCESS_MIN_IMAGES`
+        images of the ``records`` to encode and :data:`PROCESS_MIN_WORKERS` workers."""
         png = png_encoder(self.png_level)
-        yield from encode_chunks(
-            batches, lambda _, c: self.encode(split, c, png, frame), self.workers, "dstore-png"
+        workers = self.workers or default_workers()
+        fpng_images = (records or 0) * self._png_fields(split)
+        # children already running serve any shard with fpng images; starting them pays
+        # only for many, and only with cores to spare for them
+        processes = (
+            encoder_processes(workers, start=fpng_images >= PROCESS_MIN_IMAGES)
+            if fpng_images and workers >= PROCESS_MIN_WORKERS
+            else None
         )
+        if processes is None:
+            yield from encode_chunks(
+                batches, lambda _, c: self.encode(split, c, png, frame), workers, "dstore-png"
+            )
+            return
+        state = pickle.dumps(self, protocol=5)  # once per shard; each child unpickles it once
+        yield from encode_chunks(
+            batches,
+            lambda _, c: processes.submit(_encode_in_child, state, split, c, frame).result(),
+            2 * workers,  # one chunk in each child's hands while the next one is sent
+            "dstore-png",
+            ahead=1,  # chunks in flight hold their batch's pixels: as many as keep children busy
+            chunk=PROCESS_CHUNK,
+        )
+
+    def _png_fields(self, split: str) -> int:
+        """Fields of ``split`` that fpng would encode (lossless PNG at the ``fast`` level)."""
+        if self.png_level != "fast":
+            return 0
+        return sum(e.encoding == "png" and e.lossy is None for e in self.encodings[split].values())
+
+
+#: PNG images a shard needs before its chunks go to worker processes: starting the
+#: children (Python, numpy, dstore, fpng: about 0.5 s of CPU each) pays only then
+PROCESS_MIN_IMAGES = 512
+#: workers (``-o workers``, default one per core) a conversion needs before its PNG
+#: chunks go to worker processes. On 2 cores they did not pay (issue #24, docs/
+#: benchmarks.md): the converting process's own share -- reading the npz, sha256,
+#: writing, and ~0.2 ms per tile of sending pixels and receiving records -- keeps
+#: about one core busy, so two children add CPU work without adding a core, and
+#: threads (fpng one at a time under the GIL) were as fast or faster, with 110 MB
+#: less memory. With 3 or more the children get cores of their own (not measured).
+PROCESS_MIN_WORKERS = 3
+#: records per chunk sent to a worker process (a pickle of their pixels each way)
+PROCESS_CHUNK = 8
+
+
+def _encode_in_child(
+    state: bytes, split: str, chunk: Batch, frame: Callable[[bytes], bytes] | None
+) -> list[bytes]:
+    """``ExampleEncoder.encode`` in a worker process, on the encoder pickled as ``state``."""
+    encoder: ExampleEncoder = unpickled(state)
+    return encoder.encode(split, chunk, None, frame)
 
 
 def check_fields(schema: Schema, options: Any, codec: str) -> None:

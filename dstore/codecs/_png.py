@@ -1,11 +1,12 @@
 """PNG encoding for TFRecord image fields.
 
 ``fast`` (the default) writes 8-bit RGB and RGBA images with fpng (Rich
-Geldreich's single-pass PNG writer, through the ``fpng`` package): the first
-row unfiltered, every other row UP-filtered, deflated by a run-length-only
-coder (matches at the distance of one pixel) with a dynamic Huffman table.
-Other images (gray, gray+alpha, 16-bit, empty) get UP-filtered rows (numpy)
-deflated by libdeflate at level 1 (through imagecodecs); only the PNG
+Geldreich's PNG writer, through the ``fpng`` package) in its two-pass mode
+(``SLOWER``): the first row unfiltered, every other row UP-filtered, deflated
+by a run-length-only coder (matches at the distance of one pixel) with a
+Huffman table built for the image in a first pass. Other images (gray,
+gray+alpha, 16-bit, empty, or past fpng's size limits) get UP-filtered rows
+(numpy) deflated by libdeflate at level 1 (through imagecodecs); only the PNG
 container is written here then -- signature, IHDR, one IDAT, IEND, each chunk
 with its CRC-32. A numeric level (0-9) uses zlib with libpng's filter
 heuristic, which gives TensorFlow's sizes. Decoding always goes through ISA-L
@@ -23,21 +24,34 @@ address: about one PNG in a thousand then comes out a few bytes different
 encoded it. Levels 2 and 3 run other code and showed no difference in the
 benchmark's runs, but a defect that hits one stream in tens of thousands can
 hide in such counts, and level 2 is not faster than fpng anyway. fpng keeps
-no hash table (its only match distance is one pixel) and its CPU-dependent
-code computes CRC-32 and Adler-32, whose values do not depend on the CPU;
-libdeflate is portable C whose output depends on its input and level only.
+no hash table (its only match distance is one pixel), its Huffman tables come
+from symbol counts, and its CPU-dependent code computes CRC-32 and Adler-32,
+whose values do not depend on the CPU; libdeflate is portable C whose output
+depends on its input and level only.
+
+Size (issue #24): fpng's one-pass mode (the package's in-memory
+``encode_ndarray``) uses a fixed Huffman table and wrote 1.165x TensorFlow's
+bytes on photo tiles; the two-pass mode writes about 1.10x, at about 60% of
+the one-pass speed. The package passes flags only to its file writer, so
+fpng writes into a pipe (or memfd) of ours (:class:`_Scratch`).
 ``benchmarks/bench_png_encoders.py`` measures the candidates (speed per core,
 size against TensorFlow, bytes across threads, processes, stack depths and
-environment sizes); fpng is about 5x libdeflate's speed per core at about 9%
-more bytes.
+environment sizes). The binding holds the GIL: conversions encode chunks in
+worker processes (:mod:`dstore.codecs._encode_processes`).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
+import os
 import struct
+import tempfile
+import threading
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import imagecodecs
 import numpy as np
@@ -65,22 +79,131 @@ def _chunk(kind: bytes, data: bytes | bytearray) -> bytes:
 
 
 @functools.cache
-def _fpng() -> Callable[[np.ndarray], bytes]:
-    """fpng's encoder, imported on first use (its package also imports Pillow)."""
+def _fpng_ext() -> Any:
+    """fpng's extension module, imported on first use (its package also imports Pillow)."""
     from fpng import fpng_ext
 
-    encode: Callable[[np.ndarray], bytes] = fpng_ext.encode_ndarray
-    return encode
+    return fpng_ext
+
+
+class _Scratch(threading.local):
+    """Per-thread files that fpng's two-pass encoder writes into, read back at once.
+
+    The ``fpng`` package passes flags (``SLOWER``: two passes, a Huffman table
+    built for the image) only to ``encode_image_to_file``; its in-memory encoder
+    has the one-pass table, about 6% larger. On Linux fpng writes into a pipe
+    of ours through ``/proc/self/fd`` when its output surely fits the pipe's
+    buffer (a tile: no page is faulted in per image, which on a virtual machine
+    costs more than the encoding's second pass), else into a memfd; elsewhere
+    into a temporary file. The bytes are fpng's either way. A forked child
+    inherits the parent's files, so it makes its own (``pid``).
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.pipe_bytes = 0  # the most fpng may write into the pipe
+        if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+            self.fd = os.memfd_create("dstore-png")
+            self.path = f"/proc/self/fd/{self.fd}"
+            self.pipe_r, self.pipe_w = os.pipe()
+            os.set_blocking(self.pipe_r, False)
+            capacity = 1 << 16  # Linux's default
+            with contextlib.suppress(OSError):
+                import fcntl
+
+                capacity = fcntl.fcntl(self.pipe_w, 1031, 1 << 20)  # F_SETPIPE_SZ
+            self.pipe_bytes = capacity // 2  # margin for writes that fill pages partly
+            self.pipe_path = f"/proc/self/fd/{self.pipe_w}"
+        else:  # pragma: no cover - not Linux
+            self.fd, self.path = tempfile.mkstemp(prefix="dstore-png-", suffix=".png")
+            atexit.register(_remove_quietly, self.path)
+
+    def __del__(self) -> None:
+        for fd in ("fd", "pipe_r", "pipe_w"):
+            with contextlib.suppress(OSError, AttributeError, TypeError):
+                os.close(getattr(self, fd))
+
+
+def _remove_quietly(path: str) -> None:  # pragma: no cover - not Linux
+    with contextlib.suppress(OSError):
+        os.remove(path)
+
+
+_scratch = _Scratch()
+
+
+def _scratch_files() -> _Scratch:
+    """This thread's scratch files, made anew in a forked child."""
+    if _scratch.pid != os.getpid():  # forked: the inherited files are shared with the parent
+        _scratch.__del__()  # the child's copies of the descriptors only
+        _scratch.__init__()  # type: ignore[misc]
+    return _scratch
+
+
+def _drain(fd: int) -> bytes:
+    """Everything in a non-blocking pipe whose writer has finished."""
+    parts = []
+    while True:
+        try:
+            part = os.read(fd, 1 << 20)
+        except BlockingIOError:
+            break
+        if not part:
+            break
+        parts.append(part)
+    return b"".join(parts)
+
+
+#: fpng's two-pass mode (issue #24): 1.10x TensorFlow's bytes on photo tiles instead of
+#: 1.165x, but about 1.7x the CPU per tile; as fpng holds the GIL, a 2-core conversion
+#: ran at about 0.6x the one-pass speed on a quiet machine (docs/benchmarks.md). False
+#: gives the one-pass encoder and its encoder_id, byte for byte as before.
+FPNG_TWO_PASS = True
+
+#: fpng refuses images past these (``fpng_encode_image_to_memory``'s own check)
+_FPNG_MAX_SIDE = 1 << 24
+_FPNG_MAX_PIXELS = (1 << 32) - 1
+
+
+def encode_fpng(img: np.ndarray) -> bytes:
+    """fpng's PNG (two-pass: :data:`FPNG_TWO_PASS`) of an 8-bit ``(H, W, 3|4)`` image within
+    fpng's size limits."""
+    fpng_ext = _fpng_ext()
+    if not FPNG_TWO_PASS:
+        png: bytes = fpng_ext.encode_ndarray(np.ascontiguousarray(img))
+        if not png:
+            raise OSError("fpng refused an image within its size limits")
+        return png
+    h, w, c = img.shape
+    pixels = np.ascontiguousarray(img).tobytes()  # the binding takes bytes only
+    scratch = _scratch_files()
+    # fpng's largest output: stored (uncompressed) blocks of the filtered rows, plus chunks
+    raw = (w * c + 1) * h
+    into_pipe = raw + 5 * (raw // 65535 + 1) + 128 <= scratch.pipe_bytes
+    path = scratch.pipe_path if into_pipe else scratch.path
+    if not fpng_ext.encode_image_to_file(path, pixels, w, h, c, fpng_ext.SLOWER.value):
+        # not a silent fallback to another encoder: the bytes would depend on the failure
+        raise OSError(f"fpng could not write its scratch file {path}")
+    if into_pipe:
+        return _drain(scratch.pipe_r)
+    with open(scratch.path, "rb") as f:  # the memfd again, or the temporary file
+        return f.read()
+
+
+def _fpng_takes(img: np.ndarray) -> bool:
+    """Whether ``img`` is fpng's (8-bit RGB/RGBA within its size limits): its shape and dtype
+    decide, never the outcome of an encode."""
+    if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] not in (3, 4) or not img.size:
+        return False
+    h, w = img.shape[:2]
+    return h <= _FPNG_MAX_SIDE and w <= _FPNG_MAX_SIDE and h * w <= _FPNG_MAX_PIXELS
 
 
 def encode_fast(img: np.ndarray) -> bytes:
-    """PNG of a uint8/uint16 ``(H, W)`` or ``(H, W, C)`` image: fpng for 8-bit RGB/RGBA,
-    else UP filter + libdeflate level 1 (the choice depends on the image's shape and dtype only)."""
-    if img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] in (3, 4) and img.size:
-        png = _fpng()(np.ascontiguousarray(img))
-        if png:  # empty when fpng refuses the image (over its size limit): libdeflate below
-            return png
-    return encode_up_libdeflate(img)
+    """PNG of a uint8/uint16 ``(H, W)`` or ``(H, W, C)`` image: fpng (two-pass) for 8-bit
+    RGB/RGBA, else UP filter + libdeflate level 1 (the choice depends on the image's shape
+    and dtype only)."""
+    return encode_fpng(img) if _fpng_takes(img) else encode_up_libdeflate(img)
 
 
 def encode_up_libdeflate(img: np.ndarray) -> bytes:
@@ -155,7 +278,8 @@ def encoder_id(level: str) -> str:
         from importlib.metadata import version
 
         return (
-            f"fpng {version('fpng')} for 8-bit RGB/RGBA, "
+            f"fpng {version('fpng')}{' two-pass (SLOWER)' if FPNG_TWO_PASS else ''} "
+            "for 8-bit RGB/RGBA, "
             f"{imagecodecs.deflate_version()} level 1 for other images"
         )
     return f"zlib {zlib.ZLIB_RUNTIME_VERSION} level {int(level)}"

@@ -190,7 +190,9 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
         self, shard: Shard, batches: Iterator[Batch]
     ) -> Generator[list[bytes], None, None]:
         """Framed records, in chunks encoded on all cores, in order."""
-        yield from self.examples.encode_batches(shard.split, batches, rio.frame)
+        yield from self.examples.encode_batches(
+            shard.split, batches, rio.frame, shard.stop - shard.start
+        )
 
     def manifest_head(self) -> dict[str, Any]:
         skip = {"workers"}

@@ -113,8 +113,9 @@ def encode_chunks(
     workers: int,
     thread_name: str,
     ahead: int = 4,
+    chunk: int = ENCODE_CHUNK,
 ) -> Iterator[R]:
-    """``encode(offset, chunk)`` over slices of :data:`ENCODE_CHUNK` records of ``batches``
+    """``encode(offset, chunk)`` over slices of ``chunk`` records of ``batches``
     (``offset``: the chunk's first record, from 0), in order, on ``workers`` threads
     (0: one per core; image encoders release the GIL), at most ``ahead`` chunks per
     thread in flight, so memory stays bounded whatever the shard's size."""
@@ -124,8 +125,8 @@ def encode_chunks(
         pos = 0
         for batch in batches:
             n = len(next(iter(batch.values())))
-            for i in range(0, n, ENCODE_CHUNK):
-                yield pos + i, slice_batch(batch, i, min(i + ENCODE_CHUNK, n))
+            for i in range(0, n, chunk):
+                yield pos + i, slice_batch(batch, i, min(i + chunk, n))
             pos += n
 
     with ThreadPoolExecutor(workers, thread_name_prefix=thread_name) as pool:

@@ -1,0 +1,256 @@
+"""Encoding chunks of records in worker processes, for encoders that hold the GIL.
+
+fpng's Python binding holds the GIL while it encodes, so threads give a
+conversion one core of PNG encoding. Here the whole chunk (Example building
+included) runs in ``python -m dstore.codecs._encode_processes`` children, one
+per core, fed length-prefixed pickles over their stdin and answering on their
+stdout, results in submission order per child. The children run the same code
+on the same chunk as the threads would, so the bytes are the same.
+
+Why not ``multiprocessing``/``ProcessPoolExecutor``: their ``spawn`` and
+``forkserver`` children import the parent's ``__main__`` again (a user's
+unguarded script would run twice), and ``fork`` copies a process whose other
+threads (prefetch, hashing) may hold locks. A plain child process has neither
+problem. A child exits when its stdin closes, so it never outlives its parent.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import multiprocessing
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import IO, Any
+
+__all__ = ["EncoderProcesses", "encoder_processes"]
+
+_LENGTH = struct.Struct("<Q")
+
+
+def _send(f: IO[bytes], obj: Any, out_of_band: bool = True) -> None:
+    """``obj`` pickled; with ``out_of_band``, its large contiguous arrays (pickle protocol
+    5's out-of-band buffers) written straight from their memory: no pickled copy of the
+    pixels. Answers go in band, so nothing of them stays a view of the parent's inbox."""
+    buffers: list[pickle.PickleBuffer] = []
+    meta = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append if out_of_band else None)
+    raws = [b.raw() for b in buffers]
+    f.write(_LENGTH.pack(len(meta)) + _LENGTH.pack(len(raws)))
+    f.write(b"".join(_LENGTH.pack(r.nbytes) for r in raws) + meta)
+    for r in raws:
+        f.write(r)
+    f.flush()
+
+
+def _read_into(f: IO[bytes], view: memoryview) -> memoryview:
+    got = 0
+    while got < len(view):
+        k = f.readinto(view[got:])  # type: ignore[attr-defined]
+        if not k:
+            raise EOFError
+        got += k
+    return view
+
+
+class _Inbox:
+    """Where messages are read into: one buffer kept and grown, not one per message.
+
+    A fresh buffer for each chunk of pixels is faulted in page by page (on a
+    virtual machine about as costly as encoding); the child's arguments are
+    views of the kept buffer, used up before the next message is read."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+
+    def take(self, n: int) -> memoryview:
+        if len(self.buffer) < n:
+            self.buffer = bytearray(-(-n // (1 << 20)) << 20)  # whole MiB: few regrowths
+        return memoryview(self.buffer)[:n]
+
+
+def _receive(f: IO[bytes], inbox: _Inbox | None = None) -> Any:
+    """A message of :func:`_send`; with ``inbox``, its buffers are views of the inbox's
+    (valid until the next message), else fresh."""
+    head = f.read(2 * _LENGTH.size)
+    if len(head) < 2 * _LENGTH.size:
+        raise EOFError
+    meta_len, n_raws = _LENGTH.unpack(head[:8])[0], _LENGTH.unpack(head[8:])[0]
+    sizes = [_LENGTH.unpack(f.read(_LENGTH.size))[0] for _ in range(n_raws)]
+    total = meta_len + sum(sizes)
+    view = inbox.take(total) if inbox is not None else memoryview(bytearray(total))
+    _read_into(f, view)
+    buffers, pos = [], meta_len
+    for n in sizes:
+        buffers.append(view[pos : pos + n])
+        pos += n
+    # from our own parent or child over a private pipe, never from outside
+    return pickle.loads(view[:meta_len], buffers=buffers)  # noqa: S301
+
+
+#: Linux's F_SETPIPE_SZ; a pipe of 1 MiB moves a chunk of tiles in a few system calls
+_F_SETPIPE_SZ = 1031
+_PIPE_BYTES = 1 << 20
+
+
+def _widen(pipe: IO[bytes] | None) -> None:
+    if pipe is not None and sys.platform.startswith("linux"):
+        import fcntl
+
+        with contextlib.suppress(OSError):  # over /proc/sys/fs/pipe-max-size: keep the default
+            fcntl.fcntl(pipe.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
+
+
+class _Child:
+    """One worker process: tasks written in order, answers read in order by a thread."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dstore.codecs._encode_processes"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            # the parent's import path, so the child runs the same dstore
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        )
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            _widen(pipe)
+        self.inbox = _Inbox()  # answers' records are copied out of it by unpickling
+        self.lock = threading.Lock()
+        self.pending: deque[Future[Any]] = deque()
+        self.reader = threading.Thread(target=self._read, name="dstore-encode-child", daemon=True)
+        self.reader.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        stdin = self.proc.stdin
+        assert stdin is not None
+        with self.lock:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"encoder process exited (code {self.proc.returncode})")
+            self.pending.append(future)
+            _send(stdin, (fn, args))
+        return future
+
+    def _read(self) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        while True:
+            try:
+                ok, value = _receive(stdout, self.inbox)
+            except EOFError:
+                break
+            future = self.pending.popleft()
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+        code = self.proc.wait()
+        while self.pending:  # the child died with tasks in hand (killed, out of memory)
+            self.pending.popleft().set_exception(
+                RuntimeError(f"encoder process exited (code {code}) before answering")
+            )
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class EncoderProcesses:
+    """``submit(fn, *args)`` to ``n`` child processes in turn; futures of the answers."""
+
+    def __init__(self, n: int) -> None:
+        self.children = [_Child() for _ in range(n)]
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.children)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """``fn(*args)`` in the next child (``fn`` and ``args`` pickled: a module-level function)."""
+        with self._lock:
+            child = self.children[self._next]
+            self._next = (self._next + 1) % len(self.children)
+        return child.submit(fn, *args)
+
+    def close(self) -> None:
+        for child in self.children:
+            child.close()
+
+
+_pools: dict[int, EncoderProcesses] = {}
+_pools_lock = threading.Lock()
+
+
+def encoder_processes(n: int, start: bool = True) -> EncoderProcesses | None:
+    """This process's ``n`` encoder children, kept until exit once started (``start``:
+    start them if not running); None where a process may not have children (a
+    daemonic process: Dask's and multiprocessing's workers) or ``n`` < 2."""
+    if n < 2 or multiprocessing.current_process().daemon:
+        return None
+    with _pools_lock:
+        pool = _pools.get(n)
+        if pool is not None and any(c.proc.poll() is not None for c in pool.children):
+            pool.close()  # one died (killed, out of memory): a fresh set
+            del _pools[n]
+            pool = None
+        if pool is None and start:
+            pool = _pools[n] = EncoderProcesses(n)
+        return pool
+
+
+@atexit.register
+def _close_pools() -> None:
+    for pool in _pools.values():
+        pool.close()
+    _pools.clear()
+
+
+@functools.lru_cache(maxsize=8)
+def unpickled(state: bytes) -> Any:
+    """An object sent pickled once per shard (an encoder), unpickled once per child."""
+    return pickle.loads(state)  # noqa: S301 - pickled by this process's parent
+
+
+def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
+    """The child's loop: run each ``(fn, args)`` and answer ``(True, result)`` or
+    ``(False, exception)``, until stdin closes."""
+    inbox = _Inbox()
+    while True:
+        try:
+            fn, args = _receive(stdin, inbox)
+        except EOFError:
+            return
+        try:
+            answer: tuple[bool, Any] = (True, fn(*args))
+        except Exception as e:  # noqa: BLE001 - handed to the parent, raised there
+            answer = (False, e)
+        try:
+            _send(stdout, answer, out_of_band=False)
+        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            error = RuntimeError(f"unpicklable answer: {type(e).__name__}: {e}")
+            _send(stdout, (False, error), out_of_band=False)
+
+
+def _main() -> None:
+    # the answers get the real stdout; whatever a library prints goes to stderr instead
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    serve(sys.stdin.buffer, answers)
+
+
+if __name__ == "__main__":
+    _main()
