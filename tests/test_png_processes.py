@@ -122,16 +122,24 @@ def test_two_workers_encode_on_threads(tmp_path, monkeypatch) -> None:
     assert asked  # asked for processes (the stub gives none: threads encode)
 
 
-def test_one_pass_switch_gives_the_one_pass_bytes_and_name(monkeypatch) -> None:
-    """``FPNG_TWO_PASS = False`` restores the one-pass encoder and its manifest name, so a
-    folder written before the two-pass mode resumes byte for byte."""
+def test_fastest_level_gives_the_one_pass_bytes_and_name(tmp_path) -> None:
+    """``png_level=fastest`` is fpng in one pass (its in-memory encoder's bytes), named so in
+    the manifest, and a conversion with it reads back the same pixels."""
     from fpng import fpng_ext
 
-    x, _ = photo_tiles(6, 128, seed=9)
+    x, y = photo_tiles(6, 128, seed=9)
     assert "two-pass" in _png.encoder_id("fast")
-    two_pass = [_png.encode_fast(t) for t in x]
-    monkeypatch.setattr(_png, "FPNG_TWO_PASS", False)
-    assert "two-pass" not in _png.encoder_id("fast")
-    one_pass = [_png.encode_fast(t) for t in x]
+    assert "two-pass" not in _png.encoder_id("fastest")
+    two_pass = [_png.png_encoder("fast")(t) for t in x]
+    one_pass = [_png.png_encoder("fastest")(t) for t in x]
     assert one_pass == [fpng_ext.encode_ndarray(np.ascontiguousarray(t)) for t in x]
     assert sum(map(len, two_pass)) < sum(map(len, one_pass))
+    src, out = str(tmp_path / "in.npz"), str(tmp_path / "out.tfrecords")
+    np.savez(src, x_train=x, y_train=y)
+    dstore.convert(src, out, options={"png_level": "fastest"})
+    with dstore.open(out) as ds:
+        np.testing.assert_array_equal(ds["train"]["x"][:], x)
+    with open(os.path.join(out, "dstore.json")) as f:
+        assert "two-pass" not in f.read()
+    with pytest.raises(ValueError, match=r"png_level must be fast, fastest or 0\.\.9"):
+        dstore.convert(src, str(tmp_path / "bad.tfrecords"), options={"png_level": "quick"})

@@ -45,7 +45,7 @@ from ._example import (
 from ._example_encodings import ENCODINGS, FieldEncoding
 from ._imagecodec import LossyImage, is_image_like
 from ._pixels import image_libraries
-from ._png import png_encoder
+from ._png import FPNG_LEVELS, png_encoder
 from ._sequence import sequence_encoding
 
 __all__ = [
@@ -309,7 +309,7 @@ class ExampleEncoder:
 
     def _png_fields(self, split: str) -> int:
         """Fields of ``split`` that fpng would encode (lossless PNG at the ``fast`` level)."""
-        if self.png_level != "fast":
+        if self.png_level not in FPNG_LEVELS:
             return 0
         return sum(e.encoding == "png" and e.lossy is None for e in self.encodings[split].values())
 

@@ -154,22 +154,22 @@ def _drain(fd: int) -> bytes:
     return b"".join(parts)
 
 
-#: fpng's two-pass mode (issue #24): 1.10x TensorFlow's bytes on photo tiles instead of
-#: 1.165x, but about 1.7x the CPU per tile; as fpng holds the GIL, a 2-core conversion
-#: ran at about 0.6x the one-pass speed on a quiet machine (docs/benchmarks.md). False
-#: gives the one-pass encoder and its encoder_id, byte for byte as before.
-FPNG_TWO_PASS = True
+#: ``png_level`` values fpng encodes 8-bit RGB/RGBA at: ``fast`` in its two-pass mode
+#: (issue #24: 1.10x TensorFlow's bytes on photo tiles, about 1.7x the CPU per tile),
+#: ``fastest`` in one pass (1.165x TensorFlow's bytes; a 2-core conversion ran at about
+#: 1.6x the two-pass speed, as fpng holds the GIL: docs/benchmarks.md)
+FPNG_LEVELS = {"fast": True, "fastest": False}
 
 #: fpng refuses images past these (``fpng_encode_image_to_memory``'s own check)
 _FPNG_MAX_SIDE = 1 << 24
 _FPNG_MAX_PIXELS = (1 << 32) - 1
 
 
-def encode_fpng(img: np.ndarray) -> bytes:
-    """fpng's PNG (two-pass: :data:`FPNG_TWO_PASS`) of an 8-bit ``(H, W, 3|4)`` image within
-    fpng's size limits."""
+def encode_fpng(img: np.ndarray, two_pass: bool = True) -> bytes:
+    """fpng's PNG (in two passes or one) of an 8-bit ``(H, W, 3|4)`` image within fpng's
+    size limits."""
     fpng_ext = _fpng_ext()
-    if not FPNG_TWO_PASS:
+    if not two_pass:
         png: bytes = fpng_ext.encode_ndarray(np.ascontiguousarray(img))
         if not png:
             raise OSError("fpng refused an image within its size limits")
@@ -204,6 +204,11 @@ def encode_fast(img: np.ndarray) -> bytes:
     RGB/RGBA, else UP filter + libdeflate level 1 (the choice depends on the image's shape
     and dtype only)."""
     return encode_fpng(img) if _fpng_takes(img) else encode_up_libdeflate(img)
+
+
+def encode_fastest(img: np.ndarray) -> bytes:
+    """As :func:`encode_fast`, with fpng in one pass (a fixed Huffman table: faster, larger)."""
+    return encode_fpng(img, two_pass=False) if _fpng_takes(img) else encode_up_libdeflate(img)
 
 
 def encode_up_libdeflate(img: np.ndarray) -> bytes:
@@ -274,11 +279,11 @@ def adaptive_filtered(img: np.ndarray) -> tuple[np.ndarray, bytes]:
 def encoder_id(level: str) -> str:
     """The deflate library and version behind ``png_encoder(level)``: with the
     source and the options, all that the encoded bytes depend on."""
-    if level == "fast":
+    if level in FPNG_LEVELS:
         from importlib.metadata import version
 
         return (
-            f"fpng {version('fpng')}{' two-pass (SLOWER)' if FPNG_TWO_PASS else ''} "
+            f"fpng {version('fpng')}{' two-pass (SLOWER)' if FPNG_LEVELS[level] else ''} "
             "for 8-bit RGB/RGBA, "
             f"{imagecodecs.deflate_version()} level 1 for other images"
         )
@@ -286,9 +291,10 @@ def encoder_id(level: str) -> str:
 
 
 def png_encoder(level: str) -> Callable[[np.ndarray], bytes]:
-    """``fast``, or a zlib level 0-9 with libpng's filter heuristic (6: TensorFlow's sizes)."""
-    if level == "fast":
-        return encode_fast
+    """``fast``, ``fastest``, or a zlib level 0-9 with libpng's filter heuristic (6:
+    TensorFlow's sizes)."""
+    if level in FPNG_LEVELS:
+        return encode_fast if FPNG_LEVELS[level] else encode_fastest
     lv = int(level)
     return lambda img: encode_adaptive(img, lv)
 

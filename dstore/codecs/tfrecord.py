@@ -53,6 +53,7 @@ from ._example_fields import (
 )
 from ._example_infer import ExampleInference
 from ._example_tf import parse_snippet
+from ._image_options import PNG_LEVEL_HELP, check_png_level
 from ._imagecodec import IMAGE_FORMATS, LossyImage, check_quality
 from .base import (
     Codec,
@@ -85,10 +86,7 @@ class TFRecordOptions:
     )
     png_level: str = field(
         default="fast",
-        metadata={
-            "help": "fast (UP filter + libdeflate level 1) or libpng zlib level 0-9 "
-            "(6: TensorFlow's sizes)"
-        },
+        metadata={"help": PNG_LEVEL_HELP},
     )
     images: tuple[str, ...] | None = option(
         None, "comma-separated fields stored as PNG; auto = image-like fields; none", none="auto"
@@ -116,12 +114,7 @@ class TFRecordOptions:
             raise ValueError(
                 f"tfrecord: compression must be none or gzip. Got {self.compression!r} instead."
             )
-        if str(self.png_level) != "fast" and not (
-            str(self.png_level).isdigit() and 0 <= int(self.png_level) <= 9
-        ):
-            raise ValueError(
-                f"tfrecord: png_level must be fast or 0..9. Got {self.png_level!r} instead."
-            )
+        check_png_level(self.png_level, "tfrecord")
         if self.image_codec not in IMAGE_FORMATS:
             raise ValueError(
                 f"tfrecord: image_codec must be one of {', '.join(IMAGE_FORMATS)}. "

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ...options import option
-from .._image_options import ImageOptions
+from .._image_options import PNG_LEVEL_HELP, ImageOptions
 
 __all__ = ["ArrayRecordOptions"]
 
@@ -24,9 +24,7 @@ class ArrayRecordOptions(ImageOptions):
         "zstd", "how array_record compresses each chunk"
     )
     level: int = option(3, "zstd (-131072..22) or brotli (0..11) level; 3 is array_record's own")
-    png_level: str = option(
-        "fast", "fast (UP filter + ISA-L deflate) or libpng zlib level 0-9 (6: TensorFlow's sizes)"
-    )
+    png_level: str = option("fast", PNG_LEVEL_HELP)
     images: tuple[str, ...] | None = option(
         None, "comma-separated fields stored as PNG; auto = image-like fields; none", none="auto"
     )

@@ -14,7 +14,7 @@ from ...model.schema import Batch, Schema
 from ...options import option
 from ...sharding import ShardedCodec
 from ...sharding.numbered import numbered_names
-from .._image_options import ImageOptions
+from .._image_options import PNG_LEVEL_HELP, ImageOptions
 from ..base import Reader, Shard, ShardWriter, is_regular_file, read_at
 from .reader import BLOCK, WebDatasetReader, is_tar_header
 from .writer import FORMAT_ID, WebDatasetShardWriter, choose_encoding
@@ -27,7 +27,7 @@ class WebDatasetOptions(ImageOptions):
     shard_mb: float = option(256.0, "target tar shard size in MiB (WebDataset: 100 MB-1 GB)")
     image_codec: str = option("png", "raw image fields as png (lossless), jpeg or webp (lossy)")
     quality: int = option(90, "quality 1..100 of jpeg/webp images")
-    png_level: str = option("fast", "fast (UP filter + libdeflate level 1) or zlib level 0-9")
+    png_level: str = option("fast", PNG_LEVEL_HELP)
     workers: int = option(0, "threads encoding images; 0 = one per core")
 
     def validate(self) -> None:
