@@ -15,7 +15,14 @@ from ..model import Image, Tensor
 from ..model.schema import FieldSpec, SplitSpec
 from ._imagecodec import LossyImage, check_quality, is_image_like, record_channels
 
-__all__ = ["PNG_LEVEL_HELP", "ImageOptions", "check_images_named", "check_pixels", "check_png_level", "stores_pixels"]
+__all__ = [
+    "PNG_LEVEL_HELP",
+    "ImageOptions",
+    "check_images_named",
+    "check_pixels",
+    "check_png_level",
+    "stores_pixels",
+]
 
 
 def stores_pixels(spec: FieldSpec, images: Collection[str] | None) -> bool:
@@ -57,9 +64,7 @@ def check_png_level(level: object, codec: str) -> None:
     """``fast`` or ``fastest`` (fpng in two passes or one) or a zlib level 0..9."""
     text = str(level)
     if text not in ("fast", "fastest") and not (text.isdigit() and 0 <= int(text) <= 9):
-        raise ValueError(
-            f"{codec}: png_level must be fast, fastest or 0..9. Got {text!r} instead."
-        )
+        raise ValueError(f"{codec}: png_level must be fast, fastest or 0..9. Got {text!r} instead.")
 
 
 class ImageOptions:
