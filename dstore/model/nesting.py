@@ -1,7 +1,8 @@
 """A numeric column (Tensor or Ragged) as nested lists and back: its flat values and,
 per list level (outermost first), the length of every list -- what Arrow's list arrays
 hold, and any storage of lists of lists. A Ragged field's records are the first level,
-then each fixed axis; a complex number is a trailing pair (real, imaginary)."""
+then each fixed axis; a complex number is a trailing pair (real, imaginary); a raw image
+of varying size has a level per axis (rows, pixels, channels)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ def to_levels(spec: FieldSpec, col: Any) -> tuple[np.ndarray, list[np.ndarray]]:
     ragged = isinstance(col, VarColumn)
     values = np.ascontiguousarray(col.flat_values if ragged else col)
     values = values.astype(values.dtype.newbyteorder("="), copy=False).view(dtype).reshape(-1)
+    if ragged and col.shapes is not None:  # raw images of varying size: a level per axis
+        shapes = col.shapes
+        within = [np.prod(shapes[:, :d], axis=1, dtype=np.int64) for d in range(shapes.shape[1])]
+        return values, [np.repeat(shapes[:, d], n) for d, n in enumerate(within)]
     rows = len(col.flat_values) if ragged else len(col)
     levels = [col.lengths] if ragged else []
     for depth, d in enumerate(dims):

@@ -12,12 +12,13 @@ import pyarrow.parquet as pq
 
 from ... import fs
 from ...errors import CodecIOError, SchemaError
-from ...model.arrow import arrow_fields, list_axes
+from ...model import Column, VarColumn
+from ...model.arrow import arrow_fields, from_arrow, list_axes
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges, group_slices
-from .._pixels import image_format
+from .._pixels import decode_pixel_column, image_format
 from ..base import RANGE_BYTES
-from .arrow import Storage, from_arrow
+from . import Storage
 
 __all__ = ["ParquetReader"]
 
@@ -100,21 +101,21 @@ class ParquetReader(ShardedDirectoryReader):
                         raise CodecIOError(
                             f"{shard.path}: row group {g} does not read: {reason}"
                         ) from None
-                part = table.slice(s - first, e - s)
-                where = f"{shard.path}: split {spec.name!r}, field"
-                yield {
-                    n: from_arrow(
-                        spec.fields[n],
-                        self.encodings[spec.name][n],
-                        part.column(n),
-                        f"{where} {n!r}",
-                        s,
-                        pool,
-                    )
-                    for n in names
-                }
+                part, where = table.slice(s - first, e - s), f"{shard.path}: split {spec.name!r}"
+                yield {n: self.column(spec, n, part.column(n), where, s, pool) for n in names}
         finally:
             pf.close()
+
+    def column(
+        self, spec: SplitSpec, name: str, arr: Any, where: str, first: int, pool: Executor
+    ) -> Column:
+        """Field ``name`` of records ``first...`` from ``arr``, pixels decoded on ``pool``."""
+        s, field = self.encodings[spec.name][name], spec.fields[name]
+        col = from_arrow(field, s.arrow, arr, f"{where}, field {name!r}", first)
+        if not isinstance(col, VarColumn) or s.arrow != "image" or s.encoding == "image":
+            return col
+        blobs = col.to_bytes_list()
+        return decode_pixel_column(field, blobs, s.lossy, f"{where}, field {name!r}", first, pool)
 
     def describe(self) -> list[str]:
         return [

@@ -1,0 +1,149 @@
+"""``Split.to_arrow``: any format's records as a pyarrow Table, compared record by record
+with ``iter_batches`` (what every reader yields), and read by pandas and Polars."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dstore
+from dstore.model import Image, Ragged, StringList, record
+
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("imagecodecs")
+
+SOURCES = ["npz", "zarr", "tfrecords"]
+
+
+def _every_kind(tiles):
+    """A field of every kind, from photo tiles: raw and encoded images, labels, text..."""
+    from dstore.codecs._png import png_encoder
+
+    x, y = tiles
+    n = 12
+    rng = np.random.default_rng(3)
+    data = {
+        "image": x[:n],
+        "gray": x[:n, :, :, 0],
+        "vary": [x[i][: 20 + i, : 30 + 2 * i] for i in range(n)],
+        "png": [png_encoder("6")(t) for t in x[:n]],
+        "label": y[:n].argmax(1).astype(np.int64),
+        "onehot": y[:n],
+        "feat": rng.random((n, 2, 3)).astype(np.float16),
+        "cplx": (rng.random((n, 2)) + 1j * rng.random((n, 2))).astype(np.complex64),
+        "flag": np.arange(n) % 3 == 0,
+        "caption": [f"tile {i} é" for i in range(n)],
+        "blob": [bytes(range(i % 7)) for i in range(n)],
+        "tags": [["sky", "tree"][: i % 3] for i in range(n)],
+        "boxes": [rng.random((i % 4, 4)).astype(np.float32) for i in range(n)],
+    }
+    kinds = {
+        ("train", "vary"): Image(np.uint8, 3, None, None, "raw"),
+        ("train", "png"): Image(np.uint8, 3, None, None, "png"),
+        ("train", "tags"): StringList(),
+        ("train", "boxes"): Ragged(np.dtype(np.float32), (4,)),
+    }
+    return {"train": data}, kinds
+
+
+def _expected(rec):
+    """A record as Arrow's ``as_py`` gives it: numbers as nested lists (a complex number a
+    pair), an encoded image as the Image struct."""
+    if isinstance(rec, np.ndarray):
+        if rec.dtype.kind == "c":
+            rec = np.stack([rec.real, rec.imag], -1)
+        return rec.tolist()
+    return rec
+
+
+@pytest.fixture(params=SOURCES)
+def source(request, tmp_path, tiles):
+    data, kinds = _every_kind(tiles)
+    path = str(tmp_path / f"every.{request.param}")
+    dstore.save(data, path, kinds=kinds)
+    return path
+
+
+def test_to_arrow_equals_iter_batches_record_by_record(source):
+    with dstore.open(source) as ds:
+        split = ds["train"]
+        table = split.to_arrow()
+        assert table.num_rows == split.count == 12
+        assert table.column_names == list(split)
+        for name, spec in split.spec.fields.items():
+            column = table.column(name).to_pylist()
+            cols = [b[name] for b in split.iter_batches(fields=[name])]
+            want = [record(spec.kind, c, i) for c in cols for i in range(len(c))]
+            for i, (got, w) in enumerate(zip(column, want, strict=True)):
+                if isinstance(spec.kind, Image) and spec.kind.encoding != "raw":
+                    assert got == {"bytes": w, "path": None}, (name, i)
+                else:
+                    assert got == _expected(w), (name, i)
+        t = table.schema
+        assert t.field("caption").type == pa.string() and t.field("blob").type == pa.binary()
+        assert t.field("tags").type == pa.list_(pa.string())
+        assert t.field("png").type == pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+        assert t.field("image").type == pa.list_(pa.list_(pa.list_(pa.uint8(), 3), 64), 64)
+        assert t.field("vary").type == pa.list_(pa.list_(pa.list_(pa.uint8())))
+        assert t.field("boxes").type == pa.list_(pa.list_(pa.float32(), 4))
+        assert t.field("label").type == pa.int64() and t.field("flag").type == pa.bool_()
+
+
+def test_fields_and_record_range(source):
+    with dstore.open(source) as ds:
+        split = ds["train"]
+        table = split.to_arrow(["caption", "boxes"], start=3, stop=7)
+        assert table.column_names == ["caption", "boxes"]
+        assert table.column("caption").to_pylist() == [f"tile {i} é" for i in range(3, 7)]
+        boxes = split["boxes"]
+        for i, got in enumerate(table.column("boxes").to_pylist(), 3):
+            assert got == boxes[i].tolist()
+        assert split.to_arrow(["label"], start=5, stop=5).num_rows == 0
+        with pytest.raises(KeyError, match="no field 'nope'"):
+            split.to_arrow(["nope"])
+
+
+def test_pandas_reads_it(source, tiles):
+    x, y = tiles
+    with dstore.open(source) as ds:
+        table = ds["train"].to_arrow()
+        png = ds["train"]["png"][4]
+    df = pytest.importorskip("pandas").DataFrame(table.to_pandas())
+    assert list(df["label"]) == list(y[:12].argmax(1))
+    assert list(df["caption"]) == [f"tile {i} é" for i in range(12)]
+    assert df["png"][4]["bytes"] == png
+    assert np.array_equal(np.stack([np.stack(r) for r in df["gray"][2]]), x[2, :, :, 0])
+
+
+def test_polars_reads_it(source, tiles):
+    pl = pytest.importorskip("polars")
+    x, _ = tiles
+    with dstore.open(source) as ds:
+        frame = pl.from_arrow(ds["train"].to_arrow())
+    assert frame["caption"].to_list() == [f"tile {i} é" for i in range(12)]
+    assert frame["label"].dtype == pl.Int64 and frame["flag"].dtype == pl.Boolean
+    assert frame["tags"].to_list() == [["sky", "tree"][: i % 3] for i in range(12)]
+    assert np.array_equal(np.array(frame["image"][7].to_list(), np.uint8), x[7])
+
+
+def test_to_arrow_loads_pyarrow_only_when_called(tmp_path, tiles):
+    x, _ = tiles
+    path = str(tmp_path / "x.npz")
+    np.savez(path, x_train=x[:4])
+    code = (
+        "import sys, dstore\n"
+        f"ds = dstore.open({path!r}); ds['train']['x'][1]\n"
+        "print('pyarrow' in sys.modules)\n"
+        "t = ds['train'].to_arrow()\n"
+        "print('pyarrow' in sys.modules, 'pandas' in sys.modules, t.num_rows)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(dstore.__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.split() == ["False", "True", "False", "4"]
