@@ -147,3 +147,45 @@ def test_to_arrow_loads_pyarrow_only_when_called(tmp_path, tiles):
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert out.stdout.split() == ["False", "True", "False", "4"]
+
+
+def test_parquet_keeps_raw_images_of_varying_size_as_nested_lists(tmp_path, tiles):
+    """Left out of ``-o images=``, raw images of varying size are stored as the nested lists
+    ``to_arrow`` gives and read back whole (failed before: AttributeError on writing)."""
+    x, _ = tiles
+    rgb = [x[i][: 20 + i, : 30 + 2 * i] for i in range(6)]
+    gray = [x[i][: 25 - i, : 10 + i, 0] for i in range(6)]
+    kinds = {
+        ("train", "rgb"): Image(np.uint8, 3, None, None, "raw"),
+        ("train", "gray"): Image(np.uint8, 0, None, None, "raw"),
+    }
+    path = str(tmp_path / "v.parquet")
+    dstore.save({"train": {"rgb": rgb, "gray": gray}}, path, kinds=kinds, images="none")
+    with dstore.open(path) as ds:
+        for name, want in (("rgb", rgb), ("gray", gray)):
+            for i, w in enumerate(want):
+                got = ds["train"][name][i]
+                assert got.dtype == w.dtype and got.shape == w.shape and np.array_equal(got, w)
+        table = ds["train"].to_arrow()
+    shard = pytest.importorskip("pyarrow.parquet").read_table(
+        os.path.join(path, "train-00000-of-00001.parquet")
+    )
+    assert shard.column("rgb").to_pylist() == table.column("rgb").to_pylist()
+    assert shard.column("gray").to_pylist()[3] == gray[3].tolist()
+
+
+def test_an_image_whose_rows_differ_is_refused_naming_the_record():
+    from dstore.errors import CodecIOError
+    from dstore.model.arrow import from_arrow
+    from dstore.model.schema import FieldSpec
+
+    spec = FieldSpec("img", Image(np.uint8, 3, None, None, "raw"))
+    good = [[[1, 2, 3], [4, 5, 6]]]
+    arr = pa.array([[good[0]], [good[0], [[7, 8, 9]]]], pa.list_(pa.list_(pa.list_(pa.uint8()))))
+    with pytest.raises(CodecIOError, match=r"^f, record 6: not an image .*axis 1"):
+        from_arrow(spec, "value", arr, "f", 5)
+    two = pa.array([[[[1, 2]]]], arr.type)  # 2 channels, the field has 3
+    with pytest.raises(CodecIOError, match=r"^f, record 5: .*axis 2"):
+        from_arrow(spec, "value", two, "f", 5)
+    col = from_arrow(spec, "value", arr.slice(0, 1), "f", 0)
+    assert col.shapes.tolist() == [[1, 2, 3]] and col.flat_values.tolist() == list(range(1, 7))

@@ -24,7 +24,7 @@ from ..errors import CodecIOError, SchemaError
 from .columns import Column, VarColumn
 from .infer import kind_of_axes
 from .kinds import Bytes, Image, Kind, Ragged, String, StringList, Tensor
-from .nesting import from_levels, real_dims, to_levels
+from .nesting import from_levels, image_axes, real_dims, to_levels
 from .schema import Batch, FieldSpec
 
 __all__ = [
@@ -199,12 +199,6 @@ def is_text(spec: FieldSpec, encoding: str) -> bool:
     return encoding == "string" or (isinstance(spec.kind, StringList) and spec.kind.text)
 
 
-def _varying_image(spec: FieldSpec) -> int:
-    """The axes of a raw Image field whose size varies (its records nest that deep), else 0."""
-    kind = spec.kind
-    return 0 if spec.dense or not isinstance(kind, Image) else 2 + (kind.channels != 0)
-
-
 def arrow_type(spec: FieldSpec, encoding: str) -> pa.DataType:
     if encoding == "image":
         return IMAGE_TYPE
@@ -213,7 +207,7 @@ def arrow_type(spec: FieldSpec, encoding: str) -> pa.DataType:
         return pa.list_(t) if encoding == "strings" else t
     dtype, dims = real_dims(spec)
     t = pa.from_numpy_dtype(dtype)
-    for _ in range(_varying_image(spec)):
+    for _ in range(image_axes(spec)):
         t = pa.list_(t)
     for d in reversed(dims):  # Arrow has no fixed-size list of 0: variable lists then
         t = pa.list_(t, d) if 0 not in dims else pa.list_(t)
@@ -335,7 +329,7 @@ def _numbers(spec: FieldSpec, arr: pa.Array, where: str, first: int) -> Column:
     """The numbers under ``arr``'s list levels and each level's lengths."""
     dims = real_dims(spec)[1]
     levels = []
-    for depth in range(isinstance(spec.kind, Ragged) + len(dims)):
+    for depth in range(isinstance(spec.kind, Ragged) + len(dims) + image_axes(spec)):
         _no_nulls(arr, where, first, "" if depth == 0 else f"value at axis {depth}")
         if not is_list(arr.type):
             raise CodecIOError(f"{where}: {arr.type} has fewer axes than the field's {dims}")

@@ -11,11 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ...model import Ragged, StringList
-from ...model.arrow import arrow_encoding, arrow_schema, arrow_table, batch_to_arrow, is_text
+from ...model.arrow import arrow_encoding, arrow_schema, arrow_table, batch_to_arrow, is_list
 from ...model.labels import check_labels, label_field
-from ...model.nesting import real_dims
-from ...model.schema import Batch, FieldSpec, Schema
+from ...model.schema import Batch, Schema
 from ...sharding import ShardedDirectoryWriter, cut_groups, encode_chunks
 from .._image_options import check_images_named, check_pixels, stores_pixels
 from .._pixels import encode_pixels, image_libraries
@@ -54,26 +52,18 @@ def storages(
     return out
 
 
-def hf_feature(spec: FieldSpec, s: Storage) -> dict[str, Any]:
-    """The column's feature as ``datasets`` writes it in the ``huggingface`` metadata."""
-
-    def wrap(feature: dict[str, Any], length: int | None = None) -> dict[str, Any]:
-        sized = {} if length is None else {"length": length}
-        return {"feature": feature, **sized, "_type": "List"}
-
+def hf_feature(t: pa.DataType, s: Storage) -> dict[str, Any]:
+    """The column's feature as ``datasets`` writes it in the ``huggingface`` metadata:
+    an Image, a ClassLabel, else its Arrow type as Lists (``length`` if fixed) of Values."""
     if s.arrow == "image":
         return {"_type": "Image"}
     if s.class_names is not None:
         return {"names": list(s.class_names), "_type": "ClassLabel"}
-    dims: tuple[int, ...] = ()
-    if s.encoding == "value":
-        dtype, dims = real_dims(spec)
-        feature = {"dtype": dtype.name, "_type": "Value"}
-    else:  # string, binary or a list of them
-        feature = {"dtype": "string" if is_text(spec, s.encoding) else "binary", "_type": "Value"}
-    for d in reversed(dims):
-        feature = wrap(feature, d if 0 not in dims else None)
-    return wrap(feature) if isinstance(spec.kind, (Ragged, StringList)) else feature
+    if is_list(t):
+        size = {"length": t.list_size} if pa.types.is_fixed_size_list(t) else {}
+        return {"feature": hf_feature(t.value_type, Storage("value")), **size, "_type": "List"}
+    dtype = t if t in (pa.string(), pa.binary()) else np.dtype(t.to_pandas_dtype()).name
+    return {"dtype": str(dtype), "_type": "Value"}
 
 
 class ParquetShardWriter(ShardedDirectoryWriter):
@@ -86,10 +76,10 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         self.storages = storages(schema, options)
         self.arrow = {}
         for split, encs in self.storages.items():
-            fields = schema.splits[split].fields
-            features = {n: hf_feature(fields[n], s) for n, s in encs.items()}
+            arrow = arrow_schema(schema.splits[split].fields, {n: s.arrow for n, s in encs.items()})
+            features = {f.name: hf_feature(f.type, encs[f.name]) for f in arrow}
             meta = {"huggingface": json.dumps({"info": {"features": features}})}
-            self.arrow[split] = arrow_schema(fields, {n: s.arrow for n, s in encs.items()}, meta)
+            self.arrow[split] = arrow.with_metadata(meta)
         super().__init__(schema, plan, None)
 
     def current_libraries(self) -> dict[str, str]:
