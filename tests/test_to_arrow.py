@@ -130,6 +130,20 @@ def test_polars_reads_it(source, tiles):
     assert np.array_equal(np.array(frame["image"][7].to_list(), np.uint8), x[7])
 
 
+def test_duckdb_queries_it(source, tiles):
+    duckdb = pytest.importorskip("duckdb")
+    _, y = tiles
+    with dstore.open(source) as ds:
+        # DuckDB reads the variable by name; it has no float16 (Arrow's halffloat): "feat" out
+        fields = [n for n in ds["train"] if n != "feat"]
+        frame = ds["train"].to_arrow(fields)  # noqa: F841
+        png = ds["train"]["png"][2]
+    (got,) = duckdb.sql("select sum(label), sum(len(tags)) from frame").fetchall()
+    assert got == (int(y[:12].argmax(1).sum()), sum(i % 3 for i in range(12)))
+    rows = duckdb.sql("select png.bytes from frame").fetchall()
+    assert rows[2][0] == png
+
+
 def test_to_arrow_loads_pyarrow_only_when_called(tmp_path, tiles):
     x, _ = tiles
     path = str(tmp_path / "x.npz")
