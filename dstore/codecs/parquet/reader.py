@@ -68,13 +68,9 @@ class ParquetReader(ShardedDirectoryReader):
     def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
         """Whole row groups, gathered to about ``target_bytes`` (uncompressed) per range."""
         self.split(split)
-        return group_ranges(
-            (
-                [(g.num_rows, g.total_byte_size) for g in self._groups(shard)]
-                for shard in self.shards[split]
-            ),
-            target_bytes,
-        )
+        shards = self.shards[split]
+        sizes = ([(g.num_rows, g.total_byte_size) for g in self._groups(s)] for s in shards)
+        return group_ranges(sizes, target_bytes)
 
     def read_shard(
         self,
@@ -97,12 +93,13 @@ class ParquetReader(ShardedDirectoryReader):
                     try:
                         table, read = pf.read_row_group(g, columns=names), g
                     except (pa.ArrowException, OSError) as err:
-                        reason = _one_line(err)
-                        raise CodecIOError(
-                            f"{shard.path}: row group {g} does not read: {reason}"
-                        ) from None
+                        why = f"row group {g} does not read: {_one_line(err)}"
+                        raise CodecIOError(f"{shard.path}: {why}") from None
                 part, where = table.slice(s - first, e - s), f"{shard.path}: split {spec.name!r}"
-                yield {n: self.column(spec, n, part.column(n), where, s, pool) for n in names}
+                yield {
+                    n: self.column(spec, n, part.column(n), f"{where}, field {n!r}", s, pool)
+                    for n in names
+                }
         finally:
             pf.close()
 
@@ -111,11 +108,10 @@ class ParquetReader(ShardedDirectoryReader):
     ) -> Column:
         """Field ``name`` of records ``first...`` from ``arr``, pixels decoded on ``pool``."""
         s, field = self.encodings[spec.name][name], spec.fields[name]
-        col = from_arrow(field, s.arrow, arr, f"{where}, field {name!r}", first)
+        col = from_arrow(field, s.arrow, arr, where, first)
         if not isinstance(col, VarColumn) or s.arrow != "image" or s.encoding == "image":
             return col
-        blobs = col.to_bytes_list()
-        return decode_pixel_column(field, blobs, s.lossy, f"{where}, field {name!r}", first, pool)
+        return decode_pixel_column(field, col.to_bytes_list(), s.lossy, where, first, pool)
 
     def describe(self) -> list[str]:
         return [

@@ -46,9 +46,8 @@ def storages(
                     if lossy is not None:
                         lossy.check_field(spec, where)
             else:
-                encs[name] = Storage(
-                    encoding, class_names=options.class_names if name == label else None
-                )
+                names = options.class_names if name == label else None
+                encs[name] = Storage(encoding, class_names=names)
     return out
 
 
@@ -93,16 +92,13 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         png = png or png_encoder("fast")  # UP filter + libdeflate / fpng: deterministic
         fields, encs = self.schema.splits[split].fields, self.storages[split]
         where = f"parquet: split {split!r}"
-        pixels = {
-            n: encode_pixels(fields[n], chunk[n], s.lossy.encode if s.lossy else png)
-            for n, s in encs.items()
-            if s.encoding in PIXEL_ENCODINGS
-        }
-        for name, s in encs.items():
-            if s.class_names is not None:
-                check_labels(np.asarray(chunk[name]), s.class_names, f"{where}, field {name!r}")
-        arrow = {n: s.arrow for n, s in encs.items()}
-        return batch_to_arrow(fields, arrow, {**chunk, **pixels}, where)
+        encoded = dict(chunk)
+        for n, s in encs.items():
+            if s.encoding in PIXEL_ENCODINGS:
+                encoded[n] = encode_pixels(fields[n], chunk[n], s.lossy.encode if s.lossy else png)
+            elif s.class_names is not None:
+                check_labels(np.asarray(chunk[n]), s.class_names, f"{where}, field {n!r}")
+        return batch_to_arrow(fields, {n: s.arrow for n, s in encs.items()}, encoded, where)
 
     def write_records(
         self, shard: Shard, batches: Iterator[Batch], out: Any
@@ -134,8 +130,5 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         writer.close()
 
     def manifest_head(self) -> dict[str, Any]:
-        fields = {
-            split: {name: s.to_json() for name, s in encs.items()}
-            for split, encs in self.storages.items()
-        }
+        fields = {sp: {n: s.to_json() for n, s in e.items()} for sp, e in self.storages.items()}
         return self.standard_head("dstore-parquet", self.options, fields)
