@@ -50,13 +50,8 @@ class ParquetReader(ShardedDirectoryReader):
     def find_files(self, path: str) -> list[str]:
         """A folder's ``*.parquet`` files, else those of its ``data/`` (the Hub's layout)."""
         data = fs.join(path, "data")
-        if (
-            fs.isdir(path)
-            and fs.isdir(data)
-            and not any(f.endswith(".parquet") for f in fs.listdir(path))
-        ):
-            return super().find_files(data)
-        return super().find_files(path)
+        hub = fs.isdir(data) and not any(f.endswith(".parquet") for f in fs.listdir(path))
+        return super().find_files(data if hub else path)
 
     def _groups(self, shard: ShardFile) -> list[Any]:
         pf = open_parquet(shard.path)

@@ -115,13 +115,11 @@ class ParquetShardWriter(ShardedDirectoryWriter):
             write_statistics=True,
             store_schema=True,
         )
-        encoded = encode_chunks(
-            batches,
-            lambda _, chunk: self.encode_chunk(shard.split, chunk, png),
-            opts.workers,
-            "dstore-parquet",
-            ahead=2,
-        )
+
+        def encode(_: int, chunk: Batch) -> tuple[dict[str, pa.Array], np.ndarray]:
+            return self.encode_chunk(shard.split, chunk, png)
+
+        encoded = encode_chunks(batches, encode, opts.workers, "dstore-parquet", ahead=2)
         for group in cut_groups(encoded, opts.row_group_rows, opts.row_group_mb * 1024 * 1024):
             rows = sum(n for *_, n in group)
             parts = ({k: v.slice(i, n) for k, v in a.items()} for a, i, n in group)
