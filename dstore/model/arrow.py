@@ -206,7 +206,7 @@ def arrow_type(spec: FieldSpec, encoding: str) -> pa.DataType:
         t = pa.string() if is_text(spec, encoding) else pa.binary()
         return pa.list_(t) if encoding == "strings" else t
     dtype, dims = real_dims(spec)
-    t = pa.from_numpy_dtype(dtype)
+    t = pa.float32() if dtype.name == "bfloat16" else pa.from_numpy_dtype(dtype)
     for _ in range(image_axes(spec)):
         t = pa.list_(t)
     for d in reversed(dims):  # Arrow has no fixed-size list of 0: variable lists then
@@ -253,6 +253,8 @@ def _values(spec: FieldSpec, col: Any, t: pa.DataType) -> pa.Array:
     """Numbers of a Tensor (one ndarray), Ragged (values + offsets) or raw Image column
     of varying size (values + offsets + shapes), nested."""
     values, levels = to_levels(spec, col)
+    if values.dtype.name == "bfloat16":  # Arrow has no bfloat16: float32 holds it exactly
+        values = values.astype(np.float32)
     types = []
     for _ in levels:
         types.append(t)
