@@ -234,7 +234,7 @@ def _buffer(values: np.ndarray) -> pa.Buffer:
 
 def _binary(col: VarColumn, t: pa.DataType, where: str) -> pa.Array:
     if len(col.offsets) and int(col.offsets[-1]) > 2**31 - 1:  # Arrow's offsets are int32
-        raise CodecIOError(f"{where}: more than 2 GiB of values in 16 records")
+        raise CodecIOError(f"{where}: more than 2 GiB of values in {len(col)} records")
     offsets = _buffer(col.offsets.astype(np.int32))
     return pa.Array.from_buffers(t, len(col), [None, offsets, _buffer(col.flat_values)])
 
