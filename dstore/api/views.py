@@ -7,18 +7,19 @@ reads records of one field on indexing; all of them sit on one codec reader.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..codecs.base import Reader, _concat
-from ..errors import SchemaError
+from ..errors import MissingDependencyError, SchemaError
 from ..model import Column, Kind, VarColumn, empty_column, record
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ..sources.opening import open_source
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from typing_extensions import Self
 
 __all__ = ["Dataset", "FieldView", "Split", "open"]
@@ -140,6 +141,31 @@ class Split(Mapping[str, FieldView]):
 
     def read(self) -> dict[str, Column]:
         return self._reader.read(self.spec.name)
+
+    def to_arrow(
+        self, fields: Sequence[str] | None = None, start: int = 0, stop: int | None = None
+    ) -> pa.Table:
+        """Records ``start:stop`` of ``fields`` (default: all) as a pyarrow Table, read
+        batch by batch from any format, for Polars, DuckDB and pandas
+        (``pl.from_arrow(ds["train"].to_arrow())``). Numbers are Arrow numbers, one
+        (fixed-size) list per axis of a tensor; a ragged field is a list of those; strings
+        ``string``, bytes ``binary``, lists of strings ``list<string>``; encoded images the
+        Hugging Face Image struct ``{bytes, path}`` with their bytes as stored; raw pixels
+        nested lists of their numbers (uint8), not encoded. Needs pyarrow; numbers are
+        shared with the arrays read, not copied."""
+        try:
+            from ..model.arrow import arrow_encoding, arrow_schema, arrow_table, batch_to_arrow
+        except ImportError as e:
+            raise MissingDependencyError(
+                "parquet", "parquet", "pyarrow", what="Split.to_arrow"
+            ) from e
+        names = list(self.spec.fields) if fields is None else list(fields)
+        specs = {n: self[n].spec for n in names}  # an unknown name is refused as ds[split][n]
+        encodings = {n: arrow_encoding(spec) for n, spec in specs.items()}
+        where = f"{self._reader.path}: split {self.spec.name!r}"
+        batches = self.iter_batches(fields=names, start=start, stop=stop)
+        parts = (batch_to_arrow(specs, encodings, b, where)[0] for b in batches)
+        return arrow_table(arrow_schema(specs, encodings), parts)
 
 
 class Dataset(Mapping[str, Split]):

@@ -14,9 +14,25 @@ from ...model.schema import Batch, Schema
 from ...options import option
 from ...sharding import ShardedCodec
 from .._image_options import ImageOptions
+from .._imagecodec import LOSSY_FORMATS
+from .._pixels import FieldStorage
 from ..base import Reader, Shard, ShardWriter, read_at
 
-__all__ = ["ParquetCodec", "ParquetOptions"]
+__all__ = ["ParquetCodec", "ParquetOptions", "Storage"]
+
+PIXEL_ENCODINGS = ("png", *LOSSY_FORMATS)  # pixels dstore encodes (decoded back on read)
+
+
+class Storage(FieldStorage):
+    """A field's entry in the manifest: one of dstore's Arrow encodings
+    (:mod:`dstore.model.arrow`), or pixels stored as Images of PNG or a lossy format."""
+
+    ENCODINGS = ("value", "image", "string", "binary", "strings", *PIXEL_ENCODINGS)
+
+    @property
+    def arrow(self) -> str:
+        """The Arrow encoding: an Image struct for pixels too."""
+        return "image" if self.encoding in PIXEL_ENCODINGS else self.encoding
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,13 @@ import pyarrow.parquet as pq
 
 from ... import fs
 from ...errors import CodecIOError, SchemaError
-from ...model.arrow import arrow_fields, list_axes
+from ...model import Column, VarColumn
+from ...model.arrow import arrow_fields, from_arrow, list_axes
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges, group_slices
-from .._pixels import image_format
+from .._pixels import decode_pixel_column, image_format
 from ..base import RANGE_BYTES
-from .arrow import Storage, from_arrow
+from . import Storage
 
 __all__ = ["ParquetReader"]
 
@@ -49,13 +50,8 @@ class ParquetReader(ShardedDirectoryReader):
     def find_files(self, path: str) -> list[str]:
         """A folder's ``*.parquet`` files, else those of its ``data/`` (the Hub's layout)."""
         data = fs.join(path, "data")
-        if (
-            fs.isdir(path)
-            and fs.isdir(data)
-            and not any(f.endswith(".parquet") for f in fs.listdir(path))
-        ):
-            return super().find_files(data)
-        return super().find_files(path)
+        hub = fs.isdir(data) and not any(f.endswith(".parquet") for f in fs.listdir(path))
+        return super().find_files(data if hub else path)
 
     def _groups(self, shard: ShardFile) -> list[Any]:
         pf = open_parquet(shard.path)
@@ -67,13 +63,9 @@ class ParquetReader(ShardedDirectoryReader):
     def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
         """Whole row groups, gathered to about ``target_bytes`` (uncompressed) per range."""
         self.split(split)
-        return group_ranges(
-            (
-                [(g.num_rows, g.total_byte_size) for g in self._groups(shard)]
-                for shard in self.shards[split]
-            ),
-            target_bytes,
-        )
+        shards = self.shards[split]
+        sizes = ([(g.num_rows, g.total_byte_size) for g in self._groups(s)] for s in shards)
+        return group_ranges(sizes, target_bytes)
 
     def read_shard(
         self,
@@ -96,25 +88,25 @@ class ParquetReader(ShardedDirectoryReader):
                     try:
                         table, read = pf.read_row_group(g, columns=names), g
                     except (pa.ArrowException, OSError) as err:
-                        reason = _one_line(err)
-                        raise CodecIOError(
-                            f"{shard.path}: row group {g} does not read: {reason}"
-                        ) from None
-                part = table.slice(s - first, e - s)
-                where = f"{shard.path}: split {spec.name!r}, field"
+                        why = f"row group {g} does not read: {_one_line(err)}"
+                        raise CodecIOError(f"{shard.path}: {why}") from None
+                part, where = table.slice(s - first, e - s), f"{shard.path}: split {spec.name!r}"
                 yield {
-                    n: from_arrow(
-                        spec.fields[n],
-                        self.encodings[spec.name][n],
-                        part.column(n),
-                        f"{where} {n!r}",
-                        s,
-                        pool,
-                    )
+                    n: self.column(spec, n, part.column(n), f"{where}, field {n!r}", s, pool)
                     for n in names
                 }
         finally:
             pf.close()
+
+    def column(
+        self, spec: SplitSpec, name: str, arr: Any, where: str, first: int, pool: Executor
+    ) -> Column:
+        """Field ``name`` of records ``first...`` from ``arr``, pixels decoded on ``pool``."""
+        s, field = self.encodings[spec.name][name], spec.fields[name]
+        col = from_arrow(field, s.arrow, arr, where, first)
+        if not isinstance(col, VarColumn) or s.arrow != "image" or s.encoding == "image":
+            return col
+        return decode_pixel_column(field, col.to_bytes_list(), s.lossy, where, first, pool)
 
     def describe(self) -> list[str]:
         return [

@@ -11,20 +11,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ...model import Bytes, Image, String, StringList
+from ...model.arrow import arrow_encoding, arrow_schema, arrow_table, batch_to_arrow, is_list
 from ...model.labels import check_labels, label_field
 from ...model.schema import Batch, Schema
 from ...sharding import ShardedDirectoryWriter, cut_groups, encode_chunks
 from .._image_options import check_images_named, check_pixels, stores_pixels
-from .._pixels import image_libraries
+from .._pixels import encode_pixels, image_libraries
 from .._png import png_encoder
 from ..base import Shard
-from . import ParquetOptions
-from .arrow import Storage, arrow_type, hf_feature, to_arrow
+from . import PIXEL_ENCODINGS, ParquetOptions, Storage
 
 __all__ = ["ParquetShardWriter"]
-
-_TEXT = {String: "string", Bytes: "binary", StringList: "strings"}
 
 
 def storages(
@@ -41,19 +38,31 @@ def storages(
         if check:
             check_images_named(options.images, split, where)
         for name, spec in split.fields.items():
-            if isinstance(spec.kind, Image) and spec.kind.encoding != "raw":
-                encs[name] = Storage("image")
-            elif stores_pixels(spec, options.images):
+            encoding = arrow_encoding(spec)
+            if encoding != "image" and stores_pixels(spec, options.images):
                 encs[name] = Storage(lossy.format, lossy.quality) if lossy else Storage("png")
                 if check:
                     check_pixels(spec, where)
                     if lossy is not None:
                         lossy.check_field(spec, where)
             else:
-                encoding = _TEXT.get(type(spec.kind), "value")
                 names = options.class_names if name == label else None
                 encs[name] = Storage(encoding, class_names=names)
     return out
+
+
+def hf_feature(t: pa.DataType, s: Storage) -> dict[str, Any]:
+    """The column's feature as ``datasets`` writes it in the ``huggingface`` metadata:
+    an Image, a ClassLabel, else its Arrow type as Lists (``length`` if fixed) of Values."""
+    if s.arrow == "image":
+        return {"_type": "Image"}
+    if s.class_names is not None:
+        return {"names": list(s.class_names), "_type": "ClassLabel"}
+    if is_list(t):
+        size = {"length": t.list_size} if pa.types.is_fixed_size_list(t) else {}
+        return {"feature": hf_feature(t.value_type, Storage("value")), **size, "_type": "List"}
+    dtype = t if t in (pa.string(), pa.binary()) else np.dtype(t.to_pandas_dtype()).name
+    return {"dtype": str(dtype), "_type": "Value"}
 
 
 class ParquetShardWriter(ShardedDirectoryWriter):
@@ -66,12 +75,10 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         self.storages = storages(schema, options)
         self.arrow = {}
         for split, encs in self.storages.items():
-            fields = schema.splits[split].fields
-            features = {n: hf_feature(fields[n], s) for n, s in encs.items()}
-            self.arrow[split] = pa.schema(
-                [pa.field(n, arrow_type(fields[n], s)) for n, s in encs.items()],
-                metadata={"huggingface": json.dumps({"info": {"features": features}})},
-            )
+            arrow = arrow_schema(schema.splits[split].fields, {n: s.arrow for n, s in encs.items()})
+            features = {f.name: hf_feature(f.type, encs[f.name]) for f in arrow}
+            meta = {"huggingface": json.dumps({"info": {"features": features}})}
+            self.arrow[split] = arrow.with_metadata(meta)
         super().__init__(schema, plan, None)
 
     def current_libraries(self) -> dict[str, str]:
@@ -81,19 +88,17 @@ class ParquetShardWriter(ShardedDirectoryWriter):
     def encode_chunk(
         self, split: str, chunk: Batch, png: Any = None
     ) -> tuple[dict[str, pa.Array], np.ndarray]:
-        """A chunk of records as Arrow arrays, with each record's encoded size."""
+        """A chunk of records as Arrow arrays (pixels encoded), with each record's size."""
         png = png or png_encoder("fast")  # UP filter + libdeflate / fpng: deterministic
-        sizes = np.zeros(len(next(iter(chunk.values()))), np.int64)
-        arrays = {}
-        for name, s in self.storages[split].items():
-            spec = self.schema.splits[split].fields[name]
-            where = f"parquet: split {split!r}, field {name!r}"
-            t = self.arrow[split].field(name).type
-            arrays[name], per_record = to_arrow(spec, s, chunk[name], t, png, where)
-            if s.class_names is not None:
-                check_labels(np.asarray(chunk[name]), s.class_names, where)
-            sizes += per_record
-        return arrays, sizes
+        fields, encs = self.schema.splits[split].fields, self.storages[split]
+        where = f"parquet: split {split!r}"
+        encoded = dict(chunk)
+        for n, s in encs.items():
+            if s.encoding in PIXEL_ENCODINGS:
+                encoded[n] = encode_pixels(fields[n], chunk[n], s.lossy.encode if s.lossy else png)
+            elif s.class_names is not None:
+                check_labels(np.asarray(chunk[n]), s.class_names, f"{where}, field {n!r}")
+        return batch_to_arrow(fields, {n: s.arrow for n, s in encs.items()}, encoded, where)
 
     def write_records(
         self, shard: Shard, batches: Iterator[Batch], out: Any
@@ -110,27 +115,18 @@ class ParquetShardWriter(ShardedDirectoryWriter):
             write_statistics=True,
             store_schema=True,
         )
-        encoded = encode_chunks(
-            batches,
-            lambda _, chunk: self.encode_chunk(shard.split, chunk, png),
-            opts.workers,
-            "dstore-parquet",
-            ahead=2,
-        )
+
+        def encode(_: int, chunk: Batch) -> tuple[dict[str, pa.Array], np.ndarray]:
+            return self.encode_chunk(shard.split, chunk, png)
+
+        encoded = encode_chunks(batches, encode, opts.workers, "dstore-parquet", ahead=2)
         for group in cut_groups(encoded, opts.row_group_rows, opts.row_group_mb * 1024 * 1024):
-            columns = {
-                f.name: pa.chunked_array([a[f.name].slice(i, n) for a, i, n in group], f.type)
-                for f in schema
-            }
-            writer.write_table(
-                pa.table(columns, schema=schema), row_group_size=sum(n for *_, n in group)
-            )
-            yield sum(n for *_, n in group)
+            rows = sum(n for *_, n in group)
+            parts = ({k: v.slice(i, n) for k, v in a.items()} for a, i, n in group)
+            writer.write_table(arrow_table(schema, parts), row_group_size=rows)
+            yield rows
         writer.close()
 
     def manifest_head(self) -> dict[str, Any]:
-        fields = {
-            split: {name: s.to_json() for name, s in encs.items()}
-            for split, encs in self.storages.items()
-        }
+        fields = {sp: {n: s.to_json() for n, s in e.items()} for sp, e in self.storages.items()}
         return self.standard_head("dstore-parquet", self.options, fields)
