@@ -142,6 +142,8 @@ print("RESULT", json.dumps({{"seconds": s, "iterate": time.perf_counter() - t1, 
 
 
 def main() -> None:
+    from dstore.codecs._png import encoder_id  # what the sizes line names
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiles", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
@@ -216,7 +218,7 @@ def main() -> None:
                 [("ratio", "ratio (per round)"), ("value", "median (range)")],
             ),
             "",
-            f"sizes: dstore {sizes['dstore'] / 2**20:.1f} MiB (PNG fast: UP filter + libdeflate 1), "
+            f"sizes: dstore {sizes['dstore'] / 2**20:.1f} MiB (PNG: {encoder_id('fast')}), "
             f"HF {sizes['HF'] / 2**20:.1f} MiB (PIL PNG, zlib 6)",
         ]
     )
