@@ -86,8 +86,8 @@ def _fpng_ext() -> Any:
     return fpng_ext
 
 
-class _Scratch(threading.local):
-    """Per-thread files that fpng's two-pass encoder writes into, read back at once.
+class _Scratch:
+    """One thread's files that fpng's two-pass encoder writes into, read back at once.
 
     The ``fpng`` package passes flags (``SLOWER``: two passes, a Huffman table
     built for the image) only to ``encode_image_to_file``; its in-memory encoder
@@ -96,16 +96,20 @@ class _Scratch(threading.local):
     buffer (a tile: no page is faulted in per image, which on a virtual machine
     costs more than the encoding's second pass), else into a memfd; elsewhere
     into a temporary file. The bytes are fpng's either way. A forked child
-    inherits the parent's files, so it makes its own (``pid``).
+    inherits the parent's files, so it makes its own (``pid``). The descriptors
+    close when the thread's local storage (:data:`_scratch`) drops this object:
+    when the thread ends, or when the interpreter does.
     """
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.pipe_bytes = 0  # the most fpng may write into the pipe
+        self.fds: list[int] = []
         if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
             self.fd = os.memfd_create("dstore-png")
             self.path = f"/proc/self/fd/{self.fd}"
             self.pipe_r, self.pipe_w = os.pipe()
+            self.fds = [self.fd, self.pipe_r, self.pipe_w]
             os.set_blocking(self.pipe_r, False)
             capacity = 1 << 16  # Linux's default
             with contextlib.suppress(OSError):
@@ -116,12 +120,20 @@ class _Scratch(threading.local):
             self.pipe_path = f"/proc/self/fd/{self.pipe_w}"
         else:  # pragma: no cover - not Linux
             self.fd, self.path = tempfile.mkstemp(prefix="dstore-png-", suffix=".png")
+            self.fds = [self.fd]
             atexit.register(_remove_quietly, self.path)
 
+    def close(self, _close: Callable[[int], None] = os.close) -> None:
+        # os.close bound at definition: this may run while the interpreter tears modules down
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            try:  # noqa: SIM105 - no contextlib while the interpreter tears modules down
+                _close(fd)
+            except OSError:
+                pass
+
     def __del__(self) -> None:
-        for fd in ("fd", "pipe_r", "pipe_w"):
-            with contextlib.suppress(OSError, AttributeError, TypeError):
-                os.close(getattr(self, fd))
+        self.close()
 
 
 def _remove_quietly(path: str) -> None:  # pragma: no cover - not Linux
@@ -129,15 +141,21 @@ def _remove_quietly(path: str) -> None:  # pragma: no cover - not Linux
         os.remove(path)
 
 
-_scratch = _Scratch()
+class _ThreadScratch(threading.local):
+    files: _Scratch | None = None  # no __init__: a thread's first access costs nothing
+
+
+_scratch = _ThreadScratch()
 
 
 def _scratch_files() -> _Scratch:
-    """This thread's scratch files, made anew in a forked child."""
-    if _scratch.pid != os.getpid():  # forked: the inherited files are shared with the parent
-        _scratch.__del__()  # the child's copies of the descriptors only
-        _scratch.__init__()  # type: ignore[misc]
-    return _scratch
+    """This thread's scratch files, made on first use, and anew in a forked child."""
+    files = _scratch.files
+    if files is None or files.pid != os.getpid():
+        if files is not None:  # forked: the inherited files are shared with the parent
+            files.close()  # the child's copies of the descriptors only
+        files = _scratch.files = _Scratch()
+    return files
 
 
 def _drain(fd: int) -> bytes:
