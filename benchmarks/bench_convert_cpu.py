@@ -1,7 +1,7 @@
 """Issue #24 §2-3: CPU utilisation, the critical path and the ratios of npz -> TFRecord (PNG).
 
     python benchmarks/bench_convert_cpu.py [--tiles 3000] [--rounds 3] [--profile]
-        [--before /path/to/other/checkout] [--tf] [--encoder-tiles 1000] [--sample]
+        [--before /path/to/other/checkout] [--tf] [--encoder-tiles 1000] [--sample] [--level fastest]
 
 Converts a label-maker ``data.npz`` (``np.savez``, real-photo tiles 256x256x3)
 with ``dstore.convert`` in a fresh process per run and prints, per round:
@@ -87,7 +87,8 @@ RUN = textwrap.dedent(
         import cProfile, pstats
         prof = cProfile.Profile()
         prof.enable()
-    dstore.convert(src, dst)
+    level = sys.argv[5]
+    dstore.convert(src, dst, options=None if level == "default" else {"png_level": level})
     wall = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
 
@@ -164,7 +165,7 @@ def breakdown(funcs: list[list], wall: float) -> dict[str, float]:
     return {k: v / wall for k, v in out.items()}
 
 
-def convert(src: str, path: str, profile: bool | str = False) -> dict:
+def convert(src: str, path: str, profile: bool | str = False, level: str = "default") -> dict:
     work = tempfile.mkdtemp(prefix="bench-cpu-")
     try:
         dst = os.path.join(work, "out.tfrecords")
@@ -178,6 +179,7 @@ def convert(src: str, path: str, profile: bool | str = False) -> dict:
                 dst,
                 path,
                 {"sample": "2", True: "1"}.get(profile, "0"),
+                level,
             ],
             capture_output=True,
             text=True,
@@ -205,7 +207,7 @@ ENCODER = textwrap.dedent(
     n = int(sys.argv[3])
     with np.load(sys.argv[1]) as npz:
         tiles = npz["x_train"][:n]
-    encode = png_encoder("fast")
+    encode = png_encoder(sys.argv[4] if sys.argv[4] != "default" else "fast")
     encode(tiles[0])  # imports, scratch file
     t0 = time.process_time()
     for t in tiles:
@@ -215,10 +217,10 @@ ENCODER = textwrap.dedent(
 )
 
 
-def encoder_speed(src: str, path: str, n: int) -> float:
-    """The default PNG encoder's tiles/s on one core (CPU time), in a fresh process."""
+def encoder_speed(src: str, path: str, n: int, level: str = "default") -> float:
+    """The PNG encoder's tiles/s on one core (CPU time), in a fresh process."""
     proc = subprocess.run(
-        [sys.executable, "-c", ENCODER, src, path, str(n)],
+        [sys.executable, "-c", ENCODER, src, path, str(n), level],
         capture_output=True,
         text=True,
         env=dict(os.environ, PYTHONPATH=path),
@@ -269,6 +271,12 @@ def main() -> None:
     )
     ap.add_argument("--tf", action="store_true", help="TensorFlow's eager loop every round")
     ap.add_argument(
+        "--level",
+        action="append",
+        default=[],
+        help="also convert with this checkout at -o png_level=LEVEL, e.g. fastest (repeatable)",
+    )
+    ap.add_argument(
         "--encoder-tiles", type=int, default=0, help="time the PNG encoder on N tiles per round"
     )
     args = ap.parse_args()
@@ -281,6 +289,10 @@ def main() -> None:
         name, _, path = b.rpartition("=")
         ways[name or ("before" if i == 0 else f"before {i + 1}")] = path
     ways["this checkout"] = os.path.dirname(HERE)
+    levels = {way: "default" for way in ways}
+    for level in args.level:
+        ways[f"png_level={level}"] = os.path.dirname(HERE)
+        levels[f"png_level={level}"] = level
     print(f"{machine()}; npz -> TFRecord PNG, {args.tiles} tiles, {args.rounds} rounds")
     runs: dict[str, list[dict]] = {w: [] for w in ways}
     tf_runs: list[dict] = []
@@ -295,7 +307,7 @@ def main() -> None:
                 flush=True,
             )
         for way, path in ways.items():
-            res = convert(src, path)
+            res = convert(src, path, level=levels[way])
             runs[way].append(res)
             print(
                 f"round {r + 1} {way}: {res['wall']:.2f} s, {args.tiles / res['wall']:,.0f} "
@@ -305,7 +317,7 @@ def main() -> None:
                 flush=True,
             )
             if args.encoder_tiles:
-                enc_runs[way].append(encoder_speed(src, path, args.encoder_tiles))
+                enc_runs[way].append(encoder_speed(src, path, args.encoder_tiles, levels[way]))
                 print(f"  encoder alone: {enc_runs[way][-1]:,.0f} tiles/s on one core", flush=True)
     print(
         "\n| way | wall s (median, range) | tiles/s | CPU utilisation | peak RSS MB "
@@ -347,7 +359,7 @@ def main() -> None:
         cats = {
             way: breakdown(r["funcs"], r["wall"])
             for way, p in ways.items()
-            for r in (convert(src, p, True),)
+            for r in (convert(src, p, True, levels[way]),)
         }
         print("| category | " + " | ".join(cats) + " |")
         print("|---|" + "---|" * len(cats))
@@ -356,7 +368,7 @@ def main() -> None:
 
     if args.sample:
         print("\nConverting process's CPU by category (share of on-CPU samples, all threads):")
-        res = {way: convert(src, p, "sample") for way, p in ways.items()}
+        res = {way: convert(src, p, "sample", levels[way]) for way, p in ways.items()}
         cats = {way: sampled_breakdown(r["samples"]) for way, r in res.items()}
         print("| category | " + " | ".join(cats) + " |")
         print("|---|" + "---|" * len(cats))
