@@ -69,6 +69,32 @@ def label_maker_npz(n: int, compressed: bool = False) -> str:
     return path
 
 
+def parse_result(stdout: str) -> dict:
+    """The JSON of the last ``RESULT {json}`` line a way printed."""
+    line = next(ln for ln in stdout.splitlines()[::-1] if ln.startswith("RESULT "))
+    result: dict = json.loads(line[len("RESULT ") :])
+    return result
+
+
+def run_result(
+    args: list[str], env: dict[str, str] | None = None, timeout: int | None = None
+) -> dict:
+    """``python *args`` in a child process: its ``RESULT`` line's JSON, or a RuntimeError
+    with the end of its output when it fails."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore", **(env or {}))
+    proc = subprocess.run(
+        [sys.executable, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"way failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return parse_result(proc.stdout)
+
+
 def run_way(code: str, repeats: int = 1, timeout: int = 3600) -> dict:
     """Run ``code`` (which must print ``RESULT {json}`` with a "seconds" key) ``repeats`` times.
 
@@ -87,8 +113,7 @@ def run_way(code: str, repeats: int = 1, timeout: int = 3600) -> dict:
         )
         if proc.returncode != 0:
             raise RuntimeError(f"way failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-        line = next(ln for ln in proc.stdout.splitlines()[::-1] if ln.startswith("RESULT "))
-        res = json.loads(line[len("RESULT ") :])
+        res = parse_result(proc.stdout)
         m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
         res["rss_mb"] = int(m.group(1)) / 1024 if m else float("nan")
         results.append(res)

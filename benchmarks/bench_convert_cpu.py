@@ -37,11 +37,9 @@ seconds of the process and of each encoder process.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -169,29 +167,10 @@ def convert(src: str, path: str, profile: bool | str = False, level: str = "defa
     work = tempfile.mkdtemp(prefix="bench-cpu-")
     try:
         dst = os.path.join(work, "out.tfrecords")
-        env = dict(os.environ, PYTHONPATH=path)
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                RUN,
-                src,
-                dst,
-                path,
-                {"sample": "2", True: "1"}.get(profile, "0"),
-                level,
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-        if proc.returncode:
-            raise RuntimeError(proc.stderr[-3000:])
-        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-        res = json.loads(line[len("RESULT ") :])
-        from _harness import dir_size
+        from _harness import dir_size, run_result
 
+        mode = {"sample": "2", True: "1"}.get(profile, "0")
+        res = run_result(["-c", RUN, src, dst, path, mode, level], env={"PYTHONPATH": path})
         res["bytes"] = dir_size(dst)
         return res
     finally:
@@ -219,17 +198,10 @@ ENCODER = textwrap.dedent(
 
 def encoder_speed(src: str, path: str, n: int, level: str = "default") -> float:
     """The PNG encoder's tiles/s on one core (CPU time), in a fresh process."""
-    proc = subprocess.run(
-        [sys.executable, "-c", ENCODER, src, path, str(n), level],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=path),
-        check=False,
-    )
-    if proc.returncode:
-        raise RuntimeError(proc.stderr[-3000:])
-    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
-    return float(json.loads(line[len("RESULT ") :])["tiles_per_s"])
+    from _harness import run_result
+
+    res = run_result(["-c", ENCODER, src, path, str(n), level], env={"PYTHONPATH": path})
+    return float(res["tiles_per_s"])
 
 
 def tf_eager(src: str) -> dict:

@@ -26,15 +26,13 @@ Ratios are to the TensorFlow loop measured in the same run (the machine is share
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
 import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import OUT, dir_size, machine, table, write_report
+from _harness import OUT, dir_size, machine, run_result, table, write_report
 
 _RSS = """
 def _vmhwm_mb():
@@ -136,18 +134,7 @@ print("RESULT " + json.dumps({{"seconds": time.perf_counter() - t0, "records": r
 
 
 def run(code: str) -> dict:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,  # a failed way is reported with its output below
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"way failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    line = next(ln for ln in proc.stdout.splitlines()[::-1] if ln.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :])
+    return run_result(["-c", textwrap.dedent(code)])
 
 
 def main() -> None:

@@ -22,17 +22,15 @@ shared and noisy), the table shows the median and range over rounds.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import OUT, dir_size, label_maker_npz, machine, table, write_report
+from _harness import OUT, dir_size, label_maker_npz, machine, run_result, table, write_report
 
 WORKERS = 2
 BATCH = 64
@@ -55,18 +53,7 @@ os.environ.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME={home!r})
 
 
 def run(code: str) -> dict:
-    env = dict(os.environ, PYTHONWARNINGS="ignore", TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run(
-        [sys.executable, "-c", _WRAPPER, textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    if proc.returncode:
-        raise RuntimeError(proc.stderr[-3000:])
-    line = next(ln for ln in proc.stdout.splitlines()[::-1] if ln.startswith("RESULT "))
-    return json.loads(line[7:])
+    return run_result(["-c", _WRAPPER, textwrap.dedent(code)])
 
 
 def write_dstore(src: str, dst: str) -> str:
