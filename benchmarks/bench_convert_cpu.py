@@ -100,7 +100,7 @@ RUN = textwrap.dedent(
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     try:  # dstore's encoder processes (if this checkout has them), still running
-        from dstore.codecs import _encode_processes
+        from dstore.sharding import processes as _encode_processes
         kids = [c.proc.pid for p in _encode_processes._pools.values() for c in p.children]
     except ImportError:
         kids = []
@@ -123,7 +123,7 @@ RUN = textwrap.dedent(
 #: (category, substrings of "file:function" whose own time counts there), first match wins
 CATEGORIES = [
     ("PNG encode", ("encode_ndarray", "encode_image_to_file", "deflate_encode", "_png.py")),
-    ("sending chunks to encoder processes", ("_encode_processes",)),
+    ("sending chunks to encoder processes", ("processes.py",)),
     ("sha256", ("sha256", "'update' of '_hashlib", "hexdigest")),
     ("zip CRC-32 (npz read)", ("crc32", "_update_crc")),
     ("CRC-32C (records)", ("crc32c", "google_crc32c", "masked_crc")),
@@ -136,8 +136,8 @@ CATEGORIES = [
 #: (category, substrings of a sampled thread's "name file:function < ..."), first match wins
 SAMPLED = [
     ("PNG encode (this process: shard planning, small shards)", ("_png.py",)),
-    ("sending chunks to encoder processes", ("_encode_processes.py:_send",)),
-    ("receiving records from encoder processes", ("_encode_processes.py:_re",)),
+    ("sending chunks to encoder processes", ("processes.py:_send",)),
+    ("receiving records from encoder processes", ("processes.py:_re",)),
     ("npz read (zip CRC-32, copies)", ("zipfile.py", "npz/reader.py", "reader.py:_read")),
     ("sha256", ("dstore-sha256",)),
     ("file write", ("writer.py:write", "'write'", "_indexed_records")),

@@ -11,7 +11,7 @@ encoded bytes.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -95,7 +95,7 @@ class RawMeter(WrappingReader):
     """``inner`` as it is, adding up the decoded bytes of the records of its varying-size
     fields (:attr:`SplitSpec.varying`) as batches are read: :attr:`measured`."""
 
-    def __init__(self, inner: Reader) -> None:
+    def __init__(self, inner: Reader, counted: Mapping[tuple[str, str], int] | None = None) -> None:
         super().__init__(inner)
         self.schema = inner.schema
         self.notes = inner.notes
@@ -103,7 +103,15 @@ class RawMeter(WrappingReader):
         self._varying = {s: set(spec.varying) for s, spec in inner.schema.splits.items()}
         # (split, field) -> records counted so far: a record read twice (the sample a
         # sharded format plans from, int8's range pass, then the write) counts once
-        self._upto: dict[tuple[str, str], int] = {}
+        self._upto: dict[tuple[str, str], int] = dict(counted or {})
+
+    def counted_from(self, split: str, start: int) -> dict[tuple[str, str], int]:
+        """What a meter of the same source (opened by a worker process) starts from to
+        count the records of ``split`` from ``start`` on that this one has not counted."""
+        return {
+            (split, name): max(start, self._upto.get((split, name), 0))
+            for name in self._varying.get(split, ())
+        }
 
     def iter_batches(self, split: str, **kwargs: Any) -> Iterator[Batch]:
         varying = self._varying.get(split, set())

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore.codecs import _encode_processes, _example_fields, _png
+from dstore.codecs import _example_fields, _png
 from dstore.demo import photo_tiles
 from dstore.errors import SchemaError
+from dstore.sharding import processes as _encode_processes
 
 
 def _shard_digests(folder: str) -> dict[str, str]:

@@ -123,6 +123,10 @@ def write_dataset(
             name: concat_columns(fields[name].kind, [p[name] for p in parts]) for name in fields
         }
 
+    if codec.sharded:
+        from ..sharding.run import start_workers
+
+        start_workers(reader, codec, out_schema, dst, job)
     plan = codec.plan_shards(out_schema, sample) if codec.sharded else None
     if plan is not None:
         from ..sharding.run import write_sharded

@@ -34,7 +34,7 @@ from ..model.names import is_utf8_text
 from ..model.schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec
 from ..parallel import default_workers
 from ..sharding import encode_chunks
-from ._encode_processes import encoder_processes, unpickled
+from ..sharding.processes import encoder_processes, unpickled
 from ._example import (
     TF_FEATURE_ATTR,
     decode_canonical,
@@ -284,7 +284,7 @@ class ExampleEncoder:
         images of the ``records`` to encode and :data:`PROCESS_MIN_WORKERS` workers."""
         png = png_encoder(self.png_level)
         workers = self.workers or default_workers()
-        fpng_images = (records or 0) * self._png_fields(split)
+        fpng_images = (records or 0) * self.fpng_fields(split)
         # children already running serve any shard with fpng images; starting them pays
         # only for many, and only with cores to spare for them
         processes = (
@@ -307,7 +307,7 @@ class ExampleEncoder:
             chunk=PROCESS_CHUNK,
         )
 
-    def _png_fields(self, split: str) -> int:
+    def fpng_fields(self, split: str) -> int:
         """Fields of ``split`` that fpng would encode (lossless PNG at the ``fast`` level)."""
         if self.png_level not in FPNG_LEVELS:
             return 0

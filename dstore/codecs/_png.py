@@ -37,7 +37,7 @@ fpng writes into a pipe (or memfd) of ours (:class:`_Scratch`).
 ``benchmarks/bench_png_encoders.py`` measures the candidates (speed per core,
 size against TensorFlow, bytes across threads, processes, stack depths and
 environment sizes). The binding holds the GIL: conversions encode chunks in
-worker processes (:mod:`dstore.codecs._encode_processes`).
+worker processes (:mod:`dstore.sharding.processes`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,14 @@ from isal import isal_zlib
 
 from ._imagecodec import check_image_pixels
 
-__all__ = ["decode", "encode_adaptive", "encode_fast", "encoder_id", "png_encoder"]
+__all__ = [
+    "decode",
+    "encode_adaptive",
+    "encode_fast",
+    "encoder_id",
+    "holds_gil",
+    "png_encoder",
+]
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _COLOR_TYPE = {1: 0, 2: 4, 3: 2, 4: 6}  # channels -> gray, gray+alpha, RGB, RGBA
@@ -306,6 +313,12 @@ def encoder_id(level: str) -> str:
             f"{imagecodecs.deflate_version()} level 1 for other images"
         )
     return f"zlib {zlib.ZLIB_RUNTIME_VERSION} level {int(level)}"
+
+
+def holds_gil(level: str) -> bool:
+    """Whether ``png_encoder(level)`` holds the GIL while it encodes 8-bit RGB/RGBA
+    (fpng's binding does; zlib and libdeflate let go of it)."""
+    return level in FPNG_LEVELS
 
 
 def png_encoder(level: str) -> Callable[[np.ndarray], bytes]:

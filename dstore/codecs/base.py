@@ -189,6 +189,12 @@ class Reader(ABC):
         spec = self.split(split)
         return even_ranges(0, spec.count, max(1, target_bytes // max(1, spec.record_bytes)))
 
+    def check_ranges(self, split: str) -> None:
+        """Check what reads of record ranges of ``split`` do not (an npz member's CRC-32
+        covers the whole member), raising the error a whole read would. For a
+        conversion whose shards are written by processes that each read a range."""
+        return None  # most formats check each range as they read it
+
     def read(self, split: str, fields: Sequence[str] | None = None) -> dict[str, Column]:
         """Whole split in memory (convenience for small data and tests): an ndarray per
         dense field, values + offsets (:class:`~dstore.model.VarColumn`) per other field."""
@@ -273,6 +279,9 @@ class WrappingReader(Reader):
     def check_integrity(self) -> list[tuple[bool, str]]:
         return self.inner.check_integrity()
 
+    def check_ranges(self, split: str) -> None:
+        self.inner.check_ranges(split)
+
     def close(self) -> None:
         self.inner.close()
 
@@ -321,6 +330,15 @@ class Shard:
 
 class ShardWriter(ABC):
     """Writes shards of a planned output; picklable, so a Dask worker can run it."""
+
+    #: threads a shard's encoding uses (the format's ``workers`` option; 0: one per core)
+    workers: int = 0
+
+    def gil_bound(self, split: str) -> bool:
+        """True when encoding ``split``'s records holds the GIL most of the time (fpng's
+        binding does), so that its shards write faster each in a worker process of its
+        own than on threads sharing one interpreter."""
+        return False
 
     @abstractmethod
     def write_shard(

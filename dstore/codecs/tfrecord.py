@@ -165,6 +165,7 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
             workers=options.workers,
         )
         self.encodings = self.examples.encodings
+        self.workers = options.workers
         compression = None if options.compression == "none" else options.compression
         super().__init__(schema, plan, compression)
 
@@ -174,6 +175,9 @@ class TFRecordShardWriter(ShardedDirectoryWriter):
         if self.options.compression == "gzip":
             libs["gzip"] = f"zlib {zlib.ZLIB_RUNTIME_VERSION}"
         return libs
+
+    def gil_bound(self, split: str) -> bool:
+        return self.examples.fpng_fields(split) > 0
 
     def encode_chunk(self, split: str, chunk: Batch, png: Any = None) -> list[bytes]:
         """Framed TFRecords for the records of ``chunk``."""

@@ -20,7 +20,9 @@ import functools
 import hashlib
 import json
 import os
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
 from ..codecs.base import Codec, Reader, Shard, ShardWriter
@@ -31,11 +33,18 @@ from ..fs import is_url, url_fs
 from ..job import ConvertJob, SourceRef
 from ..model.schema import Batch, Schema, slice_batch
 from ..output import atomic_output, url_output
-from ..parallel import prefetch
+from ..parallel import default_workers, prefetch
+from ..rawsize import RawMeter
 from ..sources.opening import open_reader
 from .journal import JOURNAL, append_journal, read_journal, still_good
+from .processes import EncoderProcesses, discard, encoder_processes, warm_up
 
-__all__ = ["RegionTasks", "ShardRun", "SourceRef", "write_sharded"]
+__all__ = ["RegionTasks", "ShardRun", "SourceRef", "start_workers", "write_sharded"]
+
+#: records whose encoding holds the GIL a conversion needs before its shards are written
+#: in worker processes: starting them (Python, numpy, dstore, fpng) costs about 0.5 s
+#: of CPU each, which only many records repay
+PROCESS_MIN_RECORDS = 512
 
 
 @dataclasses.dataclass
@@ -190,7 +199,7 @@ def _local(
         done(shard, writer.write_shard(root, shard, batches, advance))
 
 
-def _dask_task(
+def _shard_task(
     source: SourceRef,
     writer: ShardWriter,
     root: str,
@@ -198,17 +207,24 @@ def _dask_task(
     policy: DtypePolicy,
     batch_bytes: int,
     batches: list[Batch] | None,
-) -> tuple[dict[str, Any], dict[str, CastStats]]:
-    """Runs on a worker: read the shard's records (or take them), write the shard.
+    counted: dict[tuple[str, str], int] | None = None,
+    ahead: bool = False,
+) -> tuple[dict[str, Any], dict[str, CastStats], int]:
+    """Runs in a worker (Dask's, or a process of :mod:`.processes`): read the shard's
+    records (or take them) and write the shard. Returns its manifest entry, the cast
+    statistics, and the decoded bytes of its varying-size fields not ``counted`` yet
+    (:class:`~dstore.rawsize.RawMeter`).
 
     Takes the policy and batch size, not the whole job: a task is pickled, and the
-    job's progress callback and client belong to the calling process."""
+    job's progress callback and client belong to the calling process. ``ahead`` reads
+    the next batch on a thread of its own while this one is encoded."""
     stats: dict[str, CastStats] = {}
     if batches is not None:
-        return writer.write_shard(root, shard, iter(batches)), stats
-    with open_reader(source.path, format=source.format, **dict(source.options)) as reader:
+        return writer.write_shard(root, shard, iter(batches)), stats, 0
+    with open_reader(source.path, format=source.format, **dict(source.options)) as opened:
+        meter = RawMeter(opened, counted or {})
         records = cast_batches(
-            reader,
+            meter,
             shard.split,
             policy,
             stats,
@@ -216,8 +232,103 @@ def _dask_task(
             stop=shard.stop,
             batch_bytes=batch_bytes,
         )
-        info = writer.write_shard(root, shard, records)
-    return info, stats
+        info = writer.write_shard(root, shard, prefetch(records) if ahead else records)
+    return info, stats, meter.measured
+
+
+def _counted_from(reader: Reader, shard: Shard) -> dict[tuple[str, str], int] | None:
+    """What the worker writing ``shard`` has left to measure, if ``reader`` measures."""
+    return reader.counted_from(shard.split, shard.start) if isinstance(reader, RawMeter) else None
+
+
+def _add_measured(reader: Reader, measured: int) -> None:
+    if isinstance(reader, RawMeter):
+        reader.measured += measured
+
+
+def _worker_processes(
+    reader: Reader, writer: ShardWriter, shards: Sequence[Shard], job: ConvertJob
+) -> EncoderProcesses | None:
+    """Worker processes to write ``shards`` in, one shard each at a time; None when
+    threads serve as well: the encoders release the GIL (``ShardWriter.gil_bound``), the
+    records are few, the source cannot be reopened by range, or this is a worker."""
+    if job.client is not None or job.source is None or not reader.random_access:
+        return None
+    gil_bound = sum(s.records for s in shards if writer.gil_bound(s.split))
+    workers = writer.workers or default_workers()
+    if gil_bound < PROCESS_MIN_RECORDS or workers < 2:
+        return None
+    return encoder_processes(workers)
+
+
+def start_workers(reader: Reader, codec: Codec, schema: Schema, dst: str, job: ConvertJob) -> None:
+    """Start the worker processes a sharded conversion of ``schema`` will likely write in
+    (:func:`_worker_processes`; its raw records span more than a shard), and have them
+    import what they run, while this process plans the shards."""
+    target = getattr(getattr(codec, "options", None), "shard_mb", 0) * 2**20
+    if is_url(dst) or job.resume or schema.nbytes <= target:
+        return
+    writer = codec.shard_writer(schema, [])
+    whole = [Shard(s.name, 0, 0, s.count, "") for s in schema.splits.values()]
+    pool = _worker_processes(reader, writer, whole, job)
+    if pool is not None:
+        warm_up(pool, ["dstore.sharding.run", type(writer).__module__])
+
+
+def _in_processes(
+    pool: EncoderProcesses,
+    reader: Reader,
+    writer: ShardWriter,
+    root: str,
+    pending: Sequence[Shard],
+    job: ConvertJob,
+    stats: dict[str, CastStats],
+    done: Callable[[Shard, dict[str, Any]], None],
+    advance: Callable[[int], None] | None,
+) -> None:
+    """Each shard written by a worker process that reads the source itself (no records
+    pass through this process), the largest first, the next one to the first idle.
+    Meanwhile this process checks the source as a whole read would (the CRC-32 of the
+    npz members the workers read in parts)."""
+    assert job.source is not None
+    queue = deque(sorted(pending, key=lambda s: s.records, reverse=True))
+    running: dict[Future[Any], tuple[int, Shard]] = {}
+
+    def start(child: int) -> None:
+        if queue:
+            shard = queue.popleft()
+            # small batches: a worker reads them as it encodes, and two workers' memory
+            # stays that of one conversion on threads
+            batch_bytes = max(1 << 20, job.batch_bytes // 4)
+            task = (job.source, writer, root, shard, job.policy, batch_bytes, None)
+            fut = pool.children[child].submit(
+                _shard_task, *task, _counted_from(reader, shard), True
+            )
+            running[fut] = (child, shard)
+
+    counts = {s.split: reader.schema.splits[s.split].count for s in pending}
+    in_parts = sorted({s.split for s in pending if s.start > 0 or s.stop < counts[s.split]})
+    try:
+        for child in range(len(pool)):
+            start(child)
+        for split in in_parts:  # meanwhile, what the workers' range reads do not check
+            reader.check_ranges(split)
+        while running:
+            for fut in wait(running, return_when=FIRST_COMPLETED).done:
+                child, shard = running.pop(fut)
+                try:
+                    info, task_stats, measured = fut.result()
+                except RuntimeError as e:  # the process died (killed, out of memory)
+                    raise CodecIOError(f"shard {shard.file}: {e}") from None
+                CastStats.merge_into(stats, task_stats)
+                _add_measured(reader, measured)
+                done(shard, info)
+                if advance is not None:
+                    advance(shard.records)
+                start(child)
+    except BaseException:
+        discard(pool)  # none of its children may go on writing into an output being removed
+        raise
 
 
 def _distributed(
@@ -256,7 +367,7 @@ def _distributed(
         if batches is not None:  # sent as data, not inside the task graph
             data = client.scatter([batches], hash=False)[0]
         fut = client.submit(
-            _dask_task,
+            _shard_task,
             source or SourceRef(reader.path),
             writer,
             root,
@@ -288,7 +399,7 @@ def _distributed(
         for fut in results:
             shard = futures.pop(fut)
             try:
-                info, task_stats = fut.result()
+                info, task_stats, measured = fut.result()
             except DstoreError as e:
                 raise type(e)(f"shard {shard.file} failed (after {retries} retries): {e}") from None
             except Exception as e:  # noqa: BLE001 - anything a worker raised, named by shard
@@ -296,6 +407,7 @@ def _distributed(
                     f"shard {shard.file} failed (after {retries} retries): {type(e).__name__}: {e}"
                 ) from None
             CastStats.merge_into(stats, task_stats)
+            _add_measured(reader, measured)
             done(shard, info)
             item = next(queue, None)
             if item is not None:
@@ -463,8 +575,16 @@ def _write_pending(
     progress = job.progress
     if job.client is not None:
         return _distributed(reader, writer, root, pending, job, stats, done)
-    per_record = None if progress is None else (lambda n: progress(n, total))
-    _local(reader, writer, root, pending, job, stats, done, per_record)
+    advance = None if progress is None else (lambda n: progress(n, total))
+    pool = (
+        None
+        if is_url(root) or len(pending) < 2
+        else _worker_processes(reader, writer, pending, job)
+    )
+    if pool is not None:
+        _in_processes(pool, reader, writer, root, pending, job, stats, done, advance)
+        return ""
+    _local(reader, writer, root, pending, job, stats, done, advance)
     return ""
 
 

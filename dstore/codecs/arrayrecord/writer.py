@@ -48,7 +48,11 @@ class ArrayRecordShardWriter(ShardedDirectoryWriter):
     ) -> None:
         self.options = options
         self.examples = ExampleEncoder.from_options(schema, self.codec_name, options)
+        self.workers = options.workers
         super().__init__(schema, plan, None)
+
+    def gil_bound(self, split: str) -> bool:
+        return self.examples.fpng_fields(split) > 0
 
     def current_libraries(self) -> dict[str, str]:
         """The image encoders and array_record (its chunk format and compressors), with versions."""

@@ -667,10 +667,18 @@ class NpzReader(Reader):
         entire = start == 0 and stop == count  # read whole through zipfile: CRC-checked
         mapped = None if entire else self._map_stored(m, skip, (stop - start) * row_bytes)
         if mapped is not None:
-            rows_mapped = mapped.reshape((stop - start, *record_shape))
-            pos = 0
+            # the whole range maps (no page is read yet); each piece gets a mapping of its
+            # own, so the pages read leave this process's memory with their batch
+            del mapped
+            pos = start
             for n in sizes:
-                yield rows_mapped[pos : pos + n]
+                piece = self._map_stored(m, m.data_offset + pos * row_bytes, n * row_bytes)
+                if piece is None:  # the file changed since: a whole read names the damage
+                    raise CodecIOError(
+                        f"{self.path}: split {spec.name!r}, field {name!r}: "
+                        f"records {pos}:{pos + n} could no longer be read"
+                    )
+                yield piece.reshape((n, *record_shape))
                 pos += n
             return
         fp: IO[bytes] | _StoredMember | None = (
@@ -818,6 +826,24 @@ class NpzReader(Reader):
                 f"data ends at record {first + got} of {count}"
             )
         return np.frombuffer(buf, dtype=m.dtype).reshape((n, *m.shape[1:]))
+
+    def check_ranges(self, split: str) -> None:
+        """Every stored member of ``split``'s fields read through once and its CRC-32
+        checked (ranges are read mapped, unchecked: :meth:`_map_stored`). A deflated
+        member is only ever read whole, its CRC-32 checked then."""
+        spec = self.schema.splits[split]
+        buf = memoryview(bytearray(_COPY_CHUNK))
+        for name in spec.fields:
+            src = self._sources[self._keys[(split, name)]]
+            for m in (src.main, src.splits, src.shapes):
+                fp = None if m is None or src.column is not None else self._open_stored_whole(m)
+                try:
+                    while fp is not None and fp.readinto(buf):
+                        pass
+                except _ZIP_ERRORS as e:
+                    raise CodecIOError(
+                        f"{self.path}: split {split!r}, field {name!r}: {e}"
+                    ) from None
 
     def _finish(self, fp: IO[bytes] | _StoredMember, spec: SplitSpec, name: str) -> None:
         try:

@@ -17,7 +17,7 @@ from ...model.schema import Batch, Schema
 from ...sharding import ShardedDirectoryWriter, cut_groups, encode_chunks
 from .._image_options import check_images_named, check_pixels, stores_pixels
 from .._pixels import encode_pixels, image_libraries
-from .._png import png_encoder
+from .._png import holds_gil, png_encoder
 from ..base import Shard
 from . import PIXEL_ENCODINGS, ParquetOptions, Storage
 
@@ -79,7 +79,11 @@ class ParquetShardWriter(ShardedDirectoryWriter):
             features = {f.name: hf_feature(f.type, encs[f.name]) for f in arrow}
             meta = {"huggingface": json.dumps({"info": {"features": features}})}
             self.arrow[split] = arrow.with_metadata(meta)
+        self.workers = options.workers
         super().__init__(schema, plan, None)
+
+    def gil_bound(self, split: str) -> bool:
+        return holds_gil("fast") and any(s.encoding == "png" for s in self.storages[split].values())
 
     def current_libraries(self) -> dict[str, str]:
         every = [s.lossy or s.encoding for encs in self.storages.values() for s in encs.values()]

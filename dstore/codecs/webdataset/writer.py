@@ -12,7 +12,7 @@ from ...model import Image, column_len, names, raw_record
 from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ...sharding import ShardedDirectoryWriter, encode_chunks
 from .._imagecodec import LossyImage
-from .._png import png_encoder
+from .._png import holds_gil, png_encoder
 from .._record_bytes import choose_record_encoding, encode_record
 from .._stored_fields import StoredField, table_json, table_libraries
 from ..base import Shard
@@ -60,7 +60,12 @@ class WebDatasetShardWriter(ShardedDirectoryWriter):
             split.name: {n: choose_encoding(s, options.lossy()) for n, s in split.fields.items()}
             for split in schema.splits.values()
         }
+        self.workers = options.workers
         super().__init__(schema, plan, None)
+
+    def gil_bound(self, split: str) -> bool:
+        encodings = (e.encoding for e in self.encodings[split].values())
+        return holds_gil(str(self.options.png_level)) and "png" in encodings
 
     def current_libraries(self) -> dict[str, str]:
         return table_libraries(self.encodings, str(self.options.png_level))

@@ -1,11 +1,13 @@
-"""Encoding chunks of records in worker processes, for encoders that hold the GIL.
+"""Worker processes for encoders that hold the GIL: whole shards, or chunks of records.
 
 fpng's Python binding holds the GIL while it encodes, so threads give a
-conversion one core of PNG encoding. Here the whole chunk (Example building
-included) runs in ``python -m dstore.codecs._encode_processes`` children, one
-per core, fed length-prefixed pickles over their stdin and answering on their
-stdout, results in submission order per child. The children run the same code
-on the same chunk as the threads would, so the bytes are the same.
+conversion one core of PNG encoding. Here the work runs in
+``python -m dstore.sharding.processes`` children, one per core, fed
+length-prefixed pickles over their stdin and answering on their stdout,
+results in submission order per child. A child writes a whole shard when it
+can read the source itself (:func:`dstore.sharding.run.write_sharded`), or
+encodes chunks of records sent to it (``_example_fields``). The children run
+the same code on the same records as threads would, so the bytes are the same.
 
 Why not ``multiprocessing``/``ProcessPoolExecutor``: their ``spawn`` and
 ``forkserver`` children import the parent's ``__main__`` again (a user's
@@ -19,19 +21,21 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import importlib
 import multiprocessing
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import IO, Any
 
-__all__ = ["EncoderProcesses", "encoder_processes"]
+__all__ = ["EncoderProcesses", "discard", "encoder_processes", "in_child", "warm_up"]
 
 _LENGTH = struct.Struct("<Q")
 
@@ -113,7 +117,7 @@ class _Child:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dstore.codecs._encode_processes"],
+            [sys.executable, "-m", "dstore.sharding.processes"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             # the parent's import path, so the child runs the same dstore
@@ -151,6 +155,7 @@ class _Child:
                 future.set_result(value)
             else:
                 future.set_exception(value)
+        stdout.close()
         code = self.proc.wait()
         while self.pending:  # the child died with tasks in hand (killed, out of memory)
             self.pending.popleft().set_exception(
@@ -193,13 +198,33 @@ class EncoderProcesses:
 
 _pools: dict[int, EncoderProcesses] = {}
 _pools_lock = threading.Lock()
+#: True in a child: its own work runs on threads, never in children of its own
+_in_child = False
+
+
+def in_child() -> bool:
+    """Whether this process is one of another's worker processes."""
+    return _in_child
+
+
+def discard(pool: EncoderProcesses) -> None:
+    """Stop ``pool``'s children now (a failed or interrupted conversion: none may write
+    into an output about to be removed); the next :func:`encoder_processes` starts others."""
+    with _pools_lock:
+        for n, kept in list(_pools.items()):
+            if kept is pool:
+                del _pools[n]
+    for child in pool.children:
+        if child.proc.poll() is None:
+            child.proc.kill()
+    pool.close()
 
 
 def encoder_processes(n: int, start: bool = True) -> EncoderProcesses | None:
     """This process's ``n`` encoder children, kept until exit once started (``start``:
     start them if not running); None where a process may not have children (a
     daemonic process: Dask's and multiprocessing's workers) or ``n`` < 2."""
-    if n < 2 or multiprocessing.current_process().daemon:
+    if n < 2 or _in_child or multiprocessing.current_process().daemon:
         return None
     with _pools_lock:
         pool = _pools.get(n)
@@ -210,6 +235,18 @@ def encoder_processes(n: int, start: bool = True) -> EncoderProcesses | None:
         if pool is None and start:
             pool = _pools[n] = EncoderProcesses(n)
         return pool
+
+
+def _import_all(modules: tuple[str, ...]) -> None:
+    for name in modules:
+        importlib.import_module(name)
+
+
+def warm_up(pool: EncoderProcesses, modules: Sequence[str]) -> None:
+    """Have each child import ``modules`` now (its first task would), while this
+    process goes on with other work."""
+    for child in pool.children:
+        child.submit(_import_all, tuple(modules))
 
 
 @atexit.register
@@ -246,6 +283,12 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
 
 
 def _main() -> None:
+    # run as __main__: the flag belongs to the module the unpickled tasks import
+    from dstore.sharding import processes as imported  # noqa: PLW0406 - see above
+
+    imported._in_child = True
+    # Ctrl-C reaches the whole process group: the parent stops its children itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # the answers get the real stdout; whatever a library prints goes to stderr instead
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

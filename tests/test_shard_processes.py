@@ -1,0 +1,130 @@
+"""Issue #24: the shards of a conversion whose PNG encoder holds the GIL (fpng) are
+written by worker processes that each read their records from the source.
+
+They must write the threads' bytes, check what their range reads do not (the npz
+members' CRC-32), count the decoded bytes of varying-size fields as a local run
+does, and fail as a local run fails, leaving nothing behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+
+import numpy as np
+import pytest
+
+import dstore
+from dstore.demo import photo_tiles
+from dstore.errors import DstoreError
+from dstore.sharding import processes, run
+
+TILES = 600  # past run.PROCESS_MIN_RECORDS
+
+
+def _digests(folder: str) -> dict[str, str]:
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as f:
+            out[name] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+@pytest.fixture
+def spawned(monkeypatch):
+    """The worker counts of the process pools the conversions asked for."""
+    asked: list[int] = []
+    real = processes.encoder_processes
+
+    def counting(n: int, start: bool = True):
+        asked.append(n)
+        return real(n, start)
+
+    monkeypatch.setattr(run, "encoder_processes", counting)
+    return asked
+
+
+def _tiles_npz(path: str, n: int = TILES, seed: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    x, y = photo_tiles(n, 48, seed=seed)
+    cut = n * 5 // 6
+    np.savez(path, x_train=x[:cut], y_train=y[:cut], x_test=x[cut:], y_test=y[cut:])
+    return x, y
+
+
+@pytest.mark.parametrize("to", ["tfrecord", "webdataset", "parquet"])
+def test_shard_processes_write_the_threads_bytes(tmp_path, spawned, to) -> None:
+    """The same conversion on threads (``workers=1``) and in two worker processes: every
+    file the same, byte for byte (the manifest included), and read back pixel for pixel."""
+    assert TILES >= run.PROCESS_MIN_RECORDS
+    src = str(tmp_path / "data.npz")
+    x, y = _tiles_npz(src)
+    opts = {"shard_mb": 0.5}
+    dstore.convert(src, str(tmp_path / "threads"), to=to, options={**opts, "workers": 1})
+    assert spawned == []
+    dstore.convert(src, str(tmp_path / "procs"), to=to, options={**opts, "workers": 2})
+    assert spawned and set(spawned) == {2}
+    threads, procs = _digests(str(tmp_path / "threads")), _digests(str(tmp_path / "procs"))
+    assert len([n for n in procs if n.startswith("train")]) >= 3
+    assert threads == procs
+    with dstore.open(str(tmp_path / "procs")) as back:
+        got = back["train"].read()
+        cut = TILES * 5 // 6
+        assert np.array_equal(got["x"], x[:cut])
+        assert np.array_equal(got["y"], y[:cut])
+        assert np.array_equal(back["test"].read()["x"], x[cut:])
+
+
+def test_shard_processes_count_varying_fields_as_threads_do(tmp_path, spawned) -> None:
+    """A ragged field (boxes per tile): the report's raw bytes are the same whether the
+    records passed through this process or through the workers."""
+    x, _ = photo_tiles(TILES, 32, seed=9)
+    rng = np.random.default_rng(9)
+    lengths = rng.integers(0, 6, TILES)
+    boxes = rng.integers(0, 32, (int(lengths.sum()), 4)).astype(np.int64)
+    splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    src = str(tmp_path / "od.npz")
+    np.savez(
+        src,
+        x_train=x,
+        **{"boxes_train.values": boxes, "boxes_train.row_splits": splits},
+    )
+    opts = {"shard_mb": 0.25}
+    one = dstore.convert(src, str(tmp_path / "t"), to="tfrecord", options={**opts, "workers": 1})
+    two = dstore.convert(src, str(tmp_path / "p"), to="tfrecord", options={**opts, "workers": 2})
+    assert spawned and set(spawned) == {2}
+    assert two.raw_bytes == one.raw_bytes
+    assert _digests(str(tmp_path / "t")) == _digests(str(tmp_path / "p"))
+    with dstore.open(str(tmp_path / "p")) as back:
+        got = back["train"]["boxes"]
+        for i in (0, 1, TILES // 2, TILES - 1):
+            a, b = splits[i], splits[i + 1]
+            assert np.array_equal(np.asarray(got[i]).reshape(-1, 4), boxes[a:b])
+
+
+def test_a_damaged_member_fails_in_processes_and_leaves_nothing(tmp_path, spawned) -> None:
+    """A flipped byte inside the pixels: the workers read ranges (unchecked), this
+    process checks the members' CRC-32 meanwhile. One error naming the file, split
+    and field; no output left."""
+    src = str(tmp_path / "data.npz")
+    _tiles_npz(src)
+    with zipfile.ZipFile(src) as z:
+        info = z.getinfo("x_train.npy")
+    with open(src, "r+b") as f:
+        f.seek(info.header_offset)
+        local = f.read(30)
+        start = info.header_offset + 30 + int.from_bytes(local[26:28], "little")
+        start += int.from_bytes(local[28:30], "little")
+        f.seek(start + info.file_size // 2)
+        byte = f.read(1)
+        f.seek(start + info.file_size // 2)
+        f.write(bytes([byte[0] ^ 0x55]))
+    dst = str(tmp_path / "out")
+    with pytest.raises(DstoreError) as err:
+        dstore.convert(src, dst, to="tfrecord", options={"shard_mb": 0.5, "workers": 2})
+    assert spawned and set(spawned) == {2}
+    message = str(err.value)
+    assert "CRC" in message and "split 'train'" in message and "field 'x'" in message
+    assert src in message and "\n" not in message
+    assert not os.path.exists(dst)
+    assert [n for n in os.listdir(tmp_path) if n != "data.npz"] == []
