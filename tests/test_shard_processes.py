@@ -128,3 +128,31 @@ def test_a_damaged_member_fails_in_processes_and_leaves_nothing(tmp_path, spawne
     assert src in message and "\n" not in message
     assert not os.path.exists(dst)
     assert [n for n in os.listdir(tmp_path) if n != "data.npz"] == []
+
+
+def test_shard_processes_report_progress_on_the_calling_thread(tmp_path, spawned) -> None:
+    """The workers' progress reaches the caller's callback as records are written, on
+    the thread that called convert, adding up to every record."""
+    import threading
+
+    src = str(tmp_path / "data.npz")
+    _tiles_npz(src)
+    calls: list[tuple[int, int, int]] = []
+    dstore.convert(
+        src,
+        str(tmp_path / "out"),
+        to="tfrecord",
+        options={"shard_mb": 0.5, "workers": 2},
+        progress=lambda done, total: calls.append((done, total, threading.get_ident())),
+    )
+    assert spawned and set(spawned) == {2}
+    assert sum(c[0] for c in calls) == TILES
+    assert {c[1] for c in calls} == {TILES}
+    assert {c[2] for c in calls} == {threading.get_ident()}
+
+
+def test_a_worker_knows_it_is_one_and_starts_no_workers_of_its_own() -> None:
+    pool = processes.encoder_processes(2)
+    assert pool is not None and not processes.in_child()
+    assert pool.submit(processes.in_child).result(timeout=120) is True
+    assert pool.submit(processes.encoder_processes, 2).result(timeout=120) is None

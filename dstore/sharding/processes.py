@@ -35,7 +35,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import IO, Any
 
-__all__ = ["EncoderProcesses", "discard", "encoder_processes", "in_child", "warm_up"]
+__all__ = [
+    "EncoderProcesses",
+    "discard",
+    "encoder_processes",
+    "in_child",
+    "report",
+    "warm_up",
+]
 
 _LENGTH = struct.Struct("<Q")
 
@@ -120,14 +127,22 @@ class _Child:
             [sys.executable, "-m", "dstore.sharding.processes"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            # the parent's import path, so the child runs the same dstore
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+            env={
+                **os.environ,
+                # the parent's import path, so the child runs the same dstore
+                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+                # numpy's BLAS threads would wait for work a child never gives them,
+                # spinning on the cores the children encode on
+                "OPENBLAS_NUM_THREADS": "1",
+            },
         )
         for pipe in (self.proc.stdin, self.proc.stdout):
             _widen(pipe)
         self.inbox = _Inbox()  # answers' records are copied out of it by unpickling
         self.lock = threading.Lock()
         self.pending: deque[Future[Any]] = deque()
+        #: called (on the answers' thread) with each :func:`report` of the child's tasks
+        self.on_report: Callable[[Any], None] | None = None
         self.reader = threading.Thread(target=self._read, name="dstore-encode-child", daemon=True)
         self.reader.start()
 
@@ -150,6 +165,10 @@ class _Child:
                 ok, value = _receive(stdout, self.inbox)
             except EOFError:
                 break
+            if ok is None:  # a report of the task in hand (progress), not its answer
+                if self.on_report is not None:
+                    self.on_report(value)
+                continue
             future = self.pending.popleft()
             if ok:
                 future.set_result(value)
@@ -198,13 +217,21 @@ class EncoderProcesses:
 
 _pools: dict[int, EncoderProcesses] = {}
 _pools_lock = threading.Lock()
-#: True in a child: its own work runs on threads, never in children of its own
-_in_child = False
+
+
+class _ThisProcess:
+    #: True in a child: its own work runs on threads, never in children of its own
+    in_child = False
+    #: in a child, its answers' pipe (:func:`report` writes to it mid-task)
+    answers: IO[bytes] | None = None
+
+
+_this = _ThisProcess()
 
 
 def in_child() -> bool:
     """Whether this process is one of another's worker processes."""
-    return _in_child
+    return _this.in_child
 
 
 def discard(pool: EncoderProcesses) -> None:
@@ -224,7 +251,7 @@ def encoder_processes(n: int, start: bool = True) -> EncoderProcesses | None:
     """This process's ``n`` encoder children, kept until exit once started (``start``:
     start them if not running); None where a process may not have children (a
     daemonic process: Dask's and multiprocessing's workers) or ``n`` < 2."""
-    if n < 2 or _in_child or multiprocessing.current_process().daemon:
+    if n < 2 or _this.in_child or multiprocessing.current_process().daemon:
         return None
     with _pools_lock:
         pool = _pools.get(n)
@@ -262,9 +289,17 @@ def unpickled(state: bytes) -> Any:
     return pickle.loads(state)  # noqa: S301 - pickled by this process's parent
 
 
+def report(value: Any) -> None:
+    """In a child, from the thread running its task: send ``value`` to the parent now,
+    to the child's ``on_report`` (a task's progress). Elsewhere: nothing."""
+    if _this.answers is not None:
+        _send(_this.answers, (None, value), out_of_band=False)
+
+
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The child's loop: run each ``(fn, args)`` and answer ``(True, result)`` or
-    ``(False, exception)``, until stdin closes."""
+    ``(False, exception)``, until stdin closes; :func:`report` sends ``(None, value)``."""
+    _this.answers = stdout
     inbox = _Inbox()
     while True:
         try:
@@ -283,16 +318,16 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
 
 
 def _main() -> None:
-    # run as __main__: the flag belongs to the module the unpickled tasks import
+    # run as __main__: the state belongs to the module the unpickled tasks import
     from dstore.sharding import processes as imported  # noqa: PLW0406 - see above
 
-    imported._in_child = True
+    imported._this.in_child = True
     # Ctrl-C reaches the whole process group: the parent stops its children itself
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # the answers get the real stdout; whatever a library prints goes to stderr instead
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    serve(sys.stdin.buffer, answers)
+    imported.serve(sys.stdin.buffer, answers)
 
 
 if __name__ == "__main__":

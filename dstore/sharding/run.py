@@ -23,6 +23,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from queue import SimpleQueue
 from typing import Any
 
 from ..codecs.base import Codec, Reader, Shard, ShardWriter
@@ -37,7 +38,7 @@ from ..parallel import default_workers, prefetch
 from ..rawsize import RawMeter
 from ..sources.opening import open_reader
 from .journal import JOURNAL, append_journal, read_journal, still_good
-from .processes import EncoderProcesses, discard, encoder_processes, warm_up
+from .processes import EncoderProcesses, discard, encoder_processes, report, warm_up
 
 __all__ = ["RegionTasks", "ShardRun", "SourceRef", "start_workers", "write_sharded"]
 
@@ -209,6 +210,7 @@ def _shard_task(
     batches: list[Batch] | None,
     counted: dict[tuple[str, str], int] | None = None,
     ahead: bool = False,
+    reports: bool = False,
 ) -> tuple[dict[str, Any], dict[str, CastStats], int]:
     """Runs in a worker (Dask's, or a process of :mod:`.processes`): read the shard's
     records (or take them) and write the shard. Returns its manifest entry, the cast
@@ -217,7 +219,8 @@ def _shard_task(
 
     Takes the policy and batch size, not the whole job: a task is pickled, and the
     job's progress callback and client belong to the calling process. ``ahead`` reads
-    the next batch on a thread of its own while this one is encoded."""
+    the next batch on a thread of its own while this one is encoded; with ``reports``
+    the records written go to the parent as they are (:func:`.processes.report`)."""
     stats: dict[str, CastStats] = {}
     if batches is not None:
         return writer.write_shard(root, shard, iter(batches)), stats, 0
@@ -232,7 +235,8 @@ def _shard_task(
             stop=shard.stop,
             batch_bytes=batch_bytes,
         )
-        info = writer.write_shard(root, shard, prefetch(records) if ahead else records)
+        progress = report if reports else None
+        info = writer.write_shard(root, shard, prefetch(records) if ahead else records, progress)
     return info, stats, meter.measured
 
 
@@ -293,6 +297,7 @@ def _in_processes(
     assert job.source is not None
     queue = deque(sorted(pending, key=lambda s: s.records, reverse=True))
     running: dict[Future[Any], tuple[int, Shard]] = {}
+    written: SimpleQueue[int] = SimpleQueue()  # the workers' progress, passed on here
 
     def start(child: int) -> None:
         if queue:
@@ -301,20 +306,29 @@ def _in_processes(
             # stays that of one conversion on threads
             batch_bytes = max(1 << 20, job.batch_bytes // 4)
             task = (job.source, writer, root, shard, job.policy, batch_bytes, None)
-            fut = pool.children[child].submit(
-                _shard_task, *task, _counted_from(reader, shard), True
-            )
+            counted = _counted_from(reader, shard)
+            fut = pool.children[child].submit(_shard_task, *task, counted, True, True)
             running[fut] = (child, shard)
+
+    def pass_on_progress() -> None:
+        while not written.empty():
+            n = written.get()
+            if advance is not None:
+                advance(n)
 
     counts = {s.split: reader.schema.splits[s.split].count for s in pending}
     in_parts = sorted({s.split for s in pending if s.start > 0 or s.stop < counts[s.split]})
+    for worker in pool.children:
+        worker.on_report = written.put
     try:
         for child in range(len(pool)):
             start(child)
         for split in in_parts:  # meanwhile, what the workers' range reads do not check
             reader.check_ranges(split)
         while running:
-            for fut in wait(running, return_when=FIRST_COMPLETED).done:
+            finished = wait(running, timeout=0.2, return_when=FIRST_COMPLETED).done
+            pass_on_progress()  # a shard's reports come before its answer
+            for fut in finished:
                 child, shard = running.pop(fut)
                 try:
                     info, task_stats, measured = fut.result()
@@ -323,12 +337,13 @@ def _in_processes(
                 CastStats.merge_into(stats, task_stats)
                 _add_measured(reader, measured)
                 done(shard, info)
-                if advance is not None:
-                    advance(shard.records)
                 start(child)
     except BaseException:
         discard(pool)  # none of its children may go on writing into an output being removed
         raise
+    finally:
+        for worker in pool.children:
+            worker.on_report = None
 
 
 def _distributed(
