@@ -144,7 +144,7 @@ def test_a_damaged_chunk_of_a_dstore_store_fails_a_range_read(tmp_path, damage):
     """A chunk cut to 20 bytes decoded to its declared size (blosc) and range reads
     returned wrong records without an error; dstore's chunks now carry a CRC32C."""
     path, x = _dstore_store(tmp_path)
-    chunk = os.path.join(path, "train", "x", "c", "2", "0", "0", "0")  # records 136..203
+    chunk = os.path.join(path, "train", "x", "c.2.0.0.0")  # records 136..203
     with open(chunk, "rb") as f:
         data = bytearray(f.read())
     if damage == "truncate":
@@ -160,12 +160,12 @@ def test_a_damaged_chunk_of_a_dstore_store_fails_a_range_read(tmp_path, damage):
         _records_read(path, "train", start=100, stop=300, verify=False)
     msg = str(err.value)
     assert "\n" not in msg and path in msg and "'x'" in msg
-    assert "chunk 'c/2/0/0/0' (records 136..203)" in msg and "CRC32C" in msg
+    assert "chunk 'c.2.0.0.0' (records 136..203)" in msg and "CRC32C" in msg
     # records of undamaged chunks still read, the same as written
     got = _records_read(path, "train", start=0, stop=136, verify=False)
     np.testing.assert_array_equal(np.concatenate([b["x"] for b in got]), x[:136])
     pytest.importorskip("torch")
-    with pytest.raises(CodecIOError, match=r"chunk 'c/2/0/0/0'"):
+    with pytest.raises(CodecIOError, match=r"chunk 'c\.2\.0\.0\.0'"):
         for _ in dstore.to_torch(path, split="train", on_error="raise"):
             pass
 
@@ -292,7 +292,7 @@ def test_any_damaged_chunk_fails_every_range_read_that_covers_it(
     flipped: a range read covering it fails naming that chunk, one that does not
     returns the records written."""
     path, x, rows = damaged_store
-    name = os.path.join(path, "train", "x", "c", str(chunk), "0", "0", "0")
+    name = os.path.join(path, "train", "x", f"c.{chunk}.0.0.0")
     with open(name, "rb") as f:
         good = f.read()
     bad = bytearray(good[:cut] if cut is not None else good)
@@ -304,7 +304,7 @@ def test_any_damaged_chunk_fails_every_range_read_that_covers_it(
             f.write(bytes(bad))
         lo, hi = chunk * rows, min(600, (chunk + 1) * rows)
         if start < hi and lo < stop:
-            with pytest.raises(CodecIOError, match=f"chunk 'c/{chunk}/0/0/0'"):
+            with pytest.raises(CodecIOError, match=rf"chunk 'c\.{chunk}\.0\.0\.0'"):
                 _records_read(path, "train", fields=["x"], start=start, stop=stop, verify=False)
         else:
             got = _records_read(path, "train", fields=["x"], start=start, stop=stop, verify=False)

@@ -553,6 +553,10 @@ class ZarrWriter(Writer):
                     dtype=_native(spec.dtype),
                     chunks=(rows, *(max(1, d) for d in spec.shape)),
                     shards=shards,
+                    # chunk files side by side (c.0.0.0), not a folder per index (c/0/0/0):
+                    # with a chunk per image, three folders per chunk made creating them
+                    # cost as much system time as writing them (issue #24)
+                    chunk_key_encoding={"name": "default", "separator": "."},
                     serializer=serializer,
                     compressors=compressor if lossy is None else (_CRC,),
                     fill_value=self._fills[(split.name, spec.name)],
