@@ -105,7 +105,12 @@ class TFRecordOptions:
     quality: int = field(
         default=90, metadata={"help": "quality 1..100 of jpeg/webp/jxl images (png ignores it)"}
     )
-    workers: int = field(default=0, metadata={"help": "threads encoding PNGs; 0 = one per core"})
+    workers: int = field(
+        default=0,
+        metadata={
+            "help": "threads (worker processes for fpng PNG) encoding images; 0 = one per core"
+        },
+    )
 
     def validate(self) -> None:
         if self.shard_mb <= 0:

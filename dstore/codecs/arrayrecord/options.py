@@ -36,7 +36,12 @@ class ArrayRecordOptions(ImageOptions):
         "png", "image fields as png (lossless) or jpeg/webp/jxl (lossy, decoded to pixels on read)"
     )
     quality: int = option(90, "quality 1..100 of jpeg/webp/jxl images (png ignores it)")
-    workers: int = field(default=0, metadata={"help": "threads encoding images; 0 = one per core"})
+    workers: int = field(
+        default=0,
+        metadata={
+            "help": "threads (worker processes for fpng PNG) encoding images; 0 = one per core"
+        },
+    )
 
     def validate(self) -> None:
         self.check_image_options("arrayrecord")

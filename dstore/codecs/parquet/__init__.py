@@ -52,7 +52,9 @@ class ParquetOptions(ImageOptions):
         None, "the field class_names describes; auto = the only integer scalar field", none="auto"
     )
     drop_unmapped: bool = option(False, "reading: drop columns of no kind, not refuse them")
-    workers: int = option(0, "threads encoding images; 0 = one per core")
+    workers: int = option(
+        0, "threads (worker processes for fpng PNG) encoding images; 0 = one per core"
+    )
 
     def validate(self) -> None:
         self.check_image_options("parquet")

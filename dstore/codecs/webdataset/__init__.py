@@ -28,7 +28,9 @@ class WebDatasetOptions(ImageOptions):
     image_codec: str = option("png", "raw image fields as png (lossless), jpeg or webp (lossy)")
     quality: int = option(90, "quality 1..100 of jpeg/webp images")
     png_level: str = option("fast", PNG_LEVEL_HELP)
-    workers: int = option(0, "threads encoding images; 0 = one per core")
+    workers: int = option(
+        0, "threads (worker processes for fpng PNG) encoding images; 0 = one per core"
+    )
 
     def validate(self) -> None:
         # the encodings WebDataset's image decoder (PIL) reads
