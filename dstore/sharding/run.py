@@ -6,6 +6,11 @@ options, so it can be written here, again after an interruption, or by a Dask
 worker, and the bytes are the same. The manifest is written last: until then
 the output is not complete.
 
+Here, shards are written on threads, or -- when their encoder holds the GIL
+(``ShardWriter.gil_bound``: fpng) and the source can be reopened by range --
+by worker processes (:mod:`.processes`), each reading its shard's records
+itself: one shard per worker at a time, the largest first.
+
 Resume: a local output is built in a temporary folder (see ``dstore.output``)
 holding a journal -- the plan, then one line per finished shard with its
 sha256, each fsynced. ``resume=True`` adopts the folder of a killed or
@@ -184,20 +189,6 @@ def _shard_streams(
         yield from zip(
             run, _cut(prefetch(stream) if ahead else stream, [s.records for s in run]), strict=True
         )
-
-
-def _local(
-    reader: Reader,
-    writer: ShardWriter,
-    root: str,
-    pending: Sequence[Shard],
-    job: ConvertJob,
-    stats: dict[str, CastStats],
-    done: Callable[[Shard, dict[str, Any]], None],
-    advance: Callable[[int], None] | None,
-) -> None:
-    for shard, batches in _shard_streams(reader, pending, job, stats, ahead=True):
-        done(shard, writer.write_shard(root, shard, batches, advance))
 
 
 def _shard_task(
@@ -599,7 +590,8 @@ def _write_pending(
     if pool is not None:
         _in_processes(pool, reader, writer, root, pending, job, stats, done, advance)
         return ""
-    _local(reader, writer, root, pending, job, stats, done, advance)
+    for shard, batches in _shard_streams(reader, pending, job, stats, ahead=True):
+        done(shard, writer.write_shard(root, shard, batches, advance))
     return ""
 
 
