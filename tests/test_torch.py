@@ -465,7 +465,7 @@ def _corrupt_chunk(path: str, fmt: str, index: int) -> tuple[int, int]:
 
         rows = zarr.open_group(path, mode="r")["train/x"].chunks[0]
         while True:
-            chunk = os.path.join(path, "train", "x", "c", str(index), "0", "0", "0")
+            chunk = os.path.join(path, "train", "x", f"c.{index}.0.0.0")
             with open(chunk, "rb") as f:
                 head = f.read(16)
             # blosc stores an incompressible chunk as is (flag 0x02) and checks nothing

@@ -226,8 +226,13 @@ def _shard_task(
             stop=shard.stop,
             batch_bytes=batch_bytes,
         )
-        progress = report if reports else None
-        info = writer.write_shard(root, shard, prefetch(records) if ahead else records, progress)
+        stream = prefetch(records) if ahead else records
+        # progress only when asked: a writer (a test's, a user's) may not take it
+        info = (
+            writer.write_shard(root, shard, stream, report)
+            if reports
+            else writer.write_shard(root, shard, stream)
+        )
     return info, stats, meter.measured
 
 
