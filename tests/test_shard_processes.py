@@ -164,17 +164,35 @@ def _tmp_folder(parent: str, dst_name: str) -> str | None:
     return os.path.join(parent, found[0]) if found else None
 
 
-def test_an_interrupt_keeps_only_the_journaled_shards_and_resume_matches(tmp_path, spawned) -> None:
+def _running_with(text: str) -> list[str]:
+    """Command lines of the running (not zombie) processes that name ``text``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:  # a zombie's command line reads empty
+            found.append(cmdline)
+    return found
+
+
+@pytest.mark.parametrize("to", ["tfrecord", "arrayrecord"])
+def test_an_interrupt_keeps_only_the_journaled_shards_and_resume_matches(
+    tmp_path, spawned, to
+) -> None:
     """Ctrl-C while the workers write (here: from the progress callback, once a shard is
     journaled and a worker is mid-shard): the folder kept for --resume holds the journal
-    and the shards it lists, not the stopped workers' partial files; the resumed output
-    is byte for byte an uninterrupted one."""
+    and the shards it lists, not the stopped workers' partial files, and nothing the
+    workers started (array_record's writer child) still runs to write more; the resumed
+    output is byte for byte an uninterrupted one."""
     import time
 
     src = str(tmp_path / "data.npz")
     _tiles_npz(src, 1200)
     opts = {"shard_mb": 0.25, "workers": 2}
-    dstore.convert(src, str(tmp_path / "whole"), to="tfrecord", options={**opts, "workers": 1})
+    dstore.convert(src, str(tmp_path / "whole"), to=to, options={**opts, "workers": 1})
     seen: dict[str, list[str]] = {}
 
     def interrupt(done: int, total: int) -> None:
@@ -192,7 +210,8 @@ def test_an_interrupt_keeps_only_the_journaled_shards_and_resume_matches(tmp_pat
 
     dst = str(tmp_path / "out")
     with pytest.raises(KeyboardInterrupt, match="--resume"):
-        dstore.convert(src, dst, to="tfrecord", options=opts, progress=interrupt)
+        dstore.convert(src, dst, to=to, options=opts, progress=interrupt)
+    assert _running_with(str(tmp_path)) == []
     assert spawned and set(spawned) == {2} and "mid-shard" in seen
     folder = _tmp_folder(str(tmp_path), "out")
     assert folder is not None and not os.path.exists(dst)
@@ -202,7 +221,7 @@ def test_an_interrupt_keeps_only_the_journaled_shards_and_resume_matches(tmp_pat
         entries = [json.loads(line) for line in f.read().splitlines()[1:]]
     listed = {e["file"] for e in entries} | {e["index"]["file"] for e in entries if "index" in e}
     assert entries and set(os.listdir(folder)) == listed | {"dstore.journal"}
-    dstore.convert(src, dst, to="tfrecord", options=opts, resume=True)
+    dstore.convert(src, dst, to=to, options=opts, resume=True)
     assert _digests(dst) == _digests(str(tmp_path / "whole"))
 
 

@@ -30,6 +30,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -127,6 +128,9 @@ class _Child:
             [sys.executable, "-m", "dstore.sharding.processes"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            # a process group of its own, with what it starts (array_record's writer
+            # child): :func:`discard` stops them all. It ignores Ctrl-C anyway (``_main``)
+            start_new_session=True,
             env={
                 **os.environ,
                 # the parent's import path, so the child runs the same dstore
@@ -242,9 +246,36 @@ def discard(pool: EncoderProcesses) -> None:
             if kept is pool:
                 del _pools[n]
     for child in pool.children:
-        if child.proc.poll() is None:
-            child.proc.kill()
+        # its group: a process the child started (a library's writer) would otherwise
+        # go on writing its file after the child is gone
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.proc.pid, signal.SIGKILL)
     pool.close()
+    for child in pool.children:
+        for _ in range(10_000):  # until the kills are done (a bound for safety, not a timing)
+            if not _group_runs(child.proc.pid):
+                break
+            time.sleep(0.001)
+
+
+def _group_runs(group: int) -> bool:
+    """Whether a process of process group ``group`` still runs (a zombie writes nothing;
+    an orphan's may never be reaped in a container). Linux's /proc; elsewhere False."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return False
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        # after the command's closing parenthesis: state, parent, process group
+        state, _, pgrp = stat[stat.rfind(b")") + 2 :].split()[:3]
+        if int(pgrp) == group and state not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def encoder_processes(n: int, start: bool = True) -> EncoderProcesses | None:
