@@ -187,8 +187,6 @@ def test_an_interrupt_keeps_only_the_journaled_shards_and_resume_matches(
     and the shards it lists, not the stopped workers' partial files, and nothing the
     workers started (array_record's writer child) still runs to write more; the resumed
     output is byte for byte an uninterrupted one."""
-    import time
-
     src = str(tmp_path / "data.npz")
     _tiles_npz(src, 1200)
     opts = {"shard_mb": 0.25, "workers": 2}
@@ -201,12 +199,11 @@ def test_an_interrupt_keeps_only_the_journaled_shards_and_resume_matches(
         with open(os.path.join(folder, "dstore.journal")) as f:
             if len(f.read().splitlines()) < 2:  # the header, then one line per shard
                 return
-        for _ in range(60_000):  # until a worker is mid-shard (a bound, not a timing)
-            names = os.listdir(folder)
-            if any(n.endswith(".part") for n in names):
-                seen["mid-shard"] = names
-                raise KeyboardInterrupt
-            time.sleep(0.0005)
+        # not waiting here: this thread starts the workers' next shards
+        names = os.listdir(folder)
+        if any(n.endswith(".part") for n in names):  # a worker is mid-shard
+            seen["mid-shard"] = names
+            raise KeyboardInterrupt
 
     dst = str(tmp_path / "out")
     with pytest.raises(KeyboardInterrupt, match="--resume"):
@@ -277,3 +274,28 @@ def test_a_source_changed_while_workers_read_it_fails_and_leaves_nothing(
     assert "\n" not in message
     assert not os.path.exists(dst)
     assert sorted(os.listdir(tmp_path)) == ["data.npz"]
+
+
+def test_workers_read_the_file_a_relative_path_names_after_a_chdir(
+    tmp_path, spawned, monkeypatch
+) -> None:
+    """A long-lived process (a notebook) converts, changes directory (``%cd``) and
+    converts a file of the same relative name: the workers kept from the first run must
+    read the file the caller names now, not the one in the directory they started in."""
+    for name, seed in (("a", 21), ("b", 22)):
+        os.makedirs(tmp_path / name)
+        _tiles_npz(str(tmp_path / name / "data.npz"), seed=seed)
+    old = processes.encoder_processes(2, start=False)
+    if old is not None:  # workers started elsewhere: this test starts them in a/
+        processes.discard(old)
+    opts = {"shard_mb": 0.5, "workers": 2}
+    monkeypatch.chdir(tmp_path / "a")
+    dstore.convert("data.npz", "out", to="tfrecord", options=opts)
+    monkeypatch.chdir(tmp_path / "b")
+    dstore.convert("data.npz", "out", to="tfrecord", options=opts)
+    dstore.convert("data.npz", "threads", to="tfrecord", options={**opts, "workers": 1})
+    assert spawned and set(spawned) == {2}
+    with np.load(tmp_path / "b" / "data.npz") as b, dstore.open("out") as back:
+        assert np.array_equal(back["train"].read()["x"], b["x_train"])
+        assert np.array_equal(back["test"].read()["x"], b["x_test"])
+    assert _digests("out") == _digests("threads")

@@ -233,6 +233,14 @@ def _shard_task(
     return info, stats, meter.measured
 
 
+def _shard_task_in(cwd: str, *task: Any) -> tuple[dict[str, Any], dict[str, CastStats], int]:
+    """:func:`_shard_task` in the caller's working directory: a worker process kept from
+    an earlier conversion started in another (a notebook's ``%cd``), and the source's
+    relative paths (the path, a glob, a list's lines) name the caller's files."""
+    os.chdir(cwd)
+    return _shard_task(*task)
+
+
 def _counted_from(reader: Reader, shard: Shard) -> dict[tuple[str, str], int] | None:
     """What the worker writing ``shard`` has left to measure, if ``reader`` measures."""
     return reader.counted_from(shard.split, shard.start) if isinstance(reader, RawMeter) else None
@@ -289,6 +297,7 @@ def _in_processes(
     npz members the workers read in parts)."""
     assert job.source is not None
     queue = deque(sorted(pending, key=lambda s: s.records, reverse=True))
+    cwd = os.getcwd()
     running: dict[Future[Any], tuple[int, Shard]] = {}
     written: SimpleQueue[int] = SimpleQueue()  # the workers' progress, passed on here
 
@@ -300,7 +309,7 @@ def _in_processes(
             batch_bytes = max(1 << 20, job.batch_bytes // 4)
             task = (job.source, writer, root, shard, job.policy, batch_bytes, None)
             counted = _counted_from(reader, shard)
-            fut = pool.children[child].submit(_shard_task, *task, counted, True, True)
+            fut = pool.children[child].submit(_shard_task_in, cwd, *task, counted, True, True)
             running[fut] = (child, shard)
 
     def pass_on_progress() -> None:
