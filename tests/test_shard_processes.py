@@ -299,3 +299,22 @@ def test_workers_read_the_file_a_relative_path_names_after_a_chdir(
         assert np.array_equal(back["train"].read()["x"], b["x_train"])
         assert np.array_equal(back["test"].read()["x"], b["x_test"])
     assert _digests("out") == _digests("threads")
+
+
+def test_a_worker_error_that_does_not_unpickle_is_raised_not_hung_on() -> None:
+    """An exception whose class takes other arguments than its message (dstore's
+    UnknownCodecError; many libraries' errors) does not unpickle as it is: the answer
+    must still arrive, naming the error, and the worker stay usable, or a conversion
+    waits forever for a shard whose answer was lost."""
+    from dstore.errors import UnknownCodecError
+    from dstore.registry import get_codec_class
+
+    pool = processes.encoder_processes(2)
+    assert pool is not None
+    with pytest.raises(RuntimeError, match=r"UnknownCodecError.*'nope'"):
+        pool.submit(get_codec_class, "nope").result(timeout=120)  # a bound, not a timing
+    assert pool.submit(processes.in_child).result(timeout=120) is True
+    # an answer (not an error) that does not unpickle here: its task fails, named
+    with pytest.raises(RuntimeError, match="unreadable answer"):
+        pool.submit(UnknownCodecError, "nope", ["npz"]).result(timeout=120)
+    assert pool.submit(processes.in_child).result(timeout=120) is True

@@ -169,6 +169,9 @@ class _Child:
                 ok, value = _receive(stdout, self.inbox)
             except EOFError:
                 break
+            except Exception as e:  # noqa: BLE001 - read whole, it did not unpickle: the answer
+                # is lost, not the stream; its task fails instead of being waited for forever
+                ok, value = False, RuntimeError(f"unreadable answer: {type(e).__name__}: {e}")
             if ok is None:  # a report of the task in hand (progress), not its answer
                 if self.on_report is not None:
                     self.on_report(value)
@@ -327,6 +330,16 @@ def report(value: Any) -> None:
         _send(_this.answers, (None, value), out_of_band=False)
 
 
+def _portable(error: Exception) -> Exception:
+    """``error``, or a RuntimeError naming it when it would not unpickle in the parent (an
+    exception class whose ``__init__`` takes other arguments than its message)."""
+    try:
+        pickle.loads(pickle.dumps(error, protocol=5))  # noqa: S301 - our own bytes
+    except Exception:  # noqa: BLE001 - any failure: what matters is the message
+        return RuntimeError(f"{type(error).__name__}: {error}")
+    return error
+
+
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The child's loop: run each ``(fn, args)`` and answer ``(True, result)`` or
     ``(False, exception)``, until stdin closes; :func:`report` sends ``(None, value)``."""
@@ -340,7 +353,7 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
         try:
             answer: tuple[bool, Any] = (True, fn(*args))
         except Exception as e:  # noqa: BLE001 - handed to the parent, raised there
-            answer = (False, e)
+            answer = (False, _portable(e))
         try:
             _send(stdout, answer, out_of_band=False)
         except (pickle.PicklingError, TypeError, AttributeError) as e:
