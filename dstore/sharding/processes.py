@@ -30,6 +30,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -127,6 +128,9 @@ class _Child:
             [sys.executable, "-m", "dstore.sharding.processes"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            # a process group of its own, with what it starts (array_record's writer
+            # child): :func:`discard` stops them all. It ignores Ctrl-C anyway (``_main``)
+            start_new_session=True,
             env={
                 **os.environ,
                 # the parent's import path, so the child runs the same dstore
@@ -165,6 +169,9 @@ class _Child:
                 ok, value = _receive(stdout, self.inbox)
             except EOFError:
                 break
+            except Exception as e:  # noqa: BLE001 - read whole, it did not unpickle: the answer
+                # is lost, not the stream; its task fails instead of being waited for forever
+                ok, value = False, RuntimeError(f"unreadable answer: {type(e).__name__}: {e}")
             if ok is None:  # a report of the task in hand (progress), not its answer
                 if self.on_report is not None:
                     self.on_report(value)
@@ -242,9 +249,36 @@ def discard(pool: EncoderProcesses) -> None:
             if kept is pool:
                 del _pools[n]
     for child in pool.children:
-        if child.proc.poll() is None:
-            child.proc.kill()
+        # its group: a process the child started (a library's writer) would otherwise
+        # go on writing its file after the child is gone
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.proc.pid, signal.SIGKILL)
     pool.close()
+    for child in pool.children:
+        for _ in range(10_000):  # until the kills are done (a bound for safety, not a timing)
+            if not _group_runs(child.proc.pid):
+                break
+            time.sleep(0.001)
+
+
+def _group_runs(group: int) -> bool:
+    """Whether a process of process group ``group`` still runs (a zombie writes nothing;
+    an orphan's may never be reaped in a container). Linux's /proc; elsewhere False."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return False
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        # after the command's closing parenthesis: state, parent, process group
+        state, _, pgrp = stat[stat.rfind(b")") + 2 :].split()[:3]
+        if int(pgrp) == group and state not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def encoder_processes(n: int, start: bool = True) -> EncoderProcesses | None:
@@ -296,6 +330,16 @@ def report(value: Any) -> None:
         _send(_this.answers, (None, value), out_of_band=False)
 
 
+def _portable(error: Exception) -> Exception:
+    """``error``, or a RuntimeError naming it when it would not unpickle in the parent (an
+    exception class whose ``__init__`` takes other arguments than its message)."""
+    try:
+        pickle.loads(pickle.dumps(error, protocol=5))  # noqa: S301 - our own bytes
+    except Exception:  # noqa: BLE001 - any failure: what matters is the message
+        return RuntimeError(f"{type(error).__name__}: {error}")
+    return error
+
+
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The child's loop: run each ``(fn, args)`` and answer ``(True, result)`` or
     ``(False, exception)``, until stdin closes; :func:`report` sends ``(None, value)``."""
@@ -309,7 +353,7 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
         try:
             answer: tuple[bool, Any] = (True, fn(*args))
         except Exception as e:  # noqa: BLE001 - handed to the parent, raised there
-            answer = (False, e)
+            answer = (False, _portable(e))
         try:
             _send(stdout, answer, out_of_band=False)
         except (pickle.PicklingError, TypeError, AttributeError) as e:

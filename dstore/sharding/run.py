@@ -20,6 +20,7 @@ writes only the rest.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -42,6 +43,7 @@ from ..output import atomic_output, url_output
 from ..parallel import default_workers, prefetch
 from ..rawsize import RawMeter
 from ..sources.opening import open_reader
+from .index import INDEX_SUFFIX
 from .journal import JOURNAL, append_journal, read_journal, still_good
 from .processes import EncoderProcesses, discard, encoder_processes, report, warm_up
 
@@ -236,6 +238,14 @@ def _shard_task(
     return info, stats, meter.measured
 
 
+def _shard_task_in(cwd: str, *task: Any) -> tuple[dict[str, Any], dict[str, CastStats], int]:
+    """:func:`_shard_task` in the caller's working directory: a worker process kept from
+    an earlier conversion started in another (a notebook's ``%cd``), and the source's
+    relative paths (the path, a glob, a list's lines) name the caller's files."""
+    os.chdir(cwd)
+    return _shard_task(*task)
+
+
 def _counted_from(reader: Reader, shard: Shard) -> dict[tuple[str, str], int] | None:
     """What the worker writing ``shard`` has left to measure, if ``reader`` measures."""
     return reader.counted_from(shard.split, shard.start) if isinstance(reader, RawMeter) else None
@@ -292,6 +302,7 @@ def _in_processes(
     npz members the workers read in parts)."""
     assert job.source is not None
     queue = deque(sorted(pending, key=lambda s: s.records, reverse=True))
+    cwd = os.getcwd()
     running: dict[Future[Any], tuple[int, Shard]] = {}
     written: SimpleQueue[int] = SimpleQueue()  # the workers' progress, passed on here
 
@@ -303,7 +314,7 @@ def _in_processes(
             batch_bytes = max(1 << 20, job.batch_bytes // 4)
             task = (job.source, writer, root, shard, job.policy, batch_bytes, None)
             counted = _counted_from(reader, shard)
-            fut = pool.children[child].submit(_shard_task, *task, counted, True, True)
+            fut = pool.children[child].submit(_shard_task_in, cwd, *task, counted, True, True)
             running[fut] = (child, shard)
 
     def pass_on_progress() -> None:
@@ -316,6 +327,9 @@ def _in_processes(
     in_parts = sorted({s.split for s in pending if s.start > 0 or s.stop < counts[s.split]})
     for worker in pool.children:
         worker.on_report = written.put
+    # the workers open the source again by name: a change they would read goes unseen by
+    # the CRC-32 this process checks (before they read it) unless the files are compared
+    sources_before = _file_states(job.sources)
     try:
         for child in range(len(pool)):
             start(child)
@@ -334,12 +348,61 @@ def _in_processes(
                 _add_measured(reader, measured)
                 done(shard, info)
                 start(child)
+        _check_unchanged(reader, job.sources, sources_before, sorted({s.split for s in pending}))
     except BaseException:
         discard(pool)  # none of its children may go on writing into an output being removed
+        # what the stopped workers were writing: a .part, or a shard renamed into place
+        # before its journal line (a folder kept for --resume holds journaled shards only)
+        _remove_unjournaled(root, [shard for _, shard in running.values()])
         raise
     finally:
         for worker in pool.children:
             worker.on_report = None
+
+
+def _file_states(paths: Sequence[str]) -> list[tuple[int, int, int, int] | None]:
+    """What writing or replacing a local file changes: device, inode, size, mtime."""
+    states: list[tuple[int, int, int, int] | None] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):  # a URL: not a local file
+            states.append(None)
+            continue
+        states.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return states
+
+
+def _check_unchanged(
+    reader: Reader,
+    paths: Sequence[str],
+    before: list[tuple[int, int, int, int] | None],
+    splits: Sequence[str],
+) -> None:
+    """Raise if a source file changed since ``before``: its members checked again (naming
+    the split and field whose CRC-32 no longer matches), else named as changed."""
+    now = _file_states(paths)
+    changed = [p for p, was, is_ in zip(paths, before, now, strict=True) if was != is_]
+    if not changed:
+        return
+    try:
+        for split in splits:
+            reader.check_ranges(split)
+    except DstoreError as e:
+        raise CodecIOError(f"{e} (it changed during the conversion)") from None
+    raise CodecIOError(
+        f"{changed[0]}: changed during the conversion (the worker processes read it again); "
+        "run again when nothing writes to it"
+    )
+
+
+def _remove_unjournaled(root: str, shards: Sequence[Shard]) -> None:
+    """The files of ``shards`` (and their index and ``.part``), written or not."""
+    for shard in shards:
+        for name in (shard.file, shard.file + INDEX_SUFFIX):
+            for path in (name, name + ".part"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(root, path))
 
 
 def _distributed(
