@@ -7,6 +7,9 @@ those as one line and exits non-zero) and from the matching built-in error, so
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 from ._dist import install_hint
 
 __all__ = [
@@ -90,6 +93,13 @@ class UnsafeInputError(DstoreError, ValueError):
     def __init__(self, message: str, *, hint: bool = True) -> None:
         super().__init__(message + ("; refused (follow_links=True reads it)" if hint else ""))
         self.cli_message = message + ("; refused (--follow-links reads it)" if hint else "")
+        self._parts = (message, hint)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from the message and the hint flag: from its args (the message with
+        # the hint) a worker process's error came back with the hint twice
+        message, hint = self._parts
+        return (functools.partial(type(self), hint=hint), (message,))
 
 
 class UnsupportedDtypeError(SchemaError):

@@ -364,3 +364,26 @@ def test_tfrecord_shard_linked_out_of_its_folder_is_refused(tmp_path, capsys):
     _refused(capsys, tmp_path, ["info", src], repr(shard), "outside the folder")
     got = read_all(dstore.convert(src, tmp_path / "o.npz", follow_links=True).dst)
     np.testing.assert_array_equal(got["data"]["x"], data["data"]["x"] + 100)
+
+
+def test_an_unsafe_input_error_from_a_worker_process_reads_as_raised() -> None:
+    """Shard worker processes send their errors pickled: the message came back with the
+    follow_links hint twice (the hint was added again to args that held it)."""
+    import pickle
+
+    from dstore.sharding import processes
+
+    for hint in (True, False):
+        err = UnsafeInputError("a.zarr: x/c/0 links out of the store", hint=hint)
+        back = pickle.loads(pickle.dumps(err))  # noqa: S301 - our own bytes
+        assert type(back) is UnsafeInputError
+        assert str(back) == str(err) and back.cli_message == err.cli_message
+    pool = processes.encoder_processes(2)
+    assert pool is not None
+    with pytest.raises(UnsafeInputError) as got:
+        pool.submit(_raise_unsafe).result(timeout=120)
+    assert str(got.value).count("refused") == 1
+
+
+def _raise_unsafe() -> None:
+    raise UnsafeInputError("a.zarr: x/c/0 links out of the store")
