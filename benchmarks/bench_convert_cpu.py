@@ -99,11 +99,16 @@ RUN = textwrap.dedent(
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    try:  # dstore's encoder processes (if this checkout has them), still running
-        from dstore.sharding import processes as _encode_processes
-        kids = [c.proc.pid for p in _encode_processes._pools.values() for c in p.children]
-    except ImportError:
-        kids = []
+    import importlib
+
+    kids = []  # dstore's worker processes, still running (where this checkout keeps them)
+    for where in ("dstore.sharding.processes", "dstore.codecs._encode_processes"):
+        try:
+            pools = importlib.import_module(where)._pools
+        except ImportError:
+            continue
+        kids = [c.proc.pid for p in pools.values() for c in p.children]
+        break
     out = {"wall": wall, "cpu": (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
            + sum(cpu_seconds(k) for k in kids),
            "rss_mb": status("self", "VmHWM") + sum(status(k, "VmHWM") for k in kids),

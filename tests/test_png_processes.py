@@ -18,7 +18,7 @@ import dstore
 from dstore.codecs import _example_fields, _png
 from dstore.demo import photo_tiles
 from dstore.errors import SchemaError
-from dstore.sharding import processes as _encode_processes
+from dstore.sharding import processes
 
 
 def _shard_digests(folder: str) -> dict[str, str]:
@@ -38,20 +38,20 @@ def test_worker_processes_write_the_threads_bytes(tmp_path, monkeypatch) -> None
     src = str(tmp_path / "data.npz")
     np.savez(src, x_train=x[:150], y_train=y[:150], x_test=x[150:], y_test=y[150:])
     spawned = []
-    real = _encode_processes.EncoderProcesses.__init__
+    real = processes.EncoderProcesses.__init__
 
     def counting(self, n: int) -> None:
         spawned.append(n)
         real(self, n)
 
-    monkeypatch.setattr(_encode_processes.EncoderProcesses, "__init__", counting)
+    monkeypatch.setattr(processes.EncoderProcesses, "__init__", counting)
     monkeypatch.setattr(_example_fields, "PROCESS_MIN_WORKERS", 2)  # (3 by default)
     monkeypatch.setattr(_example_fields, "PROCESS_MIN_IMAGES", 10**12)
     dstore.convert(src, str(tmp_path / "threads"), to="tfrecord", options={"workers": 2})
     assert spawned == []
     monkeypatch.setattr(_example_fields, "PROCESS_MIN_IMAGES", 1)
     dstore.convert(src, str(tmp_path / "procs"), to="tfrecord", options={"workers": 2})
-    assert spawned == [2] or 2 in _encode_processes._pools  # started now or by an earlier test
+    assert spawned == [2] or 2 in processes._pools  # started now or by an earlier test
     threads, procs = (
         _shard_digests(str(tmp_path / "threads")),
         _shard_digests(str(tmp_path / "procs")),
@@ -67,7 +67,7 @@ def _raise_schema_error(message: str) -> None:
 
 
 def test_worker_process_errors_reach_the_caller() -> None:
-    pool = _encode_processes.encoder_processes(2)
+    pool = processes.encoder_processes(2)
     assert pool is not None
     with pytest.raises(SchemaError, match="split 'train', field 'x': bad"):
         pool.submit(_raise_schema_error, "split 'train', field 'x': bad").result(timeout=60)

@@ -102,22 +102,29 @@ def test_shard_processes_count_varying_fields_as_threads_do(tmp_path, spawned) -
             assert np.array_equal(np.asarray(got[i]).reshape(-1, 4), boxes[a:b])
 
 
+def _member_bytes(npz: str, member: str) -> tuple[int, int]:
+    """Where a stored member's bytes start in the file (after its local header), and
+    how many there are."""
+    with zipfile.ZipFile(npz) as z:
+        info = z.getinfo(member)
+    with open(npz, "rb") as f:
+        f.seek(info.header_offset)
+        local = f.read(30)
+    name_len, extra_len = (int.from_bytes(local[i : i + 2], "little") for i in (26, 28))
+    return info.header_offset + 30 + name_len + extra_len, info.file_size
+
+
 def test_a_damaged_member_fails_in_processes_and_leaves_nothing(tmp_path, spawned) -> None:
     """A flipped byte inside the pixels: the workers read ranges (unchecked), this
     process checks the members' CRC-32 meanwhile. One error naming the file, split
     and field; no output left."""
     src = str(tmp_path / "data.npz")
     _tiles_npz(src)
-    with zipfile.ZipFile(src) as z:
-        info = z.getinfo("x_train.npy")
+    start, size = _member_bytes(src, "x_train.npy")
     with open(src, "r+b") as f:
-        f.seek(info.header_offset)
-        local = f.read(30)
-        start = info.header_offset + 30 + int.from_bytes(local[26:28], "little")
-        start += int.from_bytes(local[28:30], "little")
-        f.seek(start + info.file_size // 2)
+        f.seek(start + size // 2)
         byte = f.read(1)
-        f.seek(start + info.file_size // 2)
+        f.seek(start + size // 2)
         f.write(bytes([byte[0] ^ 0x55]))
     dst = str(tmp_path / "out")
     with pytest.raises(DstoreError) as err:
@@ -230,15 +237,9 @@ def test_a_source_changed_while_workers_read_it_fails_and_leaves_nothing(
     'finished' output. One error naming the file, split and field instead; nothing left."""
     src = str(tmp_path / "data.npz")
     _tiles_npz(src, 1200)
-    with zipfile.ZipFile(src) as z:
-        info = z.getinfo("x_train.npy")
-    with open(src, "rb") as f:
-        f.seek(info.header_offset)
-        local = f.read(30)
-    data = info.header_offset + 30 + int.from_bytes(local[26:28], "little")
-    data += int.from_bytes(local[28:30], "little")
+    data, size = _member_bytes(src, "x_train.npy")
     with np.load(src) as z:
-        header = info.file_size - z["x_train"].nbytes
+        header = size - z["x_train"].nbytes
         row = z["x_train"][0].nbytes
     planned: list[list] = []
     real = run._in_processes

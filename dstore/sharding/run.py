@@ -202,8 +202,8 @@ def _shard_task(
     batch_bytes: int,
     batches: list[Batch] | None,
     counted: dict[tuple[str, str], int] | None = None,
-    ahead: bool = False,
-    reports: bool = False,
+    *,
+    in_process: bool = False,
 ) -> tuple[dict[str, Any], dict[str, CastStats], int]:
     """Runs in a worker (Dask's, or a process of :mod:`.processes`): read the shard's
     records (or take them) and write the shard. Returns its manifest entry, the cast
@@ -211,9 +211,10 @@ def _shard_task(
     (:class:`~dstore.rawsize.RawMeter`).
 
     Takes the policy and batch size, not the whole job: a task is pickled, and the
-    job's progress callback and client belong to the calling process. ``ahead`` reads
-    the next batch on a thread of its own while this one is encoded; with ``reports``
-    the records written go to the parent as they are (:func:`.processes.report`)."""
+    job's progress callback and client belong to the calling process. ``in_process``:
+    in a worker process of :mod:`.processes`, which reads the next batch on a thread of
+    its own while this one is encoded and reports the records written to its parent as
+    they are (:func:`.processes.report`)."""
     stats: dict[str, CastStats] = {}
     if batches is not None:
         return writer.write_shard(root, shard, iter(batches)), stats, 0
@@ -228,12 +229,11 @@ def _shard_task(
             stop=shard.stop,
             batch_bytes=batch_bytes,
         )
-        stream = prefetch(records) if ahead else records
-        # progress only when asked: a writer (a test's, a user's) may not take it
+        # progress only there: a writer on Dask (a test's, a user's) may not take it
         info = (
-            writer.write_shard(root, shard, stream, report)
-            if reports
-            else writer.write_shard(root, shard, stream)
+            writer.write_shard(root, shard, prefetch(records), report)
+            if in_process
+            else writer.write_shard(root, shard, records)
         )
     return info, stats, meter.measured
 
@@ -243,7 +243,7 @@ def _shard_task_in(cwd: str, *task: Any) -> tuple[dict[str, Any], dict[str, Cast
     an earlier conversion started in another (a notebook's ``%cd``), and the source's
     relative paths (the path, a glob, a list's lines) name the caller's files."""
     os.chdir(cwd)
-    return _shard_task(*task)
+    return _shard_task(*task, in_process=True)
 
 
 def _counted_from(reader: Reader, shard: Shard) -> dict[tuple[str, str], int] | None:
@@ -314,7 +314,7 @@ def _in_processes(
             batch_bytes = max(1 << 20, job.batch_bytes // 4)
             task = (job.source, writer, root, shard, job.policy, batch_bytes, None)
             counted = _counted_from(reader, shard)
-            fut = pool.children[child].submit(_shard_task_in, cwd, *task, counted, True, True)
+            fut = pool.children[child].submit(_shard_task_in, cwd, *task, counted)
             running[fut] = (child, shard)
 
     def pass_on_progress() -> None:
