@@ -54,7 +54,11 @@ def test_tensorflow_reads_dstore_shards(tmp_path, tiles, compression):
         assert int(ex["k"].numpy()) == ints[i]
 
 
-def test_to_tf_dataset_restores_dtypes_and_shapes(tmp_path, tiles):
+@pytest.mark.parametrize(
+    ("png_level", "png_decoder"),
+    [("fast", "auto"), ("fastest", "auto"), ("fast", "tensorflow"), ("6", "auto")],
+)
+def test_to_tf_dataset_restores_dtypes_and_shapes(tmp_path, tiles, png_level, png_decoder):
     x, y = tiles
     f16 = np.linspace(-3, 3, len(x) * 4).astype(np.float16).reshape(len(x), 2, 2)
     gray = x[..., 0].copy()
@@ -62,8 +66,11 @@ def test_to_tf_dataset_restores_dtypes_and_shapes(tmp_path, tiles):
     rgba = np.concatenate([x, x[..., :1]], axis=-1)
     out = str(tmp_path / "d.tfrecords")
     data = {"x": x, "y": y, "h": f16, "g": gray, "d": deep, "a": rgba}
-    dstore.save({"train": data}, out)
-    ds = dstore.to_tf_dataset(out, split="train", ordered=True)
+    dstore.save({"train": data}, out, png_level=png_level)
+    ds = dstore.to_tf_dataset(out, split="train", ordered=True, png_decoder=png_decoder)
+    # dstore's PNG decoder (a numpy_function in the graph) only where fpng's level wrote
+    own = png_decoder == "auto" and png_level in ("fast", "fastest")
+    assert (b"PyFunc" in ds._as_serialized_graph().numpy()) == own
     got = {k: [] for k in data}
     for ex in ds:
         for k, values in got.items():
@@ -72,6 +79,36 @@ def test_to_tf_dataset_restores_dtypes_and_shapes(tmp_path, tiles):
         arr = np.stack(got[k])
         assert arr.dtype == ref.dtype, k
         np.testing.assert_array_equal(arr, ref)
+
+
+def test_to_tf_dataset_png_decoder_refuses_a_png_unlike_its_manifest(tmp_path, tiles):
+    """A shard whose PNG is not the size the manifest declares fails with the field named,
+    from dstore's decoder as from TensorFlow's."""
+    import tensorflow as tf
+
+    from dstore.codecs import _png
+
+    x, y = tiles
+    out = tmp_path / "d.tfrecords"
+    dstore.save({"train": {"x": x[:4], "y": y[:4]}}, str(out))
+    (shard,) = out.glob("train-*.tfrecord")
+    small = _png.encode_fast(np.ascontiguousarray(x[0][:32, :32]))
+    # the first record with a 32x32 PNG, written back by TensorFlow
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
+    example = tf.train.Example.FromString(records[0])
+    example.features.feature["x"].bytes_list.value[0] = small
+    records[0] = example.SerializeToString()
+    _tf_write(str(shard), records)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"field 'x'.*\(32, 32, 3\)"):
+        list(dstore.to_tf_dataset(str(out), split="train", ordered=True))
+
+
+def test_to_tf_dataset_refuses_an_unknown_png_decoder(tmp_path, tiles):
+    x, y = tiles
+    out = str(tmp_path / "d.tfrecords")
+    dstore.save({"train": {"x": x[:2], "y": y[:2]}}, out)
+    with pytest.raises(ValueError, match="png_decoder must be one of auto, tensorflow"):
+        dstore.to_tf_dataset(out, png_decoder="libpng")
 
 
 @pytest.mark.parametrize("compression", ["", "GZIP"])
