@@ -4,7 +4,9 @@
 
 Ways (each in its own process, peak RSS from /usr/bin/time -v, i.e. the child's VmHWM):
   TensorFlow eager loop (arrays loaded once, tf.io.encode_jpeg(quality=Q), TFRecordWriter),
-  dstore convert with the PNG default, dstore convert -o image_codec=jpeg -o quality=Q;
+  dstore convert with the PNG default, the JPEG encoder alone on every core (libjpeg-turbo
+  through imagecodecs, the tiles already in memory, nothing written: the ceiling of any
+  conversion with that encoder), dstore convert -o image_codec=jpeg -o quality=Q;
 then the error of dstore's JPEG output against the source (``dstore.verify``'s numbers).
 The ways run in alternating rounds (the order reversed every other round); each
 ratio is taken within a round, and the table prints the median and range of the rounds'.
@@ -63,6 +65,23 @@ def ways(src: str, out: str, quality: int) -> dict[str, str]:
             s = time.perf_counter() - t
             {_CPU}
             print("RESULT", json.dumps({{"seconds": s, "bytes": dstore.output.path_size({out!r}), "cpu_s": cpu(c)}}))
+        """,
+        f"JPEG encoder alone (imagecodecs.jpeg8_encode, {os.cpu_count()} threads, tiles in "
+        "memory, nothing written)": f"""
+            import json, os, time, numpy as np, imagecodecs
+            from concurrent.futures import ThreadPoolExecutor
+            with np.load({src!r}) as npz:
+                tiles = [t for split in ("train", "test", "val") for t in npz["x_" + split]]
+            encode = lambda part: sum(len(imagecodecs.jpeg8_encode(a, level={quality})) for a in part)
+            encode(tiles[:4])
+            n = os.cpu_count() or 1
+            parts = [tiles[i::n] for i in range(n)]  # one slice per thread: no task overhead
+            t = time.perf_counter(); c = os.times()
+            with ThreadPoolExecutor(n) as pool:
+                size = sum(pool.map(encode, parts))
+            s = time.perf_counter() - t
+            {_CPU}
+            print("RESULT", json.dumps({{"seconds": s, "bytes": size, "cpu_s": cpu(c)}}))
         """,
         f"dstore convert -o image_codec=jpeg -o quality={quality}": f"""
             import json, os, time, dstore
