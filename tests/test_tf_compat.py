@@ -319,6 +319,40 @@ print(len(png), img.shape, int(img.max()), tracemalloc.get_traced_memory()[1])
     assert int(peak) < 8 * 2**20, f"{int(peak) >> 20} MiB traced"
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"png_level": None},  # no png_level
+        {"png_level": "6"},  # a zlib level
+        {"png_level": ["fast"]},
+        {"options": None},  # no options
+        {"options": ["fast"]},
+    ],
+)
+def test_to_tf_dataset_reads_with_tensorflows_png_op_unless_the_manifest_says_fast(
+    tmp_path, tiles, edit
+):
+    """A manifest without png_level fast/fastest -- missing, a zlib level, or edited to
+    another JSON type -- reads with tf.io.decode_png, the same pixels (failed before:
+    options or png_level as a list raised AttributeError / TypeError)."""
+    import json
+
+    x, y = tiles
+    out = tmp_path / "d.tfrecords"
+    dstore.save({"train": {"x": x[:8], "y": y[:8]}}, str(out), png_level="fast")
+    manifest = json.loads((out / "dstore.json").read_text())
+    if "options" in edit:
+        manifest["options"] = edit["options"]
+    elif edit["png_level"] is None:
+        del manifest["options"]["png_level"]
+    else:
+        manifest["options"]["png_level"] = edit["png_level"]
+    (out / "dstore.json").write_text(json.dumps(manifest))
+    ds = dstore.to_tf_dataset(str(out), split="train", ordered=True)
+    assert b"PyFunc" not in ds._as_serialized_graph().numpy()
+    np.testing.assert_array_equal(np.stack([ex["x"].numpy() for ex in ds]), x[:8])
+
+
 def test_to_tf_dataset_refuses_an_unknown_png_decoder(tmp_path, tiles):
     x, y = tiles
     out = str(tmp_path / "d.tfrecords")

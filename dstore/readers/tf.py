@@ -324,9 +324,11 @@ def _writes_up_filtered_png(reader: Any) -> bool:
     latter). Other PNGs -- TensorFlow's, zlib levels -- stay with TensorFlow's op."""
     from ..codecs._png import FPNG_LEVELS
 
-    manifest = getattr(reader, "manifest", None) or {}
-    options = manifest.get("options") or {}
-    return options.get("png_level") in FPNG_LEVELS
+    # a manifest edited by hand or by another tool may hold anything: then TensorFlow's op
+    manifest = getattr(reader, "manifest", None)
+    options = manifest.get("options") if isinstance(manifest, dict) else None
+    level = options.get("png_level") if isinstance(options, dict) else None
+    return isinstance(level, str) and level in FPNG_LEVELS
 
 
 def _own_png_pixels(tf: Any, shape: tuple[int, ...], native: np.dtype, where: str) -> Post:
