@@ -100,7 +100,11 @@ def to_tf_dataset(
     inflate and a numpy unfilter, in a ``tf.numpy_function``: 1.3-1.4x
     ``tf.io.decode_png``'s pipeline, docs/benchmarks.md); the pixels are the
     same. ``"tensorflow"`` keeps every decode a TensorFlow op (a graph without
-    Python, for the tf.data service or an exported input pipeline).
+    Python, for the tf.data service or an exported input pipeline). Either way
+    a PNG of another height or width than the manifest declares fails
+    (``tf.errors.InvalidArgumentError``), never reshaped into it; dstore's
+    decoder names the path, split and field in one line, and also refuses the
+    other channel counts and bit depths that ``tf.io.decode_png`` converts.
     """
     if png_decoder not in PNG_DECODERS:
         raise ValueError(
