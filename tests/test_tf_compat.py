@@ -83,6 +83,35 @@ def test_to_tf_dataset_restores_dtypes_and_shapes(tmp_path, tiles, png_level, pn
         np.testing.assert_array_equal(arr, ref)
 
 
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+@pytest.mark.parametrize(
+    "reading",
+    [{"batch_size": 5}, {"shuffle": 16, "seed": 2}, {"shuffle": 16, "batch_size": 4}],
+)
+def test_to_tf_dataset_png_decoders_agree_in_parallel_pipelines(
+    tmp_path, tiles, compression, reading
+):
+    """Shards read side by side (gzip too), shuffled and batched: dstore's decoder runs in
+    tf.data's parallel map on several threads at once, and every record comes once with
+    the pixels of the source and of tf.io.decode_png."""
+    x, _ = tiles
+    data = {"x": x, "a": np.concatenate([x, x[..., :1]], -1), "d": x[..., 0] * np.uint16(257)}
+    out = str(tmp_path / "d.tfrecords")
+    index = np.arange(len(x), dtype=np.int64)
+    dstore.save({"train": {**data, "i": index}}, out, compression=compression, shard_mb="0.05")
+    assert len(list((tmp_path / "d.tfrecords").glob("train-*"))) > 2
+    for decoder in ("auto", "tensorflow"):
+        got: dict = {k: [] for k in (*data, "i")}
+        for ex in dstore.to_tf_dataset(out, split="train", png_decoder=decoder, **reading):
+            for k, values in got.items():
+                value = ex[k].numpy()
+                values.extend(value if "batch_size" in reading else [value])
+        order = np.argsort(got["i"])
+        np.testing.assert_array_equal(np.asarray(got["i"])[order], index)
+        for k, ref in data.items():
+            np.testing.assert_array_equal(np.stack(got[k])[order], ref, f"{decoder} {k}")
+
+
 def _with_first_record(tmp_path, tiles, pngs: dict[str, bytes]) -> tuple[str, dict]:
     """A dstore directory (png_level fast) of RGB, gray and uint16 tiles whose first
     record's PNGs are replaced by ``pngs`` (field -> bytes), written back by TensorFlow."""

@@ -375,7 +375,9 @@ def _own_png_pixels(tf: Any, shape: tuple[int, ...], native: np.dtype, where: st
             return checked(data), b""
         except Exception as e:  # noqa: BLE001 - any failure of a record: one line naming it
             reason = " ".join(str(e).split()) or type(e).__name__
-            return np.zeros(shape, native), f"{where}: {reason}".encode()
+            # no pixels: the Assert fails before anything reads them (and a hostile
+            # manifest's declared shape is never allocated)
+            return np.zeros(0, native), f"{where}: {reason}".encode()
 
     def post(v: Any) -> Any:
         out, error = tf.numpy_function(
