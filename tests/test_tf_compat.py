@@ -6,6 +6,8 @@ Runs with real TensorFlow (the ``tf`` extra, installed in CI by ``.ci/run``).
 from __future__ import annotations
 
 import os
+import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -81,26 +83,303 @@ def test_to_tf_dataset_restores_dtypes_and_shapes(tmp_path, tiles, png_level, pn
         np.testing.assert_array_equal(arr, ref)
 
 
-def test_to_tf_dataset_png_decoder_refuses_a_png_unlike_its_manifest(tmp_path, tiles):
-    """A shard whose PNG is not the size the manifest declares fails with the field named,
-    from dstore's decoder as from TensorFlow's."""
-    import tensorflow as tf
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+@pytest.mark.parametrize(
+    "reading",
+    [{"batch_size": 5}, {"shuffle": 16, "seed": 2}, {"shuffle": 16, "batch_size": 4}],
+)
+def test_to_tf_dataset_png_decoders_agree_in_parallel_pipelines(
+    tmp_path, tiles, compression, reading
+):
+    """Shards read side by side (gzip too), shuffled and batched: dstore's decoder runs in
+    tf.data's parallel map on several threads at once, and every record comes once with
+    the pixels of the source and of tf.io.decode_png."""
+    x, _ = tiles
+    data = {"x": x, "a": np.concatenate([x, x[..., :1]], -1), "d": x[..., 0] * np.uint16(257)}
+    out = str(tmp_path / "d.tfrecords")
+    index = np.arange(len(x), dtype=np.int64)
+    dstore.save({"train": {**data, "i": index}}, out, compression=compression, shard_mb="0.05")
+    assert len(list((tmp_path / "d.tfrecords").glob("train-*"))) > 2
+    for decoder in ("auto", "tensorflow"):
+        got: dict = {k: [] for k in (*data, "i")}
+        for ex in dstore.to_tf_dataset(out, split="train", png_decoder=decoder, **reading):
+            for k, values in got.items():
+                value = ex[k].numpy()
+                values.extend(value if "batch_size" in reading else [value])
+        order = np.argsort(got["i"])
+        np.testing.assert_array_equal(np.asarray(got["i"])[order], index)
+        for k, ref in data.items():
+            np.testing.assert_array_equal(np.stack(got[k])[order], ref, f"{decoder} {k}")
 
+
+def _with_first_record(tmp_path, tiles, pngs: dict[str, bytes]) -> tuple[str, dict]:
+    """A dstore directory (png_level fast) of RGB, gray and uint16 tiles whose first
+    record's PNGs are replaced by ``pngs`` (field -> bytes), written back by TensorFlow."""
+    x, y = tiles
+    data = {"x": x[:4], "g": x[:4, ..., 0].copy(), "d": x[:4].astype(np.uint16) * 257}
+    out = tmp_path / "d.tfrecords"
+    dstore.save({"train": {**data, "y": y[:4]}}, str(out), png_level="fast")
+    (shard,) = out.glob("train-*.tfrecord")
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
+    example = tf.train.Example.FromString(records[0])
+    for name, png in pngs.items():
+        example.features.feature[name].bytes_list.value[0] = png
+    records[0] = example.SerializeToString()
+    _tf_write(str(shard), records)
+    return str(out), data
+
+
+def _png_declaring(width: int, height: int, depth: int, color: int) -> bytes:
+    """A PNG whose IHDR declares this size, with a few bytes of image data."""
+    import struct
+    import zlib
+
+    from dstore.codecs._png import _IEND, _SIGNATURE, _chunk
+
+    header = struct.pack(">IIBBBBB", width, height, depth, color, 0, 0, 0)
+    idat = zlib.compress(b"\0" * 100)
+    return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat) + _IEND
+
+
+def _hostile_png(case: str, tile: np.ndarray) -> bytes:
     from dstore.codecs import _png
+
+    good = _png.encode_fast(tile)
+    return {
+        "32x32": lambda: _png.encode_fast(np.ascontiguousarray(tile[:32, :32])),
+        "empty": lambda: b"",
+        "not a PNG": lambda: b"GIF89a, not a PNG at all",
+        "truncated": lambda: good[: len(good) // 2],
+        # as many values as the declared (64, 64, 3), in another shape
+        "128x32x3": lambda: _png.encode_fast(np.concatenate([tile, tile])[:, :32].copy()),
+        "48x64x4": lambda: _png.encode_fast(np.concatenate([tile, tile[..., :1]], -1)[:48]),
+        "uint16": lambda: _png.encode_fast(tile.astype(np.uint16) * 257),
+        "gray": lambda: _png.encode_fast(tile[..., 0].copy()),
+        # 69 bytes declaring 16384 x 16384 RGBA uint16 (2 GiB): refused from its header
+        "bomb": lambda: _png_declaring(16384, 16384, 16, 6),
+    }[case]()
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("32x32", r"a PNG of 32 rows of 32 pixels, not the uint8 \(64, 64, 3\)"),
+        ("empty", r"0 bytes that are not a PNG, not the uint8 \(64, 64, 3\) PNG"),
+        ("not a PNG", r"24 bytes that are not a PNG"),
+        ("truncated", r"a PNG that does not decode \(.+\)"),
+        ("128x32x3", r"a PNG of 128 rows of 32 pixels, not the uint8 \(64, 64, 3\)"),
+        ("48x64x4", r"a PNG of 48 rows of 64 pixels"),
+        ("uint16", r"a PNG of uint16 \(64, 64, 3\), not the uint8 \(64, 64, 3\)"),
+        ("gray", r"a PNG of uint8 \(64, 64\), not the uint8 \(64, 64, 3\)"),
+    ],
+)
+def test_to_tf_dataset_png_decoder_refuses_a_png_unlike_its_manifest(tmp_path, tiles, case, reason):
+    """A record whose PNG is not what the manifest declares fails in one line naming the
+    field and what the PNG is instead. Failed before: a PNG of as many values in another
+    shape (128x32x3, 48x64x4) came out as scrambled pixels; a truncated PNG raised
+    UnknownError with libpng's words only; every error carried TensorFlow's Python
+    traceback of the numpy_function."""
+    out, _ = _with_first_record(tmp_path, tiles, {"x": _hostile_png(case, tiles[0][0])})
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        list(dstore.to_tf_dataset(out, split="train", ordered=True))
+    message = raised.value.message
+    # the Assert's line: TensorFlow escapes the quotes of the string it prints
+    field = f"{out}: split \\'train\\', field \\'x\\': "
+    assert re.search(rf"assertion failed: \[{re.escape(field)}{reason}[^\n]*\]\n", message), message
+    assert "Traceback" not in message
+
+
+def test_to_tf_dataset_png_decoder_refuses_a_declared_bomb_before_decoding(tmp_path, tiles):
+    """A 69-byte PNG declaring 16384 x 16384 RGBA uint16 in a 64x64x3 field is refused
+    from its header (failed before: decoded into a 2 GiB buffer, then libpng's 'Not
+    enough image data' as UnknownError). In a child under a memory limit 1 GiB above
+    what it holds, so a regression cannot take the test run down."""
+    import subprocess
+    import sys
+
+    out, _ = _with_first_record(tmp_path, tiles, {"x": _hostile_png("bomb", tiles[0][0])})
+    child = r"""
+import os, resource, sys
+import tensorflow as tf
+import dstore
+ds = dstore.to_tf_dataset(sys.argv[1], split="train", ordered=True)
+in_use = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+resource.setrlimit(resource.RLIMIT_AS, (in_use + 2**30, resource.RLIM_INFINITY))
+try:
+    list(ds)
+except tf.errors.InvalidArgumentError as e:
+    print(e.message.splitlines()[0])
+"""
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run(
+        [sys.executable, "-c", child, out],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith(
+        r"field \'x\': a PNG of 16384 rows of 16384 pixels, not the uint8 (64, 64, 3) "
+        "its manifest declares]"
+    ), done.stdout
+
+
+@pytest.mark.parametrize("case", ["128x32x3", "48x64x4"])
+def test_to_tf_dataset_tensorflow_png_decoder_refuses_a_png_of_another_shape(tmp_path, tiles, case):
+    """tf.io.decode_png's pixels are checked for the declared height and width, not
+    reshaped to them (failed before: a 128x32x3 PNG in a 64x64x3 field came out as
+    scrambled pixels)."""
+    out, _ = _with_first_record(tmp_path, tiles, {"x": _hostile_png(case, tiles[0][0])})
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not compatible with expected"):
+        list(dstore.to_tf_dataset(out, split="train", ordered=True, png_decoder="tensorflow"))
+
+
+def _row_filters(png: bytes) -> list[int]:
+    """The filter byte of each row of a non-interlaced 8-bit RGB PNG."""
+    import struct
+    import zlib
+
+    width, height = struct.unpack(">II", png[16:24])
+    pos, idat = 33, b""
+    while pos < len(png):  # the chunks after IHDR
+        length = int.from_bytes(png[pos : pos + 4], "big")
+        if png[pos + 4 : pos + 8] == b"IDAT":
+            idat += png[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+    rows = zlib.decompress(idat)
+    return list(rows[:: width * 3 + 1][:height])
+
+
+def _adam7_png(img: np.ndarray) -> bytes:
+    """An interlaced (Adam7) 8-bit PNG of ``img``, rows unfiltered."""
+    import struct
+    import zlib
+
+    from dstore.codecs._png import _COLOR_TYPE, _IEND, _SIGNATURE, _chunk
+
+    h, w = img.shape[:2]
+    channels = img.shape[2] if img.ndim == 3 else 1
+    passes = [(0, 0, 8, 8), (0, 4, 8, 8), (4, 0, 8, 4), (0, 2, 4, 4)]
+    passes += [(2, 0, 4, 2), (0, 1, 2, 2), (1, 0, 2, 1)]
+    raw = bytearray()
+    for y0, x0, dy, dx in passes:
+        sub = img[y0::dy, x0::dx].reshape(len(range(y0, h, dy)), -1)
+        if sub.size:
+            raw += np.hstack([np.zeros((len(sub), 1), np.uint8), sub]).tobytes()
+    header = struct.pack(">IIBBBBB", w, h, 8, _COLOR_TYPE[channels], 0, 0, 1)
+    idat = zlib.compress(bytes(raw))
+    return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat) + _IEND
+
+
+def test_to_tf_dataset_png_decoders_agree_on_pngs_other_writers_made(tmp_path, tiles):
+    """Records whose PNGs dstore did not write -- Pillow's (Paeth and other filters, a
+    palette image) and an interlaced one -- decode to the same pixels with dstore's
+    decoder (libpng's path) as with TensorFlow's, in a directory at png_level fast."""
+    import io
+
+    from PIL import Image
+
+    def pillow(img: Any, **kw: Any) -> bytes:
+        buf = io.BytesIO()
+        (img if isinstance(img, Image.Image) else Image.fromarray(img)).save(buf, "PNG", **kw)
+        return buf.getvalue()
+
+    x = tiles[0]
+    mixed = pillow(x[0], optimize=True)
+    assert set(_row_filters(mixed)) >= {1, 2, 4}  # Sub, Up, Paeth: libpng's path
+    palette = Image.fromarray(x[1]).convert("P", palette=Image.Palette.ADAPTIVE, colors=64)
+    cases = {  # a case's PNGs, and the pixels the first record then has
+        "pillow": ({"x": mixed, "g": pillow(x[0][..., 0])}, {"x": x[0], "g": x[0][..., 0]}),
+        "palette": ({"x": pillow(palette)}, {"x": np.asarray(palette.convert("RGB"))}),
+        "interlaced": (
+            {"x": _adam7_png(x[2]), "g": _adam7_png(x[2][..., 0].copy())},
+            {"x": x[2], "g": x[2][..., 0]},
+        ),
+    }
+    for case, (pngs, want) in cases.items():
+        (tmp_path / case).mkdir()
+        out, _ = _with_first_record(tmp_path / case, tiles, pngs)
+        for decoder in ("auto", "tensorflow"):
+            ds = dstore.to_tf_dataset(out, split="train", ordered=True, png_decoder=decoder)
+            first = next(iter(ds))
+            for name, pixels in want.items():
+                np.testing.assert_array_equal(first[name].numpy(), pixels, f"{case} {name}")
+
+
+def test_png_fast_path_inflates_no_more_than_the_rows(tmp_path):
+    """A 64x64 RGB PNG whose IDAT inflates to 256 MiB (a deflate bomb of 256 KB under an
+    honest header) decodes with at most its rows inflated: the fast path stops one byte
+    past them and leaves the rest to libpng, which stops at the last row (failed before:
+    ISA-L inflated all of it, 512 MiB traced). In a child under a memory limit."""
+    import subprocess
+    import sys
+
+    child = r"""
+import os, resource, struct, tracemalloc, zlib
+import numpy as np
+from dstore.codecs import _png
+deflate = zlib.compressobj(9)
+idat = deflate.compress(b"\x02")  # the first row's filter byte: UP
+idat += b"".join(deflate.compress(bytes(1 << 20)) for _ in range(256)) + deflate.flush()
+header = struct.pack(">IIBBBBB", 64, 64, 8, 2, 0, 0, 0)
+png = _png._SIGNATURE + _png._chunk(b"IHDR", header) + _png._chunk(b"IDAT", idat) + _png._IEND
+in_use = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+resource.setrlimit(resource.RLIMIT_AS, (in_use + 2**30, resource.RLIM_INFINITY))
+tracemalloc.start()
+img = _png.decode(png)
+print(len(png), img.shape, int(img.max()), tracemalloc.get_traced_memory()[1])
+"""
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    done = subprocess.run(
+        [sys.executable, "-c", child],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    size, *shape, top, peak = (
+        done.stdout.replace("(", " ").replace(")", " ").replace(",", " ").split()
+    )
+    assert int(size) < 300_000 and shape == ["64", "64", "3"] and top == "0"
+    assert int(peak) < 8 * 2**20, f"{int(peak) >> 20} MiB traced"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"png_level": None},  # no png_level
+        {"png_level": "6"},  # a zlib level
+        {"png_level": ["fast"]},
+        {"options": None},  # no options
+        {"options": ["fast"]},
+    ],
+)
+def test_to_tf_dataset_reads_with_tensorflows_png_op_unless_the_manifest_says_fast(
+    tmp_path, tiles, edit
+):
+    """A manifest without png_level fast/fastest -- missing, a zlib level, or edited to
+    another JSON type -- reads with tf.io.decode_png, the same pixels (failed before:
+    options or png_level as a list raised AttributeError / TypeError)."""
+    import json
 
     x, y = tiles
     out = tmp_path / "d.tfrecords"
-    dstore.save({"train": {"x": x[:4], "y": y[:4]}}, str(out))
-    (shard,) = out.glob("train-*.tfrecord")
-    small = _png.encode_fast(np.ascontiguousarray(x[0][:32, :32]))
-    # the first record with a 32x32 PNG, written back by TensorFlow
-    records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
-    example = tf.train.Example.FromString(records[0])
-    example.features.feature["x"].bytes_list.value[0] = small
-    records[0] = example.SerializeToString()
-    _tf_write(str(shard), records)
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"field 'x'.*\(32, 32, 3\)"):
-        list(dstore.to_tf_dataset(str(out), split="train", ordered=True))
+    dstore.save({"train": {"x": x[:8], "y": y[:8]}}, str(out), png_level="fast")
+    manifest = json.loads((out / "dstore.json").read_text())
+    if "options" in edit:
+        manifest["options"] = edit["options"]
+    elif edit["png_level"] is None:
+        del manifest["options"]["png_level"]
+    else:
+        manifest["options"]["png_level"] = edit["png_level"]
+    (out / "dstore.json").write_text(json.dumps(manifest))
+    ds = dstore.to_tf_dataset(str(out), split="train", ordered=True)
+    assert b"PyFunc" not in ds._as_serialized_graph().numpy()
+    np.testing.assert_array_equal(np.stack([ex["x"].numpy() for ex in ds]), x[:8])
 
 
 def test_to_tf_dataset_refuses_an_unknown_png_decoder(tmp_path, tiles):

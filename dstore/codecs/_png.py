@@ -66,6 +66,7 @@ __all__ = [
     "encoder_id",
     "holds_gil",
     "png_encoder",
+    "png_header",
 ]
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -364,10 +365,20 @@ def _prefix_rows(deltas: np.ndarray) -> np.ndarray:
     return src
 
 
-def _decode_up(data: bytes) -> np.ndarray | None:
-    if data[:8] != _SIGNATURE or data[12:16] != b"IHDR":
+def png_header(data: bytes) -> tuple[int, int, int, int, int] | None:
+    """A PNG's width, height, bit depth, colour type and interlace method from its IHDR,
+    or None if ``data`` does not start as a PNG does."""
+    if len(data) < 29 or data[:8] != _SIGNATURE or data[12:16] != b"IHDR":
         return None
     w, h, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", data[16:29])
+    return w, h, depth, color, interlace
+
+
+def _decode_up(data: bytes) -> np.ndarray | None:
+    header = png_header(data)
+    if header is None:
+        return None
+    w, h, depth, color, interlace = header
     if interlace or depth not in (8, 16) or color not in _CHANNELS or not w or not h:
         return None
     idat = []
@@ -384,11 +395,15 @@ def _decode_up(data: bytes) -> np.ndarray | None:
         pos += 12 + length
     channels = _CHANNELS[color]
     row_bytes = w * channels * depth // 8
+    size = h * (row_bytes + 1)
     try:
-        raw = isal_zlib.decompress(b"".join(idat))
+        # at most one byte past the rows: a small IDAT that inflates to gigabytes (a
+        # deflate bomb under an honest IHDR) is left to libpng, which stops at the last row
+        inflate = isal_zlib.decompressobj()
+        raw = inflate.decompress(b"".join(idat), size + 1)
     except Exception:  # noqa: BLE001 - let libpng produce the precise error
         return None
-    if len(raw) != h * (row_bytes + 1):
+    if len(raw) != size or not inflate.eof:
         return None
     rows = np.frombuffer(raw, np.uint8).reshape(h, row_bytes + 1)
     filters = rows[:, 0]

@@ -100,7 +100,11 @@ def to_tf_dataset(
     inflate and a numpy unfilter, in a ``tf.numpy_function``: 1.3-1.4x
     ``tf.io.decode_png``'s pipeline, docs/benchmarks.md); the pixels are the
     same. ``"tensorflow"`` keeps every decode a TensorFlow op (a graph without
-    Python, for the tf.data service or an exported input pipeline).
+    Python, for the tf.data service or an exported input pipeline). Either way
+    a PNG of another height or width than the manifest declares fails
+    (``tf.errors.InvalidArgumentError``), never reshaped into it; dstore's
+    decoder names the path, split and field in one line, and also refuses the
+    other channel counts and bit depths that ``tf.io.decode_png`` converts.
     """
     if png_decoder not in PNG_DECODERS:
         raise ValueError(
@@ -307,8 +311,11 @@ def _tfrecord_field(
         return string, _own_png_pixels(tf, shape, native, where)
     if enc.encoding == "png":  # a fixed-size image: decoded straight to its shape
         channels = field.shape[2] if len(field.shape) == 3 else 1
+        # its height and width checked, not only its size: (128, 32, 3) is not (64, 64, 3)
+        decoded = (*field.shape[:2], channels)
         return string, lambda v: tf.reshape(
-            tf.io.decode_png(v, channels=channels, dtype=tdtype), shape
+            tf.ensure_shape(tf.io.decode_png(v, channels=channels, dtype=tdtype), decoded),
+            shape,
         )
     return _number_field(tf, enc, native, tdtype, shape, ragged)
 
@@ -321,30 +328,64 @@ def _writes_up_filtered_png(reader: Any) -> bool:
     latter). Other PNGs -- TensorFlow's, zlib levels -- stay with TensorFlow's op."""
     from ..codecs._png import FPNG_LEVELS
 
-    manifest = getattr(reader, "manifest", None) or {}
-    options = manifest.get("options") or {}
-    return options.get("png_level") in FPNG_LEVELS
+    # a manifest edited by hand or by another tool may hold anything: then TensorFlow's op
+    manifest = getattr(reader, "manifest", None)
+    options = manifest.get("options") if isinstance(manifest, dict) else None
+    level = options.get("png_level") if isinstance(options, dict) else None
+    return isinstance(level, str) and level in FPNG_LEVELS
 
 
 def _own_png_pixels(tf: Any, shape: tuple[int, ...], native: np.dtype, where: str) -> Post:
     """A fixed-size PNG's pixels by dstore's decoder, in a ``tf.numpy_function``: ISA-L and
-    numpy let go of the GIL, so tf.data's parallel map decodes on every core."""
+    numpy let go of the GIL, so tf.data's parallel map decodes on every core.
+
+    A record unlike the manifest fails as one line naming the field: the decoder's
+    error comes back as a string that an ``Assert`` raises (an exception raised in a
+    numpy_function reaches the user with TensorFlow's Python traceback appended)."""
     from ..codecs import _png
 
-    size = int(np.prod(shape))
+    height, width = shape[:2]
+    channels = shape[2] if len(shape) == 3 else 1
+    decoded = (height, width) if channels == 1 else (height, width, channels)
+    declared = f"{native} {shape}"
 
-    def pixels(data: bytes) -> np.ndarray:
-        img = _png.decode(data, where)
-        if img.dtype != native or img.size != size:
+    def checked(data: bytes) -> np.ndarray:
+        header = _png.png_header(data)
+        if header is None:
+            raise ValueError(f"{len(data)} bytes that are not a PNG, not the {declared} PNG")
+        w, h = header[:2]
+        # before decoding: a header declaring millions of pixels is never allocated
+        if (h, w) != (height, width):
             raise ValueError(
-                f"{where}: a PNG of {img.dtype} {img.shape}, not the {native} {shape} "
-                "its manifest declares"
+                f"a PNG of {h} rows of {w} pixels, not the {declared} its manifest declares"
+            )
+        try:
+            img = _png.decode(data, "PNG")
+        except Exception as e:
+            raise ValueError(f"a PNG that does not decode ({e})") from e
+        # the shape, not only the size: a (48, 64, 4) PNG must not pass as (64, 64, 3)
+        if img.dtype != native or img.shape != decoded:
+            raise ValueError(
+                f"a PNG of {img.dtype} {img.shape}, not the {declared} its manifest declares"
             )
         return img.reshape(shape)
 
+    def pixels(data: bytes) -> tuple[np.ndarray, bytes]:
+        try:
+            return checked(data), b""
+        except Exception as e:  # noqa: BLE001 - any failure of a record: one line naming it
+            reason = " ".join(str(e).split()) or type(e).__name__
+            # no pixels: the Assert fails before anything reads them (and a hostile
+            # manifest's declared shape is never allocated)
+            return np.zeros(0, native), f"{where}: {reason}".encode()
+
     def post(v: Any) -> Any:
-        out = tf.numpy_function(pixels, [v], tf.as_dtype(native), stateful=False)
-        return tf.ensure_shape(out, shape)
+        out, error = tf.numpy_function(
+            pixels, [v], (tf.as_dtype(native), tf.string), stateful=False
+        )
+        ok = tf.debugging.Assert(tf.equal(error, b""), [error])
+        with tf.control_dependencies([ok]):
+            return tf.ensure_shape(tf.identity(out), shape)
 
     return post
 
