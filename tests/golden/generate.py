@@ -41,6 +41,13 @@ def golden_data() -> dict[str, dict[str, dict[str, Any]]]:
             "train": {"x": tiles[:4], "y": labels[:4]},
             "test": {"x": tiles[4:], "y": labels[4:]},
         },
+        # the same tiles, written again once fpng wrote dstore's PNGs: the TFRecord shards of
+        # "tiles" hold the earlier encoder's bytes, these the current one's (test_sharded.py
+        # compares new shards with them byte for byte)
+        "tiles_fpng": {
+            "train": {"x": tiles[:4], "y": labels[:4]},
+            "test": {"x": tiles[4:], "y": labels[4:]},
+        },
         "dtypes": {
             "data": {
                 "f16": feats.astype(np.float16),
