@@ -131,6 +131,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             src_options=_drop_options(args),
             resume=args.resume,
             client=args.scheduler,
+            keep_encoded=args.keep_encoded,
         )
         _print_lines(done.summary().splitlines())
         return 0

@@ -284,3 +284,35 @@ def test_scan_reports_progress_per_file(tmp_path: Any) -> None:
     assert dstore.verify(glob, tmp_path / "out.npz", scan_progress=lambda *c: scans.append(c)).ok
     assert dstore.api.check(glob, scan_progress=lambda *c: scans.append(c)).ok
     assert scans == [(1, 5)] * 10
+
+
+def test_per_source_decodes_encoded_images_unless_kept(tmp_path: Any, tiles: Any) -> None:
+    """--per-source decodes PNG records to pixels for a format that does not keep them,
+    as convert does, and --keep-encoded keeps the PNG bytes (the flag was ignored: the
+    bytes were always written)."""
+    import imagecodecs
+    from test_tfrecord import BYTES, _example, _write_records
+
+    x, _ = tiles
+    # images of varying size: a TFRecord field of encoded images
+    images = {"a": [x[0], x[1][:40]], "b": [x[2][:, :50], x[3][:30]]}
+    pngs = {k: [imagecodecs.png_encode(im) for im in ims] for k, ims in images.items()}
+    (tmp_path / "in").mkdir()
+    for name, blobs in pngs.items():
+        records = [_example(image=(BYTES, b)) for b in blobs]
+        _write_records(str(tmp_path / "in" / f"{name}.tfrecord"), records)
+    combined = tmp_path / "all.npz"
+    dstore.convert(str(tmp_path / "in" / "*.tfrecord"), combined, keep_encoded=True)
+    for flag, folder in (((), "pixels"), (("--keep-encoded",), "kept")):
+        args = ("convert", str(combined), str(tmp_path / folder), "--per-source", "--to", "npz")
+        run = run_cli(*args, *flag)
+        assert run.returncode == 0, run.stderr
+        for name in images:
+            with dstore.open(tmp_path / folder / f"{name}.npz") as ds:
+                split = ds[next(iter(ds.schema.splits))]
+                got = [split["image"][i] for i in range(len(images[name]))]
+            if flag:
+                assert got == pngs[name]
+            else:
+                for g, want in zip(got, images[name], strict=True):
+                    np.testing.assert_array_equal(g, want)

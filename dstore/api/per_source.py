@@ -102,6 +102,17 @@ class PerSourceFolder:
         return found
 
 
+def _decoded_unless_kept(reader: Reader, cls: Any, keep_encoded: bool) -> Reader:
+    """``reader`` with its encoded images decoded to pixels where ``convert`` would decode
+    them: for a format that does not keep encoded images, unless ``keep_encoded``."""
+    if keep_encoded or cls.keeps_encoded_images:
+        return reader
+    from ..decoding import encoded_image_fields
+    from ..sources.decoded_images import DecodedImages
+
+    return DecodedImages(reader) if encoded_image_fields(reader.schema) else reader
+
+
 def write_per_source(
     src: str,
     dst: str,
@@ -117,11 +128,14 @@ def write_per_source(
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     resume: bool = False,
     client: Any = None,
+    keep_encoded: bool = False,
 ) -> PerSourceReport:
     """Write ``src`` back as one file per source (its ``source`` field) in the new folder
     ``dst``: ``features/img1.json`` becomes ``dst/features/img1.<ext>``. The folder
     appears whole or not at all; ``overwrite`` replaces only an earlier such folder
-    (:class:`PerSourceFolder`). ``resume`` and ``client`` are refused in one line:
+    (:class:`PerSourceFolder`). Encoded images are decoded to pixels for formats that
+    do not keep them, unless ``keep_encoded``, as :func:`dstore.convert` does.
+    ``resume`` and ``client`` are refused in one line:
     the folder is written whole by this process, so there is nothing to resume or share
     out (they were once taken and ignored)."""
     job = ConvertJob.build(
@@ -136,6 +150,7 @@ def write_per_source(
         batch_bytes=batch_bytes,
         resume=resume,
         client=client,
+        keep_encoded=keep_encoded,
         sources=[src],
     )
     return _write_per_source(src, dst, job)
@@ -157,13 +172,14 @@ def _write_per_source(src: str, dst: str, job: ConvertJob) -> PerSourceReport:
         )
     # each file of the folder is a new output inside the new folder: nothing to replace
     each = job.replace(overwrite=False, resume=False)
-    with open_reader(src, format=job.from_format, **dict(job.src_options)) as reader:
-        held = reader.schema.attrs.get(SOURCES_ATTR) or {}
+    with open_reader(src, format=job.from_format, **dict(job.src_options)) as opened:
+        held = opened.schema.attrs.get(SOURCES_ATTR) or {}
         field = str(held.get("field", SOURCE_FIELD))
         fmt = job.to or held.get("format")
         if fmt is None:
             raise SchemaError(f"{dst}: --per-source writes a folder: name its format with --to")
         cls = get_codec_class(str(fmt))
+        reader = _decoded_unless_kept(opened, cls, job.keep_encoded)
         ext = default_extension(cls.name)
         runs = _runs(reader, field)
         varying = dict(zip(held.get("files", []), held.get("attrs", []), strict=False))
