@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -316,3 +317,209 @@ def test_per_source_decodes_encoded_images_unless_kept(tmp_path: Any, tiles: Any
             else:
                 for g, want in zip(got, images[name], strict=True):
                     np.testing.assert_array_equal(g, want)
+
+
+# ------------------------------------------- images whose size differs between files
+
+
+def _astronaut() -> np.ndarray:
+    from skimage import data
+
+    return np.asarray(data.astronaut())
+
+
+def _png_tfrecords(folder: Any, images: dict[str, list[np.ndarray]]) -> None:
+    """One TFRecord file per entry, an ``image`` PNG feature per record: PNGs by PIL
+    (file ``a``) and imagecodecs' libpng (the others), as real shards mix encoders."""
+    import io
+
+    import imagecodecs
+    from PIL import Image as PILImage
+    from test_tfrecord import BYTES, _example, _write_records
+
+    folder.mkdir()
+    for name, imgs in images.items():
+        blobs = []
+        for im in imgs:
+            if name == "a":
+                buf = io.BytesIO()
+                PILImage.fromarray(im).save(buf, format="PNG")
+                blobs.append(buf.getvalue())
+            else:
+                blobs.append(imagecodecs.png_encode(im))
+        _write_records(
+            str(folder / f"{name}.tfrecord"), [_example(image=(BYTES, b)) for b in blobs]
+        )
+
+
+def _size_cases() -> dict[str, dict[str, list[np.ndarray]]]:
+    img = _astronaut()
+    return {
+        # every file's PNGs of one size (each file reads as a fixed uint8 tensor)
+        "sizes": {"a": [img[:64, :64], img[64:128, :64]], "b": [img[:64, :50]] * 2},
+        # a's PNGs of one size (a tensor), b's of two (an encoded image of varying size)
+        "mixed": {
+            "a": [img[:64, :64], img[100:164, 8:72]],
+            "b": [img[:64, :50], img[:40, :64], img[200:230, 100:180]],
+        },
+    }
+
+
+def _split_images(path: Any) -> tuple[Any, list[np.ndarray], list[str]]:
+    with dstore.open(path) as ds:
+        split = ds[next(iter(ds.schema.splits))]
+        return (
+            split["image"].kind,
+            [np.asarray(split["image"][i]) for i in range(split.count)],
+            [split["source"][i] for i in range(split.count)]
+            if "source" in split.spec.fields
+            else [],
+        )
+
+
+@pytest.mark.parametrize("to", ["npz", "tfrecord"])
+@pytest.mark.parametrize("case", ["sizes", "mixed"])
+def test_png_sizes_that_differ_between_tfrecord_files(tmp_path: Any, case: str, to: str) -> None:
+    """Shards whose PNG sizes differ (refused before: 'field 'image' is uint8 (64, 50, 3),
+    but in a.tfrecord it is uint8 (64, 64, 3)', and the same for a tensor beside an encoded
+    image of varying size) read as one field of raw images of varying size: the pixels
+    come out equal to the source images, per file too."""
+    from dstore.model import Image
+
+    images = _size_cases()[case]
+    _png_tfrecords(tmp_path / "in", images)
+    glob = str(tmp_path / "in" / "*.tfrecord")
+    out = tmp_path / f"all.{to}"
+    report = dstore.convert(glob, out)
+    assert report.records == sum(len(v) for v in images.values())
+    kind, got, names = _split_images(out)
+    assert kind == Image(np.dtype(np.uint8), 3, None, None, "raw")
+    want = [im for ims in images.values() for im in ims]
+    assert names == [f"{k}.tfrecord" for k, ims in images.items() for _ in ims]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == np.uint8
+        np.testing.assert_array_equal(g, w)
+    assert dstore.verify(glob, out).ok
+    # back to one file per source, each with its own images
+    write_per_source(str(out), str(tmp_path / "back"), to="npz")
+    for name, ims in images.items():
+        _, back, _ = _split_images(tmp_path / "back" / f"{name}.npz")
+        assert len(back) == len(ims)
+        for g, w in zip(back, ims, strict=True):
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("fmt", ["npz", "h5"])
+def test_image_arrays_whose_size_differs_between_files(tmp_path: Any, fmt: str) -> None:
+    """npz files (numpy) and HDF5 files (h5py) whose uint8 image arrays differ in height
+    and width: images of varying size (refused before; heights alone became a ragged
+    uint8 (*, 64, 3), not images)."""
+    import h5py
+
+    from dstore.model import Image
+
+    img = _astronaut()
+    arrays = {
+        "a": np.stack([img[:64, :64], img[64:128, 64:128]]),
+        "b": np.stack([img[:50, :64]] * 3),
+        "c": img[None, 300:340, 200:230],
+    }
+    (tmp_path / "in").mkdir()
+    for name, arr in arrays.items():
+        path = tmp_path / "in" / f"{name}.{fmt}"
+        labels = np.arange(len(arr), dtype=np.int64)
+        if fmt == "npz":
+            np.savez(path, image=arr, label=labels)
+        else:
+            with h5py.File(path, "w") as f:
+                f["image"] = arr
+                f["label"] = labels
+    glob = str(tmp_path / "in" / f"*.{fmt}")
+    out = tmp_path / "all.npz"
+    dstore.convert(glob, out)
+    kind, got, _ = _split_images(out)
+    assert kind == Image(np.dtype(np.uint8), 3, None, None, "raw")
+    want = [im for arr in arrays.values() for im in arr]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    assert dstore.verify(glob, out).ok
+    write_per_source(str(out), str(tmp_path / "back"), to="hdf5" if fmt == "h5" else fmt)
+    for name, arr in arrays.items():
+        _, back, _ = _split_images(tmp_path / "back" / f"{name}.{fmt}")
+        assert len(back) == len(arr)
+        for g, w in zip(back, arr, strict=True):
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize(
+    ("second", "match"),
+    [
+        # another dtype: still refused
+        (lambda im: im[:, :50].astype(np.uint16) * 257, r"is uint16 \(64, 50, 3\), but in"),
+        # another channel count
+        (lambda im: np.dstack([im[:, :50], im[:, :50, :1]]), r"is uint8 \(64, 50, 4\), but in"),
+        # not images: float tensors whose shape differs
+        (lambda im: im[:, :50].astype(np.float32), r"is float32 \(64, 50, 3\), but in"),
+    ],
+)
+def test_arrays_that_are_not_the_same_images_still_refused(
+    tmp_path: Any, second: Any, match: str
+) -> None:
+    img = _astronaut()[:64]
+    first = img[:, :64].astype(np.float32) if "float" in match else img[:, :64]
+    np.savez(tmp_path / "a.npz", image=first[None])
+    np.savez(tmp_path / "b.npz", image=second(img)[None])
+    run = run_cli("convert", str(tmp_path / "*.npz"), str(tmp_path / "o.npz"))
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert "b.npz: split 'data', field 'image'" in run.stderr
+    assert re.search(match, run.stderr), run.stderr
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_fixed_rgb_beside_varying_rgba_pngs_refused(tmp_path: Any) -> None:
+    img = _astronaut()
+    rgba = np.dstack([img, img[..., :1]])
+    _png_tfrecords(tmp_path / "in", {"a": [img[:64, :64]], "b": [rgba[:64, :50], rgba[:40]]})
+    with pytest.raises(
+        SchemaError, match=r"is image uint8 \(\*, \*, 4\) png, but in .*a\.tfrecord"
+    ):
+        dstore.convert(str(tmp_path / "in" / "*.tfrecord"), tmp_path / "o.npz")
+    assert not (tmp_path / "o.npz").exists()
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_png_sizes_that_differ_read_by_tensorflow(tmp_path: Any) -> None:
+    """Shards written by TensorFlow (tf.io.encode_png, TFRecordWriter), mixed sizes,
+    converted to TFRecord and read back by tf.data with tf.io.decode_png."""
+    tf = pytest.importorskip("tensorflow")
+    images = _size_cases()["mixed"]
+    (tmp_path / "in").mkdir()
+    for name, ims in images.items():
+        with tf.io.TFRecordWriter(str(tmp_path / "in" / f"{name}.tfrecord")) as w:
+            for im in ims:
+                png = tf.io.encode_png(im).numpy()
+                feature = {"image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[png]))}
+                w.write(
+                    tf.train.Example(
+                        features=tf.train.Features(feature=feature)
+                    ).SerializeToString()
+                )
+    out = tmp_path / "out"
+    dstore.convert(str(tmp_path / "in" / "*.tfrecord"), out, to="tfrecord")
+    shards = sorted(str(p) for p in out.rglob("*.tfrecord"))
+    spec = {
+        "image": tf.io.FixedLenFeature([], tf.string),
+        "source": tf.io.FixedLenFeature([], tf.string),
+    }
+    got = [
+        (tf.io.decode_png(ex["image"]).numpy(), ex["source"].numpy().decode())
+        for ex in tf.data.TFRecordDataset(shards).map(lambda r: tf.io.parse_single_example(r, spec))
+    ]
+    want = [(im, f"{k}.tfrecord") for k, ims in images.items() for im in ims]
+    assert len(got) == len(want)
+    for (g, gname), (w, wname) in zip(got, want, strict=True):
+        assert gname == wname
+        np.testing.assert_array_equal(g, w)

@@ -37,7 +37,9 @@ from typing import Any
 import numpy as np
 
 from .. import links
+from ..codecs._imagecodec import is_image_like, record_channels
 from ..codecs.base import Codec, Reader
+from ..decoding import decode_column_images
 from ..errors import (
     CodecIOError,
     OptionError,
@@ -45,7 +47,17 @@ from ..errors import (
     UnknownCodecError,
 )
 from ..integrity import CHECKSUM_ATTR
-from ..model import Column, Kind, Ragged, String, Tensor, VarColumn, concat_columns, slice_column
+from ..model import (
+    Column,
+    Image,
+    Kind,
+    Ragged,
+    String,
+    Tensor,
+    VarColumn,
+    concat_columns,
+    slice_column,
+)
 from ..model.attrs import ATTRS_KEY
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ..options import parse_bool
@@ -194,9 +206,12 @@ def _folder_files(
 
 def _unify(a: Kind, b: Kind) -> Kind | None:
     """One kind holding both files' records (int vs float, lengths that vary between
-    files), or None when they disagree."""
+    files, images whose size varies), or None when they disagree."""
     if a == b:
         return a
+    image = _unify_images(a, b)
+    if image is not None:
+        return image
     num = "iuf"
     if isinstance(a, (Tensor, Ragged)) and isinstance(b, (Tensor, Ragged)):
         if a.dtype.kind not in num or b.dtype.kind not in num:
@@ -212,9 +227,49 @@ def _unify(a: Kind, b: Kind) -> Kind | None:
     return None
 
 
-def _coerce(col: Column, have: Kind, want: Kind) -> Column:
+def _as_image(kind: Kind, other: Kind) -> Image | None:
+    """``kind`` as an Image when it is one: an Image, or a tensor the file's reader holds
+    as pixels (:func:`is_image_like`, what TFRecord stores as PNG; a TFRecord of PNGs of one
+    size reads as one) -- or shaped like the pixels of ``other``, an Image (a file of
+    grey+alpha PNGs of one size beside one whose sizes vary)."""
+    if isinstance(kind, Image):
+        return kind
+    if not isinstance(kind, Tensor):
+        return None
+    channels = record_channels(kind.shape)
+    like_other = isinstance(other, Image) and channels is not None and channels == other.channels
+    if channels is None or not (is_image_like(FieldSpec("", kind)) or like_other):
+        return None
+    if kind.dtype.kind != "u" or kind.dtype.itemsize not in (1, 2) or min(kind.shape[:2]) == 0:
+        return None
+    return Image(kind.dtype, channels, kind.shape[0], kind.shape[1], "raw")
+
+
+def _unify_images(a: Kind, b: Kind) -> Image | None:
+    """Images of one dtype and channel count whose size differs between files: an Image of
+    varying size. Raw pixels beside encoded images are pixels (the encoded ones decoded):
+    a file of PNGs of one size reads as a tensor of pixels already (its bytes are gone)."""
+    ia, ib = _as_image(a, b), _as_image(b, a)
+    if ia is None or ib is None or ia.dtype != ib.dtype or ia.channels != ib.channels:
+        return None
+    if ia.channels is None:
+        return None  # channels that vary inside a file: nothing to check pixels against
+    if ia.encoding != ib.encoding and "raw" not in (ia.encoding, ib.encoding):
+        return None  # PNG beside JPEG: not asked for; each file's own kind is kept apart
+    encoding = ia.encoding if ia.encoding == ib.encoding else "raw"
+    if (ia.height, ia.width) == (ib.height, ib.width):
+        return Image(ia.dtype, ia.channels, ia.height, ia.width, encoding)
+    # a size that varies, as a file whose PNG sizes vary is read (height and width unknown)
+    return Image(ia.dtype, ia.channels, None, None, encoding)
+
+
+def _coerce(col: Column, have: Kind, want: Kind, where: str = "", first: int = 0) -> Column:
+    """A file's column as the unified kind wants it; ``where`` and ``first`` (the batch's
+    first record in the file) name a record whose image does not decode."""
     if have == want:
         return col
+    if isinstance(want, Image):
+        return _coerce_image(col, have, want, where, first)
     if isinstance(want, Tensor):
         return np.asarray(col).astype(want.dtype)
     assert isinstance(want, Ragged)
@@ -224,6 +279,23 @@ def _coerce(col: Column, have: Kind, want: Kind) -> Column:
     width = arr.shape[1] if arr.ndim > 1 else 0
     offsets = np.arange(len(arr) + 1, dtype=np.int64) * width
     return VarColumn(arr.reshape((-1, *want.inner_shape)).astype(want.dtype), offsets)
+
+
+def _coerce_image(col: Column, have: Kind, want: Image, where: str, first: int) -> Column:
+    if isinstance(have, Image) and have.encoding != want.encoding:
+        assert isinstance(col, VarColumn) and want.encoding == "raw"
+        pixels = decode_column_images(col, have, where, first)
+        if want.is_dense:  # encoded images of the one size the other files' pixels have
+            return pixels.flat_values.reshape((len(pixels), *(want.shape or ())))
+        return pixels
+    if isinstance(col, VarColumn) or want.is_dense:
+        return col  # encoded as wanted, or pixels of varying size already
+    # pixels of one size: each record's flattened pixels and its shape
+    arr = np.asarray(col)
+    size = int(np.prod(arr.shape[1:], dtype=np.int64))
+    offsets = np.arange(len(arr) + 1, dtype=np.int64) * size
+    shapes = np.tile(np.array(arr.shape[1:], np.int64), (len(arr), 1))
+    return VarColumn(arr.reshape(-1), offsets, shapes)
 
 
 def flat_attrs(attrs: Mapping[str, Any]) -> dict[str, str]:
@@ -514,12 +586,16 @@ class MultiReader(Reader):
             reader, cached = self._reader(i)
             try:
                 have = f.kinds[spec.name]
+                pos = lo
                 for batch in reader.iter_batches(
                     spec.name, fields=inner, start=lo, stop=hi, batch_rows=rows
                 ):
                     n = len(next(iter(batch.values()))) if batch else 0
                     for name in inner:
-                        pending[name].append(_coerce(batch[name], have[name], want[name]))
+                        where = f"{f.path}: split {spec.name!r}, field {name!r}"
+                        col = _coerce(batch[name], have[name], want[name], where, pos)
+                        pending[name].append(col)
+                    pos += n
                     if SOURCE_FIELD in pending:
                         pending[SOURCE_FIELD].append(_repeat_string(f.name, n))
                     held += n
