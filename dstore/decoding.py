@@ -43,7 +43,11 @@ def encoded_image_fields(schema: Schema) -> dict[str, set[str]]:
     return out
 
 
-def decode_image(data: bytes, kind: Image, where: str) -> np.ndarray:
+#: what a record that does not decode says to do, unless the caller knows better
+KEEP_ENCODED_HINT = "convert with --keep-encoded to carry the bytes as they are"
+
+
+def decode_image(data: bytes, kind: Image, where: str, hint: str = KEEP_ENCODED_HINT) -> np.ndarray:
     """Pixels of one encoded image, checked against (and shaped like) the field's kind."""
     import imagecodecs
 
@@ -63,8 +67,7 @@ def decode_image(data: bytes, kind: Image, where: str) -> np.ndarray:
     except Exception as e:  # noqa: BLE001 - imagecodecs raises one error type per codec
         what = f"{type(e).__name__}: {e}".strip().rstrip(":")
         raise CodecIOError(
-            f"{where}: not a decodable {kind.encoding} image ({len(data)} bytes; {what}); "
-            "convert with --keep-encoded to carry the bytes as they are"
+            f"{where}: not a decodable {kind.encoding} image ({len(data)} bytes; {what}); {hint}"
         ) from None
     img = np.asarray(img)
     if kind.channels == 0 and img.ndim == 3 and img.shape[2] == 1:
@@ -85,9 +88,13 @@ def decode_image(data: bytes, kind: Image, where: str) -> np.ndarray:
     return img
 
 
-def decode_column_images(col: VarColumn, kind: Image, where: str, first: int) -> VarColumn:
+def decode_column_images(
+    col: VarColumn, kind: Image, where: str, first: int, hint: str = KEEP_ENCODED_HINT
+) -> VarColumn:
     blobs = col.to_bytes_list()
-    imgs = [decode_image(b, kind, f"{where}, record {first + i}") for i, b in enumerate(blobs)]
+    imgs = [
+        decode_image(b, kind, f"{where}, record {first + i}", hint) for i, b in enumerate(blobs)
+    ]
     ndim = 2 if kind.channels == 0 else 3
     shapes = np.array([im.shape for im in imgs], np.int64).reshape(len(imgs), ndim)
     offsets = np.zeros(len(imgs) + 1, np.int64)

@@ -523,3 +523,49 @@ def test_png_sizes_that_differ_read_by_tensorflow(tmp_path: Any) -> None:
     for (g, gname), (w, wname) in zip(got, want, strict=True):
         assert gname == wname
         np.testing.assert_array_equal(g, w)
+
+
+def _gray16_tfrecords(folder: Any, last: bytes | None = None) -> list[np.ndarray]:
+    """16-bit grey PNGs (imagecodecs): one size in a.tfrecord, two in b.tfrecord."""
+    import imagecodecs
+    from skimage import data
+    from test_tfrecord import BYTES, _example, _write_records
+
+    cam = data.camera().astype(np.uint16) * 257
+    images = {"a": [cam[:64, :64], cam[64:128, :64]], "b": [cam[:30, :64], cam[200:240, 9:59]]}
+    folder.mkdir()
+    for name, ims in images.items():
+        blobs = [imagecodecs.png_encode(im) for im in ims]
+        if name == "b" and last is not None:
+            blobs[-1] = last(blobs[-1])
+        _write_records(
+            str(folder / f"{name}.tfrecord"), [_example(image=(BYTES, b)) for b in blobs]
+        )
+    return [im for ims in images.values() for im in ims]
+
+
+def test_grey_16_bit_pngs_of_one_size_beside_several(tmp_path: Any) -> None:
+    """uint16 (H, W) pixels of a.tfrecord beside b's 16-bit grey PNGs of varying size
+    (refused before): pixels of varying size, equal to the sources."""
+    from dstore.model import Image
+
+    want = _gray16_tfrecords(tmp_path / "in")
+    dstore.convert(str(tmp_path / "in" / "*.tfrecord"), tmp_path / "o.npz")
+    kind, got, _ = _split_images(tmp_path / "o.npz")
+    assert kind == Image(np.dtype(np.uint16), 0, None, None, "raw")
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == np.uint16
+        np.testing.assert_array_equal(g, w)
+
+
+def test_png_that_does_not_decode_beside_pixels_is_named(tmp_path: Any) -> None:
+    """A truncated PNG in the file whose images are decoded to match the others: one line
+    naming the file, split, field and record, without the --keep-encoded hint (it would
+    not help: the field is pixels), and nothing written."""
+    _gray16_tfrecords(tmp_path / "in", last=lambda png: png[:60])
+    run = run_cli("convert", str(tmp_path / "in" / "*.tfrecord"), str(tmp_path / "o.npz"))
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert "b.tfrecord: split 'data', field 'image', record 1: not a decodable png" in run.stderr
+    assert "--keep-encoded" not in run.stderr and "convert the file alone" in run.stderr
+    assert not (tmp_path / "o.npz").exists()

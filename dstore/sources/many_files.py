@@ -284,7 +284,9 @@ def _coerce(col: Column, have: Kind, want: Kind, where: str = "", first: int = 0
 def _coerce_image(col: Column, have: Kind, want: Image, where: str, first: int) -> Column:
     if isinstance(have, Image) and have.encoding != want.encoding:
         assert isinstance(col, VarColumn) and want.encoding == "raw"
-        pixels = decode_column_images(col, have, where, first)
+        # --keep-encoded cannot help here: other files hold this field as pixels
+        hint = "other files hold this field as pixels, so it is decoded: convert the file alone"
+        pixels = decode_column_images(col, have, where, first, hint)
         if want.is_dense:  # encoded images of the one size the other files' pixels have
             return pixels.flat_values.reshape((len(pixels), *(want.shape or ())))
         return pixels
