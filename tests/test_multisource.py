@@ -569,3 +569,27 @@ def test_png_that_does_not_decode_beside_pixels_is_named(tmp_path: Any) -> None:
     assert "b.tfrecord: split 'data', field 'image', record 1: not a decodable png" in run.stderr
     assert "--keep-encoded" not in run.stderr and "convert the file alone" in run.stderr
     assert not (tmp_path / "o.npz").exists()
+
+
+def test_png_sizes_that_differ_between_arrayrecord_files(tmp_path: Any) -> None:
+    """ArrayRecord files (array_record's writer) of Example records infer their fields as
+    TFRecord does: PNGs of one size in one file, of two in another (refused before)."""
+    import imagecodecs
+    from array_record.python.array_record_module import ArrayRecordWriter
+    from test_tfrecord import BYTES, _example
+
+    images = _size_cases()["mixed"]
+    (tmp_path / "in").mkdir()
+    for name, ims in images.items():
+        w = ArrayRecordWriter(str(tmp_path / "in" / f"{name}.arrayrecord"), "group_size:1")
+        for im in ims:
+            w.write(_example(image=(BYTES, imagecodecs.png_encode(im))))
+        w.close()
+    glob = str(tmp_path / "in" / "*.arrayrecord")
+    dstore.convert(glob, tmp_path / "o.npz")
+    _, got, _ = _split_images(tmp_path / "o.npz")
+    want = [im for ims in images.values() for im in ims]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    assert dstore.verify(glob, tmp_path / "o.npz").ok
