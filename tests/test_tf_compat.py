@@ -1369,3 +1369,27 @@ def test_encoded_images_pass_through_to_tfrecord_byte_for_byte(tmp_path, tiles):
     dstore.convert(path, out)
     back = tf.data.TFRecordDataset(sorted(tf.io.gfile.glob(out + "/*.tfrecord")))
     assert [r.numpy() for r in back] == recs  # the whole records: nothing decoded or added
+
+
+@pytest.mark.parametrize("png_decoder", ["auto", "tensorflow"])
+def test_to_tf_dataset_iterator_checkpoint_resumes_mid_epoch(tmp_path, tiles, png_decoder):
+    """tf.train.Checkpoint of the iterator (Keras' BackupAndRestore, a training loop's
+    mid-epoch save) restores to the next batch, with dstore's PNG decoder (a
+    numpy_function in the map) as with TensorFlow's."""
+    import tensorflow as tf
+
+    x, y = tiles
+    out = str(tmp_path / "d.tfrecords")
+    dstore.save({"train": {"x": x, "y": y}}, out)
+    ds = dstore.to_tf_dataset(out, ordered=True, batch_size=8, png_decoder=png_decoder)
+    it = iter(ds)
+    next(it)
+    saved = tf.train.Checkpoint(iterator=it).save(str(tmp_path / "ckpt" / "c"))
+    rest = [b["x"].numpy() for b in it]
+    again = iter(ds)
+    tf.train.Checkpoint(iterator=again).restore(saved)
+    resumed = [b["x"].numpy() for b in again]
+    assert len(resumed) == len(rest) == -(-len(x) // 8) - 1
+    for got, want in zip(resumed, rest, strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.concatenate(resumed), x[8:])
