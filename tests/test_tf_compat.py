@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -194,9 +196,6 @@ def test_to_tf_dataset_png_decoder_refuses_a_declared_bomb_before_decoding(tmp_p
     from its header (failed before: decoded into a 2 GiB buffer, then libpng's 'Not
     enough image data' as UnknownError). In a child under a memory limit 1 GiB above
     what it holds, so a regression cannot take the test run down."""
-    import subprocess
-    import sys
-
     out, _ = _with_first_record(tmp_path, tiles, {"x": _hostile_png("bomb", tiles[0][0])})
     child = r"""
 import os, resource, sys
@@ -210,20 +209,11 @@ try:
 except tf.errors.InvalidArgumentError as e:
     print(e.message.splitlines()[0])
 """
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run(
-        [sys.executable, "-c", child, out],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().endswith(
+    stdout = _child_stdout(child, out, TF_CPP_MIN_LOG_LEVEL="2")
+    assert stdout.strip().endswith(
         r"field \'x\': a PNG of 16384 rows of 16384 pixels, not the uint8 (64, 64, 3) "
         "its manifest declares]"
-    ), done.stdout
+    ), stdout
 
 
 @pytest.mark.parametrize("case", ["128x32x3", "48x64x4"])
@@ -313,9 +303,6 @@ def test_png_fast_path_inflates_no_more_than_the_rows(tmp_path):
     honest header) decodes with at most its rows inflated: the fast path stops one byte
     past them and leaves the rest to libpng, which stops at the last row (failed before:
     ISA-L inflated all of it, 512 MiB traced). In a child under a memory limit."""
-    import subprocess
-    import sys
-
     child = r"""
 import os, resource, struct, tracemalloc, zlib
 import numpy as np
@@ -331,19 +318,8 @@ tracemalloc.start()
 img = _png.decode(png)
 print(len(png), img.shape, int(img.max()), tracemalloc.get_traced_memory()[1])
 """
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
-    done = subprocess.run(
-        [sys.executable, "-c", child],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    size, *shape, top, peak = (
-        done.stdout.replace("(", " ").replace(")", " ").replace(",", " ").split()
-    )
+    stdout = _child_stdout(child)
+    size, *shape, top, peak = stdout.replace("(", " ").replace(")", " ").replace(",", " ").split()
     assert int(size) < 300_000 and shape == ["64", "64", "3"] and top == "0"
     assert int(peak) < 8 * 2**20, f"{int(peak) >> 20} MiB traced"
 
@@ -424,6 +400,21 @@ def test_dstore_reads_tensorflow_written_files(tmp_path, tiles, compression):
 
 
 # ------------------------------------------------ the snippet `dstore info` prints, run by TensorFlow
+
+
+def _child_stdout(code: str, *args: str, **env: str) -> str:
+    """What ``python -c code *args`` prints, run with this checkout on its path (a risky
+    load under a memory limit of its own cannot take the test run down); it must exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=os.getcwd(), **env),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
 
 
 def _run_snippet(path: str, split: str) -> list[dict[str, np.ndarray]]:
