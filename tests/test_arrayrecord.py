@@ -273,12 +273,26 @@ def test_tensorflow_parses_what_dstore_wrote_and_dstore_reads_what_tensorflow_wr
     assert _tfrecords(tfr, "train") == _tfrecords(again, "train")
 
 
-def test_grain_reads_the_shards(tmp_path):
+def test_grain_reads_the_shards(tmp_path, tiles):
+    """Grain's ArrayRecordDataSource over dstore's shards: every record, in order, the
+    tf.train.Example whose PNG and label are the source's."""
+    import imagecodecs
+
+    from dstore.codecs._example import decode_example
+
     grain = pytest.importorskip("grain")
+    x, y = tiles
     out = str(tmp_path / "g.arrayrecord")
-    dstore.save({"train": {"y": np.arange(9)}}, out)
-    source = grain.sources.ArrayRecordDataSource(_shards(out, "train"))
-    assert len(source) == 9
+    dstore.save({"train": {"x": x, "y": y}}, out, shard_mb=0.05)  # several shards
+    shards = _shards(out, "train")
+    assert len(shards) > 1
+    source = grain.sources.ArrayRecordDataSource(shards)
+    assert len(source) == len(x)
+    for i in range(len(x)):
+        example = decode_example(source[i])
+        (png,) = example["x"][1]
+        np.testing.assert_array_equal(imagecodecs.png_decode(bytes(png)), x[i])
+        np.testing.assert_array_equal(example["y"][1], y[i])
 
 
 def test_object_detection_layout_records_survive_tfrecord_arrayrecord_tfrecord(tmp_path):
