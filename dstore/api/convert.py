@@ -272,12 +272,9 @@ def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
             from ..layouts import apply_layout
 
             reader = apply_layout(reader, mapping)
-        if not job.keep_encoded and not dst_codec.keeps_encoded_images:
-            from ..decoding import encoded_image_fields
-            from ..sources.decoded_images import DecodedImages
+        from ..sources.decoded_images import decoded_for
 
-            if encoded_image_fields(reader.schema):
-                reader = DecodedImages(reader)
+        reader = decoded_for(reader, dst_codec.keeps_encoded_images, job.keep_encoded)
         # the decoded size of the fields the schema cannot size, as their records pass
         meter = RawMeter(reader)
         stats, run = write_dataset(

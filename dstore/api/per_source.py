@@ -17,6 +17,7 @@ from ..model import Column, Kind, String, VarColumn, concat_columns
 from ..model.schema import DEFAULT_BATCH_BYTES, batch_rows_for
 from ..output import Overwrite
 from ..registry import get_codec_class
+from ..sources.decoded_images import decoded_for
 from ..sources.many_files import SOURCE_FIELD, SOURCES_ATTR, flat_attrs, unflatten_attrs
 from ..sources.opening import open_reader
 
@@ -102,17 +103,6 @@ class PerSourceFolder:
         return found
 
 
-def _decoded_unless_kept(reader: Reader, cls: Any, keep_encoded: bool) -> Reader:
-    """``reader`` with its encoded images decoded to pixels where ``convert`` would decode
-    them: for a format that does not keep encoded images, unless ``keep_encoded``."""
-    if keep_encoded or cls.keeps_encoded_images:
-        return reader
-    from ..decoding import encoded_image_fields
-    from ..sources.decoded_images import DecodedImages
-
-    return DecodedImages(reader) if encoded_image_fields(reader.schema) else reader
-
-
 def write_per_source(
     src: str,
     dst: str,
@@ -179,7 +169,7 @@ def _write_per_source(src: str, dst: str, job: ConvertJob) -> PerSourceReport:
         if fmt is None:
             raise SchemaError(f"{dst}: --per-source writes a folder: name its format with --to")
         cls = get_codec_class(str(fmt))
-        reader = _decoded_unless_kept(opened, cls, job.keep_encoded)
+        reader = decoded_for(opened, cls.keeps_encoded_images, job.keep_encoded)
         ext = default_extension(cls.name)
         runs = _runs(reader, field)
         varying = dict(zip(held.get("files", []), held.get("attrs", []), strict=False))

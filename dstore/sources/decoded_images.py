@@ -54,3 +54,12 @@ class DecodedImages(WrappingReader):
                     out[name] = col
             pos += n
             yield out
+
+
+def decoded_for(reader: Reader, keeps_encoded_images: bool, keep_encoded: bool) -> Reader:
+    """``reader`` as a conversion writes it: encoded images decoded to pixels for a
+    destination format that does not keep them (``keeps_encoded_images`` False), unless
+    the user asked to ``keep_encoded``; else ``reader`` itself."""
+    if keep_encoded or keeps_encoded_images or not encoded_image_fields(reader.schema):
+        return reader
+    return DecodedImages(reader)
