@@ -507,7 +507,7 @@ def to_torch(
     format: str | None = None,
     follow_links: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
-    cache_limit: int | str | None = None,
+    cache_limit: int | float | str | None = None,
 ) -> DstoreIterableDataset | DstoreMapDataset:
     """A PyTorch dataset of ``{field: tensor}`` records of ``split``; see the module doc.
 
