@@ -21,6 +21,7 @@ __all__ = [
     "OldOutputLeftError",
     "OptionError",
     "OutputExistsError",
+    "ReaderStateError",
     "ResumableInterrupt",
     "SchemaError",
     "UnknownCodecError",
@@ -116,6 +117,11 @@ class UsageError(DstoreError, ValueError):
 
 class OptionError(UsageError):
     """A codec option (``-o KEY=VALUE``) that is unknown, unreadable or out of range."""
+
+
+class ReaderStateError(UsageError):
+    """A training reader's state (``load_state_dict``) that is malformed, impossible, or
+    of another dataset, split, seed or shuffle than the reader it is loaded into."""
 
 
 class CodecIOError(DstoreError, OSError):

@@ -19,6 +19,7 @@ from ..fs import is_url
 from ..model.schema import Batch, SplitSpec
 from ..registry import infer_codec
 from ..sharding.cache import parse_cache_limit
+from .state import dataset_identity
 
 __all__ = ["ON_ERROR", "SplitSource"]
 
@@ -29,6 +30,7 @@ _KEEP_ERRORS = 100
 
 if TYPE_CHECKING:
     from ..sharding.cache import ShardCache
+
 
 class SplitSource:
     """Records of ``split`` of the dataset at ``path``, fields ``fields`` (all if None)."""
@@ -65,6 +67,8 @@ class SplitSource:
         reader = self.reader()
         self.spec: SplitSpec = reader.split(split)  # one line naming the splits there are
         self.split = split
+        #: what a reader state names this split by (:func:`~dstore.readers.state.dataset_identity`)
+        self.identity = dataset_identity(reader, split)
         if fields is not None:
             if isinstance(fields, str):
                 fields = [fields]

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import MissingDependencyError, SchemaError
 from ..precision import dequant_params
 from ..registry import get_codec_class
-from .plan import GLOBAL_WINDOW, consumer_indices, drop_first, read_order
+from .plan import GLOBAL_WINDOW, check_skip, consumer_indices, drop_first, read_order
 
 __all__ = ["PNG_DECODERS", "to_tf_dataset"]
 
@@ -117,6 +117,7 @@ def to_tf_dataset(
     if deterministic is None:
         deterministic = ordered or order.is_global or order.buffer > 1
     source = SplitSource(path, split, fields, format=format)
+    check_skip(order.skip, source.count, order.rank, order.world_size, order.is_global)
     if order.is_global:
         source.require_random_access("shuffle='global'")
     if get_codec_class(source.format).tensorflow_native and not order.is_global:
