@@ -472,10 +472,11 @@ def to_torch(
     (refused by default, :class:`~dstore.errors.UnsafeInputError`).
 
     ``cache_dir`` (a sharded format read from a URL such as ``s3://``): each
-    shard is downloaded whole once into this local folder, the next one while
-    the current one is read, and later epochs read the copies; ``cache_limit``
-    (bytes, or text such as ``"20GB"``) bounds the folder, least recently used
-    shards deleted first (see :mod:`dstore.sharding.cache`).
+    shard is downloaded whole once into a folder of the cache's own in it,
+    checked against the manifest's size and sha256, and later epochs read the
+    copies; ``cache_limit`` (None, a whole number of bytes, or text such as
+    ``"20GB"``) bounds it, least recently used copies deleted first (see
+    :mod:`dstore.sharding.cache`).
     """
     if not decode:
         raise NotImplementedError(

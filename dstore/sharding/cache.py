@@ -1,9 +1,9 @@
 """A bounded local cache of remote shard files (``to_torch(url, cache_dir=, cache_limit=)``).
 
 Reading shards from object storage pays the network every epoch. With a cache
-directory each shard is downloaded whole once, the next shard fetched in the
-background while the current one is read, and later epochs read the local
-copies.
+directory each shard is downloaded whole once (when one read spans several
+shards, the next in the background while the current one is read), and later
+epochs read the local copies.
 
 What the cache may touch: only its own folder in ``cache_dir`` and the files
 there that carry its names (:mod:`dstore.sharding.cache_folder`); a ``cache_dir``
