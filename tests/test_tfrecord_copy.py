@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 import dstore
 from dstore.codecs.example import fields as fields_mod
-from dstore.codecs.tfrecord import io as rio
 from dstore.codecs.example.wire import (
     BYTES,
     FLOAT,
@@ -31,6 +30,7 @@ from dstore.codecs.example.wire import (
     scan_example,
     signature_of,
 )
+from dstore.codecs.tfrecord import io as rio
 
 CLASSES = [b"cat", b"dog", b"bird"]
 

@@ -14,16 +14,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..abc.base import Codec, Reader
-from ..engine.dtypes import CastStats, DtypePolicy, OnOverflow
+from ..abc import Codec, Reader
 from ..engine.cast import Progress, cast_batches, write_splits
-from ..errors import CodecIOError, MissingDependencyError, OptionError
-from ..model.checksums import FieldHasher
+from ..engine.dtypes import CastStats, DtypePolicy, OnOverflow
 from ..engine.job import ConvertJob, SourceRef
+from ..engine.rawsize import RawMeter
+from ..errors import CodecIOError, MissingDependencyError, OptionError
 from ..model import concat_columns
+from ..model.checksums import FieldHasher
 from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema
 from ..output import Overwrite, atomic_output, is_url, path_size, upload_output, url_output
-from ..engine.rawsize import RawMeter
 from ..registry import infer_codec
 from ..sources.opening import codec_for, open_reader, size_or_zero
 from ._text import fmt_bytes
@@ -313,7 +313,7 @@ def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
 
 
 def _source_ref(src: str, from_format: str | None, src_options: Mapping[str, Any]) -> SourceRef:
-    return SourceRef(src, from_format, dict(src_options))
+    return SourceRef(src, from_format, dict(src_options), opener=open_reader)
 
 
 def _destination_codec(

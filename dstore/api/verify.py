@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..abc.base import Reader
+from ..abc import Reader
 from ..errors import DstoreError, SchemaError
-from ..model.checksums import FieldHasher, stored_checksums
 from ..model import Column, Image, Kind, Ragged, Tensor, VarColumn
-from ..model.schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
+from ..model.checksums import FieldHasher, stored_checksums
 from ..model.precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
+from ..model.schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
 from ..sources.opening import open_reader
 from ._text import shown
 

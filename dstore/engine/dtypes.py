@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..model import precision as prec
 from ..errors import DtypePolicyError, UnsupportedDtypeError
 from ..model import Kind, Ragged, Tensor, VarColumn
+from ..model import precision as prec
 from ..model.attrs import encode
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 

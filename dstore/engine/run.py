@@ -1,6 +1,6 @@
 """Sharded conversions: plan record ranges, write each shard on its own, commit last.
 
-A sharded output (TFRecord) is planned up front as :class:`~dstore.abc.base.Shard`
+A sharded output (TFRecord) is planned up front as :class:`~dstore.abc.Shard`
 record ranges. Every shard is a pure function of its records and the codec
 options, so it can be written here, again after an interruption, or by a Dask
 worker, and the bytes are the same. The manifest is written last: until then
@@ -32,20 +32,19 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from queue import SimpleQueue
 from typing import Any
 
-from ..abc.base import Codec, Reader, Shard, ShardWriter
-from .dtypes import CastStats, DtypePolicy
-from .cast import cast_batches
+from ..abc import Codec, Reader, Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError, OutputExistsError, ResumableInterrupt
 from ..fs import is_url, url_fs
-from .job import ConvertJob, SourceRef
 from ..model.schema import Batch, Schema, slice_batch
 from ..output import atomic_output, url_output
 from ..parallel import default_workers, prefetch
-from .rawsize import RawMeter
-from ..sources.opening import open_reader
 from ..sharding.index import INDEX_SUFFIX
-from .journal import JOURNAL, append_journal, read_journal, still_good
 from ..sharding.processes import EncoderProcesses, discard, encoder_processes, report, warm_up
+from .cast import cast_batches
+from .dtypes import CastStats, DtypePolicy
+from .job import ConvertJob, SourceRef
+from .journal import JOURNAL, append_journal, read_journal, still_good
+from .rawsize import RawMeter
 
 __all__ = ["RegionTasks", "ShardRun", "SourceRef", "start_workers", "write_sharded"]
 
@@ -218,7 +217,7 @@ def _shard_task(
     stats: dict[str, CastStats] = {}
     if batches is not None:
         return writer.write_shard(root, shard, iter(batches)), stats, 0
-    with open_reader(source.path, format=source.format, **dict(source.options)) as opened:
+    with source.open() as opened:
         meter = RawMeter(opened, counted or {})
         records = cast_batches(
             meter,
@@ -669,7 +668,7 @@ def _write_pending(
 class RegionTasks:
     """Chunk-aligned blocks of a single output (a zarr store created at its final
     shape) written as Dask tasks: ``submit`` is the writer's hook
-    (:meth:`~dstore.abc.base.Writer.write_regions`).
+    (:meth:`~dstore.abc.Writer.write_regions`).
 
     This process reads the source in record order: the stored whole-field sha256 is
     one stream over every record and a ragged field's offsets depend on every record

@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ..abc.base import Reader
+from ..abc import Reader
 from ..errors import CodecIOError, OptionError, SchemaError
 from ..model import (
     Bytes,

@@ -36,17 +36,17 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ...errors import CodecIOError, DstoreError
-from ...model import Image, Ragged, String, StringList
-from ...model.schema import FieldSpec
-from ...model.precision import dequant_params
-from .wire import BYTES, FLOAT, INT64, KIND_NAMES, SEQ, encode_feature
 from ...images.imagecodec import LOSSY_FORMATS, LossyImage
 from ...images.pixels import record_shape
 from ...images.png import decode as png_decode
+from ...model import Image, Ragged, String, StringList
+from ...model.precision import dequant_params
+from ...model.schema import FieldSpec
+from ...model.strings import first_invalid_utf8
 from .sequence import SEQ_ENCODINGS, empty_record, encode_steps, sequence_value
 from .sequence import snippet as sequence_snippet
-from ...model.strings import first_invalid_utf8
 from .tensorproto import parse_tensor_proto
+from .wire import BYTES, FLOAT, INT64, KIND_NAMES, SEQ, encode_feature
 
 __all__ = ["DECODE_RAW_DTYPES", "ENCODINGS", "ExampleEncoding", "FieldEncoding"]
 

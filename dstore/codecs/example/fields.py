@@ -29,12 +29,17 @@ from typing import Any
 import numpy as np
 
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ...images.imagecodec import LossyImage, is_image_like
+from ...images.pixels import image_libraries
+from ...images.png import FPNG_LEVELS, png_encoder
 from ...model import Bytes, Image, Ragged, String, StringList, VarColumn, raw_record
 from ...model.names import is_utf8_text
 from ...model.schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec
 from ...parallel import default_workers
 from ...sharding import encode_chunks
 from ...sharding.processes import encoder_processes, unpickled
+from .encodings import ENCODINGS, FieldEncoding
+from .sequence import sequence_encoding
 from .wire import (
     TF_FEATURE_ATTR,
     decode_canonical,
@@ -42,11 +47,6 @@ from .wire import (
     encode_example,
     encode_sequence_example,
 )
-from .encodings import ENCODINGS, FieldEncoding
-from ...images.imagecodec import LossyImage, is_image_like
-from ...images.pixels import image_libraries
-from ...images.png import FPNG_LEVELS, png_encoder
-from .sequence import sequence_encoding
 
 __all__ = [
     "ENCODINGS",

@@ -22,6 +22,10 @@ import numpy as np
 from ...errors import CodecIOError, SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList
 from ...model.schema import FieldSpec, Schema
+from .fields import FieldEncoding, check_manifest_fields, describe_fields
+from .sequence import SequenceStats
+from .tensorproto import parse_tensor_proto
+from .tf import parse_snippet
 from .wire import (
     BYTES,
     FLOAT,
@@ -33,10 +37,6 @@ from .wire import (
     scan_example,
     signature_of,
 )
-from .fields import FieldEncoding, check_manifest_fields, describe_fields
-from .tf import parse_snippet
-from .sequence import SequenceStats
-from .tensorproto import parse_tensor_proto
 
 if TYPE_CHECKING:
     from ...sharding import ShardFile

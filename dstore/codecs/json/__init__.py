@@ -53,7 +53,9 @@ from typing import IO, Any, ClassVar, TypeGuard
 import numpy as np
 
 from ... import fs
+from ...abc import Codec, Reader, Writer
 from ...errors import CodecIOError, DstoreError, SchemaError
+from ...fs import is_regular_file, read_at
 from ...model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, infer_column
 from ...model import attrs as attr_codec
 from ...model.schema import (
@@ -64,7 +66,6 @@ from ...model.schema import (
     Schema,
     SplitSpec,
 )
-from ...abc.base import Codec, Reader, Writer, is_regular_file, read_at
 
 __all__ = ["JsonCodec", "JsonLinesCodec", "JsonRangeError", "loads"]
 

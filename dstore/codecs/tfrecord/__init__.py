@@ -29,10 +29,12 @@ from dataclasses import dataclass, field
 from glob import escape as glob_escape
 from typing import Any, ClassVar
 
-from ... import fs
-from ... import links
+from ... import fs, links
+from ...abc import Codec, Reader, Shard, ShardWriter, Writer
 from ...errors import CodecIOError
-from ...fs import is_url
+from ...fs import is_regular_file, is_url
+from ...images.imagecodec import IMAGE_FORMATS, LossyImage, check_quality
+from ...images.options import PNG_LEVEL_HELP, check_png_level
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ...options import option
@@ -44,7 +46,6 @@ from ...sharding import (
     manifest_files,
     plan_by_size,
 )
-from . import io as rio
 from ..example.fields import (
     ExampleEncoder,
     FieldEncoding,
@@ -54,16 +55,7 @@ from ..example.fields import (
 )
 from ..example.infer import ExampleInference
 from ..example.tf import parse_snippet
-from ...images.options import PNG_LEVEL_HELP, check_png_level
-from ...images.imagecodec import IMAGE_FORMATS, LossyImage, check_quality
-from ...abc.base import (
-    Codec,
-    Reader,
-    Shard,
-    ShardWriter,
-    Writer,
-    is_regular_file,
-)
+from . import io as rio
 
 __all__ = ["TFRecordCodec"]
 
