@@ -28,8 +28,6 @@ STILL_LONG = {
     "bench/harness.py": 745,
     "bench/report.py": 744,
     "cli/__init__.py": 903,
-    "codecs/example/encodings.py": 608,
-    "codecs/example/wire.py": 581,
     "codecs/json/__init__.py": 804,
     "codecs/npz/reader.py": 878,
     "layouts/label_maker.py": 651,
