@@ -30,7 +30,6 @@ STILL_LONG = {
     "cli/__init__.py": 903,
     "codecs/json/__init__.py": 804,
     "codecs/npz/reader.py": 878,
-    "layouts/label_maker.py": 651,
     "model/schema.py": 501,
     "readers/tf.py": 627,
     "readers/torch.py": 560,
