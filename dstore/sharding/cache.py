@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -41,15 +42,19 @@ import re
 import stat
 import threading
 import weakref
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import fs
 from ..errors import CodecIOError
 from . import cache_folder as folder
 from .cache_folder import FOLDER, check_apart
+
+if TYPE_CHECKING:
+    from .reader import ShardFile
 
 __all__ = ["FOLDER", "ShardCache", "check_apart", "parse_cache_limit"]
 
@@ -160,6 +165,18 @@ class ShardCache:
             os.utime(entry.meta)  # the last use orders eviction
         self._sweep(keep=entry.key)
         return entry.data
+
+    def local_slices(
+        self, slices: list[tuple[ShardFile, int, int]]
+    ) -> Iterator[tuple[ShardFile, int, int]]:
+        """Shard slices ``(shard, lo, hi)`` with each shard read from its verified local
+        copy, the next one fetched while this one is read."""
+        for i, (shard, lo, hi) in enumerate(slices):
+            if i + 1 < len(slices):
+                ahead = slices[i + 1][0]
+                self.prefetch(ahead.path, ahead.size, ahead.sha256)
+            local = self.local(shard.path, shard.size, shard.sha256)
+            yield dataclasses.replace(shard, path=local), lo, hi
 
     def prefetch(self, url: str, size: int | None = None, sha256: str | None = None) -> None:
         """Start downloading ``url`` in the background (a daemon thread: exit never

@@ -413,7 +413,7 @@ class ShardedDirectoryReader(Reader):
     ) -> Iterator[Batch]:
         slices: Iterable[tuple[ShardFile, int, int]] = self.shard_slices(spec.name, start, stop)
         if self.shard_cache is not None:
-            slices = self._cached(self.shard_slices(spec.name, start, stop), self.shard_cache)
+            slices = self.shard_cache.local_slices(self.shard_slices(spec.name, start, stop))
         with ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-decode") as pool:
             per_shard = (
                 batch
@@ -424,19 +424,6 @@ class ShardedDirectoryReader(Reader):
                 yield from per_shard
             else:
                 yield from _rebatch(per_shard, spec, names, rows)
-
-    @staticmethod
-    def _cached(
-        slices: list[tuple[ShardFile, int, int]], cache: ShardCache
-    ) -> Iterator[tuple[ShardFile, int, int]]:
-        """The slices with each shard read from its local copy, the next one fetched
-        while this one is read."""
-        for i, (shard, lo, hi) in enumerate(slices):
-            if i + 1 < len(slices):
-                ahead = slices[i + 1][0]
-                cache.prefetch(ahead.path, ahead.size, ahead.sha256)
-            local = cache.local(shard.path, shard.size, shard.sha256)
-            yield dataclasses.replace(shard, path=local), lo, hi
 
     def close(self) -> None:
         if self.shard_cache is not None:
