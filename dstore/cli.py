@@ -444,7 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version",
         action=_VersionAction,
-        help="print dstore's distribution and version, Python's, and the backends found",
+        help="print dstore's distribution and version, Python's, and the version of each "
+        "format's library with the extra that installs it",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -545,7 +546,14 @@ def build_parser() -> argparse.ArgumentParser:
         p, lambda: "-o options of each format (KEY=DEFAULT  meaning):\n" + _formats_text()
     )
 
-    p = sub.add_parser("info", help="splits, fields, shapes, dtypes, sizes, codec details")
+    p = sub.add_parser(
+        "info",
+        help="splits, fields, shapes, dtypes, sizes, codec details",
+        description="Describe the dataset at PATH without converting it: its splits (data that "
+        "names no split, such as one TFRecord file of another's, is the split 'data'), each field's kind, dtype, shape "
+        "and bytes, and what its format adds (a TFRecord's tf.data snippet, shards, "
+        "attributes).",
+    )
     p.add_argument("path", help="dataset to describe")
     _add_drop(p)
     _add_follow_links(p)
@@ -559,17 +567,31 @@ def build_parser() -> argparse.ArgumentParser:
         "index",
         help="write <file>.idx record indexes (DALI's format) for TFRecord files dstore did not "
         "write, so any record is one seek away",
+        description="Write a <file>.idx record index (one 'offset length' line per record, as "
+        "NVIDIA DALI and the tfrecord package read it) beside each file of PATH, or into "
+        "--out, so that dstore.open, to_torch's global shuffle and DALI read any record with "
+        "one seek. Each record's CRCs are checked; compressed files are refused.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder of shards, a glob")
     p.add_argument(
         "--out", metavar="DIR", help="write the indexes into DIR (default: beside each file)"
     )
-    _from_argument(p, "input format: %(formats)s (default: from PATH's extension)")
+    action = p.add_argument(
+        "--from",
+        dest="from_format",
+        metavar="FORMAT",
+        help="input format, of those whose records can be indexed: %(formats)s "
+        "(default: from PATH's extension)",
+    )
+    _fill_help(action, formats=lambda: _codecs_where("frame_indexes"))
     p.set_defaults(func=_cmd_index)
 
     p = sub.add_parser(
         "verify",
         help="compare two datasets record by record, or check one alone (exit 1 on any problem)",
+        description="With A and B: compare them field by field, record by record (bit for bit, "
+        "or within the error a lossy setting declares). With A alone: check its checksums "
+        "and decode every record. Exit 0 when all is equal, 1 on any difference.",
     )
     p.add_argument("a", help="the reference dataset")
     p.add_argument(
@@ -719,11 +741,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser(
-        "formats", help="registered formats, whether each is usable, and their -o options"
+        "formats",
+        help="registered formats, whether each is usable, and their -o options",
+        description="List every registered format with its extensions, whether it is usable "
+        "here (else the pip command that makes it so), what it supports (--resume, Dask) and "
+        "its -o KEY=DEFAULT options; then the --layout names.",
     )
     p.set_defaults(func=_cmd_formats)
 
-    p = sub.add_parser("demo", help="build sample data from real photos and convert it")
+    p = sub.add_parser(
+        "demo",
+        help="build sample data from real photos and convert it",
+        description="Build a label-maker style data.npz from photos that ship with "
+        "scikit-image (nothing is downloaded), convert it to every usable format and verify "
+        "each, then bench a CoralNet-style features.npz (bench.md, bench.png), all in DIR.",
+    )
     p.add_argument(
         "dir",
         nargs="?",

@@ -153,8 +153,41 @@ def test_ragged_record_counts(tmp_path, capsys):
 
 
 def test_unknown_extension(tmp_path, capsys, label_maker_npz):
-    _fails(
+    line = _fails(
         capsys, ["convert", label_maker_npz, str(tmp_path / "out.xyz")], contains="no format claims"
+    )
+    assert "did you mean" not in line  # nothing near .xyz
+    _only(tmp_path, "data.npz")
+
+
+@pytest.mark.parametrize(
+    ("name", "nearest"),
+    [("out.tfrecrods", ".tfrecords"), ("out.jsn", ".json"), ("o.v2.parqet", ".parquet")],
+)
+def test_a_misspelt_extension_suggests_the_nearest(
+    tmp_path, capsys, label_maker_npz, name, nearest
+):
+    line = _fails(
+        capsys, ["convert", label_maker_npz, str(tmp_path / name)], contains="no format claims"
+    )
+    assert f"did you mean {nearest}?" in line
+    _only(tmp_path, "data.npz")
+
+
+def test_another_format_s_extension_is_not_taken_for_a_typo(tmp_path, capsys, label_maker_npz):
+    """.npy is numpy's other format, not a misspelt .npz: no suggestion that would not work."""
+    line = _fails(
+        capsys, ["convert", label_maker_npz, str(tmp_path / "o.npy")], contains="no format claims"
+    )
+    assert "did you mean" not in line
+
+
+def test_a_misspelt_format_name_suggests_the_nearest(tmp_path, capsys, label_maker_npz):
+    out = str(tmp_path / "out")
+    _fails(
+        capsys,
+        ["convert", label_maker_npz, out, "--to", "tfrecod"],
+        contains="unknown format 'tfrecod' (did you mean 'tfrecord'?)",
     )
     _only(tmp_path, "data.npz")
 
@@ -453,11 +486,37 @@ def test_format_options_list_every_registered_format():
         ("convert", "--from"),
         ("info", "--from"),
         ("verify", "--from"),
-        ("index", "--from"),
     ]:
         text = _help_of(option, subs[command].format_help())
         for name in codec_names():
             assert re.search(rf"\b{name}\b", text), (command, option, name, text)
+
+
+def test_index_from_offers_only_the_formats_it_can_index(tmp_path, capsys, label_maker_npz):
+    """`dstore index --from` lists the formats whose codec says its records are frames
+    (the capability flag), and a file of another format is refused naming them."""
+    from dstore.registry import codec_names
+
+    _, subs = _subparsers()
+    text = _help_of("--from", subs["index"].format_help())
+    indexable = codecs_with(lambda c: c.frame_indexes)
+    assert indexable == ["tfrecord"]
+    for name in codec_names():
+        assert bool(re.search(rf"\b{name}\b", text)) == (name in indexable), (name, text)
+    for argv in (["index", label_maker_npz], ["index", "--from", "npz", label_maker_npz]):
+        _fails(capsys, argv, contains="npz files have no record index to write")
+    _fails(capsys, ["index", label_maker_npz], contains="(indexes are written for tfrecord files)")
+    _only(tmp_path, "data.npz")
+
+
+def test_every_command_describes_itself_in_its_help():
+    """`dstore X --help` has a paragraph saying what X does, beside the one-line summary
+    `dstore --help` lists."""
+    _, subs = _subparsers()
+    for name, sub in subs.items():
+        assert sub.description and len(sub.description) > 60, name
+        text = " ".join(sub.format_help().split())
+        assert " ".join(sub.description.split()) in text, name
 
 
 def test_layout_and_sharded_help_come_from_the_registries():

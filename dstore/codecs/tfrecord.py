@@ -366,6 +366,7 @@ class TFRecordCodec(Codec):
     reads_folders = True
     sharded = True
     tensorflow_native = True  # tf.data.TFRecordDataset reads the shards itself
+    frame_indexes = True  # dstore index: <file>.idx for TFRecord files others wrote
     extensions = (".tfrecords", ".tfrecord")
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_encoded_images = True  # JPEG/PNG bytes pass through byte for byte
