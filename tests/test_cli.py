@@ -272,7 +272,7 @@ def test_verify_one_npz_alone(tmp_path, capsys, label_maker_npz):
 
 
 @pytest.mark.slow  # builds photo tiles, converts to every format and benches them (~100 s)
-def test_demo_runs(tmp_path, capsys):
+def test_demo_runs(tmp_path, capsys, monkeypatch):
     """The README's first command: sample data from real photos, every format, verified, benched."""
     pytest.importorskip("sklearn")
     assert main(["demo", str(tmp_path / "demo"), "--records", "30"]) == 0
@@ -282,6 +282,19 @@ def test_demo_runs(tmp_path, capsys):
     assert {"data.npz", "data.tfrecords", "data.zarr", "data.h5", "od.npz", "bench.md"} <= set(
         os.listdir(tmp_path / "demo")
     )
+    # it names what the bench wrote, and a next command that runs as printed
+    demo = str(tmp_path / "demo")
+    (wrote,) = [line for line in out.splitlines() if line.startswith("bench: wrote ")]
+    for name in ("bench.md", "bench.png"):
+        assert os.path.join(demo, name) in wrote and os.path.getsize(os.path.join(demo, name))
+    (step,) = [line for line in out.splitlines() if line.startswith("next: ")]
+    cd, _, command = step.removeprefix("next: ").partition(" && ")
+    assert shlex.split(cd) == ["cd", demo]
+    program, *argv = shlex.split(command)
+    assert program == "dstore" and argv[0] == "info"
+    monkeypatch.chdir(demo)
+    assert main(argv) == 0
+    assert "tf.data.TFRecordDataset" in capsys.readouterr().out
     # the object-detection sample the docs' --layout example runs on, as the demo says
     od, back = str(tmp_path / "demo" / "od.npz"), str(tmp_path / "od.tfrecords")
     layout = ["--layout", "tf-object-detection"]
