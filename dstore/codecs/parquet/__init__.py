@@ -7,10 +7,12 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from ... import fs, links
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.names import check_text_names
-from ...model.schema import Batch, Schema
+from ...model.schema import Batch, FieldSpec, Schema
 from ...options import option
 from ...sharding import ShardedCodec
 from .._image_options import ImageOptions
@@ -25,14 +27,21 @@ PIXEL_ENCODINGS = ("png", *LOSSY_FORMATS)  # pixels dstore encodes (decoded back
 
 class Storage(FieldStorage):
     """A field's entry in the manifest: one of dstore's Arrow encodings
-    (:mod:`dstore.model.arrow`), or pixels stored as Images of PNG or a lossy format."""
+    (:mod:`dstore.model.arrow`), pixels stored as Images of PNG or a lossy format, or
+    ``onehot``: one-hot rows stored as the index of their 1, a ``ClassLabel``."""
 
-    ENCODINGS = ("value", "image", "string", "binary", "strings", *PIXEL_ENCODINGS)
+    ENCODINGS = ("value", "image", "string", "binary", "strings", "onehot", *PIXEL_ENCODINGS)
 
     @property
     def arrow(self) -> str:
-        """The Arrow encoding: an Image struct for pixels too."""
+        """The Arrow encoding: an Image struct for pixels too, numbers for class indexes."""
+        if self.encoding == "onehot":
+            return "value"
         return "image" if self.encoding in PIXEL_ENCODINGS else self.encoding
+
+    def stored(self, spec: FieldSpec) -> FieldSpec:
+        """The field as its Arrow column holds it: an int64 class index for one-hot rows."""
+        return FieldSpec.tensor(spec.name, np.int64) if self.encoding == "onehot" else spec
 
 
 @dataclass(frozen=True)
@@ -47,9 +56,13 @@ class ParquetOptions(ImageOptions):
     )
     image_codec: Literal["png", "jpeg", "webp"] = option("png", "how pixels become Images")
     quality: int = option(90, "quality 1..100 of jpeg/webp images (png ignores it)")
-    class_names: tuple[str, ...] | None = option(None, "a label's ClassLabel names", none="none")
+    class_names: tuple[str, ...] | None = option(
+        None, "a label's ClassLabel names (a one-hot label becomes its class index)", none="none"
+    )
     label_field: str | None = option(
-        None, "the field class_names describes; auto = the only integer scalar field", none="auto"
+        None,
+        "the field class_names describes; auto = the only integer scalar or one-hot field",
+        none="auto",
     )
     drop_unmapped: bool = option(False, "reading: drop columns of no kind, not refuse them")
     workers: int = option(
