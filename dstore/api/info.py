@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.schema import Schema
+from ..model.schema import DEFAULT_SPLIT, DEFAULT_SPLIT_NOTE, Schema
 from ..precision import describe_precision
 from ..registry import infer_codec
 from ..sources.opening import open_reader, size_or_zero
@@ -58,6 +58,7 @@ class InfoReport:
             out.append(
                 f"  split {shown(split.name)}: {split.count} records, {fmt_bytes(split.nbytes)}"
                 + _varying_note(Schema({split.name: split}))
+                + (f" ({DEFAULT_SPLIT_NOTE})" if split.name == DEFAULT_SPLIT else "")
             )
             for f in split.fields.values():
                 key = f"  (key {shown(f.key)})" if f.key and f.key != f.name else ""

@@ -57,7 +57,15 @@ from ..errors import CodecIOError, OptionError, SchemaError, UnsupportedDtypeErr
 from ..integrity import FieldHasher, stored_checksums
 from ..model import Column, Kind, Ragged, Tensor, concat_columns
 from ..model.attrs import schema_only_notes
-from ..model.schema import Batch, FieldSpec, Schema, SplitSpec, batch_rows_for
+from ..model.schema import (
+    DEFAULT_SPLIT,
+    DEFAULT_SPLIT_NOTE,
+    Batch,
+    FieldSpec,
+    Schema,
+    SplitSpec,
+    batch_rows_for,
+)
 from ..options import options_json, parse_bool, parse_options  # parse_bool: re-exported
 
 if TYPE_CHECKING:
@@ -210,9 +218,9 @@ class Reader(ABC):
         try:
             return self.schema.splits[name]
         except KeyError:
-            raise SchemaError(
-                f"{self.path}: no split {name!r}; splits: {', '.join(self.schema.splits)}"
-            ) from None
+            names = ", ".join(self.schema.splits) or "none"
+            note = f" ({DEFAULT_SPLIT_NOTE})" if DEFAULT_SPLIT in self.schema.splits else ""
+            raise SchemaError(f"{self.path}: no split {name!r}; splits: {names}{note}") from None
 
     def describe(self) -> list[str]:
         """Codec-specific lines for ``dstore info`` (storage details)."""

@@ -10,7 +10,10 @@ Reading follows one generic rule (pyspacer's feature files are one case of it):
   ``true``/``false`` bool fields, lists of numbers of one length fixed-shape
   fields (``(1280,)``), lists whose length varies ragged fields, strings
   string fields;
-* every other top-level member (``"feature_dim": 1280``) is a root attribute.
+* every other top-level member (``"feature_dim": 1280``) is a root attribute;
+* a document without a list of objects whose members are lists of values
+  (``{"features": [[...]], "labels": [...]}``) is columnar: its lists of the most
+  common length are the fields of one split (:mod:`dstore.codecs._json_columns`).
 
 A record whose value disagrees in kind with the field's first record (a
 number here, a string there), a missing key, a ``null`` or a truncated file is
@@ -64,6 +67,7 @@ from ..model.schema import (
     Schema,
     SplitSpec,
 )
+from ._json_columns import columns_as_records
 from .base import Codec, Reader, Writer, is_regular_file, read_at
 
 __all__ = ["JsonCodec", "JsonLinesCodec", "JsonRangeError", "loads"]
@@ -471,6 +475,7 @@ class JsonReader(Reader):
     def _build(self, data: bytes, lines: bool, parse: Callable[[bytes, bool], Any]) -> None:
         path = self.path
         self._root: dict[str, Any] = {}  # the members that are not records (attributes)
+        self.notes: list[str] = []  # how a document that holds no records was read
         splits, attrs, stored = (
             self._parse_lines(data, parse) if lines else self._parse(data, parse)
         )
@@ -545,14 +550,23 @@ class JsonReader(Reader):
         """An object without dstore's schema: its lists of objects are the splits (one
         such list under another name is the default split), the rest root attrs."""
         lists = [k for k, v in members.items() if isinstance(v, list) and v and _is_records(v)]
+        attrs: dict[str, Any] = {}
+        columnar = None if lists else columns_as_records(members, self.path)
+        if columnar is not None:  # {"features": [[...]], "labels": [...]}: one split
+            records, fields, self.notes = columnar
+            self._root = {k: v for k, v in members.items() if k not in fields}
+            if self._root:
+                encoded, _ = attr_codec.encode_all(self._root, self.path)
+                attrs[attr_codec.ATTRS_KEY] = {"root": encoded}
+            return {DEFAULT_SPLIT: records}, attrs, None
         if not lists:  # an empty list is the records only when nothing else can be
             lists = [k for k, v in members.items() if v == []][:1]
         if not lists:
             raise SchemaError(
                 f"{self.path}: no records: neither the document nor any of its top-level "
-                f"members ({', '.join(list(members)[:5])}) is a list of objects"
+                f"members ({', '.join(list(members)[:5])}) is a list of objects, or a list "
+                "of values (a column)"
             )
-        attrs: dict[str, Any] = {}
         if len(lists) == 1 and lists[0] not in KNOWN_SPLITS:
             splits = {DEFAULT_SPLIT: members[lists[0]]}
             if lists[0] != DEFAULT_SPLIT:
@@ -613,6 +627,9 @@ class JsonReader(Reader):
                 if stored is not None:
                     return out, {}, stored
         return {DEFAULT_SPLIT: records}, {}, None
+
+    def describe(self) -> list[str]:
+        return list(self.notes)
 
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
