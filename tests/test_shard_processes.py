@@ -17,8 +17,9 @@ import pytest
 
 import dstore
 from dstore.demo import photo_tiles
+from dstore.engine import run
 from dstore.errors import DstoreError
-from dstore.sharding import processes, run
+from dstore.sharding import processes
 
 TILES = 600  # past run.PROCESS_MIN_RECORDS
 
