@@ -32,7 +32,6 @@ STILL_LONG = {
     "codecs/example/wire.py": 581,
     "codecs/json/__init__.py": 804,
     "codecs/npz/reader.py": 878,
-    "engine/run.py": 727,
     "layouts/label_maker.py": 651,
     "model/schema.py": 501,
     "readers/tf.py": 627,
@@ -116,7 +115,5 @@ def test_the_interfaces_import_without_any_format() -> None:
         "bad = [m for m in sys.modules if m.startswith(('dstore.codecs', 'dstore.sharding',"
         " 'dstore.engine', 'dstore.images'))]; print(bad)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

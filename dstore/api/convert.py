@@ -30,7 +30,8 @@ from ._text import fmt_bytes
 
 if TYPE_CHECKING:
     # imported where a sharded format is written: an npz or HDF5 output never needs them
-    from ..engine.run import RegionTasks, ShardRun
+    from ..engine.dask import RegionTasks
+    from ..engine.run import ShardRun
 
 __all__ = ["ConvertReport", "Progress", "convert", "write_dataset"]
 
@@ -124,7 +125,7 @@ def write_dataset(
         }
 
     if codec.sharded:
-        from ..engine.run import start_workers
+        from ..engine.local import start_workers
 
         start_workers(reader, codec, out_schema, dst, job)
     plan = codec.plan_shards(out_schema, sample) if codec.sharded else None
@@ -182,7 +183,7 @@ def _region_tasks(dst: str, codec: Codec, client: Any) -> RegionTasks | None:
             f"{dst}: {codec.name} cannot be written on Dask: it is a single file with a "
             "single writer; a Dask client needs a sharded or chunked-store output format"
         )
-    from ..engine.run import RegionTasks
+    from ..engine.dask import RegionTasks
 
     return RegionTasks(client)
 
