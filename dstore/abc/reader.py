@@ -19,7 +19,6 @@ from ..model import Column, concat_columns
 from ..model.checksums import FieldHasher, stored_checksums
 from ..model.schema import (
     DEFAULT_SPLIT,
-    DEFAULT_SPLIT_NOTE,
     Batch,
     FieldSpec,
     Schema,
@@ -30,12 +29,14 @@ from ..model.schema import (
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["RANGE_BYTES", "Reader", "WrappingReader", "even_ranges"]
+__all__ = ["DEFAULT_SPLIT_NOTE", "RANGE_BYTES", "Reader", "WrappingReader", "even_ranges"]
 
 #: Decoded bytes a record range of :meth:`Reader.record_ranges` aims at: big
 #: enough to amortise opening a shard or chunk, small enough to shuffle and
 #: to balance between training workers.
 RANGE_BYTES = 8 * 1024 * 1024
+#: What messages and ``dstore info`` say of the split :data:`DEFAULT_SPLIT` where it appears.
+DEFAULT_SPLIT_NOTE = f"{DEFAULT_SPLIT!r} is dstore's name for data that names no split"
 
 
 def even_ranges(start: int, stop: int, rows: int) -> list[tuple[int, int]]:

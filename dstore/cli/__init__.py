@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import DstoreError, Terminated
+from .descriptions import describe_commands
+from .version import VersionAction
 
 # The library (numpy and up) is imported by the commands that use it, not here: `dstore
 # --help` and `--version` then start in the time Python itself takes (see docs/benchmarks.md, Start-up).
@@ -347,19 +349,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-class _VersionAction(argparse.Action):
-    """``--version``: computed only when asked (it reads every installed package's metadata)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
-        from .._dist import version_report
-
-        print("\n".join(version_report()))
-        parser.exit()
-
-
 class _HelpList:
     """A list of names put into a help string by argparse's ``%(name)s`` when help is
     printed, not when the parser is built: the registries load entry points (and, for
@@ -443,9 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--version",
-        action=_VersionAction,
-        help="print dstore's distribution and version, Python's, and the version of each "
-        "format's library with the extra that installs it",
+        action=VersionAction,
+        help="print the versions of dstore, Python and each format's library (with its extra)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -546,14 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
         p, lambda: "-o options of each format (KEY=DEFAULT  meaning):\n" + _formats_text()
     )
 
-    p = sub.add_parser(
-        "info",
-        help="splits, fields, shapes, dtypes, sizes, codec details",
-        description="Describe the dataset at PATH without converting it: its splits (data that "
-        "names no split, such as one TFRecord file of another's, is the split 'data'), each field's kind, dtype, shape "
-        "and bytes, and what its format adds (a TFRecord's tf.data snippet, shards, "
-        "attributes).",
-    )
+    p = sub.add_parser("info", help="splits, fields, shapes, dtypes, sizes, codec details")
     p.add_argument("path", help="dataset to describe")
     _add_drop(p)
     _add_follow_links(p)
@@ -567,31 +548,20 @@ def build_parser() -> argparse.ArgumentParser:
         "index",
         help="write <file>.idx record indexes (DALI's format) for TFRecord files dstore did not "
         "write, so any record is one seek away",
-        description="Write a <file>.idx record index (one 'offset length' line per record, as "
-        "NVIDIA DALI and the tfrecord package read it) beside each file of PATH, or into "
-        "--out, so that dstore.open, to_torch's global shuffle and DALI read any record with "
-        "one seek. Each record's CRCs are checked; compressed files are refused.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder of shards, a glob")
     p.add_argument(
         "--out", metavar="DIR", help="write the indexes into DIR (default: beside each file)"
     )
-    action = p.add_argument(
-        "--from",
-        dest="from_format",
-        metavar="FORMAT",
-        help="input format, of those whose records can be indexed: %(formats)s "
-        "(default: from PATH's extension)",
+    _from_argument(
+        p, "input format, one with record indexes: %(formats)s (default: from PATH's extension)"
     )
-    _fill_help(action, formats=lambda: _codecs_where("frame_indexes"))
+    _fill_help(p._actions[-1], formats=lambda: _codecs_where("frame_indexes"))
     p.set_defaults(func=_cmd_index)
 
     p = sub.add_parser(
         "verify",
         help="compare two datasets record by record, or check one alone (exit 1 on any problem)",
-        description="With A and B: compare them field by field, record by record (bit for bit, "
-        "or within the error a lossy setting declares). With A alone: check its checksums "
-        "and decode every record. Exit 0 when all is equal, 1 on any difference.",
     )
     p.add_argument("a", help="the reference dataset")
     p.add_argument(
@@ -741,21 +711,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser(
-        "formats",
-        help="registered formats, whether each is usable, and their -o options",
-        description="List every registered format with its extensions, whether it is usable "
-        "here (else the pip command that makes it so), what it supports (--resume, Dask) and "
-        "its -o KEY=DEFAULT options; then the --layout names.",
+        "formats", help="registered formats, whether each is usable, and their -o options"
     )
     p.set_defaults(func=_cmd_formats)
 
-    p = sub.add_parser(
-        "demo",
-        help="build sample data from real photos and convert it",
-        description="Build a label-maker style data.npz from photos that ship with "
-        "scikit-image (nothing is downloaded), convert it to every usable format and verify "
-        "each, then bench a CoralNet-style features.npz (bench.md, bench.png), all in DIR.",
-    )
+    p = sub.add_parser("demo", help="build sample data from real photos and convert it")
     p.add_argument(
         "dir",
         nargs="?",
@@ -766,6 +726,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--records", type=int, default=300, help="sample records to build (default: %(default)s)"
     )
     p.set_defaults(func=_cmd_demo)
+    describe_commands(sub.choices)
     for command in sub.choices.values():
         # after the command as well as before it: `dstore convert a b --debug` is how the
         # flag is typed when re-running a failed command

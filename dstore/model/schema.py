@@ -35,7 +35,6 @@ from .kinds import (
 
 __all__ = [
     "DEFAULT_SPLIT",
-    "DEFAULT_SPLIT_NOTE",
     "ROOT_SPLITS_ATTR",
     "FieldSpec",
     "Schema",
@@ -87,8 +86,6 @@ def slice_batch(batch: Batch, start: int, stop: int) -> Batch:
 
 #: Split name used when the source has no notion of splits.
 DEFAULT_SPLIT = "data"
-#: What messages and ``dstore info`` say of :data:`DEFAULT_SPLIT` where it appears.
-DEFAULT_SPLIT_NOTE = f"{DEFAULT_SPLIT!r} is dstore's name for data that names no split"
 #: Split names recognised in label-maker style keys (``x_train``, ``y_val``).
 KNOWN_SPLITS = ("train", "test", "val", "valid", "validation", "dev", "eval")
 _SUFFIX_RE = re.compile(r"^(?P<field>.+)_(?P<split>" + "|".join(KNOWN_SPLITS) + r")$")

@@ -12,11 +12,16 @@ ones are the fields cannot be told, and a field missing a value is data lost.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, TypeGuard
 
 from ...errors import SchemaError
 
-__all__ = ["columns_as_records"]
+__all__ = ["columns_as_records", "is_records", "no_records"]
+
+
+def is_records(value: Any) -> TypeGuard[list[dict[str, Any]]]:
+    """A list of objects: records, not columns."""
+    return isinstance(value, list) and all(isinstance(v, dict) for v in value)
 
 
 def _is_column(value: Any) -> bool:
@@ -50,3 +55,11 @@ def columns_as_records(
     if others:
         notes.append(f"{path}: lists of another length kept as attributes: {', '.join(others)}")
     return records, fields, notes
+
+
+def no_records(path: str, members: dict[str, Any]) -> SchemaError:
+    """The error for a document that is neither records nor columns."""
+    return SchemaError(
+        f"{path}: no records: neither the document nor any of its top-level members "
+        f"({', '.join(list(members)[:5])}) is a list of objects or of values"
+    )
