@@ -259,17 +259,22 @@ def infer_codec(path: str) -> str:
         for name, entry in _entries.items():
             if _has_marker(str(path), entry):
                 return name
-        extensions = [ext for entry in _entries.values() for ext in entry.extensions]
-        # the last suffix (data.v2.tfrecrods), else all of them (out.tfrecords.gzz)
-        suffixes = [os.path.splitext(base)[1], base[base.find(".") :] if "." in base else ""]
-        near = next(filter(None, (_nearest(s, extensions) for s in suffixes if s)), None)
-        hint = f"; did you mean {near}?" if near else ""
-        raise UnknownCodecError(
-            base,
-            list(_entries),
-            f"{path}: no format claims this extension{hint} (name one with --to/--from)",
-        )
+        raise _unclaimed(str(path), base)
     return best[1]
+
+
+def _unclaimed(path: str, base: str) -> UnknownCodecError:
+    """The error for a path no format claims, suggesting the extension nearest to its
+    own: the last suffix (``data.v2.tfrecrods``), else all of them (``x.tfrecords.gzz``)."""
+    extensions = [ext for entry in _entries.values() for ext in entry.extensions]
+    suffixes = [os.path.splitext(base)[1], base[base.find(".") :] if "." in base else ""]
+    near = next(filter(None, (_nearest(s, extensions) for s in suffixes if s)), None)
+    hint = f"; did you mean {near}?" if near else ""
+    return UnknownCodecError(
+        base,
+        list(_entries),
+        f"{path}: no format claims this extension{hint} (name one with --to/--from)",
+    )
 
 
 def _nearest(word: str, choices: list[str]) -> str | None:
