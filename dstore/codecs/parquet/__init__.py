@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from ... import fs, links
 from ...abc import Reader, Shard, ShardWriter
 from ...fs import read_at
 from ...images.imagecodec import LOSSY_FORMATS
-from ...images.options import ImageOptions
+from ...images.options import ImageOptions, image_codec_option, quality_option, workers_option
 from ...images.pixels import FieldStorage
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.names import check_text_names
@@ -47,6 +47,9 @@ class Storage(FieldStorage):
 
 @dataclass(frozen=True)
 class ParquetOptions(ImageOptions):
+    # the encodings the Hub's Image feature (PIL) decodes
+    IMAGE_CODECS: ClassVar[tuple[str, ...]] = ("png", "jpeg", "webp")
+
     shard_mb: float = option(256.0, "target shard size in MiB (the Hub's own shards are ~500)")
     row_group_rows: int = option(100, "most records in a row group (datasets' for images)")
     row_group_mb: float = option(64.0, "a row group ends once its encoded records reach this")
@@ -55,8 +58,8 @@ class ParquetOptions(ImageOptions):
     images: tuple[str, ...] | None = option(
         None, "comma-separated fields stored as Images; auto = image-like fields", none="auto"
     )
-    image_codec: Literal["png", "jpeg", "webp"] = option("png", "how pixels become Images")
-    quality: int = option(90, "quality 1..100 of jpeg/webp images (png ignores it)")
+    image_codec: str = image_codec_option(IMAGE_CODECS)
+    quality: int = quality_option()
     class_names: tuple[str, ...] | None = option(
         None, "a label's ClassLabel names (a one-hot label becomes its class index)", none="none"
     )
@@ -66,9 +69,7 @@ class ParquetOptions(ImageOptions):
         none="auto",
     )
     drop_unmapped: bool = option(False, "reading: drop columns of no kind, not refuse them")
-    workers: int = option(
-        0, "threads (worker processes for fpng PNG) encoding images; 0 = one per core"
-    )
+    workers: int = workers_option()
 
     def validate(self) -> None:
         self.check_image_options("parquet")
