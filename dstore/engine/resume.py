@@ -21,6 +21,17 @@ from ..sharding.index import INDEX_SUFFIX
 from .job import ConvertJob
 from .journal import JOURNAL, append_journal, read_journal, still_good
 
+__all__ = [
+    "check_finished",
+    "check_resumable",
+    "check_unchanged",
+    "file_states",
+    "keep_finished_shards",
+    "remove_unjournaled",
+    "run_header",
+    "run_record",
+]
+
 
 def run_header(
     codec: Codec,

@@ -39,6 +39,8 @@ from .local import worker_processes, write_in_processes
 from .resume import check_finished, check_resumable, keep_finished_shards, run_header, run_record
 from .shards import shard_streams
 
+__all__ = ["ShardRun", "write_sharded"]
+
 
 @dataclasses.dataclass
 class ShardRun:

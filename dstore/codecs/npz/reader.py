@@ -32,17 +32,9 @@ from ...model import (
     infer_column,
     slice_column,
 )
+from ...model.keys import key_for, schema_from_fields
 from ...model.names import shown
-from ...model.schema import (
-    MAX_EMPTY_RECORDS,
-    Batch,
-    FieldSpec,
-    Schema,
-    SplitSpec,
-    check_dtype,
-    key_for,
-    schema_from_fields,
-)
+from ...model.schema import MAX_EMPTY_RECORDS, Batch, FieldSpec, Schema, SplitSpec, check_dtype
 from ...model.strings import (
     fixed_to_column,
 )
