@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import fs
 from .._dist import install_hint
+from ..bounded_json import JsonLimitError, load_json
 from ..errors import (
     CodecIOError,
     DstoreError,
@@ -682,11 +683,13 @@ class HDF5Reader(ArrayTreeReader):
                     f"{path}: corrupt HDF5 structure: {type(e).__name__}: {e}"
                 ) from None
             try:
-                parsed = json.loads(stored) if stored is not None else None
-            except ValueError:
-                raise CodecIOError(
-                    f"{path}: dstore's stored schema is unreadable (corrupt?)"
-                ) from None
+                parsed = (
+                    load_json(stored, path, "dstore's stored schema")
+                    if stored is not None
+                    else None
+                )
+            except JsonLimitError as e:
+                raise CodecIOError(f"{e} (corrupt?)") from None
             self.schema = self._build_schema(parsed)
         except BaseException:
             self.close()

@@ -30,6 +30,7 @@ from zarr.codecs import BloscCname, BloscCodec, BloscShuffle, Crc32cCodec, ZstdC
 from zarr.core.dtype import VariableLengthBytes, VariableLengthUTF8
 
 from .. import fs, links
+from ..bounded_json import load_json
 from ..errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
 from ..model import (
     Bytes,
@@ -1099,8 +1100,8 @@ _META_MAX = 64 << 20  # more is not metadata zarr wrote
 
 def _is_zarr_metadata(text: bytes) -> bool:
     try:
-        meta = json.loads(text)
-    except ValueError:
+        meta = load_json(text, "zarr metadata")
+    except CodecIOError:
         return False
     return isinstance(meta, dict) and meta.get("zarr_format") in (2, 3)
 
@@ -1123,8 +1124,8 @@ def _is_array_node(folder: str) -> bool | None:
         return None
     try:
         with open(meta, "rb") as f:
-            node = json.loads(f.read(_META_MAX))
-    except (OSError, ValueError):
+            node = load_json(f.read(_META_MAX), meta)
+    except OSError:  # a CodecIOError too: not JSON, nested too deeply
         return None
     return isinstance(node, dict) and node.get("node_type") == "array"
 

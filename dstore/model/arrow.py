@@ -12,7 +12,6 @@ them per record."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..bounded_json import load_json
 from ..errors import CodecIOError, SchemaError
 from .columns import Column, VarColumn
 from .infer import kind_of_axes
@@ -147,6 +147,25 @@ def _kind(
     return kind, "value", None
 
 
+def _hf_features(schema: pa.Schema, where: str) -> tuple[dict[str, Any], list[str]]:
+    """The ``features`` of the ``huggingface`` metadata ``datasets`` writes (what the
+    columns are: Image, ClassLabel...), {} without it. Metadata that does not read
+    (not JSON, too large, nested too deeply, another shape) is left aside with a note:
+    the columns' Arrow types still say what they hold."""
+    raw = (schema.metadata or {}).get(b"huggingface")
+    if not raw:
+        return {}, []
+    try:
+        features = load_json(raw, where, "its 'huggingface' metadata")["info"]["features"]
+    except CodecIOError as e:
+        return {}, [f"{e}: ignored"]
+    except (KeyError, TypeError):
+        features = None
+    if not isinstance(features, dict):
+        return {}, [f"{where}: its 'huggingface' metadata has no info.features: ignored"]
+    return features, []
+
+
 def arrow_fields(
     schema: pa.Schema,
     where: str,
@@ -158,15 +177,9 @@ def arrow_fields(
 
     ``axes(column, depth)`` reads the one length each list level has in every record
     (None where it varies); ``image(column)`` the encoding (png, jpeg...) of its Images."""
-    raw = (schema.metadata or {}).get(b"huggingface")
-    try:
-        features = json.loads(raw)["info"]["features"] if raw else {}
-    except (ValueError, KeyError, TypeError):
-        features = {}
-    features = features if isinstance(features, dict) else {}
+    features, notes = _hf_features(schema, where)
     fields: dict[str, FieldSpec] = {}
     mapped: dict[str, Mapped] = {}
-    notes: list[str] = []
     for f in schema:
         try:
             kind, enc, names = _kind(

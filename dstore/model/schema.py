@@ -35,6 +35,8 @@ from .kinds import (
 
 __all__ = [
     "DEFAULT_SPLIT",
+    "JSON_MEDIA_TYPE",
+    "MEDIA_TYPE_ATTR",
     "ROOT_SPLITS_ATTR",
     "FieldSpec",
     "Schema",
@@ -89,6 +91,12 @@ DEFAULT_SPLIT = "data"
 #: Split names recognised in label-maker style keys (``x_train``, ``y_val``).
 KNOWN_SPLITS = ("train", "test", "val", "valid", "validation", "dev", "eval")
 _SUFFIX_RE = re.compile(r"^(?P<field>.+)_(?P<split>" + "|".join(KNOWN_SPLITS) + r")$")
+
+#: A field attribute naming what a string or bytes field's records are, when a format
+#: stored them as files of that type: a WebDataset ``.json`` member is read as its text
+#: (a string field of media type :data:`JSON_MEDIA_TYPE`) and written back as ``.json``.
+MEDIA_TYPE_ATTR = "media_type"
+JSON_MEDIA_TYPE = "application/json"
 
 #: Default bound on the bytes one batch holds (all fields together).
 DEFAULT_BATCH_BYTES = 16 * 1024 * 1024

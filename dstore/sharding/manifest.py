@@ -9,12 +9,12 @@ relative to its folder and never lead outside it.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from .. import __version__, fs
+from ..bounded_json import load_json_file
 from ..codecs.base import is_regular_file
 from ..errors import CodecIOError
 from ..model import names
@@ -51,8 +51,7 @@ def load_manifest(path: str) -> dict[str, Any]:
 
     Raises :class:`~dstore.errors.CodecIOError` naming the file for anything else."""
     try:
-        with fs.open_binary(path) as f:
-            m = json.loads(f.read())
+        m = load_json_file(path, "manifest")
         root = path.rsplit("/", 1)[0] if fs.is_url(path) else (os.path.dirname(path) or ".")
         for split, info in m["splits"].items():
             total = 0
@@ -80,9 +79,8 @@ def is_manifest_of(folder: str, format_id: str) -> bool:
     if not is_regular_file(manifest):
         return False
     try:
-        with fs.open_binary(manifest) as f:
-            m = json.loads(f.read())
-    except (OSError, ValueError):
+        m = load_json_file(manifest, "manifest")
+    except OSError:  # CodecIOError too: too large, too deep, not JSON
         return False
     return isinstance(m, dict) and m.get("format") == format_id
 

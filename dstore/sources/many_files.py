@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from .. import links
+from ..bounded_json import load_json
 from ..codecs._imagecodec import is_image_like, record_channels
 from ..codecs.base import Codec, Reader
 from ..decoding import decode_column_images
@@ -321,7 +322,7 @@ def unflatten_attrs(flat: Mapping[str, str]) -> dict[str, Any]:
     """The inverse of the flattening the schema's per-source attributes use."""
     out: dict[str, Any] = {}
     for key, text in flat.items():
-        value = json.loads(text)
+        value = load_json(text, f"attribute {key!r}")
         if key.startswith(ATTRS_KEY + "/root/"):
             held = out.setdefault(ATTRS_KEY, {})
             held.setdefault("root", {})[key[len(ATTRS_KEY) + 6 :]] = value

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import math
 import mmap
 import os
@@ -17,6 +16,7 @@ from typing import IO, Any
 import numpy as np
 
 from ... import fs
+from ...bounded_json import JsonLimitError, load_json
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ...model import (
     Bytes,
@@ -512,7 +512,9 @@ class NpzReader(Reader):
         try:
             if not comment.startswith(_COMMENT_PREFIX):
                 raise ValueError(f"it starts {comment[: len(_COMMENT_PREFIX)]!r}")
-            stored = Schema.from_json(json.loads(comment[len(_COMMENT_PREFIX) :]))
+            stored = Schema.from_json(load_json(comment[len(_COMMENT_PREFIX) :], where))
+        except JsonLimitError as e:
+            raise SchemaError(f"{where} is damaged ({e.reason})") from None
         except (ValueError, SchemaError, RecursionError) as e:
             raise SchemaError(f"{where} is damaged ({_first_line(e)})") from None
         listed: set[str] = set()

@@ -9,7 +9,14 @@ from collections.abc import Generator, Iterator, Sequence
 from typing import Any, ClassVar
 
 from ...model import Image, column_len, names, raw_record
-from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
+from ...model.schema import (
+    JSON_MEDIA_TYPE,
+    MEDIA_TYPE_ATTR,
+    Batch,
+    FieldSpec,
+    Schema,
+    SplitSpec,
+)
 from ...sharding import ShardedDirectoryWriter, encode_chunks
 from .._imagecodec import LossyImage
 from .._png import holds_gil, png_encoder
@@ -42,11 +49,19 @@ def tar_member(name: str, data: bytes) -> bytes:
 
 
 def choose_encoding(spec: FieldSpec, lossy: LossyImage | None) -> FieldEncoding:
-    """How ``spec`` is stored; raw images take ``lossy`` (refused by name when they cannot)."""
+    """How ``spec`` is stored; raw images take ``lossy`` (refused by name when they cannot).
+    A field named as its extension is that member alone (``jpg``, ``cls``, ``json``: the
+    fields of a tar webdataset's TarWriter wrote), so a tar read and written comes back
+    with the members it had."""
     enc, quality = choose_record_encoding(spec, lossy, "webdataset")
     ext = spec.kind.encoding if isinstance(spec.kind, Image) and enc == "encoded" else enc
+    if enc == "txt" and spec.attrs.get(MEDIA_TYPE_ATTR) == JSON_MEDIA_TYPE:
+        ext = "json"  # a .json member read as its text goes back as .json
+    ext = _EXT.get(ext, ext)
+    if spec.name == ext:
+        return FieldEncoding(ext, enc, quality)
     # escaped, no "." or "/" left: WebDataset's split at dots finds the key and the field
-    return FieldEncoding(f"{names.escape_dotless(spec.name)}.{_EXT.get(ext, ext)}", enc, quality)
+    return FieldEncoding(f"{names.escape_dotless(spec.name)}.{ext}", enc, quality)
 
 
 class WebDatasetShardWriter(ShardedDirectoryWriter):

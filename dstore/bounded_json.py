@@ -1,0 +1,117 @@
+"""JSON read from files, within two limits: how many bytes are parsed at once and how
+deeply values nest.
+
+Everything dstore reads as JSON from a file it did not just write -- manifests
+(``dstore.json``), journals, the ``huggingface`` metadata of Parquet files, a
+WebDataset ``.json`` member, a JSON Lines line, a JSON document -- passes here
+or through :func:`check_json_size` and :func:`check_depth` first. Python's
+parser (and every function that walks a parsed value) recurses once per level:
+a file of 100,000 ``[`` would end in ``RecursionError``, and a 1 GB text costs
+four to five times its size as Python objects. Beyond either limit the error
+is one line naming the file (and record, member or line where there is one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from .errors import CodecIOError
+
+__all__ = [
+    "MAX_JSON_BYTES",
+    "MAX_JSON_DEPTH",
+    "JsonLimitError",
+    "check_depth",
+    "check_json_size",
+    "env_limit",
+    "load_json",
+    "load_json_file",
+    "max_json_bytes",
+]
+
+#: Bytes of JSON text parsed at once (a manifest, a metadata value, a WebDataset
+#: member, a JSON Lines line, a JSON document): parsed, a text costs about four to
+#: five times its size in memory. 256 MiB is thousands of times a manifest or a
+#: record's metadata. Raise it by setting this, or ``DSTORE_MAX_JSON_BYTES`` (which wins).
+MAX_JSON_BYTES = 256 << 20
+_BYTES_ENV = "DSTORE_MAX_JSON_BYTES"
+#: Levels of nested lists and objects a parsed JSON value may have: dstore's own
+#: metadata nests under 10, and Python's recursion limit (about 1,000, shared with
+#: the code that walks the value) must never be what stops a file.
+MAX_JSON_DEPTH = 100
+
+
+class JsonLimitError(CodecIOError):
+    """JSON that does not parse, or not within the limits; ``reason`` is the message
+    without the ``where`` it starts with."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.reason = reason
+
+
+def env_limit(name: str, default: int) -> int:
+    """The limit in force: the environment variable ``name`` if set, else ``default``."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) <= 0:
+        raise ValueError(f"{name} must be a positive integer. Got {text!r} instead.")
+    return int(text)
+
+
+def max_json_bytes() -> int:
+    """The JSON size limit in force: ``DSTORE_MAX_JSON_BYTES`` if set, else :data:`MAX_JSON_BYTES`."""
+    return env_limit(_BYTES_ENV, MAX_JSON_BYTES)
+
+
+def check_json_size(size: int, where: str, what: str = "JSON text") -> None:
+    """Refuse ``size`` bytes of JSON before they are read or parsed (one line naming ``where``)."""
+    limit = max_json_bytes()
+    if size > limit:
+        raise JsonLimitError(
+            where,
+            f"{what} of {size:,} bytes is more than the {limit:,} parsed at once "
+            f"(set {_BYTES_ENV} or dstore.bounded_json.MAX_JSON_BYTES to raise it)",
+        )
+
+
+def check_depth(value: Any, where: str, what: str = "JSON") -> None:
+    """Refuse a parsed value nested deeper than :data:`MAX_JSON_DEPTH` (a loop, not a
+    recursion: the value may be as deep as the parser went)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise JsonLimitError(where, f"{what} nested more than {MAX_JSON_DEPTH} levels deep")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+
+
+def load_json(data: bytes | str, where: str, what: str = "JSON text") -> Any:
+    """``data`` parsed by the standard library within both limits; anything that does
+    not parse is one :class:`JsonLimitError` naming ``where``."""
+    check_json_size(len(data), where, what)
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise JsonLimitError(
+            where, f"{what} nested more than {MAX_JSON_DEPTH} levels deep"
+        ) from None
+    except ValueError as e:  # UnicodeDecodeError too
+        raise JsonLimitError(where, f"{what} is not valid JSON ({e})") from None
+    check_depth(value, where, what)
+    return value
+
+
+def load_json_file(path: str, what: str = "JSON file") -> Any:
+    """The JSON file at ``path`` (a local path or URL) within both limits: no more than
+    the size limit is read. ``OSError`` passes to the caller."""
+    from . import fs
+
+    with fs.open_binary(path) as f:
+        data = f.read(max_json_bytes() + 1)
+    return load_json(data, path, what)
