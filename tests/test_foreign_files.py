@@ -50,7 +50,12 @@ def metadata_shards(tmp_path) -> tuple[str, list[dict], np.ndarray]:
     with wds.ShardWriter(str(folder / "train-%06d.tar"), maxcount=3) as sink:
         for i in range(len(x)):
             sink.write(
-                {"__key__": f"{i:09d}", "jpg": x[i], "cls": int(y[i].argmax()), "json": _metadata(i)}
+                {
+                    "__key__": f"{i:09d}",
+                    "jpg": x[i],
+                    "cls": int(y[i].argmax()),
+                    "json": _metadata(i),
+                }
             )
     return str(folder), [_metadata(i) for i in range(len(x))], x
 

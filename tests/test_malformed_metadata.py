@@ -17,7 +17,7 @@ import pytest
 
 import dstore
 from dstore.demo import photo_tiles
-from dstore.registry import codecs_with
+from dstore.registry import codecs_with, get_codec_class
 from dstore.testing import assert_datasets_equal, kind_cases, read_all, usable_formats
 
 ALL = usable_formats(text=True)
@@ -32,7 +32,7 @@ def _data() -> dict:
 
 
 def _outcome(path: str, want: dict, out: str) -> str:
-    """"same" (the data as written), "error" (one line), or what went wrong."""
+    """ "same" (the data as written), "error" (one line), or what went wrong."""
     try:
         got = read_all(path)
         dstore.convert(path, out, overwrite=True)
@@ -67,7 +67,10 @@ def _json_places(path: str) -> Iterator[tuple[str, Callable[[bytes], None]]]:
             comment = zipfile.ZipFile(p).comment
             prefix = comment[: comment.find(b"{")] if b"{" in comment else b""
             if prefix and _is_json(comment[len(prefix) :]):
-                yield f"{p} comment", lambda text, p=p, prefix=prefix: _set_comment(p, prefix + text)
+                yield (
+                    f"{p} comment",
+                    lambda text, p=p, prefix=prefix: _set_comment(p, prefix + text),
+                )
         elif data[:4] == b"PAR1":
             yield from _parquet_places(p)
         elif data[:8] == b"\x89HDF\r\n\x1a\n":
@@ -140,3 +143,92 @@ def _copy(src: str, dst: str) -> None:
     import shutil
 
     (shutil.copytree if os.path.isdir(src) else shutil.copyfile)(src, dst)
+
+
+# ------------------------------------------------- manifest values of a closed set
+
+
+def _kinds_data() -> tuple[dict, dict]:
+    """One split per field kind (dstore.testing.kind_cases), and one of image tiles with
+    labels and feature rows: data and kinds for dstore.save."""
+    x, y = photo_tiles(4, 16, seed=2)
+    data = {"tiles": {"x": x, "label": y.argmax(1), "rows": x[:, 0, :, 0].astype(np.float32)}}
+    kinds = {}
+    for case, (kind, records) in kind_cases().items():
+        split = case.replace("-", "_")
+        data[split] = {"f": records}
+        kinds[(split, "f")] = kind
+    return data, kinds
+
+
+@pytest.fixture(scope="module")
+def sharded_outputs(tmp_path_factory) -> dict[str, str]:
+    """Every sharded format's output of every kind it holds."""
+    root = tmp_path_factory.mktemp("sharded")
+    data, kinds = _kinds_data()
+    out = {}
+    for fmt in SHARDED:
+        held = get_codec_class(fmt).kinds
+        splits = {
+            s: d for s, d in data.items() if s == "tiles" or isinstance(kinds[(s, "f")], held)
+        }
+        path = str(root / f"k{ALL[fmt]}")
+        dstore.save(
+            splits, path, format=fmt, kinds={k: v for k, v in kinds.items() if k[0] in splits}
+        )
+        out[fmt] = path
+    return out
+
+
+def _manifest(path: str) -> dict:
+    with open(os.path.join(path, "dstore.json")) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("fmt", SHARDED)
+def test_every_closed_manifest_value_swapped_is_one_line_or_the_same_data(
+    sharded_outputs, fmt, tmp_path
+):
+    """compression and each field's encoding set to every value any sharded format
+    writes (and one no format writes). Failed before: KeyError from a compression of
+    bz2 (TFRecord), AttributeError from a Parquet int column called an image."""
+    path = sharded_outputs[fmt]
+    want = read_all(path)
+    seen = {
+        e["encoding"]
+        for p in sharded_outputs.values()
+        for fields in _manifest(p)["fields"].values()
+        for e in fields.values()
+    }
+    manifest = _manifest(path)
+    edits = [("compression", c) for c in ("gzip", "zlib", "bz2", 1, None)]
+    edits += [
+        (f"fields/{split}/{name}", enc)
+        for split, fields in manifest["fields"].items()
+        for name in fields
+        for enc in sorted(seen | {"bogus"})
+    ]
+    outcomes: dict[str, int] = {}
+    work = str(tmp_path / f"w{ALL[fmt]}")
+    _copy(path, work)
+    for key, value in edits:
+        edited = json.loads(json.dumps(manifest))
+        if key == "compression":
+            edited["compression"] = value
+        else:
+            _, split, name = key.split("/")
+            edited["fields"][split][name]["encoding"] = value
+        _write(os.path.join(work, "dstore.json"), json.dumps(edited).encode())
+        try:
+            got = read_all(work)
+        except dstore.DstoreError as e:
+            assert str(e) and "\n" not in str(e), (key, value, str(e))
+            outcome = "error"
+        else:
+            try:
+                assert_datasets_equal(want, got)
+                outcome = "same"
+            except AssertionError:
+                outcome = f"SILENT {key}={value}"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert set(outcomes) <= {"error", "same"}, outcomes

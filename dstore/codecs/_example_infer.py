@@ -33,7 +33,12 @@ from ._example import (
     scan_example,
     signature_of,
 )
-from ._example_fields import FieldEncoding, check_manifest_fields, describe_fields
+from ._example_fields import (
+    FieldEncoding,
+    check_manifest_fields,
+    describe_fields,
+    written_encodings,
+)
 from ._example_tf import parse_snippet
 from ._sequence import SequenceStats
 from ._tensorproto import parse_tensor_proto
@@ -360,6 +365,9 @@ class ExampleShards:
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         self.encodings = check_manifest_fields(manifest, self.schema, where)
+
+    def written_encodings(self, spec: FieldSpec) -> set[str]:
+        return written_encodings(spec)
 
     def infer_fields(
         self,

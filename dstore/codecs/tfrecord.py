@@ -50,6 +50,7 @@ from ._example_fields import (
     check_manifest_fields,
     choose_encoding,
     read_examples,
+    written_encodings,
 )
 from ._example_infer import ExampleInference
 from ._example_tf import parse_snippet
@@ -219,6 +220,7 @@ class TFRecordReader(ShardedDirectoryReader):
     sequential_reason = "TFRecord shards are read in order"
     file_pattern = r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$"
     shard_extension = r"\.tfrecords?"
+    compressions = (None, "gzip")  # what the writer's compression option writes
 
     def __init__(self, path: str, workers: int = 0) -> None:
         self.encodings: dict[str, dict[str, FieldEncoding]] = {}
@@ -226,6 +228,9 @@ class TFRecordReader(ShardedDirectoryReader):
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         self.encodings = check_manifest_fields(manifest, self.schema, where)
+
+    def written_encodings(self, spec: FieldSpec) -> set[str]:
+        return written_encodings(spec)
 
     def scan_split(
         self, split: str, paths: list[str]

@@ -119,10 +119,11 @@ def _kind(
 ) -> Mapped:
     hf_type = feature.get("_type") if isinstance(feature, dict) else None
     if pa.types.is_struct(t):
-        if {t.field(i).name for i in range(t.num_fields)} != {"bytes", "path"} or hf_type not in (
-            None,
-            "Image",
-        ):
+        parts = {t.field(i).name: t.field(i).type for i in range(t.num_fields)}
+        image_struct = parts.keys() == {"bytes", "path"} and _texty(parts["bytes"]) is Bytes
+        if parts.keys() == {"bytes", "path"} and not image_struct and hf_type in (None, "Image"):
+            raise _Unmapped(f"an Image struct whose 'bytes' are {parts['bytes']}, not binary")
+        if not image_struct or hf_type not in (None, "Image"):
             raise _Unmapped(f"a struct ({hf_type or t})")
         return Image(np.dtype(np.uint8), None, None, None, image()), "image", None
     if (text := _texty(t)) is not None:
@@ -369,11 +370,29 @@ def _bytes(arr: pa.Array, where: str, first: int) -> VarColumn:
     return VarColumn(values[int(offsets[0]) : int(offsets[-1])], offsets.astype(np.int64))
 
 
+def _holds(encoding: str, t: pa.DataType) -> bool:
+    """Whether a column of Arrow type ``t`` is what ``encoding`` reads."""
+    if encoding == "image":
+        names = {t.field(i).name: t.field(i).type for i in range(t.num_fields)}
+        return pa.types.is_struct(t) and _texty(names.get("bytes", pa.null())) is Bytes
+    if encoding in ("string", "binary"):
+        return _texty(t) is not None
+    if encoding == "strings":
+        return is_list(t) and _texty(t.value_type) is not None
+    while is_list(t):
+        t = t.value_type
+    return _scalar(t) is not None
+
+
 def from_arrow(spec: FieldSpec, encoding: str, arr: Any, where: str, first: int) -> Column:
     """The column of field ``spec`` from ``arr`` (records ``first...``); ``image``: the
-    encoded bytes of each Image (an Image with only a path is refused)."""
+    encoded bytes of each Image (an Image with only a path is refused). A column of
+    another type than ``encoding`` reads (a manifest calling an int column an image)
+    is one line naming ``where``."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
+    if not _holds(encoding, arr.type):
+        raise CodecIOError(f"{where}: the column is {arr.type}, not what {encoding!r} reads")
     if encoding in ("string", "binary"):
         return _bytes(arr, where, first)
     _no_nulls(arr, where, first)

@@ -30,7 +30,7 @@ import itertools
 import os
 import re
 from abc import abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -147,6 +147,8 @@ class ShardedDirectoryReader(Reader):
     #: names shards as dstore (``train-00000-of-00004<ext>``) or TFDS
     #: (``mnist-train<ext>-00000-of-00004``) do; a trailing ``.gz`` may follow either
     shard_extension: ClassVar[str | None] = None
+    #: the manifest's ``compression`` values this format reads (whole-shard streams)
+    compressions: ClassVar[tuple[str | None, ...]] = (None,)
 
     def __init__(self, path: str, workers: int = 0) -> None:
         self.path = path
@@ -189,6 +191,26 @@ class ShardedDirectoryReader(Reader):
         for split, spec in self.schema.splits.items():
             if set(self.encodings.get(split, {})) != set(spec.fields):
                 raise CodecIOError(f"{where}: split {split!r}: fields disagree with the schema")
+
+    def written_encodings(self, spec: FieldSpec) -> Collection[str] | None:
+        """Every encoding this format's writer stores a field of ``spec``'s kind as,
+        whatever its options; None when the format does not say."""
+        return None
+
+    def check_encodings(self, table: Mapping[str, Mapping[str, Any]], where: str) -> None:
+        """Refuse a manifest storing a field in an encoding its format never writes for
+        the field's kind (an int column called an image): read on, it would be decoded
+        as what it is not."""
+        for split, fields in table.items():
+            for name, enc in fields.items():
+                spec = self.schema.splits[split].fields[name]
+                allowed = self.written_encodings(spec)
+                if allowed is not None and enc.encoding not in allowed:
+                    raise CodecIOError(
+                        f"{where}: split {split!r}, field {name!r}: encoding {enc.encoding!r} "
+                        f"does not hold {spec.kind.describe()} ({self.codec_name} stores it as "
+                        f"{' or '.join(sorted(allowed))}; corrupt manifest)"
+                    )
 
     @abstractmethod
     def scan_split(
@@ -273,9 +295,15 @@ class ShardedDirectoryReader(Reader):
 
     def _open_manifest(self, manifest_path: str) -> None:
         m = load_manifest(manifest_path)
+        comp = m.get("compression")
+        if comp not in self.compressions:
+            shown = ", ".join(str(c).lower() for c in self.compressions)
+            raise CodecIOError(
+                f"{manifest_path}: compression {comp!r} is not one {self.codec_name} shards "
+                f"have ({shown})"
+            )
         try:
             self.schema = Schema.from_json(m["schema"])
-            comp = m.get("compression")
             self.shards = {
                 split: [
                     ShardFile(
@@ -298,6 +326,7 @@ class ShardedDirectoryReader(Reader):
             if sum(s.records for s in self.shards[split]) != spec.count:
                 raise CodecIOError(f"{manifest_path}: split {split!r}: shard counts do not add up")
         self.load_manifest_head(m, manifest_path)
+        self.check_encodings(getattr(self, "encodings", {}), manifest_path)
         self.manifest = m
 
     def _open_listed_shard(self, path: str) -> bool:

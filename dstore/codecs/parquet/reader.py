@@ -47,6 +47,11 @@ class ParquetReader(ShardedDirectoryReader):
         self.notes: list[str] = []
         super().__init__(path, workers)
 
+    def written_encodings(self, spec: FieldSpec) -> set[str]:
+        from .writer import written_encodings
+
+        return written_encodings(spec)
+
     def find_files(self, path: str) -> list[str]:
         """A folder's ``*.parquet`` files, else those of its ``data/`` (the Hub's layout)."""
         data = fs.join(path, "data")

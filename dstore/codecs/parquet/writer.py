@@ -11,9 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ...errors import DstoreError
 from ...model.arrow import arrow_encoding, arrow_schema, arrow_table, batch_to_arrow, is_list
 from ...model.labels import check_labels, label_field
-from ...model.schema import Batch, Schema
+from ...model.schema import Batch, FieldSpec, Schema
 from ...sharding import ShardedDirectoryWriter, cut_groups, encode_chunks
 from .._image_options import check_images_named, check_pixels, stores_pixels
 from .._pixels import encode_pixels, image_libraries
@@ -21,7 +22,7 @@ from .._png import holds_gil, png_encoder
 from ..base import Shard
 from . import PIXEL_ENCODINGS, ParquetOptions, Storage
 
-__all__ = ["ParquetShardWriter"]
+__all__ = ["ParquetShardWriter", "storages", "written_encodings"]
 
 
 def storages(
@@ -49,6 +50,17 @@ def storages(
                 names = options.class_names if name == label else None
                 encs[name] = Storage(encoding, class_names=names)
     return out
+
+
+def written_encodings(spec: FieldSpec) -> set[str]:
+    """Every storage :func:`storages` gives ``spec`` whatever the options: its Arrow
+    encoding, or pixels as an image format when it is an image (what a manifest may say)."""
+    out = {arrow_encoding(spec)}
+    try:
+        check_pixels(spec, "parquet")
+    except DstoreError:  # no image: never stored as one
+        return out
+    return out | set(PIXEL_ENCODINGS) if out != {"image"} else out
 
 
 def hf_feature(t: pa.DataType, s: Storage) -> dict[str, Any]:

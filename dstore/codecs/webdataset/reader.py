@@ -31,7 +31,7 @@ from ...sharding.spans import SpanShardReader
 from .._npy import npy_header
 from .._record_bytes import ENCODINGS, decode_record, json_string_list
 from .._stored_fields import describe_table, read_field_table
-from .writer import EXT_IMAGE, FORMAT_ID, FieldEncoding
+from .writer import EXT_IMAGE, FORMAT_ID, FieldEncoding, written_encodings
 
 __all__ = ["WebDatasetReader", "is_tar_header"]
 
@@ -171,6 +171,9 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         self.encodings = read_field_table(FieldEncoding, manifest, self.schema, ENCODINGS, where)
+
+    def written_encodings(self, spec: FieldSpec) -> set[str]:
+        return written_encodings(spec)
 
     def walk_shard(self, f: IO[bytes], path: str, size: int) -> list[Sample]:
         return _samples(walk(f, path, size), path)

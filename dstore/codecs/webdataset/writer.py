@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import tarfile
 from collections.abc import Generator, Iterator, Sequence
+from contextlib import suppress
 from typing import Any, ClassVar
 
+from ...errors import DstoreError
 from ...model import Image, column_len, names, raw_record
 from ...model.schema import (
     JSON_MEDIA_TYPE,
@@ -24,7 +26,14 @@ from .._record_bytes import choose_record_encoding, encode_record
 from .._stored_fields import StoredField, table_json, table_libraries
 from ..base import Shard
 
-__all__ = ["EXT_IMAGE", "FORMAT_ID", "FieldEncoding", "WebDatasetShardWriter", "choose_encoding"]
+__all__ = [
+    "EXT_IMAGE",
+    "FORMAT_ID",
+    "FieldEncoding",
+    "WebDatasetShardWriter",
+    "choose_encoding",
+    "written_encodings",
+]
 
 FORMAT_ID = "dstore-webdataset"
 END = b"\0" * 1024  # a tar's end-of-archive blocks
@@ -62,6 +71,16 @@ def choose_encoding(spec: FieldSpec, lossy: LossyImage | None) -> FieldEncoding:
         return FieldEncoding(ext, enc, quality)
     # escaped, no "." or "/" left: WebDataset's split at dots finds the key and the field
     return FieldEncoding(f"{names.escape_dotless(spec.name)}.{ext}", enc, quality)
+
+
+def written_encodings(spec: FieldSpec) -> set[str]:
+    """Every encoding :func:`choose_encoding` gives ``spec``, with or without a lossy
+    image codec (what a manifest may say of the field)."""
+    out = set()
+    for lossy in (None, *(LossyImage(f) for f in ("jpeg", "webp"))):
+        with suppress(DstoreError):  # not an image a lossy codec takes
+            out.add(choose_encoding(spec, lossy).encoding)
+    return out
 
 
 class WebDatasetShardWriter(ShardedDirectoryWriter):
