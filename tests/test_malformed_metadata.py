@@ -232,3 +232,24 @@ def test_every_closed_manifest_value_swapped_is_one_line_or_the_same_data(
                 outcome = f"SILENT {key}={value}"
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     assert set(outcomes) <= {"error", "same"}, outcomes
+
+
+def test_an_image_struct_whose_bytes_are_not_binary_is_refused_by_name(tmp_path):
+    """Failed before: TypeError ('int' object is not subscriptable) from info and convert."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    image = pa.StructArray.from_arrays(
+        [pa.array([1, 2, 3]), pa.array(["a.png", "b.png", "c.png"])], names=["bytes", "path"]
+    )
+    features = {"info": {"features": {"image": {"_type": "Image"}}}}
+    path = str(tmp_path / "images.parquet")
+    table = pa.table({"image": image, "label": pa.array([0, 1, 0])})
+    pq.write_table(table.replace_schema_metadata({"huggingface": json.dumps(features)}), path)
+    with pytest.raises(dstore.SchemaError) as raised:
+        dstore.convert(path, str(tmp_path / "out.npz"))
+    assert str(raised.value) == (
+        f"{path}: column 'image' is an Image struct whose 'bytes' are int64, not binary, "
+        "which dstore cannot map; drop such columns with -o drop_unmapped=true"
+    )
+    with dstore.open(path, drop_unmapped=True) as ds:
+        assert list(ds["data"]) == ["label"] and ds["data"]["label"][:].tolist() == [0, 1, 0]
