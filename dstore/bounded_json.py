@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import IO, Any
 
 from .errors import CodecIOError
 
@@ -29,6 +29,8 @@ __all__ = [
     "load_json",
     "load_json_file",
     "max_json_bytes",
+    "read_json_lines",
+    "read_json_text",
 ]
 
 #: Bytes of JSON text parsed at once (a manifest, a metadata value, a WebDataset
@@ -115,3 +117,34 @@ def load_json_file(path: str, what: str = "JSON file") -> Any:
     with fs.open_binary(path) as f:
         data = f.read(max_json_bytes() + 1)
     return load_json(data, path, what)
+
+
+def _more_than(where: str, what: str, limit: int, more: str = "") -> JsonLimitError:
+    return JsonLimitError(
+        where,
+        f"{what} of more than {limit:,} bytes, the most parsed at once (set {_BYTES_ENV} "
+        f"or dstore.bounded_json.MAX_JSON_BYTES to raise it{more})",
+    )
+
+
+def read_json_text(f: IO[bytes], where: str) -> bytes:
+    """A whole JSON document from ``f``, no more than the size limit read."""
+    limit = max_json_bytes()
+    data = f.read(limit + 1)
+    if len(data) > limit:
+        raise _more_than(
+            where, "a JSON document", limit, "; JSON Lines are parsed a line at a time"
+        )
+    return data
+
+
+def read_json_lines(f: IO[bytes], where: str) -> list[bytes]:
+    """The lines of a JSON Lines file, each no longer than the size limit, which is
+    checked before more of a line is read (a line of 1 GB is refused, not held)."""
+    limit, lines = max_json_bytes(), list[bytes]()
+    while raw := f.readline(limit + 2):  # the line, then "\r\n" at most
+        size = len(raw) - (raw.endswith(b"\n") + raw.endswith(b"\r\n"))
+        if size > limit:  # refused before a copy of it is made
+            raise _more_than(f"{where}, line {len(lines) + 1}", "a line", limit)
+        lines.extend(raw[:size].splitlines() or [b""])
+    return lines

@@ -53,6 +53,7 @@ from typing import IO, Any, ClassVar, TypeGuard
 import numpy as np
 
 from .. import fs
+from ..bounded_json import JsonLimitError, read_json_lines, read_json_text
 from ..errors import CodecIOError, DstoreError, SchemaError
 from ..model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, infer_column
 from ..model import attrs as attr_codec
@@ -439,8 +440,10 @@ class JsonReader(Reader):
         if not is_regular_file(path):
             raise CodecIOError(f"{path}: no such file")
         try:
-            with fs.open_binary(path) as f:
-                data = f.read()
+            with fs.open_binary(path) as f:  # within the size parsed at once
+                data = read_json_lines(f, path) if lines else read_json_text(f, path)
+        except JsonLimitError:
+            raise
         except OSError as e:
             raise CodecIOError(f"{path}: cannot read: {e}") from None
         fast = _pick_loads()
@@ -457,7 +460,9 @@ class JsonReader(Reader):
             # the standard library's checked parser reads the document and decides
             self._load(data, lines, _stdlib_loads)
 
-    def _load(self, data: bytes, lines: bool, parse: Callable[[bytes, bool], Any]) -> None:
+    def _load(
+        self, data: bytes | list[bytes], lines: bool, parse: Callable[[bytes, bool], Any]
+    ) -> None:
         """Columns, schema and attributes of the document ``data``, parsed by ``parse``."""
         try:
             self._build(data, lines, parse)
@@ -468,11 +473,13 @@ class JsonReader(Reader):
                 f"{self.path}: nested too deeply (Python's recursion limit)"
             ) from None
 
-    def _build(self, data: bytes, lines: bool, parse: Callable[[bytes, bool], Any]) -> None:
+    def _build(
+        self, data: bytes | list[bytes], lines: bool, parse: Callable[[bytes, bool], Any]
+    ) -> None:
         path = self.path
         self._root: dict[str, Any] = {}  # the members that are not records (attributes)
         splits, attrs, stored = (
-            self._parse_lines(data, parse) if lines else self._parse(data, parse)
+            self._parse(data, parse) if isinstance(data, bytes) else self._parse_lines(data, parse)
         )
         self._data: dict[str, dict[str, Column]] = {}
         kinds_by_split: dict[str, dict[str, Kind]] = {}
@@ -584,11 +591,11 @@ class JsonReader(Reader):
         return splits, {}, schema
 
     def _parse_lines(
-        self, data: bytes, parse: Callable[[bytes, bool], Any]
+        self, data: list[bytes], parse: Callable[[bytes, bool], Any]
     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema | None]:
         records = []
         stored_json = None
-        for n, line in enumerate(data.splitlines(), 1):
+        for n, line in enumerate(data, 1):
             if not line.strip():
                 continue
             try:

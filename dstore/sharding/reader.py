@@ -58,7 +58,7 @@ from .cache import ShardCache
 from .index import INDEX_SUFFIX, read_index
 from .manifest import MANIFEST, check_shards, load_manifest
 
-__all__ = ["ShardFile", "ShardedDirectoryReader", "check_complete", "group_ranges", "group_slices"]
+__all__ = ["ShardFile", "ShardedDirectoryReader", "check_complete", "group_ranges"]
 
 #: records per group handed to a decoding thread
 DECODE_GROUP = 16
@@ -574,19 +574,6 @@ def group_ranges(
         if first > start:
             ranges.append((start, first))
     return ranges
-
-
-def group_slices(
-    group_records: Sequence[int], lo: int, hi: int, rows: int
-) -> Iterator[tuple[int, int, int, int]]:
-    """``(group, its first record, start, stop)`` for records ``lo:hi`` of a shard whose
-    groups hold ``group_records``, at most ``rows`` at a time, touching only the groups
-    that hold them (records counted from the shard's start)."""
-    first = 0
-    for g, n in enumerate(group_records):
-        for s in range(max(lo, first), min(hi, first + n), rows):
-            yield g, first, s, min(hi, first + n, s + rows)
-        first += n
 
 
 def _with_sidecar(shard: ShardFile) -> ShardFile:
