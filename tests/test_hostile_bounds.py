@@ -425,3 +425,23 @@ def test_a_large_json_member_is_text_info_never_reads(tmp_path):
     assert result == "ok" and peak < 6 * len(member), f"{peak >> 20} MiB traced"
     with dstore.open(path + ".npz") as ds:
         assert ds["data"]["json"][1].encode() == member
+
+
+def test_one_long_string_among_short_ones_is_not_padded_in_npz(tmp_path):
+    """npz strings are fixed-width: every record takes the widest's room, four bytes a
+    character. One 12 MB caption among three short ones is stored as values + row splits
+    instead of four 48 MB records (failed before: a ``<U12000000`` member of 192 MB)."""
+    import zipfile
+
+    captions = ["a cat", "a long caption " * 800_000, "", "two dogs é"]
+    path = str(tmp_path / "captions.npz")
+    dstore.save({"data": {"caption": captions}}, path)
+    with zipfile.ZipFile(path) as z:
+        members = {i.filename: i.file_size for i in z.infolist()}
+    assert sorted(members) == ["caption.row_splits.npy", "caption.values.npy"]
+    assert sum(members.values()) < 13 << 20
+    with dstore.open(path) as ds:
+        assert [ds["data"]["caption"][i] for i in range(4)] == captions
+    short = str(tmp_path / "short.npz")
+    dstore.save({"data": {"caption": ["a cat", "é", "", "two dogs"]}}, short)
+    assert np.load(short)["caption"].tolist() == ["a cat", "é", "", "two dogs"]  # still <U

@@ -50,8 +50,8 @@ from .options import (
     NpzOptions,
 )
 
-#: a string or bytes field is a fixed-width ``<U``/``S`` member unless that would take
-#: more than this many times its records' own bytes (plus 1 MiB): then values + row splits
+#: a string or bytes field is a fixed-width ``<U``/``S`` member unless that member would
+#: pass 64 MiB and this many times its records' own bytes: then values + row splits
 FIXED_WIDTH_WASTE = 8
 
 
@@ -217,9 +217,9 @@ class _VarSpool:
         """Would a fixed-width array be mostly padding? Every record takes the widest's
         room (4 bytes a character for text): one 40 MB caption among short ones would
         make three records 480 MB. Beyond :data:`FIXED_WIDTH_WASTE` times the bytes the
-        records hold (and 1 MiB), they are values + row splits instead."""
+        records hold (and 64 MiB), they are values + row splits instead."""
         fixed = count * self._fixed_dtype().itemsize
-        return fixed > FIXED_WIDTH_WASTE * self.total + (1 << 20)
+        return fixed > max(FIXED_WIDTH_WASTE * self.total, 64 << 20)
 
     def _fixed_dtype(self) -> np.dtype:
         return np.dtype(f"<U{max(self.width, 1)}" if self._text else f"S{max(self.width, 1)}")
