@@ -104,3 +104,123 @@ def test_json_lists_of_strings_stay_lists_and_mixed_json_is_text(tmp_path):
     with dstore.open(mixed) as ds:
         want = [m for _, m in sorted(_members(mixed).items())]
         assert [ds["data"]["json"][i].encode() for i in range(4)] == want
+
+
+# ------------------------------------------- images of one size, whatever the format
+
+
+@pytest.fixture(scope="module")
+def tiles() -> tuple[np.ndarray, np.ndarray]:
+    x, y = photo_tiles(6, 24, seed=21)
+    return x, y.argmax(1).astype(np.int64)
+
+
+def _hub_parquet(root, x, labels) -> str:
+    """A dataset as ``datasets`` writes it for the Hub: ``data/train-00000-of-00001.parquet``,
+    an ``Image`` column (PNG bytes and a path) and a ``ClassLabel``."""
+    datasets = pytest.importorskip("datasets")
+    from PIL import Image as PILImage
+
+    ds = datasets.Dataset.from_dict(
+        {"image": [PILImage.fromarray(t) for t in x], "label": labels.tolist()}
+    ).cast_column("image", datasets.Image())
+    folder = root / "hub"
+    (folder / "data").mkdir(parents=True)
+    ds.to_parquet(str(folder / "data" / "train-00000-of-00001.parquet"))
+    return str(folder)
+
+
+def _jpegs(x) -> list[bytes]:
+    imagecodecs = pytest.importorskip("imagecodecs")
+    return [bytes(imagecodecs.jpeg8_encode(t, level=90)) for t in x]
+
+
+def _examples(blobs: list[bytes], labels) -> list[bytes]:
+    from dstore.codecs._example import BYTES, INT64, encode_example, encode_feature
+
+    return [
+        encode_example(
+            {"image/encoded": encode_feature(BYTES, [b]), "label": encode_feature(INT64, [n])}
+        )
+        for b, n in zip(blobs, labels.tolist(), strict=True)
+    ]
+
+
+def _tfrecord(root, x, labels) -> str:
+    from dstore.codecs import _tfrecord_io as rio
+
+    path = root / "jpegs.tfrecord"
+    path.write_bytes(b"".join(rio.frame(r) for r in _examples(_jpegs(x), labels)))
+    return str(path)
+
+
+def _arrayrecord(root, x, labels) -> str:
+    pytest.importorskip("array_record")
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    path = str(root / "jpegs-train.array_record-00000-of-00001")
+    w = ArrayRecordWriter(path, "group_size:1")
+    for record in _examples(_jpegs(x), labels):
+        w.write(record)
+    w.close()
+    return path
+
+
+def _webdataset(root, x, labels) -> str:
+    path = str(root / "tiles.tar")
+    with wds.TarWriter(path) as sink:
+        for i, (t, n) in enumerate(zip(x, labels.tolist(), strict=True)):
+            sink.write({"__key__": f"{i:04d}", "jpg": _jpegs(x[i : i + 1])[0], "cls": n})
+    return path
+
+
+_FOREIGN = {
+    "parquet": (_hub_parquet, "image", "png"),
+    "tfrecord": (_tfrecord, "image/encoded", "jpeg"),
+    "arrayrecord": (_arrayrecord, "image/encoded", "jpeg"),
+    "webdataset": (_webdataset, "jpg", "jpeg"),
+}
+
+
+@pytest.mark.parametrize("fmt", list(_FOREIGN))
+def test_images_of_one_size_become_a_fixed_shape_field(tmp_path, tiles, fmt):
+    """Failed before: Parquet of Hugging Face datasets (an Image column) and JPEGs of a
+    TFRecord, ArrayRecord or WebDataset dstore did not write converted to npz as a ragged
+    triple (values, row_splits, shapes) though every image had one size. Now ``(N, H, W,
+    3)``, each image's pixels as its decoder gives them (PNG: the tiles exactly)."""
+    import imagecodecs
+
+    x, labels = tiles
+    make, field, encoding = _FOREIGN[fmt]
+    src = make(tmp_path, x, labels)
+    with dstore.open(src, format=fmt) as ds:
+        split = next(iter(ds))
+        stored = [bytes(ds[split][field][i]) for i in range(len(x))]
+    out = str(tmp_path / "out.npz")
+    dstore.convert(src, out, from_format=fmt)
+    with np.load(out) as npz:
+        keys = sorted(npz.files)
+    assert not any(k.endswith((".row_splits", ".shapes")) for k in keys), keys
+    with dstore.open(out) as ds:
+        assert ds[split][field].kind.describe() == "image uint8 (24, 24, 3) raw"
+        pixels = ds[split][field][:]
+    assert isinstance(pixels, np.ndarray) and pixels.shape == x.shape
+    want = x if encoding == "png" else np.stack([imagecodecs.jpeg8_decode(b) for b in stored])
+    np.testing.assert_array_equal(pixels, want)
+    assert dstore.verify(src, out, a_format=fmt).ok
+
+
+def test_images_of_several_sizes_stay_images_of_varying_size(tmp_path, tiles):
+    """One image of another size: the field is images of varying size, as before."""
+    x, labels = tiles
+    small = np.ascontiguousarray(x[:, :16, :16])
+    path = str(tmp_path / "mixed.tar")
+    jpegs = _jpegs(x[:3]) + _jpegs(small[3:])
+    with wds.TarWriter(path) as sink:
+        for i, blob in enumerate(jpegs):
+            sink.write({"__key__": f"{i:04d}", "jpg": blob, "cls": int(labels[i])})
+    out = str(tmp_path / "mixed.npz")
+    dstore.convert(path, out)
+    with dstore.open(out) as ds:
+        assert ds["data"]["jpg"].kind.describe() == "image uint8 (*, *, 3) raw"
+        assert [ds["data"]["jpg"][i].shape for i in range(6)] == [(24, 24, 3)] * 3 + [(16, 16, 3)] * 3

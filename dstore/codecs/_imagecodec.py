@@ -56,6 +56,7 @@ __all__ = [
     "image_fields",
     "image_size",
     "is_image_like",
+    "jpeg_frame",
     "record_channels",
 ]
 
@@ -99,10 +100,11 @@ def max_image_pixels() -> int:
     return int(text)
 
 
-def _jpeg_size(data: bytes) -> tuple[int, int] | None:
-    """(height, width) from a JPEG's start-of-frame segment, walking the segments before it."""
+def jpeg_frame(data: bytes) -> tuple[int, int, int, int] | None:
+    """(sample precision, height, width, components) from a JPEG's start-of-frame
+    segment, walking the segments before it; None when there is none."""
     pos = 2
-    while pos + 9 <= len(data):
+    while pos + 10 <= len(data):
         if data[pos] != 0xFF:
             return None
         marker = data[pos + 1]
@@ -113,8 +115,8 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
             pos += 2
             continue
         if marker in _JPEG_SOF:
-            height, width = struct.unpack(">HH", data[pos + 5 : pos + 9])
-            return height, width
+            precision, height, width, components = struct.unpack(">BHHB", data[pos + 4 : pos + 10])
+            return precision, height, width, components
         (length,) = struct.unpack(">H", data[pos + 2 : pos + 4])
         pos += 2 + length
     return None
@@ -142,7 +144,8 @@ def image_size(data: bytes) -> tuple[int, int] | None:
         width, height = struct.unpack(">II", head[16:24])
         return height, width
     if head[:3] == b"\xff\xd8\xff":
-        return _jpeg_size(bytes(data[: 1 << 20]))
+        frame = jpeg_frame(bytes(data[: 1 << 20]))
+        return None if frame is None else frame[1:3]
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return _webp_size(head)
     if head[:4] == b"GIF8" and len(head) >= 10:
