@@ -14,10 +14,13 @@ is one line naming the file (and record, member or line where there is one).
 from __future__ import annotations
 
 import json
-import os
-from typing import IO, Any
+from collections.abc import Callable
+from typing import IO, Any, TypeVar
 
 from .errors import CodecIOError
+from .limits import env_limit
+
+T = TypeVar("T")
 
 __all__ = [
     "MAX_JSON_BYTES",
@@ -25,7 +28,6 @@ __all__ = [
     "JsonLimitError",
     "check_depth",
     "check_json_size",
-    "env_limit",
     "load_json",
     "load_json_file",
     "max_json_bytes",
@@ -52,16 +54,6 @@ class JsonLimitError(CodecIOError):
     def __init__(self, where: str, reason: str) -> None:
         super().__init__(f"{where}: {reason}")
         self.reason = reason
-
-
-def env_limit(name: str, default: int) -> int:
-    """The limit in force: the environment variable ``name`` if set, else ``default``."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    if not text.isdigit() or int(text) <= 0:
-        raise ValueError(f"{name} must be a positive integer. Got {text!r} instead.")
-    return int(text)
 
 
 def max_json_bytes() -> int:
@@ -127,24 +119,39 @@ def _more_than(where: str, what: str, limit: int, more: str = "") -> JsonLimitEr
     )
 
 
-def read_json_text(f: IO[bytes], where: str) -> bytes:
-    """A whole JSON document from ``f``, no more than the size limit read."""
+def read_json_text(path: str) -> bytes:
+    """The JSON document at ``path``, no more than the size limit read."""
     limit = max_json_bytes()
-    data = f.read(limit + 1)
+    data = _read(path, lambda f: f.read(limit + 1))
     if len(data) > limit:
-        raise _more_than(
-            where, "a JSON document", limit, "; JSON Lines are parsed a line at a time"
-        )
+        raise _more_than(path, "a JSON document", limit, "; JSON Lines are parsed a line at a time")
     return data
 
 
-def read_json_lines(f: IO[bytes], where: str) -> list[bytes]:
-    """The lines of a JSON Lines file, each no longer than the size limit, which is
-    checked before more of a line is read (a line of 1 GB is refused, not held)."""
-    limit, lines = max_json_bytes(), list[bytes]()
-    while raw := f.readline(limit + 2):  # the line, then "\r\n" at most
-        size = len(raw) - (raw.endswith(b"\n") + raw.endswith(b"\r\n"))
-        if size > limit:  # refused before a copy of it is made
-            raise _more_than(f"{where}, line {len(lines) + 1}", "a line", limit)
-        lines.extend(raw[:size].splitlines() or [b""])
-    return lines
+def read_json_lines(path: str) -> list[bytes]:
+    """The lines of the JSON Lines file at ``path``, each no longer than the size limit,
+    which is checked before more of a line is read (a line of 1 GB is refused, not held)."""
+    limit = max_json_bytes()
+
+    def lines_of(f: IO[bytes]) -> list[bytes]:
+        lines = list[bytes]()
+        while raw := f.readline(limit + 2):  # the line, then "\r\n" at most
+            size = len(raw) - (raw.endswith(b"\n") + raw.endswith(b"\r\n"))
+            if size > limit:  # refused before a copy of it is made
+                raise _more_than(f"{path}, line {len(lines) + 1}", "a line", limit)
+            lines.extend(raw[:size].splitlines() or [b""])
+        return lines
+
+    return _read(path, lines_of)
+
+
+def _read(path: str, read: Callable[[IO[bytes]], T]) -> T:
+    from . import fs
+
+    try:
+        with fs.open_binary(path) as f:
+            return read(f)
+    except JsonLimitError:
+        raise
+    except OSError as e:
+        raise CodecIOError(f"{path}: cannot read: {e}") from None

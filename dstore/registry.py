@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from . import fs
 from ._dist import install_hint
+from .bounded_json import load_json_file
 from .errors import MissingDependencyError, UnknownCodecError
 
 if TYPE_CHECKING:
-    from .codecs.base import Codec
+    from .abc import Codec
 
 __all__ = [
     "available_codecs",
@@ -219,9 +220,20 @@ def _has_marker(path: str, entry: _Entry) -> bool:
         return False
     if entry.marker_format is None:
         return True
-    from .sharding.manifest import is_manifest_of
+    return _marker_format(fs.join(path, entry.marker)) == entry.marker_format
 
-    return is_manifest_of(path, entry.marker_format)
+
+def _marker_format(marker: str) -> object:
+    """The ``format`` a JSON marker file names (None when it is not a regular file of a
+    JSON object): read here, not by the container that writes it, so that the
+    registry stays below every format and container."""
+    if not fs.is_regular_file(marker):
+        return None
+    try:
+        doc = load_json_file(marker, "marker")
+    except OSError:  # a CodecIOError too: not JSON, too large, nested too deeply
+        return None
+    return doc.get("format") if isinstance(doc, dict) else None
 
 
 def infer_codec(path: str) -> str:

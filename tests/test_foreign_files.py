@@ -136,7 +136,7 @@ def _jpegs(x) -> list[bytes]:
 
 
 def _examples(blobs: list[bytes], labels) -> list[bytes]:
-    from dstore.codecs._example import BYTES, INT64, encode_example, encode_feature
+    from dstore.codecs.example.wire import BYTES, INT64, encode_example, encode_feature
 
     return [
         encode_example(
@@ -147,7 +147,7 @@ def _examples(blobs: list[bytes], labels) -> list[bytes]:
 
 
 def _tfrecord(root, x, labels) -> str:
-    from dstore.codecs import _tfrecord_io as rio
+    from dstore.codecs.tfrecord import io as rio
 
     path = root / "jpegs.tfrecord"
     path.write_bytes(b"".join(rio.frame(r) for r in _examples(_jpegs(x), labels)))
@@ -169,8 +169,8 @@ def _arrayrecord(root, x, labels) -> str:
 def _webdataset(root, x, labels) -> str:
     path = str(root / "tiles.tar")
     with wds.TarWriter(path) as sink:
-        for i, (t, n) in enumerate(zip(x, labels.tolist(), strict=True)):
-            sink.write({"__key__": f"{i:04d}", "jpg": _jpegs(x[i : i + 1])[0], "cls": n})
+        for i, (blob, n) in enumerate(zip(_jpegs(x), labels.tolist(), strict=True)):
+            sink.write({"__key__": f"{i:04d}", "jpg": blob, "cls": n})
     return path
 
 
@@ -223,4 +223,6 @@ def test_images_of_several_sizes_stay_images_of_varying_size(tmp_path, tiles):
     dstore.convert(path, out)
     with dstore.open(out) as ds:
         assert ds["data"]["jpg"].kind.describe() == "image uint8 (*, *, 3) raw"
-        assert [ds["data"]["jpg"][i].shape for i in range(6)] == [(24, 24, 3)] * 3 + [(16, 16, 3)] * 3
+        assert [ds["data"]["jpg"][i].shape for i in range(6)] == [(24, 24, 3)] * 3 + [
+            (16, 16, 3)
+        ] * 3

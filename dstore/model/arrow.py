@@ -114,17 +114,21 @@ def _scalar(t: pa.DataType) -> np.dtype | None:
     return None
 
 
+def _check_image_struct(t: pa.StructType, hf_type: Any) -> None:
+    """Refuse a struct that is not the Hub's Image: binary ``bytes`` and a ``path``."""
+    parts = {t.field(i).name: t.field(i).type for i in range(t.num_fields)}
+    if parts.keys() != {"bytes", "path"} or hf_type not in (None, "Image"):
+        raise _Unmapped(f"a struct ({hf_type or t})")
+    if _texty(parts["bytes"]) is not Bytes:
+        raise _Unmapped(f"an Image struct whose 'bytes' are {parts['bytes']}, not binary")
+
+
 def _kind(
     t: pa.DataType, feature: Any, axes: Callable[[int], list[int | None]], image: Callable[[], str]
 ) -> Mapped:
     hf_type = feature.get("_type") if isinstance(feature, dict) else None
     if pa.types.is_struct(t):
-        parts = {t.field(i).name: t.field(i).type for i in range(t.num_fields)}
-        image_struct = parts.keys() == {"bytes", "path"} and _texty(parts["bytes"]) is Bytes
-        if parts.keys() == {"bytes", "path"} and not image_struct and hf_type in (None, "Image"):
-            raise _Unmapped(f"an Image struct whose 'bytes' are {parts['bytes']}, not binary")
-        if not image_struct or hf_type not in (None, "Image"):
-            raise _Unmapped(f"a struct ({hf_type or t})")
+        _check_image_struct(t, hf_type)
         return Image(np.dtype(np.uint8), None, None, None, image()), "image", None
     if (text := _texty(t)) is not None:
         return text(), "string" if text is String else "binary", None

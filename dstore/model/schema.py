@@ -35,8 +35,6 @@ from .kinds import (
 
 __all__ = [
     "DEFAULT_SPLIT",
-    "JSON_MEDIA_TYPE",
-    "MEDIA_TYPE_ATTR",
     "ROOT_SPLITS_ATTR",
     "FieldSpec",
     "Schema",
@@ -91,12 +89,6 @@ DEFAULT_SPLIT = "data"
 #: Split names recognised in label-maker style keys (``x_train``, ``y_val``).
 KNOWN_SPLITS = ("train", "test", "val", "valid", "validation", "dev", "eval")
 _SUFFIX_RE = re.compile(r"^(?P<field>.+)_(?P<split>" + "|".join(KNOWN_SPLITS) + r")$")
-
-#: A field attribute naming what a string or bytes field's records are, when a format
-#: stored them as files of that type: a WebDataset ``.json`` member is read as its text
-#: (a string field of media type :data:`JSON_MEDIA_TYPE`) and written back as ``.json``.
-MEDIA_TYPE_ATTR = "media_type"
-JSON_MEDIA_TYPE = "application/json"
 
 #: Default bound on the bytes one batch holds (all fields together).
 DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
@@ -240,7 +232,7 @@ class Schema:
 
     splits: dict[str, SplitSpec]
     attrs: dict[str, Any] = field(default_factory=dict)
-    #: split -> field -> sha256 of its values as written (:mod:`dstore.integrity`):
+    #: split -> field -> sha256 of its values as written (:mod:`dstore.model.checksums`):
     #: dstore's own, stored under the schema's ``checksums`` key, never among ``attrs``
     checksums: dict[str, dict[str, str]] = field(default_factory=dict)
 

@@ -10,18 +10,24 @@ relative to its folder and never lead outside it.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
-from .. import __version__, fs
+from .. import fs
+from .._dist import __version__
 from ..bounded_json import load_json_file
-from ..codecs.base import is_regular_file
 from ..errors import CodecIOError
+from ..fs import is_regular_file
 from ..model import names
+
+if TYPE_CHECKING:
+    from ..model.schema import FieldSpec, Schema
 
 __all__ = [
     "ENTRY_KEYS",
     "MANIFEST",
+    "check_compression",
+    "check_encodings",
     "check_shards",
     "foreign_files",
     "is_manifest_of",
@@ -71,6 +77,40 @@ def load_manifest(path: str) -> dict[str, Any]:
     if not isinstance(m, dict):
         raise CodecIOError(f"{path}: unreadable manifest: not a JSON object")
     return m
+
+
+def check_compression(
+    manifest: Mapping[str, Any], allowed: Collection[str | None], codec: str, path: str
+) -> str | None:
+    """The manifest's ``compression``, one of those ``allowed`` (whole-shard streams a
+    format reads), else one line naming the manifest."""
+    comp = manifest.get("compression")
+    if comp not in allowed:
+        shown = ", ".join(str(c).lower() for c in allowed)
+        raise CodecIOError(f"{path}: compression {comp!r} is not one {codec} reads ({shown})")
+    return comp
+
+
+def check_encodings(
+    schema: Schema,
+    table: Mapping[str, Mapping[str, Any]],
+    written: Callable[[FieldSpec], Collection[str] | None],
+    codec: str,
+    where: str,
+) -> None:
+    """Refuse a manifest storing a field in an encoding its format never writes for the
+    field's kind (``written(spec)``: an int column called an image), which read on would
+    be decoded as what it is not. ``table``: split -> field -> entry with ``encoding``."""
+    for split, fields in table.items():
+        for name, enc in fields.items():
+            spec = schema.splits[split].fields[name]
+            allowed = written(spec)
+            if allowed is not None and enc.encoding not in allowed:
+                raise CodecIOError(
+                    f"{where}: split {split!r}, field {name!r}: encoding {enc.encoding!r} does "
+                    f"not hold {spec.kind.describe()} ({codec} stores it as "
+                    f"{' or '.join(sorted(allowed))}; corrupt manifest)"
+                )
 
 
 def is_manifest_of(folder: str, format_id: str) -> bool:

@@ -30,7 +30,7 @@ import itertools
 import os
 import re
 from abc import abstractmethod
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -39,10 +39,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .. import fs
-from ..codecs.base import RANGE_BYTES, Reader, even_ranges
+from ..abc import RANGE_BYTES, Reader, even_ranges
 from ..errors import CodecIOError
-from ..integrity import CHECKSUM_ATTR
 from ..model import column_len, concat_columns
+from ..model.checksums import CHECKSUM_ATTR
 from ..model.schema import (
     DEFAULT_SPLIT,
     KNOWN_SPLITS,
@@ -56,7 +56,7 @@ from ..model.schema import (
 from ..parallel import default_workers
 from .cache import ShardCache
 from .index import INDEX_SUFFIX, read_index
-from .manifest import MANIFEST, check_shards, load_manifest
+from .manifest import MANIFEST, check_compression, check_encodings, check_shards, load_manifest
 
 __all__ = ["ShardFile", "ShardedDirectoryReader", "check_complete", "group_ranges"]
 
@@ -194,23 +194,8 @@ class ShardedDirectoryReader(Reader):
 
     def written_encodings(self, spec: FieldSpec) -> Collection[str] | None:
         """Every encoding this format's writer stores a field of ``spec``'s kind as,
-        whatever its options; None when the format does not say."""
+        whatever its options (checked against the manifest); None: the format does not say."""
         return None
-
-    def check_encodings(self, table: Mapping[str, Mapping[str, Any]], where: str) -> None:
-        """Refuse a manifest storing a field in an encoding its format never writes for
-        the field's kind (an int column called an image): read on, it would be decoded
-        as what it is not."""
-        for split, fields in table.items():
-            for name, enc in fields.items():
-                spec = self.schema.splits[split].fields[name]
-                allowed = self.written_encodings(spec)
-                if allowed is not None and enc.encoding not in allowed:
-                    raise CodecIOError(
-                        f"{where}: split {split!r}, field {name!r}: encoding {enc.encoding!r} "
-                        f"does not hold {spec.kind.describe()} ({self.codec_name} stores it as "
-                        f"{' or '.join(sorted(allowed))}; corrupt manifest)"
-                    )
 
     @abstractmethod
     def scan_split(
@@ -295,13 +280,7 @@ class ShardedDirectoryReader(Reader):
 
     def _open_manifest(self, manifest_path: str) -> None:
         m = load_manifest(manifest_path)
-        comp = m.get("compression")
-        if comp not in self.compressions:
-            shown = ", ".join(str(c).lower() for c in self.compressions)
-            raise CodecIOError(
-                f"{manifest_path}: compression {comp!r} is not one {self.codec_name} shards "
-                f"have ({shown})"
-            )
+        comp = check_compression(m, self.compressions, self.codec_name, manifest_path)
         try:
             self.schema = Schema.from_json(m["schema"])
             self.shards = {
@@ -326,7 +305,8 @@ class ShardedDirectoryReader(Reader):
             if sum(s.records for s in self.shards[split]) != spec.count:
                 raise CodecIOError(f"{manifest_path}: split {split!r}: shard counts do not add up")
         self.load_manifest_head(m, manifest_path)
-        self.check_encodings(getattr(self, "encodings", {}), manifest_path)
+        table = getattr(self, "encodings", {})
+        check_encodings(self.schema, table, self.written_encodings, self.codec_name, manifest_path)
         self.manifest = m
 
     def _open_listed_shard(self, path: str) -> bool:

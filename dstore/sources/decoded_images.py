@@ -16,10 +16,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..codecs.base import Reader, WrappingReader
-from ..decoding import decode_column_images, decoded_kind, encoded_image_fields, header_shape
-from ..integrity import CHECKSUM_ATTR
+from ..abc import Reader, WrappingReader
+from ..images.decoding import decode_column_images, decoded_kind, encoded_image_fields, header_shape
 from ..model import Image, VarColumn
+from ..model.checksums import CHECKSUM_ATTR
 from ..model.schema import Batch, Schema, SplitSpec
 
 #: bytes of each image read for its header (a JPEG's frame may follow its EXIF data)

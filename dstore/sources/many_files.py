@@ -36,18 +36,16 @@ from typing import Any
 
 import numpy as np
 
-from .. import links
-from ..bounded_json import load_json
-from ..codecs._imagecodec import is_image_like, record_channels
-from ..codecs.base import Codec, Reader
-from ..decoding import decode_column_images
+from .. import bounded_json, links
+from ..abc import Codec, Reader
 from ..errors import (
     CodecIOError,
     OptionError,
     SchemaError,
     UnknownCodecError,
 )
-from ..integrity import CHECKSUM_ATTR
+from ..images.decoding import decode_column_images
+from ..images.imagecodec import is_image_like, record_channels
 from ..model import (
     Column,
     Image,
@@ -60,6 +58,7 @@ from ..model import (
     slice_column,
 )
 from ..model.attrs import ATTRS_KEY
+from ..model.checksums import CHECKSUM_ATTR
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ..options import parse_bool
 from ..registry import available_codecs, get_codec_class, infer_codec
@@ -322,7 +321,7 @@ def unflatten_attrs(flat: Mapping[str, str]) -> dict[str, Any]:
     """The inverse of the flattening the schema's per-source attributes use."""
     out: dict[str, Any] = {}
     for key, text in flat.items():
-        value = load_json(text, f"attribute {key!r}")
+        value = bounded_json.load_json(text, f"attribute {key!r}")
         if key.startswith(ATTRS_KEY + "/root/"):
             held = out.setdefault(ATTRS_KEY, {})
             held.setdefault("root", {})[key[len(ATTRS_KEY) + 6 :]] = value

@@ -16,6 +16,7 @@ from typing import IO, Any
 import numpy as np
 
 from ... import fs
+from ...abc import Reader
 from ...bounded_json import JsonLimitError, load_json
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ...model import (
@@ -42,12 +43,11 @@ from ...model.schema import (
     key_for,
     schema_from_fields,
 )
-from .._safe_pickle import load_object_array
-from .._strings import (
+from ...model.strings import (
     fixed_to_column,
 )
-from ..base import Reader
 from .options import _COMMENT_PREFIX, _COPY_CHUNK, _ROW_SPLITS, _SHAPES, _VALUES, _ZIP_ERRORS
+from .safe_pickle import load_object_array
 
 #: Bytes an object member's pickle may inflate to. Such a member (``np.savez`` of
 #: a list of arrays) is rebuilt whole in memory, as ``np.load`` does; 1 GiB is far
@@ -210,7 +210,7 @@ def _looks_like_ours(comment: bytes) -> bool:
 
 
 def _first_line(e: BaseException) -> str:
-    text = str(e)
+    text = getattr(e, "reason", None) or str(e)  # a JsonLimitError's without its where
     return text.splitlines()[0] if text else type(e).__name__
 
 
@@ -513,9 +513,7 @@ class NpzReader(Reader):
             if not comment.startswith(_COMMENT_PREFIX):
                 raise ValueError(f"it starts {comment[: len(_COMMENT_PREFIX)]!r}")
             stored = Schema.from_json(load_json(comment[len(_COMMENT_PREFIX) :], where))
-        except JsonLimitError as e:
-            raise SchemaError(f"{where} is damaged ({e.reason})") from None
-        except (ValueError, SchemaError, RecursionError) as e:
+        except (ValueError, SchemaError, RecursionError, JsonLimitError) as e:
             raise SchemaError(f"{where} is damaged ({_first_line(e)})") from None
         listed: set[str] = set()
         for split in stored.splits.values():

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from ... import fs
 from ...errors import CodecIOError
-from .._chunked import max_chunk_bytes
+from ..arraytree.chunked import max_chunk_bytes
 
 __all__ = ["BATCH_BYTES", "check_footer", "iter_group"]
 

@@ -17,21 +17,21 @@ from ...bounded_json import JsonLimitError, max_json_bytes
 from ...errors import CodecIOError
 from ...model import Bytes, Image, String, StringList, Tensor
 from ...model.samples import SampleFields, array_kind, records_batch
-from ...model.schema import (
-    DEFAULT_SPLIT,
-    JSON_MEDIA_TYPE,
-    MEDIA_TYPE_ATTR,
-    Batch,
-    FieldSpec,
-    SplitSpec,
-)
+from ...model.schema import DEFAULT_SPLIT, Batch, FieldSpec, SplitSpec
 from ...sharding import ShardFile
 from ...sharding.numbered import NumberedShardReader
 from ...sharding.spans import SpanShardReader
-from .._npy import npy_header
-from .._record_bytes import ENCODINGS, decode_record, json_string_list
-from .._stored_fields import describe_table, read_field_table
-from .writer import EXT_IMAGE, FORMAT_ID, FieldEncoding, written_encodings
+from .npy import npy_header
+from .record_bytes import ENCODINGS, decode_record, json_string_list
+from .stored_fields import describe_table, read_field_table
+from .writer import (
+    EXT_IMAGE,
+    FORMAT_ID,
+    JSON_MEDIA_TYPE,
+    MEDIA_TYPE_ATTR,
+    FieldEncoding,
+    written_encodings,
+)
 
 __all__ = ["WebDatasetReader", "is_tar_header"]
 

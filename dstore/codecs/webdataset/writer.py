@@ -9,26 +9,21 @@ from collections.abc import Generator, Iterator, Sequence
 from contextlib import suppress
 from typing import Any, ClassVar
 
+from ...abc import Shard
 from ...errors import DstoreError
+from ...images.imagecodec import LossyImage
+from ...images.png import holds_gil, png_encoder
 from ...model import Image, column_len, names, raw_record
-from ...model.schema import (
-    JSON_MEDIA_TYPE,
-    MEDIA_TYPE_ATTR,
-    Batch,
-    FieldSpec,
-    Schema,
-    SplitSpec,
-)
+from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ...sharding import ShardedDirectoryWriter, encode_chunks
-from .._imagecodec import LossyImage
-from .._png import holds_gil, png_encoder
-from .._record_bytes import choose_record_encoding, encode_record
-from .._stored_fields import StoredField, table_json, table_libraries
-from ..base import Shard
+from .record_bytes import choose_record_encoding, encode_record
+from .stored_fields import StoredField, table_json, table_libraries
 
 __all__ = [
     "EXT_IMAGE",
     "FORMAT_ID",
+    "JSON_MEDIA_TYPE",
+    "MEDIA_TYPE_ATTR",
     "FieldEncoding",
     "WebDatasetShardWriter",
     "choose_encoding",
@@ -37,8 +32,13 @@ __all__ = [
 
 FORMAT_ID = "dstore-webdataset"
 END = b"\0" * 1024  # a tar's end-of-archive blocks
-#: a member's extension by its encoding (:data:`.._record_bytes.ENCODINGS`) where they differ
+#: a member's extension by its encoding (:data:`.record_bytes.ENCODINGS`) where they differ
 _EXT = {"jpeg": "jpg", "json-base64": "json", "tiff": "tif"}
+#: A field attribute naming what a string field's records are: a ``.json`` member read as
+#: its text is a string field of media type :data:`JSON_MEDIA_TYPE` (kept by every
+#: format with the schema), written back as a ``.json`` member.
+MEDIA_TYPE_ATTR = "media_type"
+JSON_MEDIA_TYPE = "application/json"
 #: an encoded image's encoding by its extension (foreign tars)
 EXT_IMAGE = {"png": "png", "jpg": "jpeg", "jpeg": "jpeg", "webp": "webp"}
 
