@@ -101,7 +101,11 @@ def test_stateful_dataloader_resumes_exactly_in_a_new_process(tmp_path, stores, 
     """Stop after k batches with 2 workers, restore in a new process: the rest of the epoch
     comes in the uninterrupted order, nothing twice, nothing lost."""
     sdl = pytest.importorskip("torchdata.stateful_dataloader")
-    context = {} if dstore.get_codec_class(fmt.removesuffix("-deflated")).fork_safe else {"multiprocessing_context": "spawn"}
+    context = (
+        {}
+        if dstore.get_codec_class(fmt.removesuffix("-deflated")).fork_safe
+        else {"multiprocessing_context": "spawn"}
+    )
     make = lambda: sdl.StatefulDataLoader(  # noqa: E731
         dstore.to_torch(stores[fmt], "train", fields=["k"], shuffle=shuffle, seed=3),
         batch_size=4,
