@@ -107,8 +107,18 @@ def load_json_file(path: str, what: str = "JSON file") -> Any:
     from . import fs
 
     with fs.open_binary(path) as f:
-        data = f.read(max_json_bytes() + 1)
+        data = _read_at_most(f, max_json_bytes() + 1)
     return load_json(data, path, what)
+
+
+def _read_at_most(f: IO[bytes], size: int) -> bytes:
+    """Up to ``size`` bytes of ``f``, a MiB at a time: ``f.read(size)`` would allocate
+    ``size`` bytes whatever the file holds (256 MiB for every manifest)."""
+    parts, left = [], size
+    while left > 0 and (part := f.read(min(left, 1 << 20))):
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
 
 
 def _more_than(where: str, what: str, limit: int, more: str = "") -> JsonLimitError:
@@ -122,7 +132,7 @@ def _more_than(where: str, what: str, limit: int, more: str = "") -> JsonLimitEr
 def read_json_text(path: str) -> bytes:
     """The JSON document at ``path``, no more than the size limit read."""
     limit = max_json_bytes()
-    data = _read(path, lambda f: f.read(limit + 1))
+    data = _read(path, lambda f: _read_at_most(f, limit + 1))
     if len(data) > limit:
         raise _more_than(path, "a JSON document", limit, "; JSON Lines are parsed a line at a time")
     return data

@@ -12,10 +12,12 @@ times decodes to 20 GB). So:
   at the largest value its dictionary holds; the rows it yields are counted against
   the footer's;
 * every column chunk may decode to what it stores uncompressed plus at most
-  :data:`~dstore.codecs._chunked.MAX_CHUNK_BYTES` (1 GiB): fixed-width values are
-  checked from the footer before anything is read, byte strings are counted as they
-  are decoded. Plain encodings never reach it (their pages hold their values);
-  what does is expansion by a dictionary or by runs, beyond a gibibyte.
+  :data:`~dstore.codecs.arraytree.chunked.MAX_CHUNK_BYTES` (1 GiB): fixed-width
+  values are checked from the footer before anything is read; a byte-string column
+  whose dictionary could expand past it has its indices read first (its dictionary
+  kept as one: nothing expanded); other byte strings are counted as they decode.
+  Plain encodings never reach it (their pages hold their values); what does is
+  expansion by a dictionary or by runs, beyond a gibibyte.
 """
 
 from __future__ import annotations
@@ -106,6 +108,9 @@ class _Field:
     stored: int = 0
     declared: int = 0
     row_bytes: float = 0.0
+    #: a byte-string column of one leaf whose dictionary may expand past the limit:
+    #: its indices are read first (:func:`_dictionary_bytes`), nothing decoded
+    expands: bool = False
 
 
 def _fields(pf: pq.ParquetFile, path: str, g: int, names: Sequence[str]) -> list[_Field]:
@@ -124,9 +129,13 @@ def _fields(pf: pq.ParquetFile, path: str, g: int, names: Sequence[str]) -> list
                 if chunk.physical_type != "BYTE_ARRAY":
                     f.declared += chunk.num_values * width
                     f.row_bytes += chunk.num_values / rows * width
-                elif chunk.has_dictionary_page:  # a row may repeat the largest entry
+                    continue
+                f.declared += chunk.num_values * 4  # an offset each, at least
+                if chunk.has_dictionary_page:  # a row may repeat the largest entry
                     size = _uncompressed_page_size(path, chunk.dictionary_page_offset)
-                    f.row_bytes += chunk.num_values / rows * (size or chunk.total_uncompressed_size)
+                    largest = size or chunk.total_uncompressed_size
+                    f.row_bytes += chunk.num_values / rows * largest
+                    f.expands = count == 1 and chunk.num_values * largest > max_chunk_bytes()
                 else:
                     f.row_bytes += chunk.total_uncompressed_size / rows
             out.append(f)
@@ -137,14 +146,28 @@ def _fields(pf: pq.ParquetFile, path: str, g: int, names: Sequence[str]) -> list
 def _decoded_bytes(arr: Any) -> int:
     """Bytes ``arr`` holds once decoded: a dictionary array's values repeated as its
     indices say (dstore decodes them), else its buffers."""
-    if pa.types.is_dictionary(arr.type):
-        values = arr.dictionary
-        if pa.types.is_string(values.type) or pa.types.is_binary(values.type):
-            offsets = np.frombuffer(values.buffers()[1], np.int32, len(values) + 1, values.offset)
-            indices = np.asarray(arr.indices.fill_null(0))
-            return int(np.diff(offsets)[indices].sum()) + 4 * len(arr)
+    if not pa.types.is_dictionary(arr.type):
+        return int(arr.nbytes)
+    values = arr.dictionary
+    large = pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type)
+    if not (large or pa.types.is_string(values.type) or pa.types.is_binary(values.type)):
         return len(arr) * 8
-    return int(arr.nbytes)
+    offsets = np.frombuffer(values.buffers()[1], np.int64 if large else np.int32)
+    lengths = np.diff(offsets[values.offset : values.offset + len(values) + 1])
+    return int(lengths[np.asarray(arr.indices.fill_null(0))].sum()) + 4 * len(arr)
+
+
+def _dictionary_bytes(path: str, g: int, name: str) -> int:
+    """What byte-string column ``name`` of row group ``g`` decodes to, from its
+    dictionary and indices alone (read as a dictionary array: nothing expanded)."""
+    handle = fs.open_binary(path) if fs.is_url(path) else None
+    try:
+        with pq.ParquetFile(handle or path, read_dictionary=[name]) as pf:
+            column = pf.read_row_group(g, columns=[name]).column(0)
+    finally:
+        if handle is not None:
+            handle.close()
+    return sum(_decoded_bytes(part) for part in column.chunks)
 
 
 def _too_large(path: str, g: int, f: _Field, decoded: int, limit: int) -> CodecIOError:
@@ -152,7 +175,7 @@ def _too_large(path: str, g: int, f: _Field, decoded: int, limit: int) -> CodecI
         f"{path}: row group {g}, column {f.name!r} decodes to {decoded:,} bytes or more and "
         f"stores {f.stored:,} (uncompressed): more than the limit of {limit:,} beyond them "
         "(a dictionary or run-length bomb?); raise it with the environment variable "
-        "DSTORE_MAX_CHUNK_BYTES or dstore.codecs._chunked.MAX_CHUNK_BYTES"
+        "DSTORE_MAX_CHUNK_BYTES or dstore.codecs.arraytree.chunked.MAX_CHUNK_BYTES"
     )
 
 
@@ -167,6 +190,8 @@ def iter_group(
     for f in fields:
         if f.declared > f.stored + limit:
             raise _too_large(path, g, f, f.declared, limit)
+        if f.expands and (size := _dictionary_bytes(path, g, f.name)) > f.stored + limit:
+            raise _too_large(path, g, f, size, limit)
     row_bytes = sum(f.row_bytes for f in fields)
     batch = max(1, min(rows, int(BATCH_BYTES // max(row_bytes, 1.0))))
     decoded = dict.fromkeys(names, 0)
