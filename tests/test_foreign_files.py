@@ -226,3 +226,27 @@ def test_images_of_several_sizes_stay_images_of_varying_size(tmp_path, tiles):
         assert [ds["data"]["jpg"][i].shape for i in range(6)] == [(24, 24, 3)] * 3 + [
             (16, 16, 3)
         ] * 3
+
+
+def test_a_refusal_of_random_access_names_only_remedies_that_work(tmp_path, tiles):
+    """The refusal suggested 'dstore index' for every stream, and 'dstore index' refuses
+    npz and GZIP TFRecords. Now: a plain TFRecord is told to index, which then reads it
+    in a global shuffle; a GZIP one is told to convert only."""
+    pytest.importorskip("torch")
+    from dstore.cli import main
+
+    x, labels = tiles
+    plain, gzip = str(tmp_path / "plain.tfrecord"), str(tmp_path / "gz.tfrecords")
+    from dstore.codecs.tfrecord import io as rio
+
+    with open(plain, "wb") as f:
+        f.write(b"".join(rio.frame(r) for r in _examples(_jpegs(x), labels)))
+    dstore.save({"train": {"label": labels}}, gzip, compression="gzip")
+    with pytest.raises(dstore.SchemaError) as raised:
+        dstore.to_torch(gzip, "train", shuffle="global")
+    assert "dstore index" not in str(raised.value) and "convert it" in str(raised.value)
+    with pytest.raises(dstore.SchemaError, match="until 'dstore index' writes their record"):
+        dstore.to_torch(plain, "data", shuffle="global")
+    assert main(["index", plain]) == 0
+    got = [int(r["label"]) for r in dstore.to_torch(plain, "data", shuffle="global", seed=1)]
+    assert sorted(got) == sorted(labels.tolist())

@@ -189,8 +189,8 @@ def _manifest(path: str) -> dict:
 def test_every_closed_manifest_value_swapped_is_one_line_or_the_same_data(
     sharded_outputs, fmt, tmp_path
 ):
-    """compression and each field's encoding set to every value any sharded format
-    writes (and one no format writes). Failed before: KeyError from a compression of
+    """compression, format_version and each field's encoding set to every value any
+    sharded format writes (and one no format writes). Failed before: KeyError from a compression of
     bz2 (TFRecord), AttributeError from a Parquet int column called an image."""
     path = sharded_outputs[fmt]
     want = read_all(path)
@@ -202,6 +202,7 @@ def test_every_closed_manifest_value_swapped_is_one_line_or_the_same_data(
     }
     manifest = _manifest(path)
     edits = [("compression", c) for c in ("gzip", "zlib", "bz2", 1, None)]
+    edits += [("format_version", v) for v in (2, "1", None, 0)]
     edits += [
         (f"fields/{split}/{name}", enc)
         for split, fields in manifest["fields"].items()
@@ -213,8 +214,8 @@ def test_every_closed_manifest_value_swapped_is_one_line_or_the_same_data(
     _copy(path, work)
     for key, value in edits:
         edited = json.loads(json.dumps(manifest))
-        if key == "compression":
-            edited["compression"] = value
+        if key in ("compression", "format_version"):
+            edited[key] = value
         else:
             _, split, name = key.split("/")
             edited["fields"][split][name]["encoding"] = value

@@ -125,7 +125,7 @@ class SplitSource:
                 forms.append(f"{name} ({when})" if when else name)
             raise SchemaError(
                 f"{self.path}: {what} needs random access and {why}; {instead}convert it "
-                f"to a random-access form ({', '.join(forms)}), or index it with 'dstore index'"
+                f"to a random-access form ({', '.join(forms)})"
             )
 
     def _random_copy(self, what: str) -> bool:

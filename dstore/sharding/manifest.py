@@ -37,6 +37,8 @@ __all__ = [
 ]
 
 MANIFEST = "dstore.json"
+#: the layout of the manifest (its keys and their values) this dstore writes and reads
+FORMAT_VERSION = 1
 #: the manifest entry of one shard, in the order it is written
 ENTRY_KEYS = ("file", "records", "bytes", "sha256")
 
@@ -45,7 +47,7 @@ def manifest_base(format_id: str, compression: str | None) -> dict[str, Any]:
     """The keys every manifest starts with: which format, which dstore wrote it."""
     return {
         "format": format_id,
-        "format_version": 1,
+        "format_version": FORMAT_VERSION,
         "dstore_version": __version__,
         "compression": compression,
     }
@@ -83,7 +85,14 @@ def check_compression(
     manifest: Mapping[str, Any], allowed: Collection[str | None], codec: str, path: str
 ) -> str | None:
     """The manifest's ``compression``, one of those ``allowed`` (whole-shard streams a
-    format reads), else one line naming the manifest."""
+    format reads), else one line naming the manifest; its ``format_version`` must be
+    the one this dstore writes (older manifests may lack it)."""
+    version = manifest.get("format_version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise CodecIOError(
+            f"{path}: format_version {version!r}; this dstore reads {FORMAT_VERSION} (a newer "
+            "dstore wrote it, or it is damaged)"
+        )
     comp = manifest.get("compression")
     if comp not in allowed:
         shown = ", ".join(str(c).lower() for c in allowed)

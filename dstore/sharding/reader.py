@@ -169,6 +169,10 @@ class ShardedDirectoryReader(Reader):
             self._inspect(files, whole_sets=files != [path])
         if self.sequential_reason and self.indexed():
             self.sequential_reason = None  # every record is one seek away
+        elif self.sequential_reason and not any(
+            s.compression for v in self.shards.values() for s in v
+        ):
+            self.sequential_reason += " until 'dstore index' writes their record indexes"
 
     # ------------------------------------------------------------ format hooks
 
