@@ -403,7 +403,8 @@ def test_a_json_document_beyond_the_limit_is_refused_before_it_is_parsed(tmp_pat
         f.write(b'{"records": [' + _long_json(40 << 20) + b"]}")
     result, peak = _json_child(path, "info", b'[{"f": [1]}]')
     assert result.startswith(f"error {path}: a JSON document of more than {_LIMIT:,} bytes")
-    assert peak < 2 * _LIMIT, f"{peak >> 20} MiB traced"
+    # the limit read (a MiB at a time) and joined once: twice it, never the document
+    assert peak < 3 * _LIMIT, f"{peak >> 20} MiB traced"
 
 
 def test_a_large_json_member_is_text_info_never_reads(tmp_path):

@@ -57,8 +57,11 @@ def storages(
 
 def written_encodings(spec: FieldSpec) -> set[str]:
     """Every storage :func:`storages` gives ``spec`` whatever the options: its Arrow
-    encoding, or pixels as an image format when it is an image (what a manifest may say)."""
+    encoding, one-hot rows as class indexes, or pixels as an image format when it is an
+    image (what a manifest may say)."""
     out = {arrow_encoding(spec)}
+    if len(spec.shape) == 1 and is_one_hot(spec, spec.shape[0]):
+        out.add("onehot")
     try:
         check_pixels(spec, "parquet")
     except DstoreError:  # no image: never stored as one
