@@ -105,8 +105,9 @@ def _add_follow_links(p: argparse.ArgumentParser) -> None:
         "--follow-links",
         action="store_true",
         help="read what links lead to outside the input: HDF5 external links and virtual "
-        "datasets, files or folders symlinked out of a zarr store or TFRecord folder, folder "
-        "links in a glob or folder of sources (default: refuse them, naming the link)",
+        "datasets, files or folders symlinked out of a zarr store or a folder of shards, "
+        "files linked out of a glob's or folder's own folder, folder links in a glob or folder "
+        "of sources (default: refuse them, naming the link)",
     )
 
 
@@ -185,7 +186,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _cmd_index(args: argparse.Namespace) -> int:
     from . import api
 
-    print(api.index(args.paths, out=args.out, format=args.from_format).summary())
+    report = api.index(
+        args.paths, out=args.out, format=args.from_format, follow_links=args.follow_links
+    )
+    print(report.summary())
     return 0
 
 
@@ -557,13 +561,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "index",
-        help="write <file>.idx record indexes (DALI's format) for TFRecord files dstore did not "
-        "write, so any record is one seek away",
+        help="write record indexes for TFRecord files dstore did not write, so any record is "
+        "one seek away",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder of shards, a glob")
     p.add_argument(
-        "--out", metavar="DIR", help="write the indexes into DIR (default: beside each file)"
+        "--out",
+        metavar="DIR",
+        help="write <file>.idx files in DALI's format ('offset length' per line, read by NVIDIA "
+        "DALI and the tfrecord package) into DIR (default: into .dstore-index/ in each file's "
+        "folder, where dstore reads them and no shard glob finds them)",
     )
+    _add_follow_links(p)
     _from_argument(p, "input format: %(formats)s (default: from PATH's extension)")
     p.set_defaults(func=_cmd_index)
 

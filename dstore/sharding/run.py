@@ -43,7 +43,7 @@ from ..output import atomic_output, url_output
 from ..parallel import default_workers, prefetch
 from ..rawsize import RawMeter
 from ..sources.opening import open_reader
-from .index import INDEX_SUFFIX
+from .index import INDEX_DIR, INDEX_SUFFIX, index_name
 from .journal import JOURNAL, append_journal, read_journal, still_good
 from .processes import EncoderProcesses, discard, encoder_processes, report, warm_up
 
@@ -399,7 +399,7 @@ def _check_unchanged(
 def _remove_unjournaled(root: str, shards: Sequence[Shard]) -> None:
     """The files of ``shards`` (and their index and ``.part``), written or not."""
     for shard in shards:
-        for name in (shard.file, shard.file + INDEX_SUFFIX):
+        for name in (shard.file, index_name(shard.file), shard.file + INDEX_SUFFIX):
             for path in (name, name + ".part"):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(root, path))
@@ -626,13 +626,26 @@ def _keep_finished_shards(
     planned = {s.file for s in plan}
     kept = {f: e for f, e in done_before.items() if f in planned and still_good(root, e)}
     keep = set(kept) | {e["index"]["file"] for e in kept.values() if "index" in e}
-    for name in os.listdir(root):  # partial shards and the old journal, rewritten below
+    # partial shards and indexes, and the old journal (rewritten below)
+    for name in _files_below(root):
         if name not in keep:
             os.remove(os.path.join(root, name))
     append_journal(journal, header)
     for entry in kept.values():
         append_journal(journal, entry)
     return kept, journal
+
+
+def _files_below(root: str) -> list[str]:
+    """The files of a run's folder (its root and its ``.dstore-index/``), relative to it."""
+    out = []
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if name == INDEX_DIR and os.path.isdir(path) and not os.path.islink(path):
+            out += [f"{INDEX_DIR}/{f}" for f in os.listdir(path)]
+        else:
+            out.append(name)
+    return out
 
 
 def _write_pending(

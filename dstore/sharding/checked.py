@@ -1,0 +1,131 @@
+"""Shards and record indexes checked against what describes them, before they are read.
+
+:class:`CheckedShards` is the part of :class:`~dstore.sharding.reader.ShardedDirectoryReader`
+that never trusts a manifest entry or an index without the data:
+
+- a local shard is read only at the size its manifest entry lists, and a shard
+  read whole (``convert``, ``verify``, a training epoch of whole shards) only once
+  its sha256 matched; a file checked once is not hashed again while its identity
+  and times stay the same (a rewrite or a replacement changes them);
+- a record index is used only once the shard's frame headers, walked from its
+  first byte, are exactly the frames it lists (:func:`~dstore.sharding.index.check_frames`).
+
+Shards at a URL are checked by their records alone (CRCs, counts): hashing them
+would read each one twice over the network; a local cache checks its copies.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import fs
+from ..errors import CodecIOError, DstoreError
+from .index import check_frames, read_index
+from .manifest import check_listed_file, check_shard_file
+
+if TYPE_CHECKING:
+    from .reader import ShardFile
+
+__all__ = ["CheckedShards"]
+
+
+def _identity(path: str) -> tuple[int, ...]:
+    """What changes when a local file is rewritten or replaced (its ctime cannot be set)."""
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class CheckedShards:
+    """Size, sha256 and record-index checks of a sharded reader's shards (a mixin)."""
+
+    shards: dict[str, list[ShardFile]]
+    manifest: dict[str, Any] | None
+    root: str
+    codec_name: str
+    _verified: dict[str, tuple[int, ...]]
+    _offsets: dict[str, np.ndarray]
+
+    def walk_frames(self, shard: ShardFile) -> Sequence[int]:
+        """Where each record's frame of the plain ``shard`` starts, then where the file
+        ends, from its own frame headers (a format whose shards get record indexes
+        implements it)."""
+        raise CodecIOError(f"{shard.path}: {self.codec_name} shards have no record index")
+
+    def check_shard(self, shard: ShardFile, whole: bool) -> None:
+        """Refuse a local shard whose size differs from its manifest entry, and one
+        read ``whole`` whose sha256 does; files dstore did not write (no entry) and
+        URLs pass as they are."""
+        if shard.sha256 is None or fs.is_url(shard.path):
+            return
+        try:
+            ident = _identity(shard.path)
+        except OSError as e:
+            raise CodecIOError(f"{shard.path}: cannot stat: {e.strerror or e}") from None
+        if self._verified.get(shard.path) == ident:
+            return
+        if ident[2] != shard.bytes:
+            raise CodecIOError(
+                f"{shard.path}: {ident[2]} bytes, the manifest lists {shard.bytes} (not this "
+                "dataset's shard, or damaged)"
+            )
+        if whole:
+            check_shard_file(shard.path, {"bytes": shard.bytes, "sha256": shard.sha256})
+            self._verified[shard.path] = ident
+
+    def frame_offsets(self, shard: ShardFile) -> np.ndarray | None:
+        """Where each record of ``shard`` starts (and, last, where the shard ends), from
+        its record index, checked against the shard's frames; None without an index."""
+        if shard.index is None or shard.compression is not None:
+            return None
+        offsets = self._offsets.get(shard.path)
+        if offsets is None:
+            offsets = read_index(shard.index, shard.path, shard.records)
+            check_frames(shard.index, shard.path, offsets, np.asarray(self.walk_frames(shard)))
+            self._offsets[shard.path] = offsets
+        return offsets
+
+    def _check_index(self, shard: ShardFile) -> tuple[bool, str]:
+        try:
+            self._offsets.pop(shard.path, None)
+            self.frame_offsets(shard)
+        except DstoreError as e:
+            return False, str(e)
+        name = os.path.basename(shard.index or "")
+        return True, f"{name}: every entry is one whole frame of {os.path.basename(shard.path)}"
+
+    def _check_listed(
+        self, shard: ShardFile, entry: Mapping[str, Any], split: str
+    ) -> tuple[bool, str]:
+        """A shard against its manifest ``entry``: ``(ok, what was found)``; a local one
+        through :meth:`check_shard`, so that reading it whole next hashes it no more."""
+        if fs.is_url(shard.path):
+            return check_listed_file(self.root, entry, split)
+        try:
+            self.check_shard(shard, whole=True)
+        except CodecIOError as e:
+            return False, str(e)
+        return True, f"{entry['file']}: {shard.bytes} bytes, sha256 matches ({split})"
+
+    def check_integrity(self) -> list[tuple[bool, str]]:
+        """Every shard the manifest lists: present, of its size, with its sha256; every
+        record index (the manifest's or a sidecar) walked against its shard's frames."""
+        results: list[tuple[bool, str]] = []
+        if self.manifest is None:
+            results.append(
+                (True, f"no dstore manifest: {self.codec_name} records decoded and checked only")
+            )
+        else:
+            for split, info in self.manifest["splits"].items():
+                for shard, entry in zip(self.shards[split], info["shards"], strict=True):
+                    results.append(self._check_listed(shard, entry, split))
+                    if "index" in entry:
+                        results.append(check_listed_file(self.root, entry["index"], split))
+        for shards in self.shards.values():
+            results.extend(
+                self._check_index(s) for s in shards if s.index is not None and not s.compression
+            )
+        return results
