@@ -33,14 +33,19 @@ def _remote(fmt: str, data, tmp_path, shard_mb: float = 0.1) -> str:
     dstore.save({"train": data}, str(local), shard_mb=shard_mb)
     root = f"/cache-test-{uuid.uuid4().hex}/d{usable_formats()[fmt]}"
     fs = fsspec.filesystem("memory")
-    for name in os.listdir(local):
-        fs.pipe_file(f"{root}/{name}", (local / name).read_bytes())
+    for path in sorted(local.rglob("*")):  # the record indexes in .dstore-index/ too
+        if path.is_file():
+            fs.pipe_file(f"{root}/{path.relative_to(local).as_posix()}", path.read_bytes())
     return f"memory://{root}"
 
 
 def _shards(url: str) -> list[str]:
     fs, root = fsspec.core.url_to_fs(url)
-    return [p for p in fs.ls(root, detail=False) if not p.endswith((".json", ".idx"))]
+    return [
+        e["name"]
+        for e in fs.ls(root, detail=True)
+        if e["type"] == "file" and not e["name"].endswith((".json", ".idx"))
+    ]
 
 
 SHARDED = [f for f in usable_formats() if get_codec_class(f).sharded]

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Protocol
 
 import google_crc32c
+import numpy as np
 
 from ..errors import CodecIOError
 from ..fs import is_url, open_binary
@@ -158,7 +159,7 @@ class RecordFile:
         self.index = 0  # records read so far
         self.offset = 0  # byte offset of the next record in the uncompressed stream
         #: after :meth:`seek_record`: the frame ends its record index lists, and its path
-        self._ends: Sequence[int] | None = None
+        self._ends: Sequence[int] | np.ndarray | None = None
         self._index_path = ""
 
     def _read(self, n: int) -> bytes:
@@ -233,7 +234,7 @@ class RecordFile:
             self.index += 1
             self.offset += 16 + length
 
-    def seek_record(self, index: int, ends: Sequence[int], index_path: str) -> None:
+    def seek_record(self, index: int, ends: Sequence[int] | np.ndarray, index_path: str) -> None:
         """Go to record ``index`` by the frame ends a record index lists (``ends[i]`` is
         where record ``i`` starts, the last one the end of the file); plain files only.
         Each frame read from here must be exactly its entry's length."""

@@ -16,9 +16,11 @@ would read each one twice over the network; a local cache checks its copies.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -33,10 +35,21 @@ if TYPE_CHECKING:
 __all__ = ["CheckedShards"]
 
 
+def _compare(shard: ShardFile, size: int, sha: str) -> None:
+    if size != shard.bytes or sha != shard.sha256:
+        check_shard_file(shard.path, {"bytes": shard.bytes, "sha256": shard.sha256})
+
+
 def _identity(path: str) -> tuple[int, ...]:
     """What changes when a local file is rewritten or replaced (its ctime cannot be set)."""
     st = os.stat(path)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _digest(path: str) -> tuple[tuple[int, ...], int, str]:
+    """The file's identity before it was hashed, then its size and sha256."""
+    ident = _identity(path)
+    return (ident, *fs.sha256_file(path))
 
 
 class CheckedShards:
@@ -45,9 +58,12 @@ class CheckedShards:
     shards: dict[str, list[ShardFile]]
     manifest: dict[str, Any] | None
     root: str
-    codec_name: str
-    _verified: dict[str, tuple[int, ...]]
+    codec_name: ClassVar[str]
+    _checked_files: dict[str, tuple[int, ...]]
     _offsets: dict[str, np.ndarray]
+    #: shards being hashed ahead, on :attr:`_hasher`'s thread, by path
+    _hashing: dict[str, Future[tuple[tuple[int, ...], int, str]]]
+    _hasher: ThreadPoolExecutor | None
 
     def walk_frames(self, shard: ShardFile) -> Sequence[int]:
         """Where each record's frame of the plain ``shard`` starts, then where the file
@@ -65,16 +81,42 @@ class CheckedShards:
             ident = _identity(shard.path)
         except OSError as e:
             raise CodecIOError(f"{shard.path}: cannot stat: {e.strerror or e}") from None
-        if self._verified.get(shard.path) == ident:
+        if self._checked_files.get(shard.path) == ident:
             return
         if ident[2] != shard.bytes:
             raise CodecIOError(
                 f"{shard.path}: {ident[2]} bytes, the manifest lists {shard.bytes} (not this "
                 "dataset's shard, or damaged)"
             )
-        if whole:
-            check_shard_file(shard.path, {"bytes": shard.bytes, "sha256": shard.sha256})
-            self._verified[shard.path] = ident
+        if not whole:
+            return
+        ahead = self._hashing.pop(shard.path, None)
+        if ahead is not None:
+            before, size, sha = ahead.result()
+            if before == ident:  # hashed while the shard before it was read, unchanged since
+                _compare(shard, size, sha)
+                self._checked_files[shard.path] = ident
+                return
+        check_shard_file(shard.path, {"bytes": shard.bytes, "sha256": shard.sha256})
+        self._checked_files[shard.path] = ident
+
+    def hash_ahead(self, shard: ShardFile) -> None:
+        """Start hashing the local ``shard`` (to be read whole next) on a thread of its
+        own, while the shard before it is decoded: :meth:`check_shard` then waits for
+        that instead of hashing (hashlib lets the GIL go)."""
+        if shard.sha256 is None or fs.is_url(shard.path) or shard.path in self._hashing:
+            return
+        if self._hasher is None:
+            self._hasher = ThreadPoolExecutor(1, thread_name_prefix="dstore-sha256")
+        self._hashing[shard.path] = self._hasher.submit(_digest, shard.path)
+
+    def close_checks(self) -> None:
+        """Stop hashing ahead (a reader closed before it read those shards)."""
+        if self._hasher is not None:
+            for ahead in self._hashing.values():
+                ahead.cancel()
+            self._hasher.shutdown(wait=True)
+            self._hasher, self._hashing = None, {}
 
     def frame_offsets(self, shard: ShardFile) -> np.ndarray | None:
         """Where each record of ``shard`` starts (and, last, where the shard ends), from
@@ -84,9 +126,15 @@ class CheckedShards:
         offsets = self._offsets.get(shard.path)
         if offsets is None:
             offsets = read_index(shard.index, shard.path, shard.records)
-            check_frames(shard.index, shard.path, offsets, np.asarray(self.walk_frames(shard)))
+            self.check_index_frames(shard, offsets)
             self._offsets[shard.path] = offsets
         return offsets
+
+    def check_index_frames(self, shard: ShardFile, offsets: np.ndarray) -> None:
+        """Refuse ``shard``'s index unless ``offsets`` (what it lists) are the frames the
+        shard's headers give, walked from its first byte."""
+        assert shard.index is not None
+        check_frames(shard.index, shard.path, offsets, np.asarray(self.walk_frames(shard)))
 
     def _check_index(self, shard: ShardFile) -> tuple[bool, str]:
         try:
@@ -106,8 +154,12 @@ class CheckedShards:
             return check_listed_file(self.root, entry, split)
         try:
             self.check_shard(shard, whole=True)
-        except CodecIOError as e:
-            return False, str(e)
+        except CodecIOError:
+            # reported here, once; its records are then decoded as they are, so that the
+            # check can name the first one that fails
+            with contextlib.suppress(OSError):
+                self._checked_files[shard.path] = _identity(shard.path)
+            return check_listed_file(self.root, entry, split)
         return True, f"{entry['file']}: {shard.bytes} bytes, sha256 matches ({split})"
 
     def check_integrity(self) -> list[tuple[bool, str]]:

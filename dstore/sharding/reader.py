@@ -126,7 +126,9 @@ class ShardedDirectoryReader(CheckedShards, Reader):
         self.follow_links = follow_links
         #: local shards whose size and sha256 matched the manifest, by path: the file's
         #: identity and times then (any rewrite or replacement changes them)
-        self._verified: dict[str, tuple[int, ...]] = {}
+        self._checked_files: dict[str, tuple[int, ...]] = {}
+        self._hashing: dict[str, Any] = {}
+        self._hasher: ThreadPoolExecutor | None = None
         #: the manifest when dstore wrote the folder, else None (read by inspection)
         self.manifest: dict[str, Any] | None = None
         self.root = path  # the folder shard names in a manifest are relative to
@@ -359,9 +361,12 @@ class ShardedDirectoryReader(CheckedShards, Reader):
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
-        slices: Iterable[tuple[ShardFile, int, int]] = self.shard_slices(spec.name, start, stop)
+        listed = self.shard_slices(spec.name, start, stop)
+        slices: Iterable[tuple[ShardFile, int, int]] = listed
         if self.shard_cache is not None:
-            slices = self._cached(self.shard_slices(spec.name, start, stop), self.shard_cache)
+            slices = self._cached(listed, self.shard_cache)
+        else:  # each shard read whole is hashed while the one before it is read
+            slices = self._hashed_ahead(listed)
         with ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-decode") as pool:
             per_shard = (
                 batch
@@ -388,6 +393,17 @@ class ShardedDirectoryReader(CheckedShards, Reader):
         self.check_shard(shard, whole=lo == 0 and hi == shard.records)
         yield from self.read_shard(spec, names, shard, lo, hi, rows, pool)
 
+    def _hashed_ahead(
+        self, slices: list[tuple[ShardFile, int, int]]
+    ) -> Iterator[tuple[ShardFile, int, int]]:
+        """The slices, the next one's shard hashed ahead when it is to be read whole."""
+        for i, (shard, lo, hi) in enumerate(slices):
+            if i + 1 < len(slices):
+                after, a, b = slices[i + 1]
+                if a == 0 and b == after.records:
+                    self.hash_ahead(after)
+            yield shard, lo, hi
+
     @staticmethod
     def _cached(
         slices: list[tuple[ShardFile, int, int]], cache: ShardCache
@@ -400,6 +416,7 @@ class ShardedDirectoryReader(CheckedShards, Reader):
             yield dataclasses.replace(shard, path=cache.local(shard.path)), lo, hi
 
     def close(self) -> None:
+        self.close_checks()
         if self.shard_cache is not None:
             self.shard_cache.close()
         super().close()
