@@ -106,7 +106,7 @@ def test_a_folder_of_shards_with_one_linked_in_is_refused_everywhere(
     tmp_path, tiles, capsys, fmt, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
-    folder, link = _linked_folder(tmp_path, tiles, fmt)
+    _, link = _linked_folder(tmp_path, tiles, fmt)
     _refused_by_every_entry_point(capsys, tmp_path, "f", link, fmt)
     _one_refusal(capsys, ["convert", "f", "out/o.npz", "--from", fmt], link)
     _followed(tmp_path, "f")

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import dstore
+import dstore.testing
 from dstore.cli import main
 from dstore.errors import CodecIOError
 from dstore.registry import codecs_with, default_extension
@@ -285,3 +286,22 @@ def test_dstore_index_writes_into_the_index_folder_by_default(tmp_path, written)
         n + ".idx" for n in before
     )
     assert dstore.api.open_reader(folder, format="tfrecord").indexed()
+
+
+def test_a_copy_without_its_index_folder_reads_in_order(tmp_path, written):
+    """``cp out/* copy/`` leaves dot-folders behind: the shards read in order, ``dstore
+    verify`` reports the indexes missing, ``dstore index`` puts them back."""
+    path, data = written
+    copy = tmp_path / "copy.tfrecords"
+    copy.mkdir()
+    for name in os.listdir(path):
+        if not name.startswith("."):
+            shutil.copy(os.path.join(path, name), copy / name)
+    reader = dstore.api.open_reader(str(copy))
+    assert not reader.indexed() and reader.sequential_reason
+    got = dstore.testing.read_all(str(copy))["train"]
+    np.testing.assert_array_equal(got["k"], data["k"])
+    report = dstore.api.check(str(copy))
+    assert not report.ok and any(".idx: missing" in ln for ln in report.lines())
+    dstore.api.index([str(copy)])
+    assert dstore.api.open_reader(str(copy)).indexed() and dstore.api.check(str(copy)).ok

@@ -429,6 +429,8 @@ def _tfrecord_dataset(
     shuffle, seed, ordered = order.buffer, order.seed, order.ordered
     reader = source.reader()
     encs = reader.encodings[source.split]
+    for shard in reader.shards[source.split]:  # tf.data reads them: their sizes checked here
+        reader.check_shard(shard, whole=False)
     files = [s.path for s in reader.shards[source.split]]
     compression = reader.tf_compression_types(source.split)  # per shard: may be mixed
     names = source.fields

@@ -19,7 +19,7 @@ import dataclasses
 import itertools
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .. import fs, links
@@ -115,28 +115,43 @@ def with_sidecar(shard: ShardFile, follow_links: bool) -> ShardFile:
     return shard
 
 
-def check_listed(where: str, root: str, shards: Sequence[ShardFile]) -> None:
-    """The local files a manifest lists (shards and their indexes) exist, each is its
-    own file (not a second name of another: a link inside the folder, a hard link, a
-    name differing in case on macOS), and each index sits inside the folder."""
-    if fs.is_url(root):
-        return  # an object store has no links; a missing object fails on its read
+def check_listed(
+    where: str, root: str, splits: Mapping[str, Sequence[ShardFile]]
+) -> dict[str, list[ShardFile]]:
+    """The local files a manifest lists (shards and their indexes, by split) exist and
+    each is its own file (not a second name of another: a link inside the folder, a
+    hard link, a name differing in case on macOS). Returns the splits' shards, those
+    whose index is missing without it: an index is optional (such a shard is read in
+    order, and ``dstore verify`` reports the index missing; ``cp out/*`` copies none)."""
+    if fs.is_url(root):  # an object store has no links; a missing object fails on its read
+        return {split: list(shards) for split, shards in splits.items()}
     first: dict[tuple[int, int], str] = {}
-    for shard in shards:
-        for path in (shard.path, shard.index):
-            if path is None:
-                continue
-            name = os.path.relpath(path, root)
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                raise CodecIOError(f"{where}: {name}: missing (the manifest lists it)") from None
-            except OSError as e:
-                raise CodecIOError(f"{where}: {name}: cannot stat: {e.strerror or e}") from None
-            key = (st.st_dev, st.st_ino)
-            if key in first:
-                raise CodecIOError(
-                    f"{where}: {name} is the same file as {first[key]}; each file the manifest "
-                    "lists is read once"
-                )
-            first[key] = name
+    kept: dict[str, list[ShardFile]] = {}
+    for split, shards in splits.items():
+        kept[split] = []
+        for listed in shards:
+            shard = listed
+            if listed.index is not None and not os.path.lexists(listed.index):
+                shard = dataclasses.replace(listed, index=None)
+            for path in (shard.path, shard.index):
+                if path is not None:
+                    _check_distinct(where, root, path, first)
+            kept[split].append(shard)
+    return kept
+
+
+def _check_distinct(where: str, root: str, path: str, first: dict[tuple[int, int], str]) -> None:
+    name = os.path.relpath(path, root)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise CodecIOError(f"{where}: {name}: missing (the manifest lists it)") from None
+    except OSError as e:
+        raise CodecIOError(f"{where}: {name}: cannot stat: {e.strerror or e}") from None
+    key = (st.st_dev, st.st_ino)
+    if key in first:
+        raise CodecIOError(
+            f"{where}: {name} is the same file as {first[key]}; each file the manifest lists "
+            "is read once"
+        )
+    first[key] = name

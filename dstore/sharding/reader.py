@@ -139,7 +139,7 @@ class ShardedDirectoryReader(CheckedShards, Reader):
         manifest_path = fs.join(path, MANIFEST)
         if fs.isdir(path) and fs.exists(manifest_path):
             self._open_manifest(manifest_path)
-            check_listed(manifest_path, self.root, [s for ss in self.shards.values() for s in ss])
+            self.shards = check_listed(manifest_path, self.root, self.shards)
         elif not self._open_listed_shard(path):
             files = self.find_files(path)
             # one file named by the user is what they asked for, not an incomplete set
@@ -304,8 +304,7 @@ class ShardedDirectoryReader(CheckedShards, Reader):
         if shard.index is not None and not fs.is_url(root):
             # the index is read because of the folder, not named by the user: its rule
             links.check_inside(root, [shard.index], self.follow_links)
-        check_listed(manifest_path, root, [shard])
-        self.shards = {split: [shard]}
+        self.shards = check_listed(manifest_path, root, {split: [shard]})
         assert self.manifest is not None
         self.manifest = {**self.manifest, "splits": {split: {"count": records, "shards": [entry]}}}
         return True

@@ -458,11 +458,8 @@ class ShardedDirectoryWriter(ShardWriter):
             os.makedirs(folder, exist_ok=True)
         with open_for_write(folder, shard_file + ".idx") as f:
             f.write(data)
-        return {
-            "file": index_name(shard_file),
-            "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-        }
+        sha = hashlib.sha256(data).hexdigest()
+        return {"file": index_name(shard_file), "bytes": len(data), "sha256": sha}
 
     def _write_shard_path(
         self,
