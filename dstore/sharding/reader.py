@@ -10,7 +10,10 @@ does not depend on how a record is encoded:
 - files dstore did not write: a folder, a glob or one file, grouped into
   splits by name, ``-i-of-N`` sets checked for completeness;
 - reading records ``start:stop`` across shard boundaries, record ranges for
-  training workers, integrity checks against the manifest.
+  training workers, integrity checks against the manifest
+  (:class:`~dstore.sharding.checked.CheckedShards`: sizes, sha256 of shards read
+  whole, record indexes walked against the frames), no file linked in from
+  outside its folder (:mod:`~dstore.sharding.files`).
 
 A format subclasses it and answers three questions only:
 
