@@ -16,9 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dstore
-from dstore.codecs import _example_fields as fields_mod
-from dstore.codecs import _tfrecord_io as rio
-from dstore.codecs._example import (
+from dstore.codecs.example import fields as fields_mod
+from dstore.codecs.example.wire import (
     BYTES,
     FLOAT,
     INT64,
@@ -31,6 +30,7 @@ from dstore.codecs._example import (
     scan_example,
     signature_of,
 )
+from dstore.codecs.tfrecord import io as rio
 
 CLASSES = [b"cat", b"dog", b"bird"]
 

@@ -17,8 +17,8 @@ about it that does not depend on how records become bytes:
 - :mod:`~dstore.sharding.checked`: shards against their manifest entry (size,
   sha256 when read whole) and record indexes against the shards' frames;
 - :mod:`~dstore.sharding.index`: record indexes (``.dstore-index/``);
-- :mod:`~dstore.sharding.journal`: the resume journal;
-- :mod:`~dstore.sharding.run`: the conversion itself, shard by shard, local
+- :mod:`~dstore.engine.journal`: the resume journal;
+- :mod:`~dstore.engine.run`: the conversion itself, shard by shard, local
   or on Dask, resumable (imported by :mod:`dstore.api` only: it needs the
   engine and the sources).
 

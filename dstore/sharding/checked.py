@@ -100,6 +100,13 @@ class CheckedShards:
         check_shard_file(shard.path, {"bytes": shard.bytes, "sha256": shard.sha256})
         self._checked_files[shard.path] = ident
 
+    def sized_paths(self, split: str) -> list[str]:
+        """The paths of ``split``'s shards, each local one's size checked against its
+        manifest entry (for a reader that reads the files itself: tf.data)."""
+        for shard in self.shards[split]:
+            self.check_shard(shard, whole=False)
+        return [s.path for s in self.shards[split]]
+
     def hash_ahead(self, shard: ShardFile) -> None:
         """Start hashing the local ``shard`` (to be read whole next) on a thread of its
         own, while the shard before it is decoded: :meth:`check_shard` then waits for

@@ -23,13 +23,17 @@ into the middle of a record).
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import IO, Any
 
 import numpy as np
 
 from .. import fs
 from ..errors import CodecIOError
+from ..model import names
 
 __all__ = [
     "INDEX_DIR",
@@ -39,6 +43,7 @@ __all__ = [
     "index_name",
     "parse_index",
     "sidecars",
+    "write_index",
 ]
 
 INDEX_SUFFIX = ".idx"
@@ -72,6 +77,25 @@ def format_index(lengths: Sequence[int], start: int = 0) -> bytes:
         out.append(f"{pos} {n}\n")
         pos += n
     return "".join(out).encode("ascii")
+
+
+def write_index(
+    root: str,
+    shard_file: str,
+    lengths: Sequence[int],
+    open_for_write: Callable[[str, str], AbstractContextManager[IO[bytes]]],
+) -> dict[str, Any]:
+    """The index of the shard ``shard_file`` just written into ``root`` (frames of
+    ``lengths``), committed by ``open_for_write(folder, name)`` into :data:`INDEX_DIR`;
+    its manifest entry (file, bytes, sha256)."""
+    data = format_index(lengths)
+    folder = names.safe_join(root, INDEX_DIR)
+    if not fs.is_url(root):
+        os.makedirs(folder, exist_ok=True)
+    with open_for_write(folder, shard_file + INDEX_SUFFIX) as f:
+        f.write(data)
+    sha = hashlib.sha256(data).hexdigest()
+    return {"file": index_name(shard_file), "bytes": len(data), "sha256": sha}
 
 
 def parse_index(data: bytes, path: str, file_size: int, records: int | None = None) -> np.ndarray:

@@ -41,10 +41,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .. import fs, links
-from ..codecs.base import RANGE_BYTES, Reader, even_ranges
+from ..abc import RANGE_BYTES, Reader, even_ranges
 from ..errors import CodecIOError
-from ..integrity import CHECKSUM_ATTR
 from ..model import concat_columns
+from ..model.checksums import CHECKSUM_ATTR
 from ..model.schema import (
     DEFAULT_SPLIT,
     KNOWN_SPLITS,

@@ -25,7 +25,7 @@ records become bytes:
   in the folder's root, where a ``<split>-*`` glob would take it for a shard.
 
 The reading half is :mod:`dstore.sharding.reader`, the manifest
-:mod:`dstore.sharding.manifest`, the resume journal :mod:`dstore.sharding.journal`.
+:mod:`dstore.sharding.manifest`, the resume journal :mod:`dstore.engine.journal`.
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ from typing import IO, Any, ClassVar, TypeVar
 import numpy as np
 
 from .. import fs
-from ..codecs.base import Shard, ShardWriter
+from ..abc import Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError
 from ..fs import is_url
 from ..model import names
 from ..model.schema import Batch, Schema, slice_batch
 from ..options import options_json
 from ..parallel import default_workers, ordered_map
-from .index import INDEX_DIR, format_index, index_name
+from .index import write_index
 from .manifest import ENTRY_KEYS, MANIFEST, manifest_base
 
 __all__ = [
@@ -445,21 +445,8 @@ class ShardedDirectoryWriter(ShardWriter):
             "sha256": sha,
         }
         if lengths is not None:
-            entry["index"] = self._write_index(root, shard.file, lengths)
+            entry["index"] = write_index(root, shard.file, lengths, open_for_write)
         return entry
-
-    @staticmethod
-    def _write_index(root: str, shard_file: str, lengths: list[int]) -> dict[str, Any]:
-        """The record index of the shard ``shard_file`` just written, committed the same
-        way into the folder's ``.dstore-index/``, with its hash."""
-        data = format_index(lengths)
-        folder = names.safe_join(root, INDEX_DIR)
-        if not is_url(root):
-            os.makedirs(folder, exist_ok=True)
-        with open_for_write(folder, shard_file + ".idx") as f:
-            f.write(data)
-        sha = hashlib.sha256(data).hexdigest()
-        return {"file": index_name(shard_file), "bytes": len(data), "sha256": sha}
 
     def _write_shard_path(
         self,
