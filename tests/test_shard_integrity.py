@@ -358,3 +358,37 @@ def test_the_cache_can_check_a_shard_it_downloads(tmp_path, tiles):
         f.write(b"!")
     with pytest.raises(CodecIOError, match=f"{entry['file']}.*sha256"):
         check_shard_file(path, entry)
+
+
+def _read_all_then_exit(reader, want: int) -> None:
+    n = sum(len(b["k"]) for b in reader.iter_batches("train"))
+    os._exit(0 if n == want else 1)
+
+
+def test_a_reader_forked_while_it_hashes_ahead_reads_on(tmp_path, tiles, monkeypatch):
+    """A shard is hashed on a thread while the one before it is read; a process forked
+    then (a DataLoader worker started with 'fork') has no such thread, and must not wait
+    for it."""
+    import multiprocessing
+    import time
+
+    from dstore.sharding import checked
+
+    data = _data(tiles)
+    src = _write(tmp_path, "webdataset", data)
+    digest = checked._digest
+    monkeypatch.setattr(checked, "_digest", lambda p: (time.sleep(3), digest(p))[1])
+    reader = dstore.api.open_reader(src)
+    batches = reader.iter_batches("train", batch_rows=1)
+    next(batches)  # shard 0 read; shard 1 is being hashed, for 3 s
+    child = multiprocessing.get_context("fork").Process(
+        target=_read_all_then_exit, args=(reader, len(data["train"]["k"]))
+    )
+    child.start()
+    child.join(120)
+    if child.exitcode is None:  # waiting for a thread it does not have
+        child.kill()
+        child.join()
+    assert child.exitcode == 0
+    assert sum(len(b["k"]) for b in batches) == len(data["train"]["k"]) - 1
+    reader.close()

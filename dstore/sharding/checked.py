@@ -64,6 +64,8 @@ class CheckedShards:
     #: shards being hashed ahead, on :attr:`_hasher`'s thread, by path
     _hashing: dict[str, Future[tuple[tuple[int, ...], int, str]]]
     _hasher: ThreadPoolExecutor | None
+    #: the process that started :attr:`_hasher`
+    _hasher_pid: int
 
     def walk_frames(self, shard: ShardFile) -> Sequence[int]:
         """Where each record's frame of the plain ``shard`` starts, then where the file
@@ -90,7 +92,7 @@ class CheckedShards:
             )
         if not whole:
             return
-        ahead = self._hashing.pop(shard.path, None)
+        ahead = self._hashing.pop(shard.path, None) if self._hasher_pid == os.getpid() else None
         if ahead is not None:
             before, size, sha = ahead.result()
             if before == ident:  # hashed while the shard before it was read, unchanged since
@@ -111,19 +113,23 @@ class CheckedShards:
         """Start hashing the local ``shard`` (to be read whole next) on a thread of its
         own, while the shard before it is decoded: :meth:`check_shard` then waits for
         that instead of hashing (hashlib lets the GIL go)."""
-        if shard.sha256 is None or fs.is_url(shard.path) or shard.path in self._hashing:
+        if shard.sha256 is None or fs.is_url(shard.path):
             return
-        if self._hasher is None:
+        if self._hasher is None or self._hasher_pid != os.getpid():
+            # a process forked from one that hashed ahead has none of its threads: a
+            # future started there would never finish here
             self._hasher = ThreadPoolExecutor(1, thread_name_prefix="dstore-sha256")
-        self._hashing[shard.path] = self._hasher.submit(_digest, shard.path)
+            self._hasher_pid, self._hashing = os.getpid(), {}
+        if shard.path not in self._hashing:
+            self._hashing[shard.path] = self._hasher.submit(_digest, shard.path)
 
     def close_checks(self) -> None:
         """Stop hashing ahead (a reader closed before it read those shards)."""
-        if self._hasher is not None:
+        if self._hasher is not None and self._hasher_pid == os.getpid():
             for ahead in self._hashing.values():
                 ahead.cancel()
             self._hasher.shutdown(wait=True)
-            self._hasher, self._hashing = None, {}
+        self._hasher, self._hashing = None, {}
 
     def frame_offsets(self, shard: ShardFile) -> np.ndarray | None:
         """Where each record of ``shard`` starts (and, last, where the shard ends), from

@@ -132,6 +132,7 @@ class ShardedDirectoryReader(CheckedShards, Reader):
         self._checked_files: dict[str, tuple[int, ...]] = {}
         self._hashing: dict[str, Any] = {}
         self._hasher: ThreadPoolExecutor | None = None
+        self._hasher_pid = 0
         #: the manifest when dstore wrote the folder, else None (read by inspection)
         self.manifest: dict[str, Any] | None = None
         self.root = path  # the folder shard names in a manifest are relative to
