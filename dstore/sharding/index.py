@@ -130,7 +130,10 @@ def parse_index(data: bytes, path: str, file_size: int, records: int | None = No
 
 def read_index(path: str, shard_path: str, records: int | None = None) -> np.ndarray:
     """:func:`parse_index` of the sidecar at ``path`` for the shard at ``shard_path``."""
-    size = fs.getsize(shard_path)
+    try:
+        size = fs.getsize(shard_path)
+    except OSError as e:
+        raise CodecIOError(f"{shard_path}: cannot read the shard: {e.strerror or e}") from None
     try:
         with fs.open_binary(path) as f:
             data = f.read(_MAX_LINE * (size // 16 + 1) + 1)

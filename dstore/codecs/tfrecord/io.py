@@ -294,7 +294,10 @@ def frame_ends(path: str) -> list[int]:
     """Where each frame of the plain TFRecord file at ``path`` starts, then where the file
     ends: its headers walked (each length and its CRC checked, the data seeked over),
     what an index of the file must list."""
-    raw = open_binary(path) if is_url(path) else open(path, "rb", buffering=0)  # noqa: SIM115
+    try:
+        raw = open_binary(path) if is_url(path) else open(path, "rb", buffering=0)  # noqa: SIM115
+    except OSError as e:
+        raise CodecIOError(f"{path}: cannot open: {e.strerror or e}") from None
     with raw as f:
         size = _size(f)
         ends = [0]
