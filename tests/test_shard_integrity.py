@@ -344,9 +344,9 @@ def test_parquet_pages_carry_checksums_and_a_flipped_bit_is_refused(tmp_path, ti
         ds["train"]["k"][1]  # a ranged read: one row group, the page's checksum
 
 
-def test_the_cache_can_check_a_shard_it_downloads(tmp_path, tiles):
-    """The helper the shard cache calls on a downloaded copy: the manifest's size and
-    sha256 against the file."""
+def test_a_file_is_checked_against_its_manifest_entry(tmp_path, tiles):
+    """``check_shard_file``, what a whole read checks: the manifest's size and sha256
+    against the file (one changed byte, the same size)."""
     from dstore.sharding.manifest import check_shard_file
 
     src = _write(tmp_path, "webdataset", _data(tiles))

@@ -22,8 +22,8 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..errors import CodecIOError, UnknownCodecError, UnsafePathError
-from ..registry import get_codec_class, infer_codec
+from ..errors import CodecIOError, UnknownCodecError, UnsafePathError, UsageError
+from ..registry import codecs_with, get_codec_class, infer_codec
 from ..sharding.index import INDEX_DIR, INDEX_SUFFIX, format_index
 
 __all__ = ["IndexReport", "index"]
@@ -54,8 +54,13 @@ def index(
     A file linked in from outside its folder (or the glob's fixed folder) is refused
     unless ``follow_links``.
 
+    ``format`` names the files' format (default: from each path); only formats whose
+    records are frames (``Codec.frame_indexes``: TFRecord) have indexes to write.
+
     Raises
     ------
+    UsageError
+        a format without record indexes (npz...), naming the formats with them.
     CodecIOError
         a file that is compressed or not of the format, naming it (nothing is written
         for it; indexes of the files before it stay).
@@ -65,6 +70,12 @@ def index(
     report = IndexReport()
     for spec in paths:
         cls = get_codec_class(format or _format_of(spec))
+        if not cls.frame_indexes:
+            which = ", ".join(codecs_with(lambda c: c.frame_indexes))
+            raise UsageError(
+                f"{spec}: {cls.name} files have no record index to write (indexes are "
+                f"written for {which} files)"
+            )
         for path in cls.frame_files(spec, follow_links):
             lengths = cls.frame_lengths(path)
             folder = out if out is not None else _index_folder(os.path.dirname(path) or ".")

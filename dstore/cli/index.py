@@ -13,9 +13,11 @@ def index_command(
     sub: Any,
     add_follow_links: Callable[[argparse.ArgumentParser], None],
     from_argument: Callable[..., None],
+    fill_help: Callable[..., Any],
+    codecs_where: Callable[[str], list[str]],
 ) -> None:
-    """Add ``dstore index`` to the subcommands ``sub`` (with the shared ``--follow-links``
-    and ``--from`` arguments their adders make)."""
+    """Add ``dstore index`` to the subcommands ``sub``, with the parser's shared helpers:
+    ``--follow-links``, ``--from`` and its help listing the formats with indexes."""
     p = sub.add_parser(
         "index",
         help="write record indexes for TFRecord files dstore did not write, so any record is "
@@ -30,7 +32,10 @@ def index_command(
         "folder, where dstore reads them and no shard glob finds them)",
     )
     add_follow_links(p)
-    from_argument(p, "input format: %(formats)s (default: from PATH's extension)")
+    from_argument(
+        p, "input format, one with record indexes: %(formats)s (default: from PATH's extension)"
+    )
+    fill_help(p._actions[-1], formats=lambda: codecs_where("frame_indexes"))
     p.set_defaults(func=_cmd_index)
 
 

@@ -16,11 +16,12 @@ about it that does not depend on how records become bytes:
   names, none linked in from outside; the manifest's files distinct and present;
 - :mod:`~dstore.sharding.checked`: shards against their manifest entry (size,
   sha256 when read whole) and record indexes against the shards' frames;
-- :mod:`~dstore.sharding.index`: record indexes (``.dstore-index/``);
-- :mod:`~dstore.engine.journal`: the resume journal;
-- :mod:`~dstore.engine.run`: the conversion itself, shard by shard, local
-  or on Dask, resumable (imported by :mod:`dstore.api` only: it needs the
-  engine and the sources).
+- :mod:`~dstore.sharding.cache`, :mod:`~dstore.sharding.index`: a bounded local
+  cache of remote shards, and record indexes of TFRecord shards (``.dstore-index/``).
+
+The container names no format and runs no conversion: the conversion itself,
+shard by shard, local or on Dask, resumable, with its journal, is the engine's
+(:mod:`dstore.engine.run`), one floor up (``import-linter`` keeps it so).
 
 A format asks only "the records of one shard" and "decode these records".
 """

@@ -36,8 +36,8 @@ __all__ = ["CheckedShards"]
 
 
 def _compare(shard: ShardFile, size: int, sha: str) -> None:
-    if size != shard.bytes or sha != shard.sha256:
-        check_shard_file(shard.path, {"bytes": shard.bytes, "sha256": shard.sha256})
+    if size != shard.size or sha != shard.sha256:
+        check_shard_file(shard.path, {"bytes": shard.size, "sha256": shard.sha256})
 
 
 def _identity(path: str) -> tuple[int, ...]:
@@ -85,9 +85,9 @@ class CheckedShards:
             raise CodecIOError(f"{shard.path}: cannot stat: {e.strerror or e}") from None
         if self._checked_files.get(shard.path) == ident:
             return
-        if ident[2] != shard.bytes:
+        if ident[2] != shard.size:
             raise CodecIOError(
-                f"{shard.path}: {ident[2]} bytes, the manifest lists {shard.bytes} (not this "
+                f"{shard.path}: {ident[2]} bytes, the manifest lists {shard.size} (not this "
                 "dataset's shard, or damaged)"
             )
         if not whole:
@@ -99,7 +99,7 @@ class CheckedShards:
                 _compare(shard, size, sha)
                 self._checked_files[shard.path] = ident
                 return
-        check_shard_file(shard.path, {"bytes": shard.bytes, "sha256": shard.sha256})
+        check_shard_file(shard.path, {"bytes": shard.size, "sha256": shard.sha256})
         self._checked_files[shard.path] = ident
 
     def sized_paths(self, split: str) -> list[str]:
@@ -173,7 +173,7 @@ class CheckedShards:
             with contextlib.suppress(OSError):
                 self._checked_files[shard.path] = _identity(shard.path)
             return check_listed_file(self.root, entry, split)
-        return True, f"{entry['file']}: {shard.bytes} bytes, sha256 matches ({split})"
+        return True, f"{entry['file']}: {shard.size} bytes, sha256 matches ({split})"
 
     def check_integrity(self) -> list[tuple[bool, str]]:
         """Every shard the manifest lists: present, of its size, with its sha256; every

@@ -86,7 +86,7 @@ class ShardFile:
     #: its record index (``<shard>.idx``, :mod:`dstore.sharding.index`), if it has one
     index: str | None = None
     #: its size and sha256 as the manifest lists them (None for files dstore did not write)
-    bytes: int | None = None
+    size: int | None = None
     sha256: str | None = None
 
 
@@ -367,7 +367,11 @@ class ShardedDirectoryReader(CheckedShards, Reader):
         listed = self.shard_slices(spec.name, start, stop)
         slices: Iterable[tuple[ShardFile, int, int]] = listed
         if self.shard_cache is not None:
-            slices = self._cached(listed, self.shard_cache)
+            # copies the cache verified against the manifest as it fetched them
+            slices = (
+                (dataclasses.replace(shard, size=None, sha256=None), lo, hi)
+                for shard, lo, hi in self.shard_cache.local_slices(listed)
+            )
         else:  # each shard read whole is hashed while the one before it is read
             slices = self._hashed_ahead(listed)
         with ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-decode") as pool:
@@ -406,17 +410,6 @@ class ShardedDirectoryReader(CheckedShards, Reader):
                 if a == 0 and b == after.records:
                     self.hash_ahead(after)
             yield shard, lo, hi
-
-    @staticmethod
-    def _cached(
-        slices: list[tuple[ShardFile, int, int]], cache: ShardCache
-    ) -> Iterator[tuple[ShardFile, int, int]]:
-        """The slices with each shard read from its local copy, the next one fetched
-        while this one is read."""
-        for i, (shard, lo, hi) in enumerate(slices):
-            if i + 1 < len(slices):
-                cache.prefetch(slices[i + 1][0].path)
-            yield dataclasses.replace(shard, path=cache.local(shard.path)), lo, hi
 
     def close(self) -> None:
         self.close_checks()

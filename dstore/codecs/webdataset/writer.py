@@ -21,7 +21,7 @@ __all__ = ["EXT_IMAGE", "FORMAT_ID", "FieldEncoding", "WebDatasetShardWriter", "
 
 FORMAT_ID = "dstore-webdataset"
 END = b"\0" * 1024  # a tar's end-of-archive blocks
-#: a member's extension by its encoding (:data:`.._record_bytes.ENCODINGS`) where they differ
+#: a member's extension by its encoding (:data:`.record_bytes.ENCODINGS`) where they differ
 _EXT = {"jpeg": "jpg", "json-base64": "json", "tiff": "tif"}
 #: an encoded image's encoding by its extension (foreign tars)
 EXT_IMAGE = {"png": "png", "jpg": "jpeg", "jpeg": "jpeg", "webp": "webp"}
