@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import DstoreError, Terminated
 from .descriptions import describe_commands
+from .index import index_command
 from .version import VersionAction
 from .words import cli_words
 
@@ -108,8 +109,9 @@ def _add_follow_links(p: argparse.ArgumentParser) -> None:
         "--follow-links",
         action="store_true",
         help="read what links lead to outside the input: HDF5 external links and virtual "
-        "datasets, files or folders symlinked out of a zarr store or TFRecord folder, folder "
-        "links in a glob or folder of sources (default: refuse them, naming the link)",
+        "datasets, files or folders symlinked out of a zarr store or a folder of shards, "
+        "files linked out of a glob's or folder's own folder, folder links in a glob or folder "
+        "of sources (default: refuse them, naming the link)",
     )
 
 
@@ -182,13 +184,6 @@ def _cmd_info(args: argparse.Namespace) -> int:
         **_drop_options(args),
     )
     _print_lines(report.lines())
-    return 0
-
-
-def _cmd_index(args: argparse.Namespace) -> int:
-    from .. import api
-
-    print(api.index(args.paths, out=args.out, format=args.from_format).summary())
     return 0
 
 
@@ -545,20 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_info)
 
-    p = sub.add_parser(
-        "index",
-        help="write <file>.idx record indexes (DALI's format) for TFRecord files dstore did not "
-        "write, so any record is one seek away",
-    )
-    p.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder of shards, a glob")
-    p.add_argument(
-        "--out", metavar="DIR", help="write the indexes into DIR (default: beside each file)"
-    )
-    _from_argument(
-        p, "input format, one with record indexes: %(formats)s (default: from PATH's extension)"
-    )
-    _fill_help(p._actions[-1], formats=lambda: _codecs_where("frame_indexes"))
-    p.set_defaults(func=_cmd_index)
+    index_command(sub, _add_follow_links, _from_argument, _fill_help, _codecs_where)
 
     p = sub.add_parser(
         "verify",
