@@ -21,6 +21,8 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..decoding import decode_column_images
+    from ..sources.decoded_images import DecodedImages
     from ..sources.opening import open_reader
     from .convert import ConvertReport, Progress, convert, write_dataset
     from .index import IndexReport, index
@@ -33,6 +35,9 @@ if TYPE_CHECKING:
 # imports the conversion engine, the sharding runner or the multi-file reader.
 _LAZY = {
     "open_reader": "..sources",
+    # for dstore.check, which reads through this layer: encoded images as pixels
+    "DecodedImages": "..sources.decoded_images",
+    "decode_column_images": "..decoding",
     **dict.fromkeys(["ConvertReport", "Progress", "convert", "write_dataset"], ".convert"),
     **dict.fromkeys(["IndexReport", "index"], ".index"),
     **dict.fromkeys(["InfoReport", "dtype_name", "info"], ".info"),
@@ -72,6 +77,7 @@ sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "ArrayReader",
+    "DecodedImages",
     "ConvertReport",
     "Dataset",
     "FieldResult",
@@ -83,6 +89,7 @@ __all__ = [
     "VerifyReport",
     "check",
     "convert",
+    "decode_column_images",
     "dtype_name",
     "index",
     "info",

@@ -54,6 +54,7 @@ import numpy as np
 from ..errors import LabelError, MissingDependencyError, SchemaError, UsageError
 from ..model import Column, Tensor
 from ..model.schema import FieldSpec, Schema
+from ..model.labels import LABEL_NAMES
 
 __all__ = [
     "PROBES",
@@ -90,7 +91,6 @@ FEATURE_NAMES = (
     "data",
     "inputs",
 )
-LABEL_NAMES = ("labels", "label", "y", "target", "targets", "class", "classes")
 
 #: What the report calls each probe (``Task.kind``).
 PROBES = {

@@ -1,5 +1,7 @@
 """Class labels: an integer scalar field whose values index a list of class names
-(a Hugging Face or TFDS ``ClassLabel``; -1 is "no label", as ``datasets`` has it)."""
+(a Hugging Face or TFDS ``ClassLabel``; -1 is "no label", as ``datasets`` has it);
+and which fields are labels by their name (``dstore bench``'s probe and ``dstore
+check`` both ask :func:`is_label_name`)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,18 @@ from ..errors import CodecIOError, SchemaError
 from .kinds import Image
 from .schema import FieldSpec, Schema
 
-__all__ = ["check_labels", "label_field"]
+__all__ = ["LABEL_NAMES", "LABEL_PREFIXES", "check_labels", "is_label_name", "label_field"]
+
+#: names of label fields: ``y`` of label-maker, ``labels`` of CoralNet's features...
+LABEL_NAMES = ("labels", "label", "y", "target", "targets", "class", "classes")
+#: what the training layouts (:mod:`dstore.layouts`) annotate an image with: boxes,
+#: class ids and texts (``image/object/...``), class masks (``image/segmentation/...``)
+LABEL_PREFIXES = ("image/object/", "image/segmentation/")
+
+
+def is_label_name(name: str) -> bool:
+    """True for a field that labels records rather than holding their data."""
+    return name in LABEL_NAMES or name.startswith(LABEL_PREFIXES)
 
 
 def _is_label(spec: FieldSpec) -> bool:
