@@ -115,6 +115,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         from .errors import UsageError
 
         raise UsageError("--per-source and --layout do not go together: convert, then split")
+    if args.per_source and args.check:
+        from .errors import UsageError
+
+        raise UsageError("--per-source and --check do not go together: convert, then check")
     if args.per_source:
         from .api.per_source import write_per_source
 
@@ -137,6 +141,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         return 0
     from . import api
 
+    observer = _convert_check(args)  # --check: sees the records as they are written
     with _bars(("scan", "file"), ("convert", "rec")) as (scan, bar):
         report = api.convert(
             args.src,
@@ -155,9 +160,52 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             keep_encoded=args.keep_encoded,
             follow_links=args.follow_links,
             scan_progress=scan,
+            observe=observer,
         )
     _print_lines(report.summary().splitlines())
-    return 0
+    if observer is None:
+        return 0
+    checked = observer.report()
+    _print_lines([checked.summary_line()])
+    return checked.exit_code
+
+
+def _convert_check(args: argparse.Namespace) -> Any:
+    """``convert --check``'s observer (None without the flag)."""
+    if not args.check:
+        return None
+    if args.resume or args.scheduler:
+        from .errors import UsageError
+
+        flag = "--resume" if args.resume else "--scheduler"
+        raise UsageError(f"--check and {flag} do not go together: convert, then check")
+    from .check import ConvertCheck
+
+    return ConvertCheck(where=args.dst)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    import json
+
+    from .check import check
+
+    settings = {k: getattr(args, k) for k in ("near", "cosine") if getattr(args, k) is not None}
+    with _bars(("check", "rec")) as (bar,):
+        report = check(
+            args.path,
+            fields=[f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None,
+            format=args.from_format,
+            follow_links=args.follow_links,
+            workers=args.workers,
+            progress=bar,
+            **settings,
+            **_drop_options(args),
+        )
+    if args.json:
+        print(json.dumps(report.to_json()))
+    else:
+        _print_lines(report.lines())
+    return report.exit_code
 
 
 def _print_lines(lines: Sequence[str]) -> None:
@@ -330,6 +378,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         loader_workers=args.workers,
     )
     print(to_text(report, wide=args.wide))
+    from .check import leakage_summary  # dstore check's line: leaks change what the probe measures
+
+    print(leakage_summary(args.src))
     if args.report:
         save_report(report, args.report)
         print(f"report: {args.report}")
@@ -540,6 +591,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(listed by 'dstore formats'; default: none, the fields as they are)",
     )
     _fill_help(p._actions[-1], layouts=_layout_names)
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="also check the records as they are written, as 'dstore check' does, and print "
+        "its summary line; exit 1 if a split duplicates another (the output is kept) "
+        "(default: no check)",
+    )
     p.set_defaults(func=_cmd_convert)
     _with_lazy_epilog(
         p, lambda: "-o options of each format (KEY=DEFAULT  meaning):\n" + _formats_text()
@@ -592,6 +650,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_follow_links(p)
     p.set_defaults(func=_cmd_verify)
+
+    _add_check_parser(sub)
 
     p = sub.add_parser(
         "bench",
@@ -745,6 +805,63 @@ def build_parser() -> argparse.ArgumentParser:
             "(default: one line)",
         )
     return parser
+
+
+def _check_defaults() -> dict[str, str]:
+    from .check import DEFAULT_COSINE, DEFAULT_NEAR
+
+    return {"near": str(DEFAULT_NEAR), "cosine": f"{DEFAULT_COSINE:g}"}
+
+
+def _add_check_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "check",
+        help="find exact and near duplicates, within and across splits (exit 1 when a split "
+        "shares records with another)",
+        description="Read PATH once and report its duplicates: exact (equal values of the "
+        "checked fields), near images (pHash within --near bits) and near feature vectors "
+        "(cosine of at least --cosine); per evaluation split, the records that duplicate "
+        "training records; label conflicts. Exit status: 1 when a record of one split "
+        "duplicates one of another, 0 when none does, 2 on an error.",
+    )
+    p.add_argument("path", help="the dataset: a path, a quoted glob, a folder of files, @LIST")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON object {"duplicates": [...], "summary": {...}} (default: a table)',
+    )
+    p.add_argument(
+        "--fields",
+        metavar="F,...",
+        help="comma-separated fields compared (default: every field but labels: y, labels, "
+        "image/object/..., and a many-file read's source field)",
+    )
+    near = p.add_argument(
+        "--near",
+        type=int,
+        metavar="BITS",
+        help="pHash bits (of 64) two near-duplicate images may differ by; 0 finds equal "
+        "hashes only (default: %(near)s)",
+    )
+    cosine = p.add_argument(
+        "--cosine",
+        type=float,
+        metavar="C",
+        help="cosine similarity from which two feature vectors are near-duplicates "
+        "(default: %(cosine)s)",
+    )
+    for action, key in ((near, "near"), (cosine, "cosine")):
+        _fill_help(action, **{key: lambda key=key: [_check_defaults()[key]]})
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="threads hashing batches while the next is read (default: one per core)",
+    )
+    _from_argument(p, "input format: %(formats)s (default: from PATH's extension)")
+    _add_drop(p)
+    _add_follow_links(p)
+    p.set_defaults(func=_cmd_check)
 
 
 def _command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ from .dtypes import DtypePolicy, OnOverflow, parse_policy
 from .model.schema import DEFAULT_BATCH_BYTES
 
 if TYPE_CHECKING:
-    from .engine import Progress
+    from .engine import BatchObserver, Progress
     from .output import Overwrite
 
 __all__ = ["ConvertJob", "SourceRef"]
@@ -86,6 +86,9 @@ class ConvertJob:
     keep_encoded: bool = False
     #: called with (1, files) after each file of a many-file source is scanned
     scan_progress: Progress | None = None
+    #: sees each batch as written (``convert --check``); shards are then written on
+    #: threads of this process, not in worker processes or on Dask
+    observe: BatchObserver | None = None
 
     @classmethod
     def build(

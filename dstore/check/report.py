@@ -80,6 +80,8 @@ class CheckReport:
         (and any other split's), or that none does."""
         parts = []
         for split, per in self.leakage.items():
+            if split == self.training:  # the evaluation splits' view of each leak
+                continue
             for other, c in per.items():
                 if c["records"]:
                     parts.append(
@@ -111,7 +113,8 @@ class CheckReport:
             f"{'%':>6} {'exact':>7} {'near':>6}   within split (exact/near pairs)",
         ]
         for split, count in self.records.items():
-            per = self.leakage.get(split, {})
+            # the training split's leaks are the evaluation splits' rows
+            per = self.leakage.get(split, {}) if split != self.training else {}
             within = self.within.get(split, {"exact": 0, "near": 0})
             inside = f"{within['exact']}/{within['near']}"
             rows = [(o, c) for o, c in per.items() if c["records"]] or [("-", None)]

@@ -187,6 +187,7 @@ def _shard_streams(
             start=run[0].start,
             stop=run[-1].stop,
             batch_bytes=job.batch_bytes,
+            observe=job.observe,
         )
         yield from zip(
             run, _cut(prefetch(stream) if ahead else stream, [s.records for s in run]), strict=True
@@ -263,6 +264,8 @@ def _worker_processes(
     threads serve as well: the encoders release the GIL (``ShardWriter.gil_bound``), the
     records are few, the source cannot be reopened by range, or this is a worker."""
     if job.client is not None or job.source is None or not reader.random_access:
+        return None
+    if job.observe is not None:  # convert --check sees the records here, not in children
         return None
     gil_bound = sum(s.records for s in shards if writer.gil_bound(s.split))
     workers = writer.workers or default_workers()
