@@ -144,7 +144,12 @@ def _nodes(rec: Records) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return z, z, np.zeros(0, np.uint64)
     keys = np.ascontiguousarray(rec.digest).view(np.dtype((np.void, 16))).ravel()
     _, reps, node_of = np.unique(keys, return_index=True, return_inverse=True)
-    node_of = node_of.ravel()
+    # nodes numbered in the order of their first records: with no exact duplicate,
+    # node k is record k (and the vector tables need no copy in node order)
+    order = np.argsort(reps, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    reps, node_of = reps[order], rank[node_of.ravel()]
     mask = np.zeros(len(reps), np.uint64)
     np.bitwise_or.at(mask, node_of, _ONE << rec.split_id.astype(np.uint64))
     return node_of, reps, mask
@@ -184,12 +189,14 @@ def _vector_edges(
     nodes = np.flatnonzero(present[reps])
     near = np.zeros(len(reps), np.uint64)
     # every record its own node, all present: the table itself, not a copy of it
-    rows = proj if len(nodes) == len(proj) else proj[reps[nodes]]
+    same = len(nodes) == len(proj) and np.array_equal(reps[nodes], np.arange(len(proj)))
+    rows = proj if same else proj[reps[nodes]]
     i, j, cos = cosine_pairs(rows, cosine)
     a, b = nodes[i], nodes[j]
     np.bitwise_or.at(near, a, mask[b])
     np.bitwise_or.at(near, b, mask[a])
-    return a, b, np.round(1.0 - cos.astype(np.float64), 6), near
+    # an estimate may pass 1 by a little: distance 0, not below
+    return a, b, np.round(1.0 - np.minimum(cos.astype(np.float64), 1.0), 6), near
 
 
 def analyse(rec: Records, radius: int, cosine: float) -> Analysis:

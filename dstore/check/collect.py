@@ -87,10 +87,14 @@ def _record_views(col: Column, n: int) -> list[Any]:
     return views
 
 
-def _digests(split: SplitSpec, batch: Mapping[str, Column], names: Sequence[str], n: int) -> np.ndarray:
+def _digests(
+    split: SplitSpec, batch: Mapping[str, Column], names: Sequence[str], n: int
+) -> np.ndarray:
     """``(n, 2)`` uint64: the first 128 bits of SHA-256 of each record's ``names`` fields."""
     present = [name for name in names if name in batch]
-    columns = [(_prefix(name, split.fields[name].kind), _record_views(batch[name], n)) for name in present]
+    columns = [
+        (_prefix(name, split.fields[name].kind), _record_views(batch[name], n)) for name in present
+    ]
     out = np.empty((n, 16), np.uint8)
     for i in range(n):
         h = hashlib.sha256()
@@ -101,7 +105,9 @@ def _digests(split: SplitSpec, batch: Mapping[str, Column], names: Sequence[str]
     return out.view(np.uint64)
 
 
-def _image_hashes(col: Column, n: int, spec_kind: Any, decode: Any, where: str, start: int) -> np.ndarray:
+def _image_hashes(
+    col: Column, n: int, spec_kind: Any, decode: Any, where: str, start: int
+) -> np.ndarray:
     """The pHash of each image of ``col`` (decoded first when it holds encoded images)."""
     if isinstance(spec_kind, Image) and spec_kind.encoding != "raw" and isinstance(col, VarColumn):
         col = decode(col, spec_kind, where, start)

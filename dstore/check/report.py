@@ -129,8 +129,11 @@ class CheckReport:
                     )
         lc = self.label_conflicts
         if lc["exact"] or lc["near"]:
-            out += ["", f"label conflicts: {lc['exact']} exact and {lc['near']} near pair(s) "
-                    "whose labels differ (a labelling error, not only a leak)"]
+            out += [
+                "",
+                f"label conflicts: {lc['exact']} exact and {lc['near']} near pair(s) "
+                "whose labels differ (a labelling error, not only a leak)",
+            ]
         if self.groups:
             out += ["", "largest groups (records joined by duplicate pairs):"]
             for g in self.groups[:5]:
@@ -155,7 +158,9 @@ def _pairs(an: Analysis) -> list[dict[str, Any]]:
     out = []
     for kind, xs, ys, ds in (("exact", a, b, np.zeros(len(a))), ("near", na, nb, nd)):
         differ = an.labels_differ(xs, ys)
-        for x, y, d, lab in zip(xs.tolist(), ys.tolist(), ds.tolist(), differ.tolist(), strict=True):
+        for x, y, d, lab in zip(
+            xs.tolist(), ys.tolist(), ds.tolist(), differ.tolist(), strict=True
+        ):
             out.append(
                 {
                     "kind": kind,
@@ -227,7 +232,9 @@ def _groups(an: Analysis) -> list[dict[str, Any]]:
     return out
 
 
-def build_report(an: Analysis, path: str, fields: CheckFields, records: dict[str, int]) -> CheckReport:
+def build_report(
+    an: Analysis, path: str, fields: CheckFields, records: dict[str, int]
+) -> CheckReport:
     pairs = _pairs(an)
     conflicts = {"exact": 0, "near": 0}
     for p in pairs:

@@ -125,7 +125,9 @@ def _read_all(reader: Any, collector: Collector, workers: int, progress: Progres
         try:
             for spec in schema.splits.values():
                 names = [n for n in spec.fields if n in wanted]
-                rows = batch_rows_for(spec, DEFAULT_BATCH_BYTES, reader.stored_record_bytes(spec.name))
+                rows = batch_rows_for(
+                    spec, DEFAULT_BATCH_BYTES, reader.stored_record_bytes(spec.name)
+                )
                 pos = 0
                 for batch in reader.iter_batches(spec.name, fields=names, batch_rows=rows):
                     n = len(next(iter(batch.values()))) if batch else 0

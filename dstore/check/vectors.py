@@ -79,9 +79,7 @@ def _signatures(unit: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return sig
 
 
-def _window_pairs(
-    order: np.ndarray, unit: np.ndarray, threshold: float
-) -> list[np.ndarray]:
+def _window_pairs(order: np.ndarray, unit: np.ndarray, threshold: float) -> list[np.ndarray]:
     """``i * n + j`` codes (i < j) of the pairs at most :data:`WINDOW` apart in ``order``
     whose cosine is at least ``threshold``: float32 chunks of the sorted rows, each
     with the :data:`WINDOW` rows after it, every offset one vectorised product."""
@@ -100,9 +98,7 @@ def _window_pairs(
     return found
 
 
-def cosine_pairs(
-    proj: np.ndarray, threshold: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def cosine_pairs(proj: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Index pairs ``(i, j)``, i < j, of rows of ``proj`` (from :func:`project`) whose
     estimated cosine is at least ``threshold``, and that cosine, each pair once."""
     unit, valid = _unit_rows(proj)
