@@ -189,17 +189,21 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     from .check import check
 
-    settings = {k: getattr(args, k) for k in ("near", "cosine") if getattr(args, k) is not None}
+    settings: dict[str, Any] = {
+        k: getattr(args, k) for k in ("near", "cosine") if getattr(args, k) is not None
+    }
+    settings.update(_drop_options(args))
     with _bars(("check", "rec")) as (bar,):
         report = check(
             args.path,
-            fields=[f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None,
+            fields=[f.strip() for f in args.fields.split(",") if f.strip()]
+            if args.fields
+            else None,
             format=args.from_format,
             follow_links=args.follow_links,
             workers=args.workers,
             progress=bar,
             **settings,
-            **_drop_options(args),
         )
     if args.json:
         print(json.dumps(report.to_json()))

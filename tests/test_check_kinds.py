@@ -3,8 +3,6 @@ on encoded images of a training layout; its near-pair searches against all pairs
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -13,7 +11,6 @@ from dstore.check.hamming import near_pairs
 from dstore.check.labelled import labelled_set
 from dstore.check.perceptual import hamming
 from dstore.check.vectors import cosine_pairs, project
-from dstore.cli import main
 from dstore.model.labels import LABEL_NAMES, is_label_name
 from dstore.testing import usable_formats
 

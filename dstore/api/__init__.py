@@ -77,9 +77,9 @@ sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "ArrayReader",
-    "DecodedImages",
     "ConvertReport",
     "Dataset",
+    "DecodedImages",
     "FieldResult",
     "FieldView",
     "IndexReport",

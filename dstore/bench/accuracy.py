@@ -53,8 +53,8 @@ import numpy as np
 
 from ..errors import LabelError, MissingDependencyError, SchemaError, UsageError
 from ..model import Column, Tensor
-from ..model.schema import FieldSpec, Schema
 from ..model.labels import LABEL_NAMES
+from ..model.schema import FieldSpec, Schema
 
 __all__ = [
     "PROBES",

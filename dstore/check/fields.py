@@ -76,24 +76,34 @@ def _all_fields(schema: Schema) -> dict[str, FieldSpec]:
     return out
 
 
+def _checked(
+    schema: Schema,
+    every: dict[str, FieldSpec],
+    labels: tuple[str, ...],
+    fields: Sequence[str] | None,
+) -> tuple[str, ...]:
+    """The fields named (each must exist), or all but the labels and a many-file read's
+    ``source``."""
+    if fields is None:
+        added = schema.attrs.get(_SOURCES_ATTR, {})
+        source = added.get("field") if isinstance(added, dict) else None
+        return tuple(n for n in every if n not in labels and n != source)
+    unknown = [n for n in fields if n not in every]
+    if unknown:
+        raise UsageError(
+            f"fields {', '.join(map(repr, unknown))} are in no split; "
+            f"the fields: {', '.join(every)}"
+        )
+    return tuple(n for n in every if n in fields)
+
+
 def check_fields(schema: Schema, fields: Sequence[str] | None = None) -> CheckFields:
     """The roles of ``schema``'s fields; ``fields`` names the checked ones (default: all
     but labels and the many-file ``source`` field). An unknown name is a UsageError."""
     every = _all_fields(schema)
     labels = tuple(n for n in every if is_label_name(n))
-    if fields is None:
-        added = schema.attrs.get(_SOURCES_ATTR, {})
-        source = added.get("field") if isinstance(added, dict) else None
-        exact = tuple(n for n in every if n not in labels and n != source)
-    else:
-        unknown = [n for n in fields if n not in every]
-        if unknown:
-            raise UsageError(
-                f"fields {', '.join(map(repr, unknown))} are in no split; "
-                f"the fields: {', '.join(every)}"
-            )
-        exact = tuple(n for n in every if n in fields)
-        labels = tuple(n for n in labels if n not in exact)
+    exact = _checked(schema, every, labels, fields)
+    labels = tuple(n for n in labels if n not in exact)
     if not exact:
         raise UsageError(
             f"no field to check (the fields: {', '.join(every)}; labels are left out): "

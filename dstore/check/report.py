@@ -117,7 +117,9 @@ class CheckReport:
             per = self.leakage.get(split, {}) if split != self.training else {}
             within = self.within.get(split, {"exact": 0, "near": 0})
             inside = f"{within['exact']}/{within['near']}"
-            rows = [(o, c) for o, c in per.items() if c["records"]] or [("-", None)]
+            rows: list[tuple[str, dict[str, float] | None]] = [
+                (o, c) for o, c in per.items() if c["records"]
+            ] or [("-", None)]
             for k, (other, c) in enumerate(rows):
                 head = f"{split:<12} {count:>8}" if k == 0 else " " * 21
                 if c is None:
