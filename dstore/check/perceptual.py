@@ -110,11 +110,12 @@ _POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], np.uint8)
 
 def popcount(x: np.ndarray) -> np.ndarray:
     """Set bits of each uint64 (``np.bitwise_count`` where numpy has it)."""
-    x = np.ascontiguousarray(x, dtype=np.uint64)
+    x = np.asarray(x, dtype=np.uint64)
     count = getattr(np, "bitwise_count", None)
     if count is not None:
-        return count(x).astype(np.uint8)
-    return _POPCOUNT8[x.view(np.uint8)].reshape(*x.shape, 8).sum(axis=-1, dtype=np.uint8)
+        return np.asarray(count(x)).astype(np.uint8)
+    octets = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+    return _POPCOUNT8[octets].reshape(*x.shape, 8).sum(axis=-1, dtype=np.uint8)
 
 
 def hamming(a: np.ndarray, b: np.ndarray) -> np.ndarray:
