@@ -18,73 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UsageError
-from .collect import Collector
+from .collect import Records
 from .hamming import near_pairs
-from .vectors import PROJECTION_DIMS, cosine_pairs
+from .vectors import cosine_pairs
 
-__all__ = ["Analysis", "analyse", "training_split"]
+__all__ = ["Analysis", "analyse"]
 
 _ONE = np.uint64(1)
-
-
-def training_split(splits: list[str]) -> str:
-    """The split others are compared with: ``train`` (or ``training``), else the first."""
-    return next((s for s in splits if s in ("train", "training")), splits[0])
-
-
-@dataclass
-class Records:
-    """Every record of every split, the training split first, then the others in order."""
-
-    splits: list[str]
-    split_id: np.ndarray  # (N,) int64
-    index: np.ndarray  # (N,) int64, the position within its split
-    digest: np.ndarray  # (N, 2) uint64
-    label: np.ndarray  # (N,) uint64
-    has_label: np.ndarray  # (N,) bool
-    images: dict[str, tuple[np.ndarray, np.ndarray]]  # field -> hashes, present
-    vectors: dict[str, tuple[np.ndarray, np.ndarray]]  # field -> projections, present
-
-
-def gather(collector: Collector) -> Records:
-    """The collector's hashes as one table (each split's parts released once copied)."""
-    names = list(collector.schema.splits)
-    train = training_split(names)
-    splits = [train, *(s for s in names if s != train)]
-    if len(splits) > 64:
-        raise UsageError(f"{collector.where}: {len(splits)} splits; dstore check takes 64 at most")
-    counts = [collector.schema.splits[s].count for s in splits]
-    total = sum(counts)
-    f = collector.fields
-    rec = Records(
-        splits=splits,
-        split_id=np.repeat(np.arange(len(splits)), counts),
-        index=np.concatenate([np.arange(c) for c in counts]) if total else np.zeros(0, np.int64),
-        digest=np.zeros((total, 2), np.uint64),
-        label=np.zeros(total, np.uint64),
-        has_label=np.zeros(total, bool),
-        images={n: (np.zeros(total, np.uint64), np.zeros(total, bool)) for n in f.images},
-        vectors={
-            n: (np.zeros((total, PROJECTION_DIMS), np.float16), np.zeros(total, bool))
-            for n in f.vectors
-        },
-    )
-    lo = 0
-    for name, count in zip(splits, counts, strict=True):
-        part = collector.take(name)
-        hi = lo + count
-        if part is None:
-            continue
-        rec.digest[lo:hi] = part.digest
-        rec.label[lo:hi] = part.label
-        rec.has_label[lo:hi] = any(n in collector.schema.splits[name].fields for n in f.labels)
-        for table, mine in ((rec.images, part.images), (rec.vectors, part.vectors)):
-            for field, values in mine.items():
-                table[field][0][lo:hi] = values
-                table[field][1][lo:hi] = True
-        lo = hi
-    return rec
 
 
 @dataclass
@@ -188,11 +128,10 @@ def _vector_edges(
     1 - cosine), and per node the splits of the nodes it is paired with."""
     nodes = np.flatnonzero(present[reps])
     near = np.zeros(len(reps), np.uint64)
-    # every record its own node, all present: the table itself, not a copy of it
-    same = len(nodes) == len(proj) and np.array_equal(reps[nodes], np.arange(len(proj)))
-    rows = proj if same else proj[reps[nodes]]
-    i, j, cos = cosine_pairs(rows, cosine)
-    a, b = nodes[i], nodes[j]
+    # the rows of the nodes' first records, in the table itself (never a copy of it);
+    # node k's first record is reps[k], and reps increase
+    i, j, cos = cosine_pairs(proj, cosine, reps[nodes])
+    a, b = np.searchsorted(reps, i), np.searchsorted(reps, j)
     np.bitwise_or.at(near, a, mask[b])
     np.bitwise_or.at(near, b, mask[a])
     # an estimate may pass 1 by a little: distance 0, not below

@@ -4,9 +4,10 @@ A :class:`Collector` takes batches as they are read (or written, by ``convert
 --check``) and keeps per record a 128-bit SHA-256 prefix of the checked
 fields' decoded values, a 64-bit key of its labels, a 64-bit pHash per image
 field and a 128-d float16 projection per vector field: under 300 bytes a
-record, whatever the records hold. Batches may come from several threads at
-once (each hashes outside the lock) or be collected by other processes and
-merged (:meth:`Collector.merge`).
+record, whatever the records hold. The tables are allocated once, for the
+record counts of the schema, and each batch's hashes are written into its
+rows: no copy of them is ever made. Batches may come from several threads at
+once (each hashes outside the lock).
 """
 
 from __future__ import annotations
@@ -14,46 +15,38 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import SchemaError
+from ..errors import SchemaError, UsageError
 from ..model import Column, Image, VarColumn
 from ..model.schema import Schema, SplitSpec
 from .fields import CheckFields
 from .perceptual import phash
-from .vectors import project
+from .vectors import PROJECTION_DIMS, project
 
-__all__ = ["Collector", "SplitHashes"]
+__all__ = ["Collector", "Records", "training_split"]
+
+
+def training_split(splits: Sequence[str]) -> str:
+    """The split others are compared with: ``train`` (or ``training``), else the first."""
+    return next((s for s in splits if s in ("train", "training")), splits[0])
 
 
 @dataclass
-class SplitHashes:
-    """The hashes of a range of records of one split (or, merged, of all of them)."""
+class Records:
+    """Every record of every split, the training split first, then the others in order."""
 
-    start: np.ndarray  # record positions, one per record
-    digest: np.ndarray  # (n, 2) uint64: the checked fields' values
-    label: np.ndarray  # (n,) uint64: the label fields' values (0: no label field)
-    images: dict[str, np.ndarray] = field(default_factory=dict)  # field -> (n,) uint64
-    vectors: dict[str, np.ndarray] = field(default_factory=dict)  # field -> (n, k) float16
-
-    @classmethod
-    def join(cls, parts: Sequence[SplitHashes]) -> SplitHashes:
-        """``parts`` as one, in record order."""
-        order = np.argsort(np.concatenate([p.start for p in parts]), kind="stable")
-
-        def cat(arrays: list[np.ndarray]) -> np.ndarray:
-            return np.concatenate(arrays)[order]
-
-        return cls(
-            start=cat([p.start for p in parts]),
-            digest=cat([p.digest for p in parts]),
-            label=cat([p.label for p in parts]),
-            images={f: cat([p.images[f] for p in parts]) for f in parts[0].images},
-            vectors={f: cat([p.vectors[f] for p in parts]) for f in parts[0].vectors},
-        )
+    splits: list[str]
+    split_id: np.ndarray  # (N,) int64
+    index: np.ndarray  # (N,) int64, the position within its split
+    digest: np.ndarray  # (N, 2) uint64: the checked fields' values
+    label: np.ndarray  # (N,) uint64: the label fields' values
+    has_label: np.ndarray  # (N,) bool: its split has label fields
+    images: dict[str, tuple[np.ndarray, np.ndarray]]  # field -> pHashes, present
+    vectors: dict[str, tuple[np.ndarray, np.ndarray]]  # field -> projections, present
 
 
 def _prefix(name: str, kind: Any) -> bytes:
@@ -128,21 +121,32 @@ class Collector:
         self.schema = schema
         self.fields = fields
         self.where = where
-        self._parts: dict[str, list[SplitHashes]] = {s: [] for s in schema.splits}
+        names = list(schema.splits)
+        train = training_split(names) if names else ""
+        splits = [train, *(s for s in names if s != train)] if names else []
+        if len(splits) > 64:
+            raise UsageError(f"{where}: {len(splits)} splits; dstore check takes 64 at most")
+        counts = [schema.splits[s].count for s in splits]
+        self.offset = dict(zip(splits, np.cumsum([0, *counts[:-1]]).tolist(), strict=True))
+        total = sum(counts)
+        labelled = [any(n in schema.splits[s].fields for n in fields.labels) for s in splits]
+        self.records = Records(
+            splits=splits,
+            split_id=np.repeat(np.arange(len(splits)), counts),
+            index=np.concatenate([np.arange(c) for c in counts])
+            if total
+            else np.zeros(0, np.int64),
+            digest=np.zeros((total, 2), np.uint64),
+            label=np.zeros(total, np.uint64),
+            has_label=np.repeat(np.array(labelled, bool), counts),
+            images={n: (np.zeros(total, np.uint64), np.zeros(total, bool)) for n in fields.images},
+            vectors={
+                n: (np.zeros((total, PROJECTION_DIMS), np.float16), np.zeros(total, bool))
+                for n in fields.vectors
+            },
+        )
+        self._added = np.zeros(total, np.uint8)  # times each record was added
         self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        del state["_lock"]  # a collector travels to worker processes and back without it
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def empty(self) -> Collector:
-        """A collector of the same check holding nothing (for another process to fill)."""
-        return Collector(self.schema, self.fields, self.where)
 
     def add(self, split: str, start: int, batch: Mapping[str, Column]) -> None:
         """Hash records ``start:start + len(batch)`` of ``split``."""
@@ -150,45 +154,49 @@ class Collector:
         n = len(next(iter(batch.values()))) if batch else 0
         if n == 0:
             return
+        if start + n > spec.count:
+            raise SchemaError(
+                f"{self.where}: split {split!r}: records {start}:{start + n} were read, "
+                f"its schema says {spec.count}"
+            )
         f = self.fields
         labels = [name for name in f.labels if name in batch]
-        part = SplitHashes(
-            start=np.arange(start, start + n, dtype=np.int64),
-            digest=_digests(spec, batch, f.exact, n),
-            label=_digests(spec, batch, labels, n)[:, 0] if labels else np.zeros(n, np.uint64),
-        )
+        digest = _digests(spec, batch, f.exact, n)
+        label = _digests(spec, batch, labels, n)[:, 0] if labels else None
+        images, vectors = {}, {}
         for name in f.images:
             if name in batch:
                 where = f"{self.where}: split {split!r}, field {name!r}"
                 kind = spec.fields[name].kind
-                part.images[name] = _image_hashes(batch[name], n, kind, _decoder(), where, start)
+                images[name] = _image_hashes(batch[name], n, kind, _decoder(), where, start)
         for name in f.vectors:
             if name in batch:
-                part.vectors[name] = project(np.asarray(batch[name]))
+                vectors[name] = project(np.asarray(batch[name]))
+        lo = self.offset[split] + start
+        rows = slice(lo, lo + n)
+        rec = self.records
         with self._lock:
-            self._parts[split].append(part)
+            rec.digest[rows] = digest
+            if label is not None:
+                rec.label[rows] = label
+            for table, mine in ((rec.images, images), (rec.vectors, vectors)):
+                for name, values in mine.items():
+                    table[name][0][rows] = values
+                    table[name][1][rows] = True
+            self._added[rows] += 1
 
-    def merge(self, other: Collector) -> None:
-        """Take the records ``other`` (a copy of :meth:`empty`, filled elsewhere) hashed."""
-        with self._lock:
-            for split, parts in other._parts.items():
-                self._parts[split].extend(parts)
-
-    def take(self, split: str) -> SplitHashes | None:
-        """The hashes of ``split`` in record order (None: it has no records), released
-        here; every record must have been added once."""
-        with self._lock:
-            parts, self._parts[split] = self._parts[split], []
-        joined = SplitHashes.join(parts) if parts else None
-        del parts
-        count = self.schema.splits[split].count
-        positions = joined.start if joined is not None else np.zeros(0, np.int64)
-        if len(positions) != count or not np.array_equal(positions, np.arange(count)):
+    def result(self) -> Records:
+        """The hashes of every record; each must have been added once."""
+        wrong = np.flatnonzero(self._added != 1)
+        if len(wrong):
+            rec = self.records
+            split = rec.splits[int(rec.split_id[wrong[0]])]
+            times = int(self._added[wrong[0]])
             raise SchemaError(
-                f"{self.where}: split {split!r}: {len(positions)} records hashed, "
-                f"its schema says {count}"
+                f"{self.where}: split {split!r}, record {int(rec.index[wrong[0]])} was read "
+                f"{times} times, not once ({len(wrong)} record(s) so)"
             )
-        return joined
+        return self.records
 
 
 def _decoder() -> Any:

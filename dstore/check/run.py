@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import DstoreError, UsageError
 from ..model import Image
 from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema, batch_rows_for
-from .analyse import analyse, gather
+from .analyse import analyse
 from .collect import Collector
 from .fields import check_fields
 from .report import CheckReport, build_report
@@ -104,7 +104,7 @@ def check(
         collector = Collector(reader.schema, chosen, where)
         _read_all(reader, collector, _workers(workers), progress)
     records = {s.name: s.count for s in reader.schema.splits.values()}
-    return build_report(analyse(gather(collector), near, cosine), where, chosen, records)
+    return build_report(analyse(collector.result(), near, cosine), where, chosen, records)
 
 
 def _read_all(reader: Any, collector: Collector, workers: int, progress: Progress | None) -> None:
@@ -164,7 +164,7 @@ class ConvertCheck:
         self.collector: Collector | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._slots = threading.BoundedSemaphore(self.workers)
-        self._futures: list[Future[None]] = []
+        self._errors: list[BaseException] = []  # appended by the pool's threads
 
     def begin(self, schema: Schema) -> None:
         """Called once, with the schema of the records that will be written."""
@@ -174,20 +174,24 @@ class ConvertCheck:
     def __call__(self, split: str, start: int, batch: Batch) -> None:
         if self.collector is None or self._pool is None:
             raise RuntimeError("ConvertCheck called before begin()")
+        if self._errors:  # a batch failed: stop the conversion with its error
+            raise self._errors[0]
         self._slots.acquire()  # bounds the batches held here, so memory stays bounded
-        fut = self._pool.submit(self.collector.add, split, start, batch)
-        fut.add_done_callback(lambda _: self._slots.release())
-        self._futures.append(fut)
-        self._futures = [f for f in self._futures if not f.done() or f.exception()]
+        self._pool.submit(self.collector.add, split, start, batch).add_done_callback(self._done)
+
+    def _done(self, fut: Future[None]) -> None:
+        self._slots.release()
+        error = fut.exception()
+        if error is not None:
+            self._errors.append(error)
 
     def close(self) -> None:
         """Wait for the batches being hashed; the first error they raised is raised."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-        for fut in self._futures:
-            fut.result()
-        self._futures = []
+        if self._errors:
+            raise self._errors[0]
 
     def report(self) -> CheckReport:
         """The check of every record written (call after the conversion succeeded)."""
@@ -196,7 +200,7 @@ class ConvertCheck:
             raise RuntimeError("ConvertCheck.report() before the conversion began")
         schema = self.collector.schema
         records = {s.name: s.count for s in schema.splits.values()}
-        analysis = analyse(gather(self.collector), self.near, self.cosine)
+        analysis = analyse(self.collector.result(), self.near, self.cosine)
         return build_report(analysis, self.where, self.collector.fields, records)
 
 

@@ -9,11 +9,12 @@ close pairs that matter (docs/check.md has the measured error).
 
 Candidates come from sign-random-projection hashing (SimHash, Charikar 2002)
 of the projections, centred on their mean: two vectors share each sign bit
-with probability ``1 - angle / pi``, so near-duplicates share a bucket key of
-``b`` bits in one of :data:`TABLES` tables, while the rest rarely do. The bits
-are as many as give buckets of about :data:`BUCKET` vectors; a bucket still
-larger than :data:`MAX_BUCKET` (many vectors in one direction) is cut further
-with more bits. Each bucket's pairs are then compared by one matrix product.
+with probability ``1 - angle / pi``, so near-duplicates share long prefixes of
+their 64 sign bits in some of :data:`TABLES` tables. As in Charikar's search,
+each table's order sorts the vectors by their bits, and each vector is
+compared with the :data:`WINDOW` after it: one vectorised product per offset,
+however dense the data (a dense region has long shared prefixes, not huge
+buckets).
 """
 
 from __future__ import annotations
@@ -53,30 +54,28 @@ def project(vectors: np.ndarray) -> np.ndarray:
     return out.astype(np.float16)
 
 
-def _unit_rows(proj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The projections scaled to unit length (float16), and which rows have a direction."""
-    out = np.empty_like(proj, dtype=np.float16)
+def _normalise(proj: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Scale ``proj[rows]`` to unit length in place; which of ``rows`` have a direction."""
     valid = np.zeros(len(proj), bool)
-    for lo in range(0, len(proj), _ROWS):
-        p = proj[lo : lo + _ROWS].astype(np.float32)
+    for lo in range(0, len(rows), _ROWS):
+        at = rows[lo : lo + _ROWS]
+        p = proj[at].astype(np.float32)
         n = np.linalg.norm(p, axis=1)
         ok = n > 0
         p[ok] /= n[ok, None]
-        out[lo : lo + _ROWS] = p
-        valid[lo : lo + _ROWS] = ok
-    return out, valid
+        proj[at] = p
+        valid[at[ok]] = True
+    return valid
 
 
-def _signatures(unit: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """``(n, TABLES)`` uint64: 64 sign bits per table of each centred unit projection."""
-    planes = _gaussian(PROJECTION_DIMS, 64 * TABLES, 2)
-    centre = unit[valid].astype(np.float32).mean(axis=0) if valid.any() else 0.0
-    sig = np.empty((len(unit), TABLES), np.uint64)
-    for lo in range(0, len(unit), _ROWS):
-        bits = (unit[lo : lo + _ROWS].astype(np.float32) - centre) @ planes > 0
-        packed = np.packbits(bits.reshape(len(bits), TABLES, 64), axis=2)
-        sig[lo : lo + _ROWS] = packed.view(">u8").reshape(len(bits), TABLES)
-    return sig
+def _table_order(unit: np.ndarray, members: np.ndarray, centre: np.ndarray, t: int) -> np.ndarray:
+    """``members`` sorted by 64 sign bits of their centred rows in table ``t``."""
+    planes = _gaussian(PROJECTION_DIMS, 64, 2 + t)
+    sig = np.empty(len(members), np.uint64)
+    for lo in range(0, len(members), _ROWS):
+        bits = (unit[members[lo : lo + _ROWS]].astype(np.float32) - centre) @ planes > 0
+        sig[lo : lo + _ROWS] = np.packbits(bits, axis=1).view(">u8").ravel()
+    return members[np.argsort(sig, kind="stable")]
 
 
 def _window_pairs(order: np.ndarray, unit: np.ndarray, threshold: float) -> list[np.ndarray]:
@@ -98,21 +97,28 @@ def _window_pairs(order: np.ndarray, unit: np.ndarray, threshold: float) -> list
     return found
 
 
-def cosine_pairs(proj: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Index pairs ``(i, j)``, i < j, of rows of ``proj`` (from :func:`project`) whose
-    estimated cosine is at least ``threshold``, and that cosine, each pair once."""
-    unit, valid = _unit_rows(proj)
-    empty = np.zeros(0, np.int64)
-    if valid.sum() < 2:
-        return empty, empty, np.zeros(0, np.float32)
-    sig = _signatures(unit, valid)
+def cosine_pairs(
+    proj: np.ndarray, threshold: float, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs ``(i, j)``, i < j, of ``rows`` of ``proj`` (from :func:`project`; default: all)
+    whose estimated cosine is at least ``threshold``, and that cosine, each pair once.
+
+    ``proj[rows]`` is scaled to unit length in place (no copy of a table that may
+    hold a million rows)."""
+    rows = np.arange(len(proj)) if rows is None else np.asarray(rows)
+    valid = _normalise(proj, rows)
     members = np.flatnonzero(valid)
+    empty = np.zeros(0, np.int64)
+    if len(members) < 2:
+        return empty, empty, np.zeros(0, np.float32)
+    centre = np.zeros(PROJECTION_DIMS, np.float64)
+    for lo in range(0, len(members), _ROWS):
+        centre += proj[members[lo : lo + _ROWS]].astype(np.float64).sum(axis=0)
+    centre = (centre / len(members)).astype(np.float32)
     found = [empty]
     for t in range(TABLES):
-        order = members[np.argsort(sig[members, t], kind="stable")]
-        found += _window_pairs(order, unit, threshold)
-        del order
+        found += _window_pairs(_table_order(proj, members, centre, t), proj, threshold)
     pairs = np.unique(np.concatenate(found))
-    i, j = pairs // len(unit), pairs % len(unit)
-    cos = np.einsum("ij,ij->i", unit[i].astype(np.float32), unit[j].astype(np.float32))
+    i, j = pairs // len(proj), pairs % len(proj)
+    cos = np.einsum("ij,ij->i", proj[i].astype(np.float32), proj[j].astype(np.float32))
     return i, j, cos
