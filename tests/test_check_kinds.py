@@ -161,3 +161,30 @@ def test_cosine_pairs_find_the_close_pairs_of_all_pairs():
     assert len(want) >= 100 and len(want - got) <= 0.02 * len(want)
     # the estimated cosine is close to the true one
     assert np.abs(cos - true[i, j]).max() < 0.01
+
+
+def test_encoded_images_hash_as_their_pixels(small_set):
+    """A batch of PNG bytes (what convert --check sees when images pass through encoded)
+    hashes as the same pixels stored raw: exact digests and pHashes alike."""
+    imagecodecs = pytest.importorskip("imagecodecs")
+    from dstore.check.collect import Collector
+    from dstore.check.fields import check_fields
+    from dstore.model import Image, VarColumn
+    from dstore.model.schema import FieldSpec, Schema, SplitSpec
+
+    tiles = small_set.splits["train"]["x"][:6]
+    raw = Schema(
+        {"train": SplitSpec("train", 6, {"x": FieldSpec("x", Image(height=32, width=32))})}
+    )
+    png = Schema({"train": SplitSpec("train", 6, {"x": FieldSpec("x", Image(encoding="png"))})})
+    found = []
+    for schema, column in (
+        (raw, tiles),
+        (png, VarColumn.from_bytes(imagecodecs.png_encode(t) for t in tiles)),
+    ):
+        collector = Collector(schema, check_fields(schema), "x")
+        collector.add("train", 0, {"x": column})
+        rec = collector.result()
+        found.append((rec.digest.copy(), rec.images["x"][0].copy()))
+    assert np.array_equal(found[0][0], found[1][0]) and np.array_equal(found[0][1], found[1][1])
+    assert len(np.unique(found[0][0], axis=0)) == 6

@@ -49,18 +49,26 @@ class Records:
     vectors: dict[str, tuple[np.ndarray, np.ndarray]]  # field -> projections, present
 
 
-def _prefix(name: str, kind: Any) -> bytes:
-    """What precedes a field's value in a record's hash: its name and kind, so that
-    equal bytes under another name, dtype or shape never match."""
-    return repr((name, kind)).encode() + b"\0"
+def _prefix(name: str, col: Column) -> bytes:
+    """What precedes a field's values in a record's hash: its name and dtype (each
+    record's shape follows, :func:`_record_views`), so that equal bytes under another
+    name, dtype or shape never match, while how they were stored (PNG or raw, fixed
+    or varying size, which format) does not enter."""
+    if isinstance(col, VarColumn):
+        inner = col.values.values if isinstance(col.values, VarColumn) else col.values
+        return repr((name, inner.dtype.str, col.nested)).encode() + b"\0"
+    return repr((name, col.dtype.str, False)).encode() + b"\0"
 
 
-def _record_views(col: Column, n: int) -> list[Any]:
-    """Record ``i``'s bytes (a zero-copy view where the values allow) for each ``i``:
-    the values, then for a varying record its shape or its strings' lengths."""
+def _record_views(col: Column, n: int) -> tuple[list[bytes], list[Any]]:
+    """Record ``i``'s shape (or its strings' lengths) and values (a zero-copy view where
+    the values allow), for each ``i``."""
     if not isinstance(col, VarColumn):
         flat = np.ascontiguousarray(col).reshape(n, -1)
-        return list(flat.view(np.uint8)) if flat.size else [b""] * n
+        heads = [np.array(col.shape[1:], np.int64).tobytes()] * n
+        rows: list[Any] = list(flat.view(np.uint8)) if flat.size else [b""] * n
+        return heads, rows
+    heads = []
     views: list[Any] = []
     offsets = col.offsets
     if isinstance(col.values, VarColumn):  # a list of strings per record
@@ -69,41 +77,52 @@ def _record_views(col: Column, n: int) -> list[Any]:
         for i in range(n):
             lo, hi = int(offsets[i]), int(offsets[i + 1])
             a, b = int(inner.offsets[lo]), int(inner.offsets[hi])
-            views.append(inner.lengths[lo:hi].tobytes() + data[a:b].tobytes())
-        return views
+            heads.append(inner.lengths[lo:hi].astype(np.int64).tobytes())
+            views.append(data[a:b].tobytes())
+        return heads, views
     values = np.ascontiguousarray(col.values)
     data = values.reshape(len(values), -1).view(np.uint8) if values.size else values
+    inner_shape = values.shape[1:]
     for i in range(n):
         lo, hi = int(offsets[i]), int(offsets[i + 1])
-        shape = col.shapes[i].tobytes() if col.shapes is not None else str(hi - lo).encode()
-        views.append(shape + data[lo:hi].tobytes())
-    return views
+        shape = col.shapes[i] if col.shapes is not None else (hi - lo, *inner_shape)
+        heads.append(np.asarray(shape, np.int64).tobytes())
+        views.append(data[lo:hi].tobytes())
+    return heads, views
 
 
-def _digests(
-    split: SplitSpec, batch: Mapping[str, Column], names: Sequence[str], n: int
-) -> np.ndarray:
+def _digests(batch: Mapping[str, Column], names: Sequence[str], n: int) -> np.ndarray:
     """``(n, 2)`` uint64: the first 128 bits of SHA-256 of each record's ``names`` fields."""
     present = [name for name in names if name in batch]
-    columns = [
-        (_prefix(name, split.fields[name].kind), _record_views(batch[name], n)) for name in present
-    ]
+    columns = [(_prefix(name, batch[name]), *_record_views(batch[name], n)) for name in present]
     out = np.empty((n, 16), np.uint8)
     for i in range(n):
         h = hashlib.sha256()
-        for prefix, views in columns:
+        for prefix, heads, views in columns:
             h.update(prefix)
+            h.update(heads[i])
             h.update(views[i])  # large buffers are hashed with the GIL released
         out[i] = np.frombuffer(h.digest()[:16], np.uint8)
     return out.view(np.uint64)
 
 
-def _image_hashes(
-    col: Column, n: int, spec_kind: Any, decode: Any, where: str, start: int
-) -> np.ndarray:
-    """The pHash of each image of ``col`` (decoded first when it holds encoded images)."""
-    if isinstance(spec_kind, Image) and spec_kind.encoding != "raw" and isinstance(col, VarColumn):
-        col = decode(col, spec_kind, where, start)
+def _decoded(
+    batch: Mapping[str, Column], spec: SplitSpec, where: str, start: int
+) -> dict[str, Column]:
+    """``batch`` with its encoded images (PNG, JPEG: ``convert --check`` of images kept
+    encoded) decoded: hashes are of values, not of how they were stored."""
+    out = dict(batch)
+    for name, col in batch.items():
+        kind = spec.fields[name].kind
+        if isinstance(kind, Image) and kind.encoding != "raw" and isinstance(col, VarColumn):
+            from ..api import decode_column_images
+
+            out[name] = decode_column_images(col, kind, f"{where}: field {name!r}", start)
+    return out
+
+
+def _image_hashes(col: Column, n: int) -> np.ndarray:
+    """The pHash of each image of ``col``."""
     if not isinstance(col, VarColumn):
         return phash(col)
     out = np.zeros(n, np.uint64)
@@ -160,15 +179,14 @@ class Collector:
                 f"its schema says {spec.count}"
             )
         f = self.fields
+        batch = _decoded(batch, spec, f"{self.where}: split {split!r}", start)
         labels = [name for name in f.labels if name in batch]
-        digest = _digests(spec, batch, f.exact, n)
-        label = _digests(spec, batch, labels, n)[:, 0] if labels else None
+        digest = _digests(batch, f.exact, n)
+        label = _digests(batch, labels, n)[:, 0] if labels else None
         images, vectors = {}, {}
         for name in f.images:
             if name in batch:
-                where = f"{self.where}: split {split!r}, field {name!r}"
-                kind = spec.fields[name].kind
-                images[name] = _image_hashes(batch[name], n, kind, _decoder(), where, start)
+                images[name] = _image_hashes(batch[name], n)
         for name in f.vectors:
             if name in batch:
                 vectors[name] = project(np.asarray(batch[name]))
@@ -197,10 +215,3 @@ class Collector:
                 f"{times} times, not once ({len(wrong)} record(s) so)"
             )
         return self.records
-
-
-def _decoder() -> Any:
-    """``decode_column_images``: encoded images (PNG, JPEG) as pixels."""
-    from ..api import decode_column_images
-
-    return decode_column_images
