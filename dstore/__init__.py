@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .api.verify import verify
     from .bench import bench
     from .check import check
-    from .dtypes import DtypePolicy, parse_policy
+    from .engine.dtypes import DtypePolicy, parse_policy
     from .errors import (
         CodecIOError,
         DstoreError,
@@ -51,7 +51,7 @@ _LAZY = {
         ["ConvertReport", "Dataset", "VerifyReport", "convert", "info", "open", "save", "verify"],
         "api",
     ),
-    **dict.fromkeys(["DtypePolicy", "parse_policy"], "dtypes"),
+    **dict.fromkeys(["DtypePolicy", "parse_policy"], "engine.dtypes"),
     **dict.fromkeys(
         [
             "CodecIOError",

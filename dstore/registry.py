@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import re
 import types
@@ -26,7 +27,7 @@ from ._dist import install_hint
 from .errors import MissingDependencyError, UnknownCodecError
 
 if TYPE_CHECKING:
-    from .codecs.base import Codec
+    from .abc import Codec
 
 __all__ = [
     "available_codecs",
@@ -219,9 +220,21 @@ def _has_marker(path: str, entry: _Entry) -> bool:
         return False
     if entry.marker_format is None:
         return True
-    from .sharding.manifest import is_manifest_of
+    return _marker_format(fs.join(path, entry.marker)) == entry.marker_format
 
-    return is_manifest_of(path, entry.marker_format)
+
+def _marker_format(marker: str) -> object:
+    """The ``format`` a JSON marker file names (None when it is not a regular file of a
+    JSON object): read here, not by the container that writes it, so that the
+    registry stays below every format and container."""
+    if not fs.is_regular_file(marker):
+        return None
+    try:
+        with fs.open_binary(marker) as f:
+            doc = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return doc.get("format") if isinstance(doc, dict) else None
 
 
 def infer_codec(path: str) -> str:

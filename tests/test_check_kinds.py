@@ -121,7 +121,7 @@ def test_training_layout_encoded_images_and_annotations(tmp_path):
 
 
 def test_label_names_cover_the_layouts():
-    from dstore.layouts import label_maker as lm
+    from dstore.layouts import tiles as lm
 
     for name in (lm.LABEL, lm.TEXT, *lm.BOX_FIELDS, lm.MASK, lm.MASK_FORMAT, *LABEL_NAMES):
         assert is_label_name(name), name

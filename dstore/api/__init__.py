@@ -21,7 +21,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..decoding import decode_column_images
+    from ..images.decoding import decode_column_images
     from ..sources.decoded_images import DecodedImages
     from ..sources.opening import open_reader
     from .convert import ConvertReport, Progress, convert, write_dataset
@@ -37,7 +37,7 @@ _LAZY = {
     "open_reader": "..sources",
     # for dstore.check, which reads through this layer: encoded images as pixels
     "DecodedImages": "..sources.decoded_images",
-    "decode_column_images": "..decoding",
+    "decode_column_images": "..images.decoding",
     **dict.fromkeys(["ConvertReport", "Progress", "convert", "write_dataset"], ".convert"),
     **dict.fromkeys(["IndexReport", "index"], ".index"),
     **dict.fromkeys(["InfoReport", "dtype_name", "info"], ".info"),

@@ -17,7 +17,7 @@ __all__ = ["LABEL_NAMES", "LABEL_PREFIXES", "check_labels", "is_label_name", "la
 
 #: names of label fields: ``y`` of label-maker, ``labels`` of CoralNet's features...
 LABEL_NAMES = ("labels", "label", "y", "target", "targets", "class", "classes")
-#: what the training layouts (:mod:`dstore.layouts`) annotate an image with: boxes,
+#: what the training layouts (:mod:`dstore.layouts.tiles`) annotate an image with: boxes,
 #: class ids and texts (``image/object/...``), class masks (``image/segmentation/...``)
 LABEL_PREFIXES = ("image/object/", "image/segmentation/")
 

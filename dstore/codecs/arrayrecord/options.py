@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ...images.options import PNG_LEVEL_HELP, ImageOptions
 from ...options import option
-from .._image_options import PNG_LEVEL_HELP, ImageOptions
 
 __all__ = ["ArrayRecordOptions"]
 

@@ -8,15 +8,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ... import fs, links
+from ...abc import Reader, Shard, ShardWriter
+from ...fs import read_at
+from ...images.imagecodec import LOSSY_FORMATS
+from ...images.options import ImageOptions
+from ...images.pixels import FieldStorage
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.names import check_text_names
 from ...model.schema import Batch, Schema
 from ...options import option
 from ...sharding import ShardedCodec
-from .._image_options import ImageOptions
-from .._imagecodec import LOSSY_FORMATS
-from .._pixels import FieldStorage
-from ..base import Reader, Shard, ShardWriter, read_at
 
 __all__ = ["ParquetCodec", "ParquetOptions", "Storage"]
 

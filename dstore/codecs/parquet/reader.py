@@ -11,13 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ... import fs
+from ...abc import RANGE_BYTES
 from ...errors import CodecIOError, SchemaError
+from ...images.pixels import decode_pixel_column, image_format
 from ...model import Column, VarColumn
 from ...model.arrow import arrow_fields, from_arrow, list_axes
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges, group_slices
-from .._pixels import decode_pixel_column, image_format
-from ..base import RANGE_BYTES
 from . import Storage
 
 __all__ = ["ParquetReader"]

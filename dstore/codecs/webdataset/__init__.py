@@ -8,14 +8,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import fs, links
+from ...abc import Reader, Shard, ShardWriter
 from ...errors import SchemaError
+from ...fs import is_regular_file, read_at
+from ...images.options import PNG_LEVEL_HELP, ImageOptions
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor, names
 from ...model.schema import Batch, Schema
 from ...options import option
 from ...sharding import ShardedCodec
 from ...sharding.numbered import numbered_names
-from .._image_options import PNG_LEVEL_HELP, ImageOptions
-from ..base import Reader, Shard, ShardWriter, is_regular_file, read_at
 from .reader import BLOCK, WebDatasetReader, is_tar_header
 from .writer import FORMAT_ID, WebDatasetShardWriter, choose_encoding
 
