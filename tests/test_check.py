@@ -205,3 +205,21 @@ def test_bench_prints_the_leakage_line(tmp_path, capsys):
     assert line.startswith(
         "check: 3 of 53 test records (5.7%) duplicate train records (exact 3, near 0)"
     )
+
+
+def test_label_maker_example_of_the_docs_prints_what_they_say(tmp_path):
+    """docs/check.md's label-maker example, run as written: the line it prints is the one
+    the page quotes."""
+    import pathlib
+    import re
+    import subprocess
+    import sys
+
+    page = (pathlib.Path(__file__).parents[1] / "docs" / "check.md").read_text()
+    section = page[page.index("## Example: label-maker") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    quoted = re.search(r"It prints `(check: .*?)`", section, re.S).group(1)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == " ".join(quoted.split())
