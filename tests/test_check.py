@@ -223,3 +223,16 @@ def test_label_maker_example_of_the_docs_prints_what_they_say(tmp_path):
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == " ".join(quoted.split())
+    # the CoralNet example: its file, then the table the page shows for it
+    section = page[page.index("## Example: CoralNet") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    table = re.search(r"```console\n\$ dstore check features.npz\n(.*?)```", section, re.S).group(1)
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "dstore.cli", "check", "features.npz"],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 1 and out.stdout == table
