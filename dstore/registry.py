@@ -152,7 +152,7 @@ def get_codec_class(name: str) -> type[Codec]:
         return _classes[name]
     entry = _entries.get(name)
     if entry is None:
-        raise UnknownCodecError(name, list(_entries))
+        raise _unknown_name(name)
     for required in entry.requires:
         if importlib.util.find_spec(required) is None:
             raise MissingDependencyError(name, entry.extra or name, required)
@@ -209,7 +209,7 @@ def default_extension(name: str) -> str:
     _load_entry_points()
     entry = _entries.get(name)
     if entry is None:
-        raise UnknownCodecError(name, list(_entries))
+        raise _unknown_name(name)
     extensions = entry.extensions or get_codec_class(name).extensions
     return extensions[0] if extensions else f".{name}"
 
@@ -259,9 +259,35 @@ def infer_codec(path: str) -> str:
         for name, entry in _entries.items():
             if _has_marker(str(path), entry):
                 return name
-        raise UnknownCodecError(
-            base,
-            list(_entries),
-            f"{path}: no format claims this extension (name one with --to/--from)",
-        )
+        raise _unclaimed(str(path), base)
     return best[1]
+
+
+def _unclaimed(path: str, base: str) -> UnknownCodecError:
+    """The error for a path no format claims, suggesting the extension nearest to its
+    own: the last suffix (``data.v2.tfrecrods``), else all of them (``x.tfrecords.gzz``)."""
+    extensions = [ext for entry in _entries.values() for ext in entry.extensions]
+    suffixes = [os.path.splitext(base)[1], base[base.find(".") :] if "." in base else ""]
+    near = next(filter(None, (_nearest(s, extensions) for s in suffixes if s)), None)
+    hint = f"; did you mean {near}?" if near else ""
+    return UnknownCodecError(
+        base,
+        list(_entries),
+        f"{path}: no format claims this extension{hint} (name one with to=/from_format=)",
+    )
+
+
+def _nearest(word: str, choices: list[str]) -> str | None:
+    """The one of ``choices`` close to ``word`` (a misspelt extension or format name), if
+    any. Close is difflib's ratio of at least 0.8: ``.tfrecrods`` and ``.jsn`` are,
+    ``.npy`` (another format: 0.75 to ``.npz``) is not."""
+    import difflib
+
+    near = difflib.get_close_matches(word.lower(), choices, n=1, cutoff=0.8)
+    return near[0] if near else None
+
+
+def _unknown_name(name: str) -> UnknownCodecError:
+    near = _nearest(name, list(_entries))
+    hint = f" (did you mean {near!r}?)" if near else ""
+    return UnknownCodecError(name, list(_entries), f"unknown format {name!r}{hint}")

@@ -103,6 +103,9 @@ class Codec(ABC):
     #: else the condition ("uncompressed"); messages that suggest a random-access form
     #: list the formats from these.
     random_access_when: ClassVar[str] = ""
+    #: True when this format's records are frames that ``dstore index`` (:meth:`frame_files`,
+    #: :meth:`frame_lengths`) indexes in files others wrote: ``index --from`` offers these.
+    frame_indexes: ClassVar[bool] = False
     #: True when values are stored as text (JSON): large arrays are slow and big there,
     #: so the demo's image tiles skip it.
     stores_text: ClassVar[bool] = False

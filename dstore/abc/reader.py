@@ -17,17 +17,26 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CodecIOError, SchemaError
 from ..model import Column, concat_columns
 from ..model.checksums import FieldHasher, stored_checksums
-from ..model.schema import Batch, FieldSpec, Schema, SplitSpec, batch_rows_for
+from ..model.schema import (
+    DEFAULT_SPLIT,
+    Batch,
+    FieldSpec,
+    Schema,
+    SplitSpec,
+    batch_rows_for,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["RANGE_BYTES", "Reader", "WrappingReader", "even_ranges"]
+__all__ = ["DEFAULT_SPLIT_NOTE", "RANGE_BYTES", "Reader", "WrappingReader", "even_ranges"]
 
 #: Decoded bytes a record range of :meth:`Reader.record_ranges` aims at: big
 #: enough to amortise opening a shard or chunk, small enough to shuffle and
 #: to balance between training workers.
 RANGE_BYTES = 8 * 1024 * 1024
+#: What messages and ``dstore info`` say of the split :data:`DEFAULT_SPLIT` where it appears.
+DEFAULT_SPLIT_NOTE = f"{DEFAULT_SPLIT!r} is dstore's name for data that names no split"
 
 
 def even_ranges(start: int, stop: int, rows: int) -> list[tuple[int, int]]:
@@ -134,9 +143,9 @@ class Reader(ABC):
         try:
             return self.schema.splits[name]
         except KeyError:
-            raise SchemaError(
-                f"{self.path}: no split {name!r}; splits: {', '.join(self.schema.splits)}"
-            ) from None
+            names = ", ".join(self.schema.splits) or "none"
+            note = f" ({DEFAULT_SPLIT_NOTE})" if DEFAULT_SPLIT in self.schema.splits else ""
+            raise SchemaError(f"{self.path}: no split {name!r}; splits: {names}{note}") from None
 
     def describe(self) -> list[str]:
         """Codec-specific lines for ``dstore info`` (storage details)."""

@@ -15,6 +15,8 @@ from .dtypes import CastStats
 from .job import ConvertJob, SourceRef
 from .shards import add_measured, shard_streams, shard_task
 
+__all__ = ["RegionTasks", "write_on_dask"]
+
 
 def write_on_dask(
     reader: Reader,

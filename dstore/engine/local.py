@@ -21,6 +21,8 @@ from .job import ConvertJob
 from .resume import check_unchanged, file_states, remove_unjournaled
 from .shards import add_measured, counted_from, shard_task_in
 
+__all__ = ["PROCESS_MIN_RECORDS", "start_workers", "worker_processes", "write_in_processes"]
+
 #: records whose encoding holds the GIL a conversion needs before its shards are written
 #: in worker processes: starting them (Python, numpy, dstore, fpng) costs about 0.5 s
 #: of CPU each, which only many records repay

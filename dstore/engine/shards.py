@@ -17,6 +17,8 @@ from .dtypes import CastStats, DtypePolicy
 from .job import ConvertJob, SourceRef
 from .rawsize import RawMeter
 
+__all__ = ["add_measured", "counted_from", "shard_streams", "shard_task", "shard_task_in"]
+
 
 def _runs(shards: Sequence[Shard]) -> Iterator[list[Shard]]:
     """Consecutive shards of one split whose ranges touch: read as one stream."""

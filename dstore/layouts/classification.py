@@ -17,6 +17,8 @@ from ..options import option
 from .base import Layout
 from .tiles import _field, _passthrough, _pixels, _saved_kind, _tile_kind
 
+__all__ = ["ClassOptions", "Classification"]
+
 
 @dataclass(frozen=True)
 class ClassOptions:

@@ -39,6 +39,8 @@ from .tiles import (
     _tile_kind,
 )
 
+__all__ = ["ODOptions", "ObjectDetection"]
+
 
 @dataclass(frozen=True)
 class ODOptions:

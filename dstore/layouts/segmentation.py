@@ -33,6 +33,8 @@ from .tiles import (
     _tile_kind,
 )
 
+__all__ = ["SegOptions", "Segmentation"]
+
 
 @dataclass(frozen=True)
 class SegOptions:

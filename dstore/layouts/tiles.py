@@ -13,6 +13,22 @@ from ..errors import CodecIOError, SchemaError
 from ..model import Image, Kind, VarColumn, kind_from_json
 from ..model.schema import FieldSpec, SplitSpec
 
+__all__ = [
+    "BOX",
+    "BOX_FIELDS",
+    "FILENAME",
+    "FORMAT",
+    "HEIGHT",
+    "IMAGE",
+    "IMAGE_CODEC",
+    "LABEL",
+    "MASK",
+    "MASK_FORMAT",
+    "SOURCE_ID",
+    "TEXT",
+    "WIDTH",
+]
+
 _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
 #: the codec option that picks the image encoding; written into ``image/format``

@@ -9,7 +9,8 @@ from typing import Any
 from ..abc import Reader
 from ..errors import SchemaError
 from ..model import Column, Kind, VarColumn, infer_column, slice_column, to_column
-from ..model.schema import Batch, FieldSpec, Schema, SplitSpec, split_key
+from ..model.keys import split_key
+from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 
 
 class ArrayReader(Reader):

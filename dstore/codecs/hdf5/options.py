@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ...errors import MissingDependencyError
-from ...images.imagecodec import LOSSY_FORMATS, check_quality
+from ...images.imagecodec import LOSSY_FORMATS
+from ...images.options import ImageOptions, image_codec_option, quality_option
+
+__all__ = ["HDF5Options"]
 
 _ATTR = "dstore_schema"
 
@@ -49,7 +52,10 @@ _STANDARD_FILTERS = {1, 2, 3, 4, 5, 6, 32000}
 
 
 @dataclass(frozen=True)
-class HDF5Options:
+class HDF5Options(ImageOptions):
+    IMAGE_CODECS: ClassVar[tuple[str, ...]] = ("none", *LOSSY_FORMATS)
+    LOSSLESS: ClassVar[str] = "none"
+
     compression: str = field(
         default="gzip",
         metadata={"help": "gzip, lzf or none; blosc or zstd need hdf5plugin (also to read them)"},
@@ -69,22 +75,13 @@ class HDF5Options:
         },
     )
 
-    image_codec: str = field(
-        default="none",
-        metadata={
-            "help": "lossy image fields: refused (no HDF5 filter plugin for jpeg, webp or jxl "
-            "exists in hdf5plugin); use zarr or TFRecord with -o image_codec="
-        },
-    )
-    quality: int = field(default=90, metadata={"help": "quality 1..100 of image_codec"})
+    # a lossy value is refused when a field would take it: no HDF5 filter plugin for
+    # jpeg, webp or jxl exists in hdf5plugin (use zarr or TFRecord)
+    image_codec: str = image_codec_option(IMAGE_CODECS, default="none")
+    quality: int = quality_option()
 
     def validate(self) -> None:
-        if self.image_codec not in ("none", *LOSSY_FORMATS):
-            raise ValueError(
-                f"hdf5: image_codec must be none, {', '.join(LOSSY_FORMATS)}. "
-                f"Got {self.image_codec!r} instead."
-            )
-        check_quality(self.quality, "hdf5")
+        self.check_image_options("hdf5")
         if self.compression not in ("gzip", "lzf", "none", "blosc", "zstd"):
             raise ValueError(
                 f"hdf5: compression must be gzip, lzf, none, blosc or zstd. Got {self.compression!r}."

@@ -15,12 +15,15 @@ from ... import fs
 from ...errors import CodecIOError, DstoreError, UnsafeInputError
 from ...model import Bytes, Column, Image, Kind, Ragged, String, StringList, Tensor, VarColumn
 from ...model.attrs import encode
-from ...model.schema import FieldSpec, check_dtype, split_key
+from ...model.keys import split_key
+from ...model.schema import FieldSpec, check_dtype
 from ...model.strings import fixed_to_column
 from ..arraytree.chunked import ArrayTreeReader, max_chunk_bytes, max_fill_bytes
 from .checks import _check_field_dataset, _check_utf8, _is_vlunicode, _stage_remote
 from .datasets import _KIND_ATTR, _ROW_SPLITS, _SHAPES, _are_offsets, _ListDataset
 from .options import _ATTR, _STANDARD_FILTERS, _plugins
+
+__all__ = ["HDF5Reader"]
 
 
 class HDF5Reader(ArrayTreeReader):

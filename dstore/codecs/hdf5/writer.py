@@ -17,13 +17,16 @@ from ...abc import Writer
 from ...errors import CodecIOError
 from ...model import Image, Ragged, String, StringList, VarColumn, names
 from ...model.attrs import fill_value, for_hdf5, group_attrs
-from ...model.schema import Batch, FieldSpec, Schema, stored_paths
+from ...model.keys import stored_paths
+from ...model.schema import Batch, FieldSpec, Schema
 from ...output import TMP_MARK, check_room
 from ...parallel import default_workers
 from ..arraytree.chunked import AlignedAppender, chunk_rows
 from .checks import _enum_or
 from .datasets import _KIND_ATTR, _ROW_SPLITS, _SHAPES, _ChunkStore, _VarDataset
 from .options import _ATTR, HDF5Options, _plugins
+
+__all__ = ["HDF5Writer", "size_bound"]
 
 
 def _output_name(path: str) -> str:

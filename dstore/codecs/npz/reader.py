@@ -7,7 +7,6 @@ import json
 import math
 import mmap
 import os
-import shlex
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -32,17 +31,9 @@ from ...model import (
     infer_column,
     slice_column,
 )
+from ...model.keys import key_for, schema_from_fields
 from ...model.names import shown
-from ...model.schema import (
-    MAX_EMPTY_RECORDS,
-    Batch,
-    FieldSpec,
-    Schema,
-    SplitSpec,
-    check_dtype,
-    key_for,
-    schema_from_fields,
-)
+from ...model.schema import MAX_EMPTY_RECORDS, Batch, FieldSpec, Schema, SplitSpec, check_dtype
 from ...model.strings import (
     fixed_to_column,
 )
@@ -244,7 +235,7 @@ class NpzReader(Reader):
                 key = next(iter(self._scalars))
                 raise SchemaError(
                     f"{path}: key {key!r} is a 0-d array; every field needs a record axis "
-                    f"(leave it out with --drop {shlex.quote(key)})"
+                    f"(leave it out with drop={key!r})"
                 )
             self._sources = self._group_members()
             fields = {key: (src.kind, src.count) for key, src in self._sources.items()}

@@ -16,14 +16,8 @@ import numpy as np
 from ...abc import Writer
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ...model import Bytes, Image, Ragged, String, StringList, VarColumn, names
-from ...model.schema import (
-    Batch,
-    FieldSpec,
-    Schema,
-    SplitSpec,
-    key_for,
-    split_key,
-)
+from ...model.keys import key_for, split_key
+from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ...model.strings import (
     bytes_to_fixed,
     char_counts,

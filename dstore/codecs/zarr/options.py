@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ...errors import UnsupportedDtypeError
-from ...images.imagecodec import LOSSY_FORMATS, LossyImage, check_quality, image_fields
+from ...images.imagecodec import LOSSY_FORMATS, LossyImage, image_fields
+from ...images.options import ImageOptions, image_codec_option, quality_option
 from ...model import (
     Image,
 )
@@ -15,11 +16,16 @@ from ...model.schema import (
     Schema,
 )
 
+__all__ = ["ZarrOptions", "lossy_fields"]
+
 _ATTR = "dstore_schema"
 
 
 @dataclass(frozen=True)
-class ZarrOptions:
+class ZarrOptions(ImageOptions):
+    IMAGE_CODECS: ClassVar[tuple[str, ...]] = ("none", *LOSSY_FORMATS)
+    LOSSLESS: ClassVar[str] = "none"
+
     cname: str = field(
         default="zstd", metadata={"help": "blosc compressor: zstd, lz4, lz4hc, blosclz, zlib"}
     )
@@ -32,14 +38,9 @@ class ZarrOptions:
         default=0,
         metadata={"help": "chunks per shard file (0 = no sharding): many small chunks, few files"},
     )
-    image_codec: str = field(
-        default="none",
-        metadata={
-            "help": "image fields as none (blosc, lossless), jpeg, webp or jxl (imagecodecs, "
-            "one chunk per image; zarr users open them with imagecodecs, see docs/formats/zarr.md)"
-        },
-    )
-    quality: int = field(default=90, metadata={"help": "quality 1..100 of image_codec"})
+    # lossy: one chunk per image; zarr users open them with imagecodecs (docs/formats/zarr.md)
+    image_codec: str = image_codec_option(IMAGE_CODECS, default="none")
+    quality: int = quality_option()
 
     def validate(self) -> None:
         if self.cname not in ("zstd", "lz4", "lz4hc", "blosclz", "zlib"):
@@ -52,15 +53,7 @@ class ZarrOptions:
             )
         if self.chunk_mb <= 0:
             raise ValueError("zarr: chunk_mb must be > 0")
-        if self.image_codec not in ("none", *LOSSY_FORMATS):
-            raise ValueError(
-                f"zarr: image_codec must be none, {', '.join(LOSSY_FORMATS)}. "
-                f"Got {self.image_codec!r} instead."
-            )
-        check_quality(self.quality, "zarr")
-
-    def lossy(self) -> LossyImage | None:
-        return None if self.image_codec == "none" else LossyImage(self.image_codec, self.quality)
+        self.check_image_options("zarr")
 
 
 def lossy_fields(schema: Schema, options: ZarrOptions) -> dict[tuple[str, str], LossyImage]:

@@ -27,12 +27,8 @@ from ...model import (
     kind_from_json,
 )
 from ...model.attrs import encode
-from ...model.schema import (
-    DEFAULT_SPLIT,
-    FieldSpec,
-    check_dtype,
-    split_key,
-)
+from ...model.keys import split_key
+from ...model.schema import DEFAULT_SPLIT, FieldSpec, check_dtype
 from ...output import fmt_bytes
 from ..arraytree.chunked import (
     ArrayTreeReader,
@@ -42,6 +38,8 @@ from ..arraytree.chunked import (
 from .arrays import _KIND_ATTR, _fixed_text, _is_ragged_layout, _native, _RaggedGroup, _zdtype
 from .imagecodec import lossy_of  # registers the image codecs with zarr
 from .options import _ATTR, _codecs_json
+
+__all__ = ["ZarrReader"]
 
 
 def _ignore_orphaned_tasks(loop: Any, context: dict[str, Any]) -> None:

@@ -22,11 +22,8 @@ from ...model import (
     names,
 )
 from ...model.attrs import fill_value, group_attrs
-from ...model.schema import (
-    Batch,
-    Schema,
-    stored_paths,
-)
+from ...model.keys import stored_paths
+from ...model.schema import Batch, Schema
 from ...parallel import default_workers, ordered_map
 from ..arraytree.chunked import (
     AlignedAppender,
@@ -35,6 +32,8 @@ from ..arraytree.chunked import (
 from .arrays import _BLOSC_SHUFFLE, _CRC, _json_attrs, _native, _VarArrays, _with_crc
 from .imagecodec import zarr_codec  # registers the image codecs with zarr
 from .options import _ATTR, ZarrOptions, lossy_fields
+
+__all__ = ["ZarrWriter", "write_region"]
 
 
 @dataclass(frozen=True)

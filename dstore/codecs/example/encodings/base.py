@@ -16,6 +16,8 @@ from ....model import Image, Ragged
 from ....model.schema import FieldSpec
 from ..wire import BYTES, KIND_NAMES, SEQ, encode_feature
 
+__all__ = ["DECODE_RAW_DTYPES", "ENCODINGS", "ExampleEncoding", "FieldEncoding"]
+
 
 @dataclass(frozen=True)
 class FieldEncoding:

@@ -17,6 +17,8 @@ from ....model.schema import FieldSpec
 from ..wire import BYTES, encode_feature
 from .base import ExampleEncoding, FieldEncoding, _native
 
+__all__ = ["Lossy", "Png"]
+
 
 class Png(ExampleEncoding):
     """Pixels as one PNG (a 1-channel axis dropped), decoded back to the field's pixels."""

@@ -23,6 +23,8 @@ from .base import (
     _uint64_bits,
 )
 
+__all__ = ["Float", "Int64", "Raw", "Tensor"]
+
 
 class _Numbers(ExampleEncoding):
     """A list of numbers per record: the field's values, flattened."""

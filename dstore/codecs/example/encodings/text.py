@@ -15,6 +15,8 @@ from ..sequence import snippet as sequence_snippet
 from ..wire import encode_feature
 from .base import ExampleEncoding, FieldEncoding
 
+__all__ = ["ByteString", "Encoded", "FeatureList", "SerializedFeature", "Strings"]
+
 
 class ByteString(ExampleEncoding):
     """A String or Bytes record: its bytes, one value (Strings checked as UTF-8)."""
