@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..images.decoding import decode_column_images
     from ..sources.decoded_images import DecodedImages
     from ..sources.opening import open_reader
+    from ..sources.unify import SOURCES_ATTR
     from .convert import ConvertReport, Progress, convert, write_dataset
     from .index import IndexReport, index
     from .info import InfoReport, dtype_name, info
@@ -38,6 +39,7 @@ _LAZY = {
     # for dstore.check, which reads through this layer: encoded images as pixels
     "DecodedImages": "..sources.decoded_images",
     "decode_column_images": "..images.decoding",
+    "SOURCES_ATTR": "..sources.unify",
     **dict.fromkeys(["ConvertReport", "Progress", "convert", "write_dataset"], ".convert"),
     **dict.fromkeys(["IndexReport", "index"], ".index"),
     **dict.fromkeys(["InfoReport", "dtype_name", "info"], ".info"),
@@ -76,6 +78,7 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 __all__ = [
+    "SOURCES_ATTR",
     "ArrayReader",
     "ConvertReport",
     "Dataset",

@@ -21,8 +21,6 @@ from ..model.schema import FieldSpec, Schema
 
 __all__ = ["CheckFields", "check_fields"]
 
-#: the schema attribute of a many-file read naming the field it added (``source``)
-_SOURCES_ATTR = "dstore.sources"
 #: the fewest dimensions a floating field needs to be checked as a feature vector
 MIN_VECTOR_DIMS = 8
 
@@ -85,7 +83,9 @@ def _checked(
     """The fields named (each must exist), or all but the labels and a many-file read's
     ``source``."""
     if fields is None:
-        added = schema.attrs.get(_SOURCES_ATTR, {})
+        from ..api import SOURCES_ATTR  # where a many-file read names the field it added
+
+        added = schema.attrs.get(SOURCES_ATTR, {})
         source = added.get("field") if isinstance(added, dict) else None
         return tuple(n for n in every if n not in labels and n != source)
     unknown = [n for n in fields if n not in every]
