@@ -273,7 +273,7 @@ def test_cache_limit_sizes(value, size):
 @pytest.mark.parametrize(
     "value",
     ["lots", "5XB", "-1GB", 0, True, False, 1.5, "1.5B", "inf", "1e400", float("inf"),
-     float("nan"), "nan", "", [], b"1MB", 2**64],
+     float("nan"), "nan", "", [], b"1MB", 2**64, "0IB", "5IB", "1 ib"],
 )  # fmt: skip
 def test_bad_cache_limits_are_one_clear_error(value, tmp_path, data):
     with pytest.raises(ValueError, match=r"cache_limit is a whole number of bytes > 0"):

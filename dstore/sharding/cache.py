@@ -67,7 +67,7 @@ _NAME_TAIL = 100
 
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 _UNITS |= {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-_SIZE_RE = re.compile(r"(?P<number>[0-9._]+(?:E[+-]?[0-9]+)?)\s*(?P<unit>[KMGT]?I?B)?")
+_SIZE_RE = re.compile(r"(?P<number>[0-9._]+(?:E[+-]?[0-9]+)?)\s*(?P<unit>(?:[KMGT]I?)?B)?")
 #: limits above this are refused: no disk holds it, and None is the way to say "no bound"
 MAX_LIMIT = 2**63 - 1
 
