@@ -37,6 +37,8 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import numbers
+import operator
 import os
 import re
 import stat
@@ -73,8 +75,8 @@ MAX_LIMIT = 2**63 - 1
 
 
 def parse_cache_limit(value: int | float | str | None) -> int | None:
-    """``cache_limit`` in bytes: None (no bound), a whole number of bytes > 0 (an int,
-    or a float holding a whole number such as ``20e9``), or text such as ``"500MB"``,
+    """``cache_limit`` in bytes: None (no bound), a whole number of bytes > 0 (an
+    integer, numpy's included, or a float holding a whole number such as ``20e9``), or text such as ``"500MB"``,
     ``"2.5 GB"``, ``"20GiB"`` that makes a whole number of bytes.
 
     Everything else (``True``, ``1.5``, ``"inf"``, ``"1e400"``, ``0``) is a
@@ -91,7 +93,9 @@ def parse_cache_limit(value: int | float | str | None) -> int | None:
             if m is None:
                 raise ValueError(what)
             number = Decimal(m["number"]) * _UNITS[m["unit"] or "B"]
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            number = Decimal(operator.index(value))  # numpy's integers too
+        elif isinstance(value, float):
             number = Decimal(value)  # a float's exact value: 1.5 stays 1.5
         else:
             raise ValueError(what)
