@@ -96,7 +96,11 @@ def run_result(
 
 
 def run_way(
-    code: str, repeats: int = 1, timeout: int = 3600, env_extra: dict | None = None
+    code: str,
+    repeats: int = 1,
+    timeout: int = 3600,
+    env_extra: dict | None = None,
+    cwd: str | None = None,
 ) -> dict:
     """Run ``code`` (which must print ``RESULT {json}`` with a "seconds" key) ``repeats`` times.
 
@@ -112,7 +116,7 @@ def run_way(
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
         env.update(env_extra or {})
         proc = subprocess.run(
-            cmd, check=False, capture_output=True, text=True, timeout=timeout, env=env
+            cmd, check=False, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd
         )
         if proc.returncode != 0:
             raise RuntimeError(f"way failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
