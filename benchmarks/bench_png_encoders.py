@@ -102,8 +102,8 @@ def _libpng_filters_libdeflate() -> Callable[[np.ndarray], bytes]:
     from dstore.codecs import _png
 
     def encode(img: np.ndarray) -> bytes:
-        filtered, ihdr = _png.adaptive_filtered(img)
-        idat = imagecodecs.deflate_encode(filtered, level=1)
+        rows, bpp, ihdr = _png._rows(img)
+        idat = imagecodecs.deflate_encode(_png.adaptive_filtered(rows, bpp), level=1)
         return b"".join((_png._SIGNATURE, ihdr, _png._chunk(b"IDAT", idat), _png._IEND))
 
     return encode
