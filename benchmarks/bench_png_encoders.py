@@ -58,7 +58,7 @@ def tiles(n: int) -> Iterator[np.ndarray]:
 
 def _png(idat_of: Callable[[np.ndarray], bytes]) -> Callable[[np.ndarray], bytes]:
     """A whole PNG: UP-filtered rows (as ``encode_fast``) deflated by ``idat_of``."""
-    from dstore.codecs import _png
+    from dstore.images import png as _png
 
     def encode(img: np.ndarray) -> bytes:
         rows, _, ihdr = _png._rows(img)
@@ -96,7 +96,7 @@ def _fpng() -> Callable[[np.ndarray], bytes]:
 
 
 def _dstore_default() -> Callable[[np.ndarray], bytes]:
-    from dstore.codecs._png import png_encoder
+    from dstore.images.png import png_encoder
 
     return png_encoder("fast")
 
@@ -104,9 +104,10 @@ def _dstore_default() -> Callable[[np.ndarray], bytes]:
 def _filtered(
     rows_of: str, idat_of: Callable[[np.ndarray], bytes]
 ) -> Callable[[np.ndarray], bytes]:
-    """A whole PNG: rows filtered by ``dstore.codecs._png_filters.<rows_of>``, deflated by
+    """A whole PNG: rows filtered by ``dstore.images.png_filters.<rows_of>``, deflated by
     ``idat_of``."""
-    from dstore.codecs import _png, _png_filters
+    from dstore.images import png as _png
+    from dstore.images import png_filters as _png_filters
 
     filters = getattr(_png_filters, rows_of)
 
@@ -127,7 +128,7 @@ def _libpng_filters_libdeflate() -> Callable[[np.ndarray], bytes]:
 
 def _level(name: str) -> Callable[[], Callable[[np.ndarray], bytes]]:
     def make() -> Callable[[np.ndarray], bytes]:
-        from dstore.codecs._png import png_encoder
+        from dstore.images.png import png_encoder
 
         return png_encoder(name)
 

@@ -18,7 +18,7 @@ photographs; ``satellite``: tiles cut from NASA's Blue Marble, the
   tiles spread over the training split through ``tf.io.encode_png``, Pillow's PNG
   (the peers' way: MDS, litdata, webdataset's writers), every named level, and, for
   the bound, SUB/UP rows deflated by ISA-L level 1 (fast, but not
-  deterministic: ``dstore/codecs/_png.py``); tiles/s per core and bytes against
+  deterministic: ``dstore/images/png.py``); tiles/s per core and bytes against
   TF's and Pillow's on the same tiles.
 
 Targets (issue #40): size <= 1.12x TF's at >= 25x TF's speed on both kinds.
@@ -44,8 +44,8 @@ ENCODERS = textwrap.dedent(
     import tensorflow as tf
     from PIL import Image
     from isal import isal_zlib
-    from dstore.codecs import _png
-    from dstore.codecs._png_filters import sub_up_filtered
+    from dstore.images import png as _png
+    from dstore.images.png_filters import sub_up_filtered
 
     n = int(sys.argv[3])
     with np.load(sys.argv[1]) as npz:  # evenly spread (satellite tiles go row by row)
@@ -84,7 +84,7 @@ def encoder_table(src: str, n: int) -> str:
     from _harness import run_result
 
     sys.path.insert(0, ROOT)
-    from dstore.codecs._image_options import NAMED_PNG_LEVELS
+    from dstore.images.options import NAMED_PNG_LEVELS
 
     levels = ",".join(NAMED_PNG_LEVELS)
     res = run_result(["-c", ENCODERS, src, ROOT, str(n), levels], env={"PYTHONPATH": ROOT})

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .api.info import info
     from .api.verify import verify
     from .bench import bench
-    from .dtypes import DtypePolicy, parse_policy
+    from .engine.dtypes import DtypePolicy, parse_policy
     from .errors import (
         CodecIOError,
         DstoreError,
@@ -50,7 +50,7 @@ _LAZY = {
         ["ConvertReport", "Dataset", "VerifyReport", "convert", "info", "open", "save", "verify"],
         "api",
     ),
-    **dict.fromkeys(["DtypePolicy", "parse_policy"], "dtypes"),
+    **dict.fromkeys(["DtypePolicy", "parse_policy"], "engine.dtypes"),
     **dict.fromkeys(
         [
             "CodecIOError",

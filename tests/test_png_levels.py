@@ -23,9 +23,10 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore.codecs import _png, _png_filters
-from dstore.codecs._image_options import NAMED_PNG_LEVELS
 from dstore.demo import photo_tiles
+from dstore.images import png as _png
+from dstore.images import png_filters as _png_filters
+from dstore.images.options import NAMED_PNG_LEVELS
 
 imagecodecs = pytest.importorskip("imagecodecs")
 
@@ -156,7 +157,7 @@ def test_new_levels_same_bytes_on_threads_and_in_a_fresh_process() -> None:
         """
         import hashlib, sys
         import numpy as np
-        from dstore.codecs import _png
+        from dstore.images import png as _png
         from dstore.demo import photo_tiles
         x, _ = photo_tiles(12, 128, seed=41)
         tiles = [*x, np.ascontiguousarray(x[0][..., 0]), x[1].astype(np.uint16) * 3]
