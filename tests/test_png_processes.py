@@ -140,7 +140,9 @@ def test_fastest_level_gives_the_one_pass_bytes_and_name(tmp_path) -> None:
         np.testing.assert_array_equal(ds["train"]["x"][:], x)
     with open(os.path.join(out, "dstore.json")) as f:
         assert "two-pass" not in f.read()
-    with pytest.raises(ValueError, match=r"png_level must be fast, fastest or 0\.\.9"):
+    with pytest.raises(
+        ValueError, match=r"png_level must be fastest, fast, balanced, small or 0\.\.9"
+    ):
         dstore.convert(src, str(tmp_path / "bad.tfrecords"), options={"png_level": "quick"})
 
 
