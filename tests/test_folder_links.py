@@ -246,6 +246,7 @@ def test_a_fifo_among_a_folders_shards_is_refused_not_waited_on(tmp_path, tiles,
         capture_output=True,
         text=True,
         timeout=300,
+        check=False,
     )
     assert child.stdout.split() == ["2", "2"], child.stderr
     err = [ln for ln in child.stderr.splitlines() if ln.strip()]

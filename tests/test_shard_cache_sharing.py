@@ -49,7 +49,7 @@ def test_a_copy_handed_to_one_reader_survives_another_readers_eviction(tmp_path,
     """Reader A is given its local copy; before A opens it, reader B (another worker, its
     own ShardCache on the same folder) fetches another shard into a cache that holds one
     shard only. A's copy must still be there, whole, until A moves on."""
-    url, shards = _dataset(fmt, data, tmp_path)
+    _, shards = _dataset(fmt, data, tmp_path)
     limit = max(os.path.getsize(s) for s in shards)
     a = ShardCache(str(tmp_path / "cache"), limit)
     b = ShardCache(str(tmp_path / "cache"), limit)
