@@ -136,7 +136,7 @@ class ParquetReader(ShardedDirectoryReader):
                 schema,
                 paths[0],
                 self.drop_unmapped,
-                lambda name, depth: list_axes(_column(files, name), depth),
+                lambda name, depth: list_axes(_column(files, paths, name), depth),
                 lambda name: _image_encoding(files, name),
             )
             self.notes.extend(notes)
@@ -150,10 +150,15 @@ class ParquetReader(ShardedDirectoryReader):
                 pf.close()
 
 
-def _column(files: list[pq.ParquetFile], name: str) -> Iterator[pa.Array]:
-    for pf in files:
+def _column(files: list[pq.ParquetFile], paths: list[str], name: str) -> Iterator[pa.Array]:
+    for pf, path in zip(files, paths, strict=True):
         for g in range(pf.metadata.num_row_groups):
-            yield pf.read_row_group(g, columns=[name]).column(0).combine_chunks()
+            try:
+                yield pf.read_row_group(g, columns=[name]).column(0).combine_chunks()
+            except (pa.ArrowException, OSError) as err:  # a damaged file others wrote
+                raise CodecIOError(
+                    f"{path}: row group {g} does not read: {_one_line(err)}"
+                ) from None
 
 
 def _image_encoding(files: list[pq.ParquetFile], name: str) -> str:
