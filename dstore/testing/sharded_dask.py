@@ -34,7 +34,6 @@ class DaskTests(ShardedSuiteBase):
         ):
             yield client
 
-    @pytest.mark.slow
     def test_dask_writes_the_bytes_of_a_local_run(
         self, codec: Codec, tmp_path: Any, dask_client: Any
     ) -> None:

@@ -3,7 +3,7 @@
 own progress: SIGKILL leaves only dstore's temporaries and ``--resume`` ends with the
 bytes of an uninterrupted run; Ctrl-C keeps finished shards and says so in one line,
 or, inside the first shard, leaves nothing; a killed ``--overwrite`` keeps the old
-output. Slow (a Python process per run): marked ``slow``."""
+output. Those that run several Python processes each are marked ``slow``."""
 
 from __future__ import annotations
 
@@ -103,8 +103,7 @@ class KillTests(ResumeTests):
         assert code == 0 and _resumed(out) >= 2, (out, err)
         assert file_digests(dst) == reference
 
-    @pytest.mark.slow
-    @pytest.mark.parametrize("sig", list(_SIGNALS))
+    @pytest.mark.parametrize("sig", list(_SIGNALS))  # quick: it stops at the first step
     def test_a_signal_inside_the_first_shard_leaves_nothing(
         self, codec: Codec, tmp_path: Any, child: Start, sig: str
     ) -> None:
