@@ -797,7 +797,6 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt as e:
-        # "resume=True" as the flag, as in other errors
         print(cli_words(str(e)) or "interrupted: no output was left behind", file=sys.stderr)
         return EXIT_TERMINATED if _sigterm.received else EXIT_INTERRUPTED
     except BrokenPipeError:
