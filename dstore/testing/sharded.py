@@ -1,16 +1,15 @@
 """The shared suite every sharded format passes: subclass :class:`ShardedCodecSuite` and
-provide ``codec`` (a :class:`~dstore.sharding.ShardedCodec`, registered).
+provide ``codec`` (a registered codec whose class says ``sharded = True``).
 
 As zarr's stores inherit ``StoreTests``, every format written as a folder of shards
-(``sharded = True``) inherits these: two runs write the same bytes; record ranges,
-random access and variable-size fields across shard edges; the record index where the
-format keeps one (its shard writer's ``record_index``); a damaged manifest is one error
-naming the file; resume after an interruption, a SIGKILL or a SIGINT gives the bytes
-of a plain run (:mod:`.sharded_resume`, :mod:`.sharded_kills`); Dask writes them too,
-and the bounded shard cache reads every record once (:mod:`.sharded_cache`,
-:mod:`.sharded_dask`). Built-in formats
-run it from ``tests/test_sharded_suite.py``; ``tests/test_toy_format.py`` defines a
-format in a test module and runs it there.
+inherits these: two runs write the same bytes; record ranges, random access and
+variable-size fields across shard edges; the record index where the format keeps one
+(its shard writer's ``record_index``); a damaged manifest is one error naming the
+file; resume after an interruption, a SIGKILL or a SIGINT gives the bytes of a plain
+run (:mod:`.sharded_resume`, :mod:`.sharded_kills`); Dask writes them too
+(:mod:`.sharded_dask`); the shard cache reads every record once, within its limit
+(:mod:`.sharded_cache`). Built-in formats run it from ``tests/test_sharded_suite.py``;
+``tests/test_toy_format.py`` defines a format in a test module and runs it there.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ __all__ = ["ResumeTests"]
 class ResumeTests(ShardedSuiteBase):
     """Interrupted sharded runs and ``resume=True`` (a mixin of the sharded suite)."""
 
-    def plain_run(self, codec: Codec, tmp_path: Any) -> tuple[str, dict[str, str], dict[str, str]]:
+    def plain_run(self, codec: Codec, tmp_path: Any) -> tuple[str, dict[str, Any], dict[str, str]]:
         """The suite's data as an npz source, the options, and the digests of an
         uninterrupted run (``ref``)."""
         data = sharded_data()
