@@ -6,7 +6,6 @@ the S3 server run is in test_s3.py."""
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import numpy as np
@@ -37,8 +36,9 @@ def _remote(fmt: str, data, tmp_path, shard_mb: float = 0.1) -> str:
     dstore.save({"train": data}, str(local), shard_mb=shard_mb)
     root = f"/cache-test-{uuid.uuid4().hex}/d{usable_formats()[fmt]}"
     fs = fsspec.filesystem("memory")
-    for name in os.listdir(local):
-        fs.pipe_file(f"{root}/{name}", (local / name).read_bytes())
+    for path in sorted(local.rglob("*")):  # the record indexes in .dstore-index/ too
+        if path.is_file():
+            fs.pipe_file(f"{root}/{path.relative_to(local).as_posix()}", path.read_bytes())
     return f"memory://{root}"
 
 

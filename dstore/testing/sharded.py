@@ -156,7 +156,8 @@ class ShardedCodecSuite(KillTests, CacheTests, DaskTests):
             return
         for s in entries:
             index = os.path.join(path, s["index"]["file"])
-            assert os.path.basename(index) == os.path.basename(s["file"]) + ".idx"
+            # in the folder's .dstore-index/, where no `train-*` or `*.tfrecord*` glob looks
+            assert s["index"]["file"] == ".dstore-index/" + s["file"] + ".idx"
             table = np.loadtxt(index, dtype=np.int64, ndmin=2)  # DALI's `offset length` lines
             assert len(table) == s["records"]
             assert table[0, 0] == 0 and (table[1:, 0] == table[:-1].sum(axis=1)).all()
