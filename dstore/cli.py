@@ -285,6 +285,20 @@ def _cmd_formats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sample_arg(value: str) -> int | str:
+    """``--sample``: a number of records, ``auto`` or ``off``."""
+    text = value.strip().lower()
+    if text in ("auto", "off"):
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"give a number of records, auto or off (got {value!r})"
+        ) from None
+    return n if n else "off"
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench import bench, save_plot, save_report, to_text
     from .errors import UsageError
@@ -297,6 +311,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         ".markdown",
     ):
         raise UsageError(f"--report must end in .json, .csv or .md. Got {args.report!r}.")
+    if args.resume and not args.report:
+        raise UsageError("--resume continues the report of --report FILE.json; give it")
     if args.plot:
         import importlib.util
 
@@ -310,25 +326,36 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         # only the report
         print(line, file=sys.stderr, flush=True)
 
-    report = bench(
-        args.src,
-        formats=args.formats.split(",") if args.formats else None,
-        dtypes=[d.strip() for d in args.dtypes.split(",") if d.strip()],
-        images=args.images.split(","),
-        grid=args.grid,
-        evaluate=args.evaluate,
-        features=args.features,
-        labels=args.labels,
-        sample=args.sample,
-        repeats=args.repeats,
-        objective=args.objective,
-        max_accuracy_drop=args.max_accuracy_drop,
-        progress=progress,
-        layout=args.layout,
-        probe=not args.no_probe,
-        loader=args.read,
-        loader_workers=args.workers,
-    )
+    try:
+        report = bench(
+            args.src,
+            formats=args.formats.split(",") if args.formats else None,
+            dtypes=[d.strip() for d in args.dtypes.split(",") if d.strip()],
+            images=None if args.images == "auto" else args.images.split(","),
+            grid=args.grid,
+            evaluate=args.evaluate,
+            features=args.features,
+            labels=args.labels,
+            sample=args.sample,
+            seed=args.seed,
+            repeats=args.repeats,
+            objective=args.objective,
+            max_accuracy_drop=args.max_accuracy_drop,
+            progress=progress,
+            layout=args.layout,
+            probe=not args.no_probe,
+            loader=args.read,
+            loader_workers=args.workers,
+            report=args.report,
+            resume=args.resume,
+        )
+    except KeyboardInterrupt:
+        if args.report and os.path.exists(args.report):
+            raise KeyboardInterrupt(
+                f"interrupted: {args.report} holds the cells measured so far; "
+                "run the same command with --resume to measure the rest"
+            ) from None
+        raise
     print(to_text(report, wide=args.wide))
     if args.report:
         save_report(report, args.report)
@@ -401,7 +428,7 @@ def _layout_names() -> list[str]:
 
 def _bench_layouts() -> list[str]:
     """The names ``bench --layout`` reads: dstore's layouts and label-maker's ``ml_type``s."""
-    from .bench.accuracy import LAYOUT_KINDS
+    from .bench.tasks import LAYOUT_KINDS
 
     return list(LAYOUT_KINDS)
 
@@ -596,28 +623,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "bench",
         help="measure size, speed and accuracy impact of each format on SRC",
-        description="Measure every format x image encoding x dtype policy on SRC. Progress "
-        "(the records, then one line per cell as it finishes) goes to stderr; the report "
-        "to stdout. The accuracy probe is classification, object detection (classes "
-        "present) or segmentation (pixel accuracy), from the labels' shape or --layout.",
+        description="Measure every format x image choice x dtype policy that changes what is "
+        "stored, on SRC (a seeded sample of large data, extrapolated with intervals). "
+        "Progress (the plan with an estimate of the time, then one line per cell with the "
+        "time left) goes to stderr; the report to stdout, and to --report after every cell. "
+        "The accuracy probe is classification, object detection (classes present) or "
+        "segmentation (pixel accuracy), from the labels' shape or --layout.",
     )
     p.add_argument("src", help="your dataset")
     p.add_argument(
-        "--formats", help="comma-separated formats to measure (default: every usable format)"
+        "--formats",
+        help="comma-separated formats to measure (default: every usable format; text "
+        "formats only when the data has no image field)",
     )
     p.add_argument(
         "--dtypes",
         default="keep,float32,float16",
         help="comma-separated dtype policies: keep, float32, float16, float64, bfloat16, "
-        "round:N, int8, uint8; one this dstore cannot write is reported as not supported "
-        "(default: %(default)s)",
+        "round:N, int8, uint8; one that changes no field of the data is not measured (one "
+        "line says so) (default: %(default)s)",
     )
     p.add_argument(
         "--images",
-        default="png",
-        help="comma-separated image encodings crossed with the formats and dtypes: png "
-        "(each format's lossless default), jpeg:Q, webp:Q, jxl:Q with quality Q 1..100 "
-        "(default: %(default)s)",
+        default="auto",
+        help="comma-separated image choices for image fields: png (each format's lossless "
+        "default: PNG, or raw pixels + its compressor), png:LEVEL (fast, fastest, 0..9), "
+        "jpeg:Q, webp:Q, jxl:Q with quality Q 1..100, each where the format has it; auto: "
+        "png,jpeg:90 when the data has image fields (default: %(default)s)",
     )
     p.add_argument(
         "--grid",
@@ -656,16 +688,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--sample",
+        type=_sample_arg,
+        default="auto",
+        metavar="N|auto|off",
+        help="records measured: a seeded random sample of N, stratified by split, whose "
+        "sizes and times are extrapolated with 95%% intervals; auto: every record up to "
+        "512 MiB of raw data, else about 192 MiB of them; off: every record "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--seed",
         type=int,
-        metavar="N",
-        help="measure the first N records of each split only (default: all records)",
+        default=0,
+        help="seed of the sample and of the probe's records (default: %(default)s)",
     )
     p.add_argument(
         "--repeats",
         type=int,
         default=3,
-        help="timed writes and reads per cell, after one untimed warm-up; "
-        "times are medians (default: %(default)s)",
+        help="timed writes and reads per cell measured whole, after one untimed warm-up; "
+        "times are medians (a sample's six parts are its repeats) (default: %(default)s)",
     )
     p.add_argument(
         "--goal",
@@ -681,9 +723,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--read",
         choices=["torch", "tf"],
         default=None,
-        help="also measure each cell's training loader: records/s and MB/s of a PyTorch "
-        "DataLoader over dstore.to_torch (or tf.data over dstore.to_tf_dataset), warm and cold "
-        "page cache (default: not measured)",
+        help="also measure each cell's training loader: records/s of a PyTorch DataLoader "
+        "over dstore.to_torch (or tf.data over dstore.to_tf_dataset) in storage order and "
+        "with shuffle='global', and how well shuffled the records came (default: not "
+        "measured)",
     )
     p.add_argument(
         "--workers",
@@ -702,13 +745,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--report",
         metavar="FILE",
-        help="also write the results as .json, .csv or .md (default: terminal only)",
+        help="also write the results as .json, .csv or .md, after every cell (an "
+        "interrupted run leaves the cells measured so far) (default: terminal only)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the --report FILE.json of an interrupted run: measure only the cells "
+        "it lacks (refused for another input or other settings)",
     )
     p.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="also write a size vs accuracy plot, Pareto front marked (size vs write time "
-        "when no accuracy is measured) (default: none)",
+        help="also write a plot of size against write time (and loader records/s with "
+        "--read), accuracy difference as colour (default: none)",
     )
     p.add_argument(
         "--wide",

@@ -120,6 +120,12 @@ class HDF5Options:
     )
     quality: int = field(default=90, metadata={"help": "quality 1..100 of image_codec"})
 
+    def compressor(self) -> str:
+        """What compresses the arrays, for reports ("gzip 4", "lzf", "none")."""
+        if self.compression in ("none", "lzf"):
+            return self.compression
+        return f"{self.compression} {self.level}"
+
     def validate(self) -> None:
         if self.image_codec not in ("none", *LOSSY_FORMATS):
             raise ValueError(

@@ -95,6 +95,10 @@ class ZarrOptions:
     )
     quality: int = field(default=90, metadata={"help": "quality 1..100 of image_codec"})
 
+    def compressor(self) -> str:
+        """What compresses the arrays, for reports ("blosc zstd 3")."""
+        return f"blosc {self.cname} {self.clevel}"
+
     def validate(self) -> None:
         if self.cname not in ("zstd", "lz4", "lz4hc", "blosclz", "zlib"):
             raise ValueError(f"zarr: unknown blosc cname {self.cname!r}")

@@ -1,0 +1,276 @@
+"""Measuring one cell: write in a child process, then size, read, error, probe, loader.
+
+The writes run in a fresh child (:mod:`.write_child`): one untimed warm-up, then the
+timed writes -- ``repeats`` of the whole data, or, for a sample, the tiny output
+three times and each part once. Back here: bytes on disk, one streamed pass
+that compares the read-back with the original and hashes the probe's records
+(:mod:`.scan`), then the timed reads (the same split, the same count: medians of
+``repeats`` whole reads, or the tiny output three times and each part once), and
+with ``--read`` the training loader in storage order and shuffled. A sample's
+figures become the whole data's with :func:`.extrapolate.extrapolate`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import api
+from ..errors import DstoreError
+from ..output import path_size, remove_path
+from ..registry import default_extension, registry
+from .extrapolate import Estimate, extrapolate
+from .loader import LoaderRead, drop_from_page_cache, loader_pass
+from .results import Cell
+from .sample import SamplePlan
+from .scan import ScanResult, scan
+from .shuffle import delivered_order, relative_quality, units_of
+
+__all__ = ["Workspace", "measure_cell", "read_seconds"]
+
+#: Errors that mean "this format cannot store that", not "something broke".
+_UNSUPPORTED_ERRORS = (
+    "MissingDependencyError",
+    "UnsupportedDtypeError",
+    "CodecLibraryMissing",  # an image codec library imagecodecs was built without
+)
+#: Timed runs of the tiny output (its figures are small and noisy: a median).
+_TINY_RUNS = 3
+
+
+@dataclass
+class Workspace:
+    """What every cell of one run shares: the sample and its copies, the probe's records,
+    the loader settings, and the scores already known (by the probe records' hash)."""
+
+    plan: SamplePlan
+    workdir: str
+    roles: list[dict[str, np.ndarray]]  # per part, per split: 0, or the probe role
+    probe_fields: list[str]
+    repeats: int
+    how: LoaderRead | None = None
+    keys_part: int | None = None  # the part whose order the loader check recovers
+    keys_split: str | None = None
+    score: Callable[[Cell, list[str], str], None] | None = None  # fills a cell's accuracy
+    splits: list[str] = field(default_factory=list)
+
+
+def read_seconds(path: str, fmt: str) -> tuple[float, float]:
+    """Wall and CPU seconds of reading every record of every split, batch by batch."""
+    t, cpu = time.perf_counter(), time.process_time()
+    with api.open(path, format=fmt) as ds:
+        for split in ds:
+            for _ in ds[split].iter_batches():
+                pass
+    return time.perf_counter() - t, time.process_time() - cpu
+
+
+def _child_env() -> dict[str, str]:
+    """The child imports this very dstore, whatever the parent's ``sys.path`` tricks."""
+    env = dict(os.environ)
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _write_in_child(cell: Cell, writes: list[dict[str, Any]], request_path: str) -> list[Any]:
+    """Run ``writes`` in a fresh process: their [wall, cpu] timings (and peak RSS in cell)."""
+    result_path = request_path + ".result.json"
+    request = {
+        "writes": writes,
+        "format": cell.format,
+        "dtype": cell.dtype,
+        "options": cell.write_options,
+        "result": result_path,
+        # the child registers a codec the parent registered by hand (built-ins it has)
+        "codec_target": registry[cell.format].target,
+    }
+    with open(request_path, "w") as f:
+        json.dump(request, f)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "dstore.bench.write_child", request_path],
+            env=_child_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0 or not os.path.exists(result_path):
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            cell.error = f"the write process failed (exit {proc.returncode}): {last}"
+            return []
+        with open(result_path) as f:
+            result = json.load(f)
+    finally:
+        for path in (request_path, result_path):
+            if os.path.exists(path):
+                os.remove(path)
+    cell.peak_write_mb = result["peak_rss"] / 2**20
+    if "error" in result:
+        cell.error = result["error"]
+        return []
+    return list(result["writes"])
+
+
+def _outputs(ws: Workspace, cell: Cell, index: int) -> tuple[list[str], str | None]:
+    ext = default_extension(cell.format)
+    outs = [os.path.join(ws.workdir, f"cell-{index}-{j}{ext}") for j in range(len(ws.plan.files))]
+    tiny = os.path.join(ws.workdir, f"cell-{index}-tiny{ext}") if ws.plan.sampled else None
+    return outs, tiny
+
+
+def _write_plan(ws: Workspace, outs: list[str], tiny: str | None) -> list[dict[str, Any]]:
+    plan = ws.plan
+    if tiny is None:  # the whole data: warm-up, then the repeats
+        src, out = plan.files[0], outs[0]
+        return [{"source": src, "out": out, "repeats": 0}, {"source": src, "out": out, "repeats": ws.repeats}]
+    assert plan.tiny_file is not None
+    writes = [{"source": plan.tiny_file, "out": tiny, "repeats": 0}]
+    writes.append({"source": plan.tiny_file, "out": tiny, "repeats": _TINY_RUNS})
+    writes += [{"source": s, "out": o, "repeats": 1} for s, o in zip(plan.files, outs, strict=True)]
+    return writes
+
+
+def _median(runs: Sequence[Sequence[float]], i: int) -> float:
+    return statistics.median(r[i] for r in runs)
+
+
+def _figure(ws: Workspace, tiny_x: float, part_x: Sequence[float]) -> Estimate:
+    """The whole data's figure from a sample's measurements (or the whole's as it is)."""
+    plan = ws.plan
+    if not plan.sampled:
+        return Estimate(part_x[0])
+    parts = [(plan.part_records(j), x) for j, x in enumerate(part_x)]
+    return extrapolate(plan.total, (plan.tiny_records, tiny_x), parts)
+
+
+def _set(cell: Cell, name: str, est: Estimate) -> None:
+    setattr(cell, name, int(round(est.value)) if name == "bytes" else est.value)
+    if est.extrapolated:
+        cell.intervals[name] = [est.lo, est.hi]
+
+
+def _reads(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None) -> None:
+    if tiny is None:
+        runs = [read_seconds(outs[0], cell.format) for _ in range(ws.repeats)]
+        _set(cell, "read_s", Estimate(statistics.median(r[0] for r in runs)))
+        _set(cell, "read_cpu_s", Estimate(statistics.median(r[1] for r in runs)))
+        return
+    tiny_runs = [read_seconds(tiny, cell.format) for _ in range(_TINY_RUNS)]
+    parts = [read_seconds(o, cell.format) for o in outs]
+    _set(cell, "read_s", _figure(ws, _median(tiny_runs, 0), [p[0] for p in parts]))
+    _set(cell, "read_cpu_s", _figure(ws, _median(tiny_runs, 1), [p[1] for p in parts]))
+
+
+def measure_cell(ws: Workspace, cell: Cell, index: int) -> None:
+    """Fill ``cell`` with its measures (or its error); its outputs are removed after."""
+    started = time.perf_counter()
+    outs, tiny = _outputs(ws, cell, index)
+    try:
+        _measure(ws, cell, outs, tiny, index)
+    except DstoreError as e:
+        cell.error = f"{type(e).__name__}: {e}"
+    finally:
+        for path in [*outs, *([tiny] if tiny else [])]:
+            remove_path(path)
+        cell.seconds = time.perf_counter() - started
+
+
+def _measure(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, index: int) -> None:
+    writes = _write_in_child(cell, _write_plan(ws, outs, tiny), os.path.join(ws.workdir, f"cell-{index}.json"))
+    if cell.error:
+        if cell.error.split(":", 1)[0] in _UNSUPPORTED_ERRORS:
+            cell.unsupported, cell.error = cell.error.split(": ", 1)[-1], None
+        return
+    timed = writes[1]
+    if tiny is None:
+        _set(cell, "write_s", Estimate(_median(timed, 0)))
+        _set(cell, "write_cpu_s", Estimate(_median(timed, 1)))
+        _set(cell, "bytes", Estimate(path_size(outs[0])))
+    else:
+        parts = [w[0] for w in writes[2:]]
+        _set(cell, "write_s", _figure(ws, _median(timed, 0), [p[0] for p in parts]))
+        _set(cell, "write_cpu_s", _figure(ws, _median(timed, 1), [p[1] for p in parts]))
+        _set(cell, "bytes", _figure(ws, path_size(tiny), [path_size(o) for o in outs]))
+        cell.sampled = ws.plan.records
+    found = scan(
+        outs,
+        cell.format,
+        ws.roles,
+        ws.probe_fields,
+        original_files=ws.plan.files,
+        keys_part=ws.keys_part,
+    )
+    comp = found.comparison
+    cell.max_abs_error, cell.max_rel_error = comp.max_abs, comp.max_rel
+    cell.exact, cell.bit_exact, cell.differs = comp.exact, comp.bit_exact, comp.differs
+    _reads(ws, cell, outs, tiny)
+    if ws.how is not None:
+        _loader(ws, cell, outs, tiny, found)
+    if ws.score is not None:
+        ws.score(cell, outs, found.probe_hash)
+
+
+def _loader(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, found: ScanResult) -> None:
+    """Records/s of the training loader, in storage order and shuffled, and how shuffled."""
+    how = ws.how
+    assert how is not None
+    fmt, splits = cell.format, ws.splits
+
+    def seconds(path: str, shuffle: bool, keys: bool = False) -> Any:
+        split = ws.keys_split if keys else None
+        return loader_pass(path, fmt, splits, how, shuffle=shuffle, keys_split=split)
+
+    if tiny is None:
+        if drop_from_page_cache(outs[0]):
+            cold = seconds(outs[0], False)
+            cell.loader_cold_rps = cold.records / cold.seconds
+        ordered = [seconds(outs[0], False, keys=True) for _ in range(ws.repeats)]
+        ordered_s = Estimate(statistics.median(p.seconds for p in ordered))
+        keys_path, first_ordered = outs[0], ordered[0]
+    else:
+        t_runs = [seconds(tiny, False) for _ in range(_TINY_RUNS)]
+        runs = [seconds(o, False, keys=(j == ws.keys_part)) for j, o in enumerate(outs)]
+        ordered_s = _figure(ws, statistics.median(p.seconds for p in t_runs), [p.seconds for p in runs])
+        keys_path, first_ordered = outs[ws.keys_part or 0], runs[ws.keys_part or 0]
+    total = ws.plan.total
+    cell.loader_rps = total / ordered_s.value
+    cell.loader_mbps = cell.bytes / ordered_s.value / 1e6
+    cell.ordered_quality = _quality(keys_path, fmt, ws.keys_split, first_ordered.keys, found)
+    try:
+        if tiny is None:
+            shuffled = [seconds(outs[0], True, keys=True) for _ in range(ws.repeats)]
+            shuffled_s = Estimate(statistics.median(p.seconds for p in shuffled))
+            first = shuffled[0]
+        else:
+            t_runs = [seconds(tiny, True) for _ in range(_TINY_RUNS)]
+            runs = [seconds(o, True, keys=(j == ws.keys_part)) for j, o in enumerate(outs)]
+            shuffled_s = _figure(ws, statistics.median(p.seconds for p in t_runs), [p.seconds for p in runs])
+            first = runs[ws.keys_part or 0]
+    except (DstoreError, ValueError) as e:  # a streaming-only file (a deflated npz)
+        cell.shuffle_note = str(e).splitlines()[0]
+        return
+    cell.shuffled_rps = total / shuffled_s.value
+    cell.shuffle_quality = _quality(keys_path, fmt, ws.keys_split, first.keys, found)
+
+
+def _quality(path: str, fmt: str, split: str | None, delivered: list[bytes], found: ScanResult) -> float:
+    """The delivered order's quality relative to a random permutation (NaN: not told)."""
+    if split is None or split not in found.keys:
+        return math.nan
+    order = delivered_order(delivered, found.keys[split])
+    if order is None:
+        return math.nan
+    with api.open(path, format=fmt) as ds:
+        ranges = ds.reader.record_ranges(split)  # the storage units
+    return relative_quality(order, units_of(ranges, len(order)))

@@ -1,0 +1,203 @@
+"""The bench's figure: size against write time and, when ``--read`` ran, against the
+training loader's records/s; accuracy difference as colour.
+
+Each cell is a number beside its marker (cells on one spot share one label, e.g.
+"3,4") and a line of the key beside the axes; the numbers take the first place
+around their marker where they overlap no other number, marker or axes edge. The
+input is a dashed line at its size (and a star at its loader speed). Every text of
+the figure stays clear of every other (``tests`` check the renderer's boxes).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from .recommend import describe
+from .results import BenchReport, Cell
+
+__all__ = ["figure", "pareto", "save_plot", "title"]
+
+#: Candidate offsets (points) of a cell's number from its marker: nearest first, all round.
+_OFFSETS = [
+    (r * dx, r * dy)
+    for r in (5, 9, 14, 20, 28, 38, 50, 65, 85, 110)
+    for dx, dy in ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (0, 1), (-1, 0), (0, -1))
+]
+#: Markers closer than this (pixels) share one label ("3,4"): equal cells coincide.
+_SAME_SPOT = 6.0
+
+
+def title(report: BenchReport) -> str:
+    """The figure's title: the input's name (a folder's too), and the probe."""
+    name = os.path.basename(os.path.normpath(report.source)) or report.source
+    probe = f", probe: {report.probe}" if report.probe else ""
+    return f"dstore bench: {name}{probe}"
+
+
+def pareto(cells: list[Cell], y: str = "write_s", higher_better: bool = False) -> list[Cell]:
+    """Cells no other cell beats on both size and ``y`` (lower is better unless told)."""
+    ok = [c for c in cells if c.measured and not math.isnan(getattr(c, y))]
+
+    def better(o: Cell, c: Cell) -> bool:
+        oy, cy = getattr(o, y), getattr(c, y)
+        if higher_better:
+            oy, cy = -oy, -cy
+        return o.bytes <= c.bytes and oy <= cy and (o.bytes < c.bytes or oy < cy)
+
+    return [c for c in ok if not any(better(o, c) for o in ok)]
+
+
+def _overlaps(a: Any, b: Any, pad: float = 1.0) -> bool:
+    return bool(a.x0 < b.x1 + pad and b.x0 < a.x1 + pad and a.y0 < b.y1 + pad and b.y0 < a.y1 + pad)
+
+
+def _same_spots(pix: list[tuple[float, ...]]) -> list[list[int]]:
+    groups: list[list[int]] = []
+    for i, p in enumerate(pix):
+        near = next((g for g in groups if math.dist(pix[g[0]], p) <= _SAME_SPOT), None)
+        if near is None:
+            groups.append([i])
+        else:
+            near.append(i)
+    return groups
+
+
+def _free_offset(label: Any, renderer: Any, frame: Any, placed: list[Any], markers: list[Any]) -> Any:
+    fallback = None
+    for offset in _OFFSETS:
+        label.set_position(offset)
+        box = label.get_window_extent(renderer)
+        inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 <= box.y1 <= frame.y1
+        if not inside or any(_overlaps(box, b) for b in placed):
+            continue
+        if not any(_overlaps(box, m, 0.0) for m in markers):
+            return offset
+        fallback = fallback or offset
+    return fallback
+
+
+def _number_points(fig: Any, ax: Any, points: list[tuple[float, float]], numbers: list[int]) -> None:
+    """Write each point's number beside it, no two numbers overlapping."""
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()  # fixes the limits, so data -> pixel transforms hold from here
+    renderer = fig.canvas.get_renderer()
+    pix = [tuple(ax.transData.transform(p)) for p in points]
+    markers = [Bbox.from_extents(x - 4, y - 4, x + 4, y + 4) for x, y in pix]
+    frame = ax.get_window_extent(renderer)
+    placed: list[Any] = []
+    for group in _same_spots(pix):
+        text = ",".join(str(numbers[i]) for i in group)
+        label = ax.annotate(
+            text, points[group[0]], xytext=_OFFSETS[0], textcoords="offset points",
+            fontsize=7, gid="cell-number", annotation_clip=False,
+        )
+        offset = _free_offset(label, renderer, frame, placed, markers)
+        if offset is None:
+            label.remove()
+            continue
+        label.set_position(offset)
+        placed.append(label.get_window_extent(renderer))
+
+
+def _panel(ax: Any, report: BenchReport, cells: list[Cell], y: str, ylabel: str, colour: Any) -> Any:
+    """One panel: the cells against size, the Pareto front joined, the input marked."""
+    higher = y != "write_s"
+    front = sorted(pareto(cells, y, higher_better=higher), key=lambda c: c.bytes)
+    if front:
+        ax.plot([c.bytes / 1e6 for c in front], [getattr(c, y) for c in front], "-", color="0.75", zorder=1, label="Pareto front")
+    xs, ys = [c.bytes / 1e6 for c in cells], [getattr(c, y) for c in cells]
+    art = ax.scatter(xs, ys, c=colour, cmap="RdYlGn" if colour is not None else None, s=28, zorder=2,
+                     edgecolors="0.3", linewidths=0.5, vmin=None if colour is None else -max(map(abs, colour), default=1) or -1,
+                     vmax=None if colour is None else max(map(abs, colour), default=1) or 1)
+    inp = report.input
+    if inp is not None and inp.measured:
+        ax.axvline(inp.bytes / 1e6, color="tab:blue", linestyle="--", linewidth=1, label="your input (size)")
+        if higher and not math.isnan(getattr(inp, y)):
+            ax.plot([inp.bytes / 1e6], [getattr(inp, y)], "*", ms=12, color="tab:blue", label="your input")
+    ax.set_xscale("log")
+    _log_ticks(ax)
+    ax.set_xlabel("size on disk (MB, log scale)")
+    ax.set_ylabel(ylabel)
+    return art
+
+
+def _log_ticks(ax: Any) -> None:
+    """Plain-number labels on 1-2-5 ticks of the log axis, none on the minor ticks
+    (labels of every minor tick ran into each other)."""
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
+
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=12))
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def figure(report: BenchReport) -> Any:
+    """The plot of :func:`save_plot` as a matplotlib figure."""
+    plt = _pyplot()
+    cells = [c for c in report.cells if c.measured and not math.isnan(c.write_s)]
+    panels = [("write_s", "write time (s)")]
+    if report.settings.get("loader") and any(not math.isnan(c.loader_rps) for c in cells):
+        panels.append(("loader_rps", f"{report.settings['loader']} loader (records/s)"))
+    accuracy = not math.isnan(report.baseline_accuracy)
+    colour = [0.0 if math.isnan(c.accuracy_delta) else c.accuracy_delta for c in cells] if accuracy else None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.5), squeeze=False)
+    numbers = list(range(1, len(cells) + 1))
+    arts = []
+    for ax, (y, label) in zip(axes[0], panels, strict=True):
+        shown = [c for c in cells if not math.isnan(getattr(c, y))]
+        arts.append(_panel(ax, report, shown, y, label, [colour[cells.index(c)] for c in shown] if colour else None))
+    fig.suptitle(title(report), fontsize=10)
+    if accuracy and cells:
+        bar = fig.colorbar(arts[-1], ax=list(axes[0]), location="bottom", shrink=0.5, pad=0.18, aspect=40)
+        bar.set_label("accuracy difference to the original (points)", fontsize=8)
+        bar.ax.tick_params(labelsize=7)
+    for ax, (y, _) in zip(axes[0], panels, strict=True):
+        shown = [(c.bytes / 1e6, getattr(c, y)) for c in cells if not math.isnan(getattr(c, y))]
+        nums = [n for n, c in zip(numbers, cells, strict=True) if not math.isnan(getattr(c, y))]
+        _number_points(fig, ax, shown, nums)
+    _key(fig, axes[0][-1], cells)
+    return fig
+
+
+def _key(fig: Any, ax: Any, cells: list[Cell]) -> None:
+    """The key beside the last panel: the lines of the plot, then one line per cell."""
+    from matplotlib.lines import Line2D
+
+    handles, labels = ax.get_legend_handles_labels()
+    blank = Line2D([], [], linestyle="none")
+    key = [f"{i}  {describe(c)}" for i, c in enumerate(cells, start=1)]
+    ax.legend(
+        handles + [blank] * len(key),
+        labels + key,
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize=7,
+        ncol=max(1, math.ceil((len(handles) + len(key)) / 28)),
+        handlelength=1.5,
+        frameon=False,
+    )
+
+
+def _pyplot() -> Any:
+    """pyplot on the Agg backend; the bench extra named if matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        from ..errors import MissingDependencyError
+
+        raise MissingDependencyError("bench plot", "bench", "matplotlib") from e
+    return plt
+
+
+def save_plot(report: BenchReport, path: str) -> None:
+    """Size against write time (and loader records/s with ``--read``), to ``path``."""
+    plt = _pyplot()
+    fig = figure(report)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
