@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from dstore.codecs import _tfrecord_io as rio
-from dstore.codecs._example import (
+from dstore.codecs.tfrecord import io as rio
+from dstore.codecs.example.wire import (
     BYTES,
     FLOAT,
     INT64,
@@ -28,7 +28,7 @@ from dstore.codecs._example import (
     encode_example,
     encode_feature,
 )
-from dstore.codecs._png import png_encoder
+from dstore.images.png import png_encoder
 from dstore.codecs.tfrecord import TFRecordReader
 from dstore.demo import photo_tiles
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .api.info import info
     from .api.verify import verify
     from .bench import bench
-    from .dtypes import DtypePolicy, parse_policy
+    from .engine.dtypes import DtypePolicy, parse_policy
     from .errors import (
         CodecIOError,
         DstoreError,

@@ -26,7 +26,7 @@ from ._dist import install_hint
 from .errors import MissingDependencyError, UnknownCodecError
 
 if TYPE_CHECKING:
-    from .codecs.base import Codec
+    from .abc.base import Codec
 
 __all__ = [
     "available_codecs",

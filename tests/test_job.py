@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore import engine
+from dstore.engine import cast as engine
 from dstore.api import memory
 from dstore.api.per_source import write_per_source
-from dstore.dtypes import CastStats, DtypePolicy
+from dstore.engine.dtypes import CastStats, DtypePolicy
 from dstore.errors import UsageError
-from dstore.job import ConvertJob
-from dstore.sharding import run as sharding_run
+from dstore.engine.job import ConvertJob
+from dstore.engine import run as sharding_run
 from dstore.testing import cli_command
 
 # the module, not the function dstore.api.convert

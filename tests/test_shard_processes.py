@@ -18,7 +18,8 @@ import pytest
 import dstore
 from dstore.demo import photo_tiles
 from dstore.errors import DstoreError
-from dstore.sharding import processes, run
+from dstore.sharding import processes
+from dstore.engine import run
 
 TILES = 600  # past run.PROCESS_MIN_RECORDS
 

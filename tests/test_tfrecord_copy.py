@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dstore
-from dstore.codecs import _example_fields as fields_mod
-from dstore.codecs import _tfrecord_io as rio
-from dstore.codecs._example import (
+from dstore.codecs.example import fields as fields_mod
+from dstore.codecs.tfrecord import io as rio
+from dstore.codecs.example.wire import (
     BYTES,
     FLOAT,
     INT64,

@@ -27,8 +27,8 @@ from dstore.testing import assert_datasets_equal, read_all
 imagecodecs = pytest.importorskip("imagecodecs")
 import itertools
 
-from dstore.codecs import _tfrecord_io as rio
-from dstore.codecs._example import BYTES, FLOAT, INT64, encode_example, encode_feature
+from dstore.codecs.tfrecord import io as rio
+from dstore.codecs.example.wire import BYTES, FLOAT, INT64, encode_example, encode_feature
 
 BOX = "image/object/bbox/xmin"  # Object Detection API names carry slashes
 

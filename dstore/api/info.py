@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..model.schema import Schema
-from ..precision import describe_precision
+from ..model.precision import describe_precision
 from ..registry import infer_codec
 from ..sources.opening import open_reader, size_or_zero
 from ._text import fmt_bytes, printable, shown

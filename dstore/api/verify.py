@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..codecs.base import Reader
+from ..abc.base import Reader
 from ..errors import DstoreError, SchemaError
-from ..integrity import FieldHasher, stored_checksums
+from ..model.checksums import FieldHasher, stored_checksums
 from ..model import Column, Image, Kind, Ragged, Tensor, VarColumn
 from ..model.schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
-from ..precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
+from ..model.precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
 from ..sources.opening import open_reader
 from ._text import shown
 
 if TYPE_CHECKING:
-    from ..engine import Progress
+    from ..engine.cast import Progress
 
 __all__ = ["FieldResult", "VerifyReport", "check", "verify"]
 
@@ -295,7 +295,7 @@ class _SplitCheck:
 def _decode_against(r: Reader, other: Reader) -> Reader:
     """``r`` with its encoded images decoded where ``other`` holds that field as pixels
     (a conversion decoded them): then the pixels are what is compared."""
-    from ..decoding import encoded_image_fields
+    from ..images.decoding import encoded_image_fields
     from ..sources.decoded_images import DecodedImages
 
     fields: dict[str, set[str]] = {}
@@ -309,7 +309,7 @@ def _decode_against(r: Reader, other: Reader) -> Reader:
 
 
 def _lossy_stats(dtype: np.dtype) -> Any:
-    from ..codecs._imagecodec import ErrorStats
+    from ..images.imagecodec import ErrorStats
 
     return ErrorStats(dtype)
 

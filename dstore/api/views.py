@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..codecs.base import Reader, _concat
+from ..abc.base import Reader, _concat
 from ..errors import MissingDependencyError, SchemaError
 from ..model import Column, Kind, VarColumn, empty_column, record
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec

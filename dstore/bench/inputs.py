@@ -14,11 +14,11 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..codecs._imagecodec import is_image_like
+from ..images.imagecodec import is_image_like
 from ..errors import DstoreError
 from ..model import Image
 from ..model.schema import Schema
-from ..precision import PRECISION_ATTR
+from ..model.precision import PRECISION_ATTR
 from .measure import read_seconds
 from .results import Cell
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dtypes import parse_policy
+from ..engine.dtypes import parse_policy
 from ..model.schema import Schema
 from ..registry import get_codec_class
 from .grid import ImageEncoding, dtype_support, image_options, parse_images

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..integrity import FieldHasher
+from ..model.checksums import FieldHasher
 from ..model import Column, take_column
 from ..model.schema import Batch, Schema, SplitSpec
 

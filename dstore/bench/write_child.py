@@ -60,7 +60,7 @@ def _cpu_seconds() -> float:
 
 def run(request: dict[str, Any]) -> dict[str, Any]:
     from .. import api
-    from ..dtypes import parse_policy
+    from ..engine.dtypes import parse_policy
     from ..errors import DstoreError
     from ..output import remove_path
 

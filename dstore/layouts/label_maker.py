@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ..codecs.base import Reader
+from ..abc.base import Reader
 from ..errors import CodecIOError, OptionError, SchemaError
 from ..model import (
     Bytes,
@@ -129,7 +129,7 @@ def _pixels(
         return arr
     import imagecodecs  # the tfrecord extra: only files that keep images encoded get here
 
-    from ..codecs._imagecodec import check_image_pixels
+    from ..images.imagecodec import check_image_pixels
 
     out = np.empty((len(col), *shape), kind.value_dtype)
     for i, blob in enumerate(col.to_bytes_list()):
@@ -476,7 +476,7 @@ class Segmentation(Layout):
         return SplitSpec(split.name, split.count, {f.name: f for f in fields}), saved
 
     def encode_batch(self, split: str, batch: Batch, start: int, where: str) -> Batch:
-        from ..codecs._png import encode_fast  # the tfrecord extra, as the destination needs
+        from ..images.png import encode_fast  # the tfrecord extra, as the destination needs
 
         tile = self._tiles[split]
         x, y = np.asarray(batch["x"]), np.asarray(batch["y"])
@@ -591,7 +591,7 @@ class Classification(Layout):
     def encode_batch(self, split: str, batch: Batch, start: int, where: str) -> Batch:
         image = batch["x"]
         if self.options.image_encoding == "tensor":
-            from ..codecs._tensorproto import serialize_tensor
+            from ..codecs.example.tensorproto import serialize_tensor
 
             image = VarColumn.from_bytes(serialize_tensor(t) for t in np.asarray(image))
         out: Batch = {"image": image, "label": batch["y"]}
@@ -626,7 +626,7 @@ class Classification(Layout):
         x_kind, _ = self._decode[split]
         col = batch["image"]
         if isinstance(col, VarColumn) and isinstance(self._image_kinds[split], Bytes):
-            from ..codecs._tensorproto import parse_tensor_proto
+            from ..codecs.example.tensorproto import parse_tensor_proto
 
             arrays = []
             for i, blob in enumerate(col.to_bytes_list()):

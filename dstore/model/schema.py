@@ -232,7 +232,7 @@ class Schema:
 
     splits: dict[str, SplitSpec]
     attrs: dict[str, Any] = field(default_factory=dict)
-    #: split -> field -> sha256 of its values as written (:mod:`dstore.integrity`):
+    #: split -> field -> sha256 of its values as written (:mod:`dstore.model.checksums`):
     #: dstore's own, stored under the schema's ``checksums`` key, never among ``attrs``
     checksums: dict[str, dict[str, str]] = field(default_factory=dict)
 

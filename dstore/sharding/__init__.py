@@ -12,8 +12,8 @@ about it that does not depend on how records become bytes:
 - :mod:`~dstore.sharding.reader`: the manifest, the shard list, reading
   across shard boundaries, record ranges, completeness of ``-of-N`` sets,
   integrity checks and ``owns`` (:class:`ShardedDirectoryReader`);
-- :mod:`~dstore.sharding.journal`: the resume journal;
-- :mod:`~dstore.sharding.run`: the conversion itself, shard by shard, local
+- :mod:`~dstore.engine.journal`: the resume journal;
+- :mod:`~dstore.engine.run`: the conversion itself, shard by shard, local
   or on Dask, resumable (imported by :mod:`dstore.api` only: it needs the
   engine and the sources).
 

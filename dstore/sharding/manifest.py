@@ -14,8 +14,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .. import __version__, fs
-from ..codecs.base import is_regular_file
+from .. import __version__
+from .. import fs
+from ..abc.base import is_regular_file
 from ..errors import CodecIOError
 from ..model import names
 

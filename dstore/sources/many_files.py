@@ -37,16 +37,16 @@ from typing import Any
 import numpy as np
 
 from .. import links
-from ..codecs._imagecodec import is_image_like, record_channels
-from ..codecs.base import Codec, Reader
-from ..decoding import decode_column_images
+from ..images.imagecodec import is_image_like, record_channels
+from ..abc.base import Codec, Reader
+from ..images.decoding import decode_column_images
 from ..errors import (
     CodecIOError,
     OptionError,
     SchemaError,
     UnknownCodecError,
 )
-from ..integrity import CHECKSUM_ATTR
+from ..model.checksums import CHECKSUM_ATTR
 from ..model import (
     Column,
     Image,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..codecs.base import Reader
+from ..abc.base import Reader
 from ..errors import SchemaError
 from ..model import Column, Kind, VarColumn, infer_column, slice_column, to_column
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec, split_key

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ...options import option
-from .._image_options import PNG_LEVEL_HELP, ImageOptions
+from ...images.options import PNG_LEVEL_HELP, ImageOptions
 
 __all__ = ["ArrayRecordOptions"]
 

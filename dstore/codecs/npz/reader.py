@@ -42,11 +42,11 @@ from ...model.schema import (
     key_for,
     schema_from_fields,
 )
-from .._safe_pickle import load_object_array
-from .._strings import (
+from .safe_pickle import load_object_array
+from ...model.strings import (
     fixed_to_column,
 )
-from ..base import Reader
+from ...abc.base import Reader
 from .options import _COMMENT_PREFIX, _COPY_CHUNK, _ROW_SPLITS, _SHAPES, _VALUES, _ZIP_ERRORS
 
 #: Bytes an object member's pickle may inflate to. Such a member (``np.savez`` of

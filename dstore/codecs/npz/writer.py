@@ -14,15 +14,8 @@ from typing import IO
 import numpy as np
 
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
-from ...model import (
-    Bytes,
-    Image,
-    Ragged,
-    String,
-    StringList,
-    VarColumn,
-    names,
-)
+from ...model import Bytes, Image, Ragged, String, StringList, VarColumn
+from ...model import names
 from ...model.schema import (
     Batch,
     FieldSpec,
@@ -33,13 +26,13 @@ from ...model.schema import (
 )
 from ...output import TMP_MARK, check_room
 from ...parallel import ParallelDeflate
-from .._strings import (
+from ...model.strings import (
     bytes_to_fixed,
     char_counts,
     ends_with_nul,
     utf8_to_fixed_unicode,
 )
-from ..base import Writer
+from ...abc.base import Writer
 from .options import (
     _COMMENT_PREFIX,
     _COPY_CHUNK,

@@ -7,16 +7,17 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ... import fs, links
+from ... import fs
+from ... import links
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.names import check_text_names
 from ...model.schema import Batch, Schema
 from ...options import option
 from ...sharding import ShardedCodec
-from .._image_options import ImageOptions
-from .._imagecodec import LOSSY_FORMATS
-from .._pixels import FieldStorage
-from ..base import Reader, Shard, ShardWriter, read_at
+from ...images.options import ImageOptions
+from ...images.imagecodec import LOSSY_FORMATS
+from ...images.pixels import FieldStorage
+from ...abc.base import Reader, Shard, ShardWriter, read_at
 
 __all__ = ["ParquetCodec", "ParquetOptions", "Storage"]
 

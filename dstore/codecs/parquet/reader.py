@@ -16,8 +16,8 @@ from ...model import Column, VarColumn
 from ...model.arrow import arrow_fields, from_arrow, list_axes
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges, group_slices
-from .._pixels import decode_pixel_column, image_format
-from ..base import RANGE_BYTES
+from ...images.pixels import decode_pixel_column, image_format
+from ...abc.base import RANGE_BYTES
 from . import Storage
 
 __all__ = ["ParquetReader"]

@@ -15,10 +15,10 @@ from ...model.arrow import arrow_encoding, arrow_schema, arrow_table, batch_to_a
 from ...model.labels import check_labels, label_field
 from ...model.schema import Batch, Schema
 from ...sharding import ShardedDirectoryWriter, cut_groups, encode_chunks
-from .._image_options import check_images_named, check_pixels, stores_pixels
-from .._pixels import encode_pixels, image_libraries
-from .._png import holds_gil, png_encoder
-from ..base import Shard
+from ...images.options import check_images_named, check_pixels, stores_pixels
+from ...images.pixels import encode_pixels, image_libraries
+from ...images.png import holds_gil, png_encoder
+from ...abc.base import Shard
 from . import PIXEL_ENCODINGS, ParquetOptions, Storage
 
 __all__ = ["ParquetShardWriter"]

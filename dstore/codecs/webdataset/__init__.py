@@ -7,15 +7,17 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ... import fs, links
+from ... import fs
+from ... import links
 from ...errors import SchemaError
-from ...model import Bytes, Image, Ragged, String, StringList, Tensor, names
+from ...model import Bytes, Image, Ragged, String, StringList, Tensor
+from ...model import names
 from ...model.schema import Batch, Schema
 from ...options import option
 from ...sharding import ShardedCodec
 from ...sharding.numbered import numbered_names
-from .._image_options import PNG_LEVEL_HELP, ImageOptions
-from ..base import Reader, Shard, ShardWriter, is_regular_file, read_at
+from ...images.options import PNG_LEVEL_HELP, ImageOptions
+from ...abc.base import Reader, Shard, ShardWriter, is_regular_file, read_at
 from .reader import BLOCK, WebDatasetReader, is_tar_header
 from .writer import FORMAT_ID, WebDatasetShardWriter, choose_encoding
 

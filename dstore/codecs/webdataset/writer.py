@@ -8,14 +8,15 @@ import tarfile
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any, ClassVar
 
-from ...model import Image, column_len, names, raw_record
+from ...model import Image, column_len, raw_record
+from ...model import names
 from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ...sharding import ShardedDirectoryWriter, encode_chunks
-from .._imagecodec import LossyImage
-from .._png import holds_gil, png_encoder
-from .._record_bytes import choose_record_encoding, encode_record
-from .._stored_fields import StoredField, table_json, table_libraries
-from ..base import Shard
+from ...images.imagecodec import LossyImage
+from ...images.png import holds_gil, png_encoder
+from .record_bytes import choose_record_encoding, encode_record
+from .stored_fields import StoredField, table_json, table_libraries
+from ...abc.base import Shard
 
 __all__ = ["EXT_IMAGE", "FORMAT_ID", "FieldEncoding", "WebDatasetShardWriter", "choose_encoding"]
 
