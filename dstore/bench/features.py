@@ -52,14 +52,27 @@ def _log_bins(magnitude: np.ndarray, bins: int = 16) -> np.ndarray:
     return np.clip((np.log2(magnitude + 1) * 2).astype(np.int64), 0, bins - 1)
 
 
-def image_features(x: np.ndarray, chunk: int = 64) -> np.ndarray:
+#: Tiles larger than this a side are described by their central window of this size:
+#: JPEG's damage is alike all over a tile, and a 256x256 tile then costs a quarter.
+WINDOW = 128
+
+
+def _window(x: np.ndarray) -> np.ndarray:
+    h, w = x.shape[1:3]
+    top, left = max(0, (h - WINDOW) // 2), max(0, (w - WINDOW) // 2)
+    return x[:, top : top + WINDOW, left : left + WINDOW]
+
+
+def image_features(x: np.ndarray, chunk: int = 16) -> np.ndarray:
     """Per image: colour (4 bins per channel) and texture histograms, float32.
 
     Texture: gradient orientation (9 bins, magnitude-weighted), gradient and
     Laplacian magnitude (16 half-octave bins each) of the grey image. JPEG's
     loss is mostly fine texture, which these see; colour alone does not.
-    Works ``chunk`` images at a time, so memory stays bounded on big tiles.
+    Tiles larger than :data:`WINDOW` pixels a side are described by their central
+    window. Works ``chunk`` images at a time, so memory stays bounded on big tiles.
     """
+    x = _window(x)
     out = []
     for i in range(0, len(x), chunk):
         block = x[i : i + chunk].astype(np.float32)

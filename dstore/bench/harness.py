@@ -13,6 +13,7 @@ with the input as it is.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import platform
 import tempfile
@@ -26,7 +27,7 @@ from ..sources.opening import open_source
 from .grid import parse_dtypes, parse_images
 from .inputs import has_images, input_row, lossy_note
 from .loader import LOADERS, LoaderRead, import_loader
-from .measure import Workspace, measure_cell
+from .measure import Workspace, input_loader, measure_cell
 from .plan import CellSpec, plan_cells
 from .progress import Eta, input_fingerprint, load_resumable, save_partial
 from .results import BenchReport, Cell
@@ -306,12 +307,19 @@ class _Run:
         with open_source(self.src, None, {})[1] as reader:
             write_parts(reader, self.plan, workdir)
         out.input = input_row(self.src, self.info, self.repeats)
+        if self.how is not None:
+            import_loader(self.how)
+            if not self.plan.sampled and out.input.error is None:
+                splits = list(self.info.schema.splits)
+                try:
+                    input_loader(self.src, self.info.format, splits, self.how, self.repeats, out.input)
+                except (DstoreError, ValueError) as e:
+                    out.input.shuffle_note = f"loader: {str(e).splitlines()[0]}"
         roles = probe_roles(self.plan, self.task)
         scorer = Scorer(self.task, self.evaluate, roles) if (self.task or self.evaluate) else None
         ws = Workspace(self.plan, workdir, roles if scorer else _no_roles(roles), scorer.fields if scorer else [], self.repeats, self.how)
-        ws.splits = list(self.info.schema.splits)
+        ws.splits, ws.src = list(self.info.schema.splits), self.src
         if self.how is not None:
-            import_loader(self.how)
             ws.keys_part = 0
             ws.keys_split = max(self.plan.parts[0], key=lambda s: len(self.plan.parts[0][s]))
         if scorer is not None:
@@ -329,16 +337,19 @@ class _Run:
         self.say(cell_line(out.input, 0, total, ""))
         for i, spec in enumerate(self.specs, start=1):
             cell = done.get(_cell(spec, self.info.schema).key)
+            earlier = cell is not None
             if cell is None:
                 cell = _cell(spec, self.info.schema)
                 measure_cell(ws, cell, i)
-            self.eta.done(cell.seconds if cell.seconds == cell.seconds else 0.0)
+            self.eta.done(0.0 if earlier or math.isnan(cell.seconds) else cell.seconds, earlier)
             out.cells.append(cell)
             out.recommendation, out.reason, out.keep_input = recommend(out, objective, max_drop)
             if report_path is not None:
                 save_partial(out, os.fspath(report_path), save_report)
-            left = self.eta.left(i) if i < total else 0.0
-            self.say(cell_line(cell, i, total, Eta.duration(left) + " left" if i < total else ""))
+            left = Eta.duration(self.eta.left(i)) + " left" if i < total else ""
+            if earlier:
+                left = "from the earlier report" + (f", {left}" if left else "")
+            self.say(cell_line(cell, i, total, left))
 
 
 def _no_roles(roles: list[dict[str, Any]]) -> list[dict[str, Any]]:

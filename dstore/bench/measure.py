@@ -36,7 +36,7 @@ from .sample import SamplePlan
 from .scan import ScanResult, scan
 from .shuffle import delivered_order, relative_quality, units_of
 
-__all__ = ["Workspace", "measure_cell", "read_seconds"]
+__all__ = ["Workspace", "input_loader", "measure_cell", "read_seconds"]
 
 #: Errors that mean "this format cannot store that", not "something broke".
 _UNSUPPORTED_ERRORS = (
@@ -63,6 +63,7 @@ class Workspace:
     keys_split: str | None = None
     score: Callable[[Cell, list[str], str], None] | None = None  # fills a cell's accuracy
     splits: list[str] = field(default_factory=list)
+    src: str = ""  # the user's input, named in errors instead of the working copies
 
 
 def read_seconds(path: str, fmt: str) -> tuple[float, float]:
@@ -184,6 +185,10 @@ def measure_cell(ws: Workspace, cell: Cell, index: int) -> None:
         for path in [*outs, *([tiny] if tiny else [])]:
             remove_path(path)
         cell.seconds = time.perf_counter() - started
+    for copy in [*ws.plan.files, ws.plan.tiny_file]:
+        if copy and ws.src:  # name the user's file, not the bench's working copy
+            cell.error = cell.error.replace(copy, ws.src) if cell.error else cell.error
+            cell.unsupported = cell.unsupported.replace(copy, ws.src) if cell.unsupported else None
 
 
 def _measure(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, index: int) -> None:
@@ -262,6 +267,22 @@ def _loader(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, found:
         return
     cell.shuffled_rps = total / shuffled_s.value
     cell.shuffle_quality = _quality(keys_path, fmt, ws.keys_split, first.keys, found)
+
+
+def input_loader(src: str, fmt: str, splits: list[str], how: LoaderRead, repeats: int, cell: Cell) -> None:
+    """The input's loader speeds (storage order and shuffled), measured whole."""
+    if drop_from_page_cache(src):
+        cold = loader_pass(src, fmt, splits, how)
+        cell.loader_cold_rps = cold.records / cold.seconds
+    runs = [loader_pass(src, fmt, splits, how) for _ in range(repeats)]
+    seconds = statistics.median(p.seconds for p in runs)
+    cell.loader_rps, cell.loader_mbps = runs[0].records / seconds, cell.bytes / seconds / 1e6
+    try:
+        runs = [loader_pass(src, fmt, splits, how, shuffle=True) for _ in range(repeats)]
+    except (DstoreError, ValueError) as e:
+        cell.shuffle_note = str(e).splitlines()[0]
+        return
+    cell.shuffled_rps = runs[0].records / statistics.median(p.seconds for p in runs)
 
 
 def _quality(path: str, fmt: str, split: str | None, delivered: list[bytes], found: ScanResult) -> float:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine.dtypes import parse_policy
+from ..errors import DstoreError
 from ..model.schema import Schema
 from ..registry import get_codec_class
 from .grid import ImageEncoding, dtype_support, image_options, parse_images
@@ -162,6 +163,7 @@ def plan_cells(
     notes += image_notes
     text_skipped: list[str] = []
     cannot: dict[str, list[str]] = {}
+    refused: list[str] = []
     cells: list[CellSpec] = []
     for fmt in formats:
         codec_cls = get_codec_class(fmt)
@@ -171,8 +173,12 @@ def plan_cells(
         for options in default_settings(fmt, grid):
             for enc in encodings:
                 opts = image_options(codec_cls, fmt, enc) if has_images else {}
-                if isinstance(opts, str):
-                    cannot.setdefault(str(enc), []).append(fmt)
+                why = opts if isinstance(opts, str) else _refusal(codec_cls, {**options, **opts}, schema)
+                if why is not None:
+                    if enc.lossless and not options:
+                        refused.append(f"formats not measured: {fmt}: {why}")
+                    else:
+                        cannot.setdefault(str(enc), []).append(fmt)
                     continue
                 stored = stored_as(codec_cls, {**options, **opts}, has_images)
                 for dtype in policies:
@@ -184,5 +190,15 @@ def plan_cells(
             "a number (name them in --formats to measure them)"
         )
     for enc, fmts in cannot.items():
-        notes.append(f"images {enc} not measured on {', '.join(fmts)}: the format has no such option")
-    return cells, notes
+        notes.append(f"images {enc} not measured on {', '.join(fmts)}: the format cannot store it")
+    return cells, notes + refused
+
+
+def _refusal(codec_cls: Any, options: dict[str, Any], schema: Schema) -> str | None:
+    """Why the format refuses to store ``schema`` with ``options`` before writing a byte
+    (its own ``check_schema``: lossy images in HDF5, a kind JSON has no room for), or None."""
+    try:
+        codec_cls(**options).check_schema(schema)
+    except DstoreError as e:
+        return str(e).splitlines()[0]
+    return None

@@ -118,20 +118,26 @@ def _panel(ax: Any, report: BenchReport, cells: list[Cell], y: str, ylabel: str,
         if higher and not math.isnan(getattr(inp, y)):
             ax.plot([inp.bytes / 1e6], [getattr(inp, y)], "*", ms=12, color="tab:blue", label="your input")
     ax.set_xscale("log")
-    _log_ticks(ax)
     ax.set_xlabel("size on disk (MB, log scale)")
     ax.set_ylabel(ylabel)
     return art
 
 
-def _log_ticks(ax: Any) -> None:
-    """Plain-number labels on 1-2-5 ticks of the log axis, none on the minor ticks
-    (labels of every minor tick ran into each other)."""
+def _log_ticks(ax: Any, values: list[float]) -> None:
+    """Plain-number labels on the log axis: 1-2-5 ticks over two decades or less, else
+    one per decade; none on the minor ticks (their labels ran into each other)."""
     from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=12))
+    lo, hi = min(values, default=1.0), max(values, default=1.0)
+    span = math.log10(hi / lo) if lo > 0 and hi > 0 else 0.0
+    subs = (1.0, 2.0, 5.0) if span <= 2 else (1.0,)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
     ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
     ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+#: Lines of the key per column, and the width (inches) a column takes.
+_KEY_ROWS, _KEY_COLUMN_IN, _PANEL_IN = 24, 2.6, 5.0
 
 
 def figure(report: BenchReport) -> Any:
@@ -142,42 +148,57 @@ def figure(report: BenchReport) -> Any:
     if report.settings.get("loader") and any(not math.isnan(c.loader_rps) for c in cells):
         panels.append(("loader_rps", f"{report.settings['loader']} loader (records/s)"))
     accuracy = not math.isnan(report.baseline_accuracy)
-    colour = [0.0 if math.isnan(c.accuracy_delta) else c.accuracy_delta for c in cells] if accuracy else None
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.5), squeeze=False)
-    numbers = list(range(1, len(cells) + 1))
+    colour = [0.0 if math.isnan(c.accuracy_delta) else c.accuracy_delta for c in cells]
+    entries = len(cells) + 4  # the cells and the lines of the plot
+    columns = max(1, math.ceil(entries / _KEY_ROWS))
+    widths = [_PANEL_IN] * len(panels) + [_KEY_COLUMN_IN * columns]
+    fig = plt.figure(figsize=(sum(widths), 4.8))
+    grid = fig.add_gridspec(1, len(widths), width_ratios=widths, wspace=0.35)
+    axes = [fig.add_subplot(grid[0, i]) for i in range(len(panels))]
+    key_ax = fig.add_subplot(grid[0, len(panels)])
+    key_ax.axis("off")
     arts = []
-    for ax, (y, label) in zip(axes[0], panels, strict=True):
+    for ax, (y, label) in zip(axes, panels, strict=True):
         shown = [c for c in cells if not math.isnan(getattr(c, y))]
-        arts.append(_panel(ax, report, shown, y, label, [colour[cells.index(c)] for c in shown] if colour else None))
+        tint = [colour[cells.index(c)] for c in shown] if accuracy else None
+        arts.append(_panel(ax, report, shown, y, label, tint))
+        inp = report.input
+        sizes = [c.bytes / 1e6 for c in shown] + ([inp.bytes / 1e6] if inp and inp.measured else [])
+        _log_ticks(ax, sizes)
     fig.suptitle(title(report), fontsize=10)
     if accuracy and cells:
-        bar = fig.colorbar(arts[-1], ax=list(axes[0]), location="bottom", shrink=0.5, pad=0.18, aspect=40)
+        bar = fig.colorbar(arts[-1], ax=axes, location="bottom", shrink=0.6, pad=0.2, aspect=40)
         bar.set_label("accuracy difference to the original (points)", fontsize=8)
         bar.ax.tick_params(labelsize=7)
-    for ax, (y, _) in zip(axes[0], panels, strict=True):
+    numbers = list(range(1, len(cells) + 1))
+    for ax, (y, _) in zip(axes, panels, strict=True):
         shown = [(c.bytes / 1e6, getattr(c, y)) for c in cells if not math.isnan(getattr(c, y))]
         nums = [n for n, c in zip(numbers, cells, strict=True) if not math.isnan(getattr(c, y))]
         _number_points(fig, ax, shown, nums)
-    _key(fig, axes[0][-1], cells)
+    _key(key_ax, axes, cells, columns)
     return fig
 
 
-def _key(fig: Any, ax: Any, cells: list[Cell]) -> None:
-    """The key beside the last panel: the lines of the plot, then one line per cell."""
+def _key(key_ax: Any, axes: list[Any], cells: list[Cell], columns: int) -> None:
+    """The key in its own axes right of the panels: the plot's lines, then one line per cell."""
     from matplotlib.lines import Line2D
 
-    handles, labels = ax.get_legend_handles_labels()
+    handles: dict[str, Any] = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, h)
     blank = Line2D([], [], linestyle="none")
     key = [f"{i}  {describe(c)}" for i, c in enumerate(cells, start=1)]
-    ax.legend(
-        handles + [blank] * len(key),
-        labels + key,
+    key_ax.legend(
+        list(handles.values()) + [blank] * len(key),
+        list(handles) + key,
         loc="upper left",
-        bbox_to_anchor=(1.02, 1.0),
+        bbox_to_anchor=(0.0, 1.0),
         fontsize=7,
-        ncol=max(1, math.ceil((len(handles) + len(key)) / 28)),
+        ncol=columns,
         handlelength=1.5,
         frameon=False,
+        borderaxespad=0.0,
     )
 
 

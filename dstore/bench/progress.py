@@ -52,7 +52,7 @@ class Eta:
         self, specs: Sequence[CellSpec], measured_mb: float, probe_records: int, images: bool
     ) -> None:
         self.model = [self._model(s, measured_mb, probe_records, images) for s in specs]
-        self.spent: list[float] = []
+        self.spent: list[float | None] = []
 
     @staticmethod
     def _model(spec: CellSpec, mb: float, probe_records: int, images: bool) -> float:
@@ -67,15 +67,17 @@ class Eta:
 
     def left(self, done: int) -> float:
         """Seconds left after ``done`` cells (those measured so far scale the model)."""
-        measured = self.model[: len(self.spent)]
-        scale = sum(self.spent) / sum(measured) if self.spent and sum(measured) else 1.0
+        pairs = [(s, m) for s, m in zip(self.spent, self.model, strict=False) if s is not None]
+        spent, model = sum(s for s, _ in pairs), sum(m for _, m in pairs)
+        scale = spent / model if pairs and model else 1.0
         return scale * sum(self.model[done:])
 
     def total(self) -> float:
         return sum(self.model)
 
-    def done(self, seconds: float) -> None:
-        self.spent.append(seconds)
+    def done(self, seconds: float, earlier: bool = False) -> None:
+        """A cell finished in ``seconds`` (``earlier``: taken from a report, not timed)."""
+        self.spent.append(None if earlier else seconds)
 
     @staticmethod
     def duration(seconds: float) -> str:

@@ -132,10 +132,13 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
             else "no lossless configuration succeeded; no accuracy measured, lossy casts not considered"
         ), False
     best = min(ok, key=_ranking(objective, ok))
-    rule = f"{OBJECTIVES[objective]} of {len(ok)} cells that are lossless"
-    rule += f" or lose at most {max_drop:g} accuracy points or lie within noise" if measured else (
-        "; no accuracy measured, lossy casts not considered"
-    )
+    if measured:
+        rule = f"{OBJECTIVES[objective]} of {len(ok)} cells losing <= {max_drop:g} pts or within noise"
+    else:
+        rule = (
+            f"{OBJECTIVES[objective]} of {len(ok)} lossless cells (no accuracy measured, "
+            "lossy casts not considered)"
+        )
     if inp is not None and objective != "write":
         ratio, noise = _gain(best, inp, objective)
         if math.isnan(ratio) or ratio > 1 - noise:
@@ -192,7 +195,7 @@ def recommendation_lines(report: BenchReport) -> list[str]:
     why = f"  why: {report.reason}"
     if not best.exact and not math.isnan(best.accuracy_delta):
         band = "" if math.isnan(best.band) else f" +/- {best.band:.2f}"
-        why += f" (delta {best.accuracy_delta:+.2f}{band} pts)"
+        why += f" (this one: {best.accuracy_delta:+.2f}{band})"
     command = ["dstore", "convert", report.source, f"out{default_extension(best.format)}"]
     if best.dtype != "keep":
         command += ["--dtype", best.dtype]

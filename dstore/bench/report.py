@@ -64,7 +64,7 @@ LOADER_COLUMNS = ("loader", "shuffled", "quality", "loader_mb", "cold")
 #: The terminal table's width unless ``wide``.
 TABLE_WIDTH = 120
 #: What the narrow table drops first when a row still does not fit.
-NARROW_DROP = ("ratio", "probe_s", "band", "images")
+NARROW_DROP = ("ratio", "probe_s", "exact", "read_s")
 
 
 def _note(c: Cell) -> str:
@@ -113,8 +113,8 @@ def table_rows(report: BenchReport) -> list[dict[str, str]]:
                 "quality": num(c.shuffle_quality, ".2f"),
                 "loader_mb": num(c.loader_mbps, ".1f"),
                 "cold": num(c.loader_cold_rps, ",.0f"),
-                "max_abs": ("0" if c.exact else f"{c.max_abs_error:.2g}") if has else "-",
-                "exact": ("yes" if c.exact else "no") if has else "-",
+                "max_abs": ("0" if c.exact else f"{c.max_abs_error:.2g}") if has and not c.is_input else "-",
+                "exact": ("yes" if c.exact else "no") if has and not c.is_input else "-",
                 "acc": num(100 * c.accuracy, ".2f"),
                 "delta": num(c.accuracy_delta, "+.2f"),
                 "band": num(c.band, ".2f"),
@@ -193,8 +193,9 @@ def _header(report: BenchReport) -> list[str]:
         detail = f"; {report.probe_detail}" if report.probe_detail else ""
         lines.append(f"probe: {task.probe}: {what}{detail}")
         guess = f" (constant guess {100 * report.chance:.2f}%)" if not math.isnan(report.chance) else ""
+        records = f" ({report.probe_records})" if report.probe_records else ""
         lines.append(
-            f"  train {task.train!r}, test {test!r} ({report.probe_records}); original data "
+            f"  train {task.train!r}, test {test!r}{records}; original data "
             f"{100 * report.baseline_accuracy:.2f}%{guess}, trained in "
             f"{report.baseline_probe_s:.2f} s as {report.probe_dtype or '?'}"
         )

@@ -788,7 +788,9 @@ class JsonCodec(Codec):
         return []
 
     def open_reader(self, path: str) -> Reader:
-        return JsonReader(path, self.lines)
+        from .stream import open_streamed  # dstore's own files: a batch at a time
+
+        return open_streamed(path, self.lines) or JsonReader(path, self.lines)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         self.check_schema(schema)
