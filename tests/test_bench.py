@@ -255,7 +255,6 @@ def test_missing_probe_field_lists_the_fields(feats_npz, capsys, option, name):
         (["--formats", "npz,lance"], "UnknownCodecError: unknown format 'lance'"),
         (["--repeats", "0"], "repeats must be >= 1"),
         (["--sample", "-5"], "sample must be >= 1"),
-        (["--sample", "some"], "give a number of records, auto or off"),
         (["--resume"], "--resume continues the report of --report FILE.json"),
         (["--report", "bench.txt"], "--report must end in .json, .csv or .md"),
     ],

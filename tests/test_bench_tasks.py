@@ -48,7 +48,7 @@ def _table(out: str) -> list[str]:
     """The table's lines: its heading row to the footnotes, the legend or the recommendation."""
     lines = out.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("format "))
-    ends = ("[", "images:", "recommendation:")
+    ends = ("[", "images:", "compression:", "recommendation:")
     end = next(i for i, ln in enumerate(lines) if i > start and ln.startswith(ends))
     return lines[start:end]
 
@@ -85,7 +85,7 @@ def test_object_detection_end_to_end(od_npz, tmp_path, capsys):
     # of the time), the original's score, then one line per cell with the time left
     lines = err.splitlines()
     assert re.fullmatch(rf"dstore bench {re.escape(od_npz)}: 1 cells on all 90 records, about \d+ s", lines[0])
-    assert lines[1].startswith("probe: object detection (classes present) on 63 train and 18 test")
+    assert lines[1].startswith("probe: object detection (classes present) on 62 train and 19 test")
     assert lines[2].startswith("[0/1] input (npz): 1.1 MB, read ")
     assert lines[3].startswith("[1/1] npz png: ") and "delta +0.00 pts" in lines[3]
     assert len(lines) == 4
@@ -128,7 +128,7 @@ def test_segmentation_probe_scores_the_same_pixels_and_sees_damage():
 def test_classification_end_to_end(label_maker_npz, capsys):
     out, err = _run(capsys, ["bench", label_maker_npz, *FAST])
     assert "probe: classification: SGD log-loss classifier on 'x' -> 'y'" in out
-    assert err.splitlines()[1].startswith("probe: classification: original data ")
+    assert err.splitlines()[1].startswith("probe: classification on 40 train and 10 test records")
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ from .. import api
 from ..errors import DstoreError
 from ..output import path_size, remove_path
 from ..registry import default_extension, registry
-from .extrapolate import Estimate, extrapolate
+from .extrapolate import Estimate, extrapolate, extrapolate_ratio
 from .loader import LoaderRead, drop_from_page_cache, loader_pass
 from .results import Cell
 from .sample import SamplePlan
@@ -146,13 +146,15 @@ def _median(runs: Sequence[Sequence[float]], i: int) -> float:
     return statistics.median(r[i] for r in runs)
 
 
-def _figure(ws: Workspace, tiny_x: float, part_x: Sequence[float]) -> Estimate:
-    """The whole data's figure from a sample's measurements (or the whole's as it is)."""
+def _figure(ws: Workspace, tiny_x: float | None, part_x: Sequence[float]) -> Estimate:
+    """The whole data's figure from a sample's measurements (or the whole's as it is);
+    ``tiny_x`` None: no fixed cost (sizes)."""
     plan = ws.plan
     if not plan.sampled:
         return Estimate(part_x[0])
     parts = [(plan.part_records(j), x) for j, x in enumerate(part_x)]
-    return extrapolate(plan.total, (plan.tiny_records, tiny_x), parts)
+    tiny = None if tiny_x is None else (plan.tiny_records, tiny_x)
+    return extrapolate(plan.total, tiny, parts)
 
 
 def _set(cell: Cell, name: str, est: Estimate) -> None:
@@ -206,7 +208,12 @@ def _measure(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, index
         parts = [w[0] for w in writes[2:]]
         _set(cell, "write_s", _figure(ws, _median(timed, 0), [p[0] for p in parts]))
         _set(cell, "write_cpu_s", _figure(ws, _median(timed, 1), [p[1] for p in parts]))
-        _set(cell, "bytes", _figure(ws, path_size(tiny), [path_size(o) for o in outs]))
+        sizes = [path_size(o) for o in outs]
+        plan = ws.plan
+        pairs = list(zip(sizes, plan.proxy_parts, strict=True))
+        tiny_pair = (path_size(tiny), plan.proxy_tiny)
+        by_ratio = extrapolate_ratio(plan.records, plan.total, pairs, plan.proxy_total, tiny_pair)
+        _set(cell, "bytes", by_ratio)
         cell.sampled = ws.plan.records
     found = scan(
         outs,

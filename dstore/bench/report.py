@@ -64,7 +64,7 @@ LOADER_COLUMNS = ("loader", "shuffled", "quality", "loader_mb", "cold")
 #: The terminal table's width unless ``wide``.
 TABLE_WIDTH = 120
 #: What the narrow table drops first when a row still does not fit.
-NARROW_DROP = ("ratio", "probe_s", "exact", "read_s")
+NARROW_DROP = ("ratio", "exact", "read_s", "probe_s")
 
 
 def _note(c: Cell) -> str:
@@ -212,11 +212,10 @@ def _header(report: BenchReport) -> list[str]:
 
 def _legend(report: BenchReport, keys: set[str]) -> list[str]:
     """What the columns hold: one line each for those that need it."""
-    images = any(c.images not in ("-",) for c in report.cells)
     out = [
         "images: what each cell stores (PNG, JPEG q90, or raw pixels + the format's compressor)"
-        if images
-        else "images: the compressor each cell's arrays are stored with",
+        if _has_images(report)
+        else "compression: what compresses each cell's arrays (-: none of its own)",
         "exact: every value read back equal to the original's; max err: the largest "
         "absolute difference (pixel levels, feature units)",
     ]
@@ -251,7 +250,13 @@ def _columns(report: BenchReport, wide: bool) -> list[tuple[str, str]]:
         cols = [(k, h) for k, h in cols if k not in LOADER_COLUMNS]
     if not report.sample:
         cols = [(k, h) for k, h in cols if k != "spread"]
+    if not _has_images(report):  # features: what compresses them
+        cols = [(k, "compression" if k == "images" else h) for k, h in cols]
     return cols  # type: ignore[return-value]
+
+
+def _has_images(report: BenchReport) -> bool:
+    return any(c.images != "-" for c in report.cells)
 
 
 def _wrap(lines: list[str], width: int) -> list[str]:
