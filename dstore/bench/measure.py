@@ -163,11 +163,17 @@ def _set(cell: Cell, name: str, est: Estimate) -> None:
         cell.intervals[name] = [est.lo, est.hi]
 
 
+def _whole(cell: Cell, name: str, runs: Sequence[float]) -> None:
+    """A figure of the whole data: the median of its repeats, and their range."""
+    _set(cell, name, Estimate(statistics.median(runs)))
+    cell.repeat_range[name] = [min(runs), max(runs)]
+
+
 def _reads(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None) -> None:
     if tiny is None:
         runs = [read_seconds(outs[0], cell.format) for _ in range(ws.repeats)]
-        _set(cell, "read_s", Estimate(statistics.median(r[0] for r in runs)))
-        _set(cell, "read_cpu_s", Estimate(statistics.median(r[1] for r in runs)))
+        _whole(cell, "read_s", [r[0] for r in runs])
+        _whole(cell, "read_cpu_s", [r[1] for r in runs])
         return
     tiny_runs = [read_seconds(tiny, cell.format) for _ in range(_TINY_RUNS)]
     parts = [read_seconds(o, cell.format) for o in outs]
@@ -201,8 +207,8 @@ def _measure(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, index
         return
     timed = writes[1]
     if tiny is None:
-        _set(cell, "write_s", Estimate(_median(timed, 0)))
-        _set(cell, "write_cpu_s", Estimate(_median(timed, 1)))
+        _whole(cell, "write_s", [r[0] for r in timed])
+        _whole(cell, "write_cpu_s", [r[1] for r in timed])
         _set(cell, "bytes", Estimate(path_size(outs[0])))
     else:
         parts = [w[0] for w in writes[2:]]

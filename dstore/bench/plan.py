@@ -175,7 +175,7 @@ def plan_cells(
                 opts = image_options(codec_cls, fmt, enc) if has_images else {}
                 why = opts if isinstance(opts, str) else _refusal(codec_cls, {**options, **opts}, schema)
                 if why is not None:
-                    if enc.lossless and not options:
+                    if str(enc) == "png" and not options:  # the format's own default
                         refused.append(f"formats not measured: {fmt}: {why}")
                     else:
                         cannot.setdefault(str(enc), []).append(fmt)

@@ -120,12 +120,16 @@ def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cel
     measured = not math.isnan(report.baseline_accuracy)
     ok = [c for c in report.cells if c.measured and not c.is_input]
     ok = [c for c in ok if acceptable(c, max_drop)] if measured else [c for c in ok if c.exact]
+    judged = list(ok)
     if inp is not None:
         ok = [c for c in ok if not _is_input_again(c, inp)]
         ok = [c for c in ok if not (c.bytes > inp.bytes and _slower(c, inp))]
     if not ok:
+        if inp is not None and judged:  # each one the input again, or larger and slower
+            closest = min(judged, key=_ranking(objective, judged))
+            return inp, _keep_reason(closest, objective, _gain(closest, inp, objective)[1]), True
         if inp is not None:
-            return inp, "no other cell met the accuracy bound and was smaller or faster", True
+            return inp, "no cell met the accuracy bound", True
         return None, (
             "no configuration met the accuracy bound"
             if measured

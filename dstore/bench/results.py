@@ -38,6 +38,8 @@ class Cell:
     read_cpu_s: float = float("nan")
     #: 95% intervals of extrapolated figures: {"bytes": [lo, hi], "write_s": ..., ...}
     intervals: dict[str, list[float]] = field(default_factory=dict)
+    #: a cell measured whole: the fastest and slowest of its timed repeats, per figure
+    repeat_range: dict[str, list[float]] = field(default_factory=dict)
     peak_write_mb: float = float("nan")  # peak RSS of the process that wrote (MiB)
     loader_rps: float = float("nan")  # --read: the training loader's records/s, storage order
     loader_mbps: float = float("nan")  # --read: its MB/s of the cell's bytes

@@ -52,10 +52,39 @@ def _register(fmt: str, target: str | None) -> None:
     register_codec(getattr(importlib.import_module(module), attr), name=fmt)
 
 
+def _live_descendants_cpu() -> float:
+    """CPU seconds of this process's descendants still running (a pool of worker
+    processes lives across writes: ``RUSAGE_CHILDREN`` counts a child only once it is
+    reaped). Read from ``/proc``; 0 where there is none."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        names = [n for n in os.listdir("/proc") if n.isdigit()]
+    except (OSError, ValueError):
+        return 0.0
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for name in names:
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        parent[int(name)] = int(fields[1])
+        cpu[int(name)] = (int(fields[11]) + int(fields[12])) / ticks
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        kids = [p for p, pp in parent.items() if pp == pid and p not in mine]
+        mine.update(kids)
+        todo += kids
+    return sum(cpu[p] for p in mine)
+
+
 def _cpu_seconds() -> float:
+    """This process's CPU seconds and its descendants' (threads, reaped and live workers)."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime + _live_descendants_cpu()
 
 
 def run(request: dict[str, Any]) -> dict[str, Any]:
