@@ -62,7 +62,9 @@ def label_maker_file(n: int) -> str:
     x, y = distinct_tiles(n)
     a, b = int(n * 0.7), int(n * 0.9)
     tmp = path + ".tmp.npz"
-    np.savez(tmp, x_train=x[:a], y_train=y[:a], x_test=x[a:b], y_test=y[a:b], x_val=x[b:], y_val=y[b:])
+    np.savez(
+        tmp, x_train=x[:a], y_train=y[:a], x_test=x[a:b], y_test=y[a:b], x_val=x[b:], y_val=y[b:]
+    )
     os.replace(tmp, path)
     return path
 
@@ -104,8 +106,10 @@ def _check_rows(sampled: dict, full: dict) -> list[dict]:
         row = {"cell": f"{c['format']} {c['images']}"}
         for key in ("bytes", "write_s", "write_cpu_s", "read_s", "read_cpu_s"):
             est, true = c[key], f[key]
-            lo, hi = (c["intervals"].get(key) or [None, None])
-            row[key] = f"{100 * (est - true) / true:+.1f}%" + ("" if lo is None or lo <= true <= hi else " (outside)")
+            lo, hi = c["intervals"].get(key) or [None, None]
+            row[key] = f"{100 * (est - true) / true:+.1f}%" + (
+                "" if lo is None or lo <= true <= hi else " (outside)"
+            )
         rows.append(row)
     return rows
 
@@ -136,7 +140,12 @@ def main() -> None:
                     "load": big["load"],
                 }
             ],
-            [("wall", "wall time"), ("rss", "peak RSS"), ("cells", "cells measured"), ("load", "load average before -> after")],
+            [
+                ("wall", "wall time"),
+                ("rss", "peak RSS"),
+                ("cells", "cells measured"),
+                ("load", "load average before -> after"),
+            ],
         ),
         "",
         f"first line: `{big['first_line']}`",
@@ -151,8 +160,12 @@ def main() -> None:
         share = big["data"]["settings"]["sample"] or args.check_tiles
         n = max(60, round(share * args.check_tiles / args.tiles))
         small = label_maker_file(args.check_tiles)
-        sampled = run_bench(small, os.path.join(OUT, "bench-bench-sampled.json"), ["--sample", str(n)])
-        full = run_bench(small, os.path.join(OUT, "bench-bench-full.json"), ["--sample", "off", "--repeats", "1"])
+        sampled = run_bench(
+            small, os.path.join(OUT, "bench-bench-sampled.json"), ["--sample", str(n)]
+        )
+        full = run_bench(
+            small, os.path.join(OUT, "bench-bench-full.json"), ["--sample", "off", "--repeats", "1"]
+        )
         lines += [
             "",
             f"### Extrapolation on {args.check_tiles:,} tiles: a sample of {n} against every record",

@@ -434,7 +434,11 @@ def test_pyspacer_example_evaluator_gets_a_band(feats_npz, capsys):
         ]
     )
     out = capsys.readouterr().out
-    assert rc == 0 and "user evaluation on the original data" in out and "+/-: the noise of delta" in out
+    assert (
+        rc == 0
+        and "user evaluation on the original data" in out
+        and "+/-: the noise of delta" in out
+    )
     assert "cannot be judged" not in out
     (line,) = [ln for ln in out.splitlines() if ln.startswith("recommendation:")]
     assert "npz" in line

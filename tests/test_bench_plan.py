@@ -12,6 +12,10 @@ import shutil
 import numpy as np
 import pytest
 
+# the bench's working folders in this test's own temp dir (autouse), and the one-line
+# refusal check: the same as test_bench's
+from test_bench import _one_error_line, _own_tempdir  # noqa: F401  # tests/ is on sys.path
+
 import dstore
 from dstore.bench.extrapolate import extrapolate, extrapolate_ratio
 from dstore.bench.plan import plan_cells
@@ -19,10 +23,6 @@ from dstore.bench.sample import PARTS, plan_sample
 from dstore.cli import main
 from dstore.demo import hog_features, photo_tiles
 from dstore.errors import UsageError
-
-# the bench's working folders in this test's own temp dir (autouse), and the one-line
-# refusal check: the same as test_bench's
-from test_bench import _one_error_line, _own_tempdir  # noqa: F401  # tests/ is on sys.path
 
 pytest.importorskip("sklearn")
 
@@ -125,7 +125,9 @@ def test_sample_is_seeded_stratified_and_in_disjoint_parts():
         assert set(plan.tiny[split]) <= set(plan.parts[0][split])
     again = plan_sample(counts, 900, seed=3)
     other = plan_sample(counts, 900, seed=4)
-    assert all(np.array_equal(a["train"], b["train"]) for a, b in zip(plan.parts, again.parts))
+    assert all(
+        np.array_equal(a["train"], b["train"]) for a, b in zip(plan.parts, again.parts, strict=True)
+    )
     assert not np.array_equal(plan.parts[0]["train"], other.parts[0]["train"])
     whole = plan_sample(counts, None)
     assert not whole.sampled and whole.records == 9000
@@ -271,7 +273,9 @@ def test_a_lossy_input_is_said_so(feats_npz, tmp_path, capsys):
 
 def test_progress_gives_the_plan_and_the_time_left(feats_npz):
     lines: list[str] = []
-    dstore.bench(feats_npz, formats=["npz", "zarr"], dtypes=["keep"], repeats=1, progress=lines.append)
+    dstore.bench(
+        feats_npz, formats=["npz", "zarr"], dtypes=["keep"], repeats=1, progress=lines.append
+    )
     assert lines[0].startswith(f"dstore bench {feats_npz}: 2 cells on all 400 records, about ")
     assert lines[-2].startswith("[1/2] npz keep: ") and lines[-2].endswith(" left")
     assert lines[-1].startswith("[2/2] zarr keep: ") and "left" not in lines[-1]

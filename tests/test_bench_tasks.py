@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import random
 import re
 
@@ -84,7 +83,9 @@ def test_object_detection_end_to_end(od_npz, tmp_path, capsys):
     # progress on stderr (not a terminal here): the plan first (cells, records, an estimate
     # of the time), the original's score, then one line per cell with the time left
     lines = err.splitlines()
-    assert re.fullmatch(rf"dstore bench {re.escape(od_npz)}: 1 cells on all 90 records, about \d+ s", lines[0])
+    assert re.fullmatch(
+        rf"dstore bench {re.escape(od_npz)}: 1 cells on all 90 records, about \d+ s", lines[0]
+    )
     assert lines[1].startswith("probe: object detection (classes present) on 62 train and 19 test")
     assert lines[2].startswith("[0/1] input (npz): 1.1 MB, read ")
     assert lines[3].startswith("[1/1] npz png: ") and "delta +0.00 pts" in lines[3]
@@ -247,7 +248,11 @@ def _crowded_report(
                 cell.write_s, cell.read_s, cell.peak_write_mb = rng.random() * 30, 1.25, 812.0
                 cell.exact = cell.bit_exact = not lossy
                 cell.stored = "PNG" if fmt == "tfrecord" else "raw + gzip 9"
-                cell.stored = images.replace("jpeg:", "JPEG q").replace("webp:", "WebP q") if lossy else cell.stored
+                cell.stored = (
+                    images.replace("jpeg:", "JPEG q").replace("webp:", "WebP q")
+                    if lossy
+                    else cell.stored
+                )
                 cell.max_abs_error = 0.0 if not lossy else 37.0
                 cell.loader_rps, cell.shuffled_rps = rng.uniform(200, 900), rng.uniform(100, 800)
                 cell.shuffle_quality, cell.ordered_quality = rng.uniform(0.9, 1.0), 0.01
@@ -297,8 +302,8 @@ def test_table_fits_120_columns_and_wide_has_all():
 def _drawn_tick_labels(ax) -> list:
     """The tick labels matplotlib draws: ticks inside the view limits, label shown."""
     out = []
-    for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
-        lo, hi = min(lo, hi), max(lo, hi)
+    for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        lo, hi = min(limits), max(limits)
         for tick in axis.get_major_ticks() + axis.get_minor_ticks():
             if lo <= tick.get_loc() <= hi:
                 out += [lb for lb in (tick.label1, tick.label2) if lb.get_visible()]
@@ -346,7 +351,10 @@ def test_plot_text_never_overlaps(tmp_path, loader):
             assert numbered == list(range(1, len(measured) + 1))  # every cell, once
         key = next(ax for ax in fig.axes if ax.get_legend() is not None).get_legend().get_texts()
         assert sum(1 for t in key if t.get_text()[:1].isdigit()) == len(measured)
-        assert fig._suptitle.get_text() == "dstore bench: data.npz, probe: object detection (classes present)"
+        assert (
+            fig._suptitle.get_text()
+            == "dstore bench: data.npz, probe: object detection (classes present)"
+        )
     plot_mod.save_plot(report, str(tmp_path / "p.png"))
     with open(tmp_path / "p.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"

@@ -75,7 +75,7 @@ def extrapolate(
     rate = statistics.fmean(rates)
     value = x_tiny + rate * (total - t)
     # the figure never falls below what the largest part alone measured
-    value = max(value, max(x for _, x in parts))
+    value = max(value, *(x for _, x in parts))
     if len(rates) < 2:
         return Estimate(value, -math.inf, math.inf)
     fpc = math.sqrt(max(0.0, 1 - sampled / total)) if total else 0.0
@@ -112,5 +112,7 @@ def extrapolate_ratio(
         return Estimate(value, -math.inf, math.inf)
     residual = math.sqrt(sum((x - ratio * p) ** 2 for x, p in parts) / (len(parts) - 1))
     fpc = math.sqrt(max(0.0, 1 - sampled / total)) if total else 0.0
-    half = t_quantile(len(parts) - 1) * proxy_total / sum(ps) * math.sqrt(len(parts)) * residual * fpc
+    half = (
+        t_quantile(len(parts) - 1) * proxy_total / sum(ps) * math.sqrt(len(parts)) * residual * fpc
+    )
     return Estimate(value, value - half, value + half)

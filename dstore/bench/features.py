@@ -28,7 +28,6 @@ __all__ = [
 SEG_PIXELS, SEG_PIXELS_MIN, SEG_PIXELS_MAX = 65536, 16, 256
 
 
-
 def is_image_batch(x: object) -> bool:
     """uint8/uint16 records shaped ``(H, W)`` or ``(H, W, 1|3|4)``, at least 8 pixels a side."""
     if not isinstance(x, np.ndarray):  # strings and ragged fields are columns, not images

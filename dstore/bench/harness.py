@@ -21,21 +21,31 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import api
-from ..errors import DstoreError, LabelError, MissingDependencyError, UsageError
-from ..registry import available_codecs, get_codec_class
+from ..errors import DstoreError, UsageError
 from ..sources.opening import open_source
+from .checks import check_inputs, check_loader, find_checked_task, sample_size
 from .grid import parse_dtypes, parse_images
 from .inputs import has_images, input_row, lossy_note
-from .loader import LOADERS, LoaderRead, import_loader
+from .loader import LoaderRead, import_loader
 from .measure import Workspace, input_loader, measure_cell
 from .plan import CellSpec, plan_cells
-from .progress import Eta, input_fingerprint, load_resumable, save_partial
+from .progress import (
+    Eta,
+    cell_line,
+    input_fingerprint,
+    load_resumable,
+    plan_line,
+    probe_line,
+    save_partial,
+)
+from .recommend import recommend
+from .report import save_report
 from .results import BenchReport, Cell
-from .sample import auto_sample, plan_sample, write_parts
+from .sample import plan_sample, write_parts
 from .scan import scan
 from .scores import Evaluate, load_evaluate
 from .scoring import Scorer, noise_points, probe_roles
-from .tasks import Task, check_labels, find_task, layout_kind, require_sklearn
+from .tasks import Task, layout_kind
 
 __all__ = ["DEFAULT_DTYPES", "bench"]
 
@@ -55,92 +65,6 @@ def _machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "versions": versions,
     }
-
-
-def _check_inputs(
-    formats: Sequence[str] | None,
-    repeats: int,
-    sample: int | str | None,
-    objective: str,
-    no_probe: dict[str, object] | None = None,
-) -> list[str]:
-    """Everything that can be wrong before any work: one DstoreError naming what and why."""
-    from .recommend import OBJECTIVES
-
-    for name, value in (no_probe or {}).items():
-        if value is not None:
-            raise UsageError(
-                f"--no-probe measures no accuracy, so --{name} has nothing to do; drop one"
-            )
-    if formats:
-        for fmt in formats:
-            get_codec_class(fmt)  # unknown name or missing extra: one line naming it
-        chosen = list(formats)
-    else:
-        chosen = [n for n, hint in available_codecs().items() if hint is None]
-    if repeats < 1:
-        raise UsageError(f"repeats must be >= 1. Got {repeats}.")
-    if isinstance(sample, int) and sample < 0:
-        raise UsageError(f"sample must be >= 1 record (0: every record). Got {sample}.")
-    if isinstance(sample, str) and sample not in ("auto", "off"):
-        raise UsageError(f"sample must be a number of records, auto or off. Got {sample!r}.")
-    if objective not in OBJECTIVES:
-        raise UsageError(f"objective must be one of {', '.join(OBJECTIVES)}. Got {objective!r}.")
-    return chosen
-
-
-def _check_loader(loader: str | None, workers: int) -> LoaderRead | None:
-    """The ``--read`` settings, checked (and the loader's library found) before any work."""
-    if loader is None:
-        return None
-    if loader not in LOADERS:
-        raise UsageError(f"--read must be one of {', '.join(LOADERS)}. Got {loader!r}.")
-    if workers < 0:
-        raise UsageError(f"--workers must be >= 0. Got {workers}.")
-    import importlib.util
-
-    if loader == "torch" and importlib.util.find_spec("torch") is None:
-        raise MissingDependencyError("bench", "torch", "torch", what="dstore bench --read torch")
-    if loader == "tf" and importlib.util.find_spec("tensorflow") is None:
-        raise MissingDependencyError("bench", "tf", "tensorflow", what="dstore bench --read tf")
-    return LoaderRead(loader, workers)
-
-
-def _find_task(
-    src: str,
-    info: Any,
-    features: str | None,
-    labels: str | None,
-    layout: str | None,
-    warnings: list[str],
-) -> Task | None:
-    """The probe's task, its labels checked; None (and a warning) when none is recognisable."""
-    try:
-        task = find_task(info.schema, features, labels, layout)
-    except LabelError as e:
-        raise LabelError(f"{src}: {e}") from None
-    except DstoreError as e:
-        if features is not None or labels is not None or layout is not None:
-            raise type(e)(f"{src}: {e}") from None
-        warnings.append(f"no accuracy probe: {e}")
-        return None
-    require_sklearn()
-    # The label values, a batch at a time (masks are as big as the tiles' pixels): a
-    # label the probe cannot learn from is refused now, not after the first minutes.
-    with api.open(src) as ds:
-        for split in (task.train, task.test):
-            if split is not None:
-                chunks = (b[task.labels] for b in ds[split].iter_batches(fields=[task.labels]))
-                check_labels(task, split, chunks, src)
-    return task
-
-
-def _sample_size(sample: int | str | None, schema: Any) -> int | None:
-    if sample in (None, "off", 0):
-        return None
-    if sample == "auto":
-        return auto_sample(schema)
-    return int(sample)  # type: ignore[arg-type]
 
 
 def bench(
@@ -196,8 +120,8 @@ def bench(
         if probe
         else {"evaluate": evaluate, "features": features, "labels": labels, "layout": layout}
     )
-    chosen = _check_inputs(formats, repeats, sample, objective, no_probe)
-    how = _check_loader(loader, loader_workers)
+    chosen = check_inputs(formats, repeats, sample, objective, no_probe)
+    how = check_loader(loader, loader_workers)
     if layout is not None:
         layout_kind(layout)  # an unknown name: one line before the input is even opened
     if isinstance(evaluate, str):
@@ -211,7 +135,7 @@ def bench(
     if not probe:
         warnings.append("no accuracy probe (--no-probe): sizes and times only")
     elif evaluate is None:
-        task = _find_task(src, src_info, features, labels, layout, warnings)
+        task = find_checked_task(src, src_info, features, labels, layout, warnings)
     images_present = has_images(schema)
     specs, skipped = plan_cells(
         schema,
@@ -222,7 +146,9 @@ def bench(
         grid=grid,
         has_images=images_present,
     )
-    plan = plan_sample({s: sp.count for s, sp in schema.splits.items()}, _sample_size(sample, schema), seed)
+    plan = plan_sample(
+        {s: sp.count for s, sp in schema.splits.items()}, sample_size(sample, schema), seed
+    )
     settings = {
         "formats": chosen,
         "images": list(images) if images is not None else "auto",
@@ -272,10 +198,12 @@ class _Run:
         self.warnings = warnings
 
     def report(
-        self, settings: dict[str, Any], skipped: list[str], fingerprint: dict[str, Any], images: bool
+        self,
+        settings: dict[str, Any],
+        skipped: list[str],
+        fingerprint: dict[str, Any],
+        images: bool,
     ) -> BenchReport:
-        from .report import plan_line
-
         schema = self.info.schema
         with open_source(self.src, None, {})[1] as reader:
             note = lossy_note(schema, reader, self.src)
@@ -301,8 +229,6 @@ class _Run:
         objective: str,
         max_drop: float,
     ) -> None:
-        from .recommend import recommend
-        from .report import cell_line, probe_line, save_report
 
         with open_source(self.src, None, {})[1] as reader:
             write_parts(reader, self.plan, workdir)
@@ -312,12 +238,21 @@ class _Run:
             if not self.plan.sampled and out.input.error is None:
                 splits = list(self.info.schema.splits)
                 try:
-                    input_loader(self.src, self.info.format, splits, self.how, self.repeats, out.input)
+                    input_loader(
+                        self.src, self.info.format, splits, self.how, self.repeats, out.input
+                    )
                 except (DstoreError, ValueError) as e:
                     out.input.shuffle_note = f"loader: {str(e).splitlines()[0]}"
         roles = probe_roles(self.plan, self.task)
         scorer = Scorer(self.task, self.evaluate, roles) if (self.task or self.evaluate) else None
-        ws = Workspace(self.plan, workdir, roles if scorer else _no_roles(roles), scorer.fields if scorer else [], self.repeats, self.how)
+        ws = Workspace(
+            self.plan,
+            workdir,
+            roles if scorer else _no_roles(roles),
+            scorer.fields if scorer else [],
+            self.repeats,
+            self.how,
+        )
         ws.splits, ws.src = list(self.info.schema.splits), self.src
         if self.how is not None:
             ws.keys_part = 0
@@ -331,8 +266,12 @@ class _Run:
             out.input.accuracy, out.input.accuracy_delta = base.value, 0.0
             out.input.probe_s, out.input.probe_dtype = base.seconds, base.dtype
             out.probe_records = _probe_records(roles)
-            self.say(probe_line(self.task, base.value, base.chance, base.seconds, out.probe_records))
-            ws.score = lambda cell, files, h: scorer.score_cell(cell, files, cell.format, h, _name(cell))
+            self.say(
+                probe_line(self.task, base.value, base.chance, base.seconds, out.probe_records)
+            )
+            ws.score = lambda cell, files, h: scorer.score_cell(
+                cell, files, cell.format, h, _name(cell)
+            )
         total = len(self.specs)
         self.say(cell_line(out.input, 0, total, ""))
         for i, spec in enumerate(self.specs, start=1):
@@ -377,4 +316,3 @@ def _cell(spec: CellSpec, schema: Any) -> Cell:
         raw_bytes=schema.nbytes,
         records=schema.records,
     )
-

@@ -14,11 +14,11 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..images.imagecodec import is_image_like
 from ..errors import DstoreError
+from ..images.imagecodec import is_image_like
 from ..model import Image
-from ..model.schema import Schema
 from ..model.precision import PRECISION_ATTR
+from ..model.schema import Schema
 from .measure import read_seconds
 from .results import Cell
 
@@ -44,7 +44,12 @@ def lossy_note(schema: Schema, reader: Any, src: str) -> str:
     for split in schema.splits.values():
         lossy_images = _lossy_images(reader, split.name)
         for f in split.fields.values():
-            encoded = isinstance(f.kind, Image) and f.kind.encoding in ("jpeg", "webp", "jxl", "avif")
+            encoded = isinstance(f.kind, Image) and f.kind.encoding in (
+                "jpeg",
+                "webp",
+                "jxl",
+                "avif",
+            )
             if encoded or f.name in lossy_images:
                 images.append(f.name)
             elif f.dtype.name in _LOSSY_FLOATS or PRECISION_ATTR in f.attrs:

@@ -21,7 +21,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LOADERS", "LoaderPass", "LoaderRead", "drop_from_page_cache", "import_loader", "loader_pass"]
+__all__ = [
+    "LOADERS",
+    "LoaderPass",
+    "LoaderRead",
+    "drop_from_page_cache",
+    "import_loader",
+    "loader_pass",
+]
 
 #: the training loaders ``--read`` measures
 LOADERS = ("torch", "tf")
@@ -34,7 +41,6 @@ class LoaderRead:
     loader: str  # one of LOADERS
     workers: int = 2
     batch_size: int = 64
-
 
 
 def _files(path: str) -> Iterator[str]:

@@ -134,7 +134,10 @@ def _write_plan(ws: Workspace, outs: list[str], tiny: str | None) -> list[dict[s
     plan = ws.plan
     if tiny is None:  # the whole data: warm-up, then the repeats
         src, out = plan.files[0], outs[0]
-        return [{"source": src, "out": out, "repeats": 0}, {"source": src, "out": out, "repeats": ws.repeats}]
+        return [
+            {"source": src, "out": out, "repeats": 0},
+            {"source": src, "out": out, "repeats": ws.repeats},
+        ]
     assert plan.tiny_file is not None
     writes = [{"source": plan.tiny_file, "out": tiny, "repeats": 0}]
     writes.append({"source": plan.tiny_file, "out": tiny, "repeats": _TINY_RUNS})
@@ -158,7 +161,7 @@ def _figure(ws: Workspace, tiny_x: float | None, part_x: Sequence[float]) -> Est
 
 
 def _set(cell: Cell, name: str, est: Estimate) -> None:
-    setattr(cell, name, int(round(est.value)) if name == "bytes" else est.value)
+    setattr(cell, name, round(est.value) if name == "bytes" else est.value)
     if est.extrapolated:
         cell.intervals[name] = [est.lo, est.hi]
 
@@ -200,7 +203,9 @@ def measure_cell(ws: Workspace, cell: Cell, index: int) -> None:
 
 
 def _measure(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, index: int) -> None:
-    writes = _write_in_child(cell, _write_plan(ws, outs, tiny), os.path.join(ws.workdir, f"cell-{index}.json"))
+    writes = _write_in_child(
+        cell, _write_plan(ws, outs, tiny), os.path.join(ws.workdir, f"cell-{index}.json")
+    )
     if cell.error:
         if cell.error.split(":", 1)[0] in _UNSUPPORTED_ERRORS:
             cell.unsupported, cell.error = cell.error.split(": ", 1)[-1], None
@@ -239,50 +244,52 @@ def _measure(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, index
         ws.score(cell, outs, found.probe_hash)
 
 
-def _loader(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, found: ScanResult) -> None:
-    """Records/s of the training loader, in storage order and shuffled, and how shuffled."""
+def _loader_seconds(
+    ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, shuffle: bool
+) -> tuple[Estimate, Any]:
+    """The whole data's seconds of one loader pass, and the pass whose order is checked."""
     how = ws.how
     assert how is not None
-    fmt, splits = cell.format, ws.splits
 
-    def seconds(path: str, shuffle: bool, keys: bool = False) -> Any:
+    def one(path: str, keys: bool = False) -> Any:
         split = ws.keys_split if keys else None
-        return loader_pass(path, fmt, splits, how, shuffle=shuffle, keys_split=split)
+        return loader_pass(path, cell.format, ws.splits, how, shuffle=shuffle, keys_split=split)
 
     if tiny is None:
-        if drop_from_page_cache(outs[0]):
-            cold = seconds(outs[0], False)
-            cell.loader_cold_rps = cold.records / cold.seconds
-        ordered = [seconds(outs[0], False, keys=True) for _ in range(ws.repeats)]
-        ordered_s = Estimate(statistics.median(p.seconds for p in ordered))
-        keys_path, first_ordered = outs[0], ordered[0]
-    else:
-        t_runs = [seconds(tiny, False) for _ in range(_TINY_RUNS)]
-        runs = [seconds(o, False, keys=(j == ws.keys_part)) for j, o in enumerate(outs)]
-        ordered_s = _figure(ws, statistics.median(p.seconds for p in t_runs), [p.seconds for p in runs])
-        keys_path, first_ordered = outs[ws.keys_part or 0], runs[ws.keys_part or 0]
+        runs = [one(outs[0], keys=True) for _ in range(ws.repeats)]
+        return Estimate(statistics.median(p.seconds for p in runs)), runs[0]
+    t_runs = [one(tiny) for _ in range(_TINY_RUNS)]
+    parts = [one(o, keys=(j == ws.keys_part)) for j, o in enumerate(outs)]
+    tiny_s = statistics.median(p.seconds for p in t_runs)
+    return _figure(ws, tiny_s, [p.seconds for p in parts]), parts[ws.keys_part or 0]
+
+
+def _loader(
+    ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, found: ScanResult
+) -> None:
+    """Records/s of the training loader, in storage order and shuffled, and how shuffled."""
+    assert ws.how is not None
+    if tiny is None and drop_from_page_cache(outs[0]):
+        cold = loader_pass(outs[0], cell.format, ws.splits, ws.how)
+        cell.loader_cold_rps = cold.records / cold.seconds
+    keys_path = outs[0] if tiny is None else outs[ws.keys_part or 0]
     total = ws.plan.total
-    cell.loader_rps = total / ordered_s.value
-    cell.loader_mbps = cell.bytes / ordered_s.value / 1e6
-    cell.ordered_quality = _quality(keys_path, fmt, ws.keys_split, first_ordered.keys, found)
+    ordered, first = _loader_seconds(ws, cell, outs, tiny, shuffle=False)
+    cell.loader_rps = total / ordered.value
+    cell.loader_mbps = cell.bytes / ordered.value / 1e6
+    cell.ordered_quality = _quality(keys_path, cell.format, ws.keys_split, first.keys, found)
     try:
-        if tiny is None:
-            shuffled = [seconds(outs[0], True, keys=True) for _ in range(ws.repeats)]
-            shuffled_s = Estimate(statistics.median(p.seconds for p in shuffled))
-            first = shuffled[0]
-        else:
-            t_runs = [seconds(tiny, True) for _ in range(_TINY_RUNS)]
-            runs = [seconds(o, True, keys=(j == ws.keys_part)) for j, o in enumerate(outs)]
-            shuffled_s = _figure(ws, statistics.median(p.seconds for p in t_runs), [p.seconds for p in runs])
-            first = runs[ws.keys_part or 0]
+        shuffled, first = _loader_seconds(ws, cell, outs, tiny, shuffle=True)
     except (DstoreError, ValueError) as e:  # a streaming-only file (a deflated npz)
         cell.shuffle_note = str(e).splitlines()[0]
         return
-    cell.shuffled_rps = total / shuffled_s.value
-    cell.shuffle_quality = _quality(keys_path, fmt, ws.keys_split, first.keys, found)
+    cell.shuffled_rps = total / shuffled.value
+    cell.shuffle_quality = _quality(keys_path, cell.format, ws.keys_split, first.keys, found)
 
 
-def input_loader(src: str, fmt: str, splits: list[str], how: LoaderRead, repeats: int, cell: Cell) -> None:
+def input_loader(
+    src: str, fmt: str, splits: list[str], how: LoaderRead, repeats: int, cell: Cell
+) -> None:
     """The input's loader speeds (storage order and shuffled), measured whole."""
     if drop_from_page_cache(src):
         cold = loader_pass(src, fmt, splits, how)
@@ -298,7 +305,9 @@ def input_loader(src: str, fmt: str, splits: list[str], how: LoaderRead, repeats
     cell.shuffled_rps = runs[0].records / statistics.median(p.seconds for p in runs)
 
 
-def _quality(path: str, fmt: str, split: str | None, delivered: list[bytes], found: ScanResult) -> float:
+def _quality(
+    path: str, fmt: str, split: str | None, delivered: list[bytes], found: ScanResult
+) -> float:
     """The delivered order's quality relative to a random permutation (NaN: not told)."""
     if split is None or split not in found.keys:
         return math.nan

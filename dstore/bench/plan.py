@@ -172,8 +172,12 @@ def plan_cells(
             continue
         for options in default_settings(fmt, grid):
             for enc in encodings:
-                opts = image_options(codec_cls, fmt, enc) if has_images else {}
-                why = opts if isinstance(opts, str) else _refusal(codec_cls, {**options, **opts}, schema)
+                got = image_options(codec_cls, fmt, enc) if has_images else {}
+                if isinstance(got, str):
+                    why: str | None = got
+                    opts: dict[str, Any] = {}
+                else:
+                    opts, why = got, _refusal(codec_cls, {**options, **got}, schema)
                 if why is not None:
                     if str(enc) == "png" and not options:  # the format's own default
                         refused.append(f"formats not measured: {fmt}: {why}")
@@ -189,8 +193,10 @@ def plan_cells(
             f"formats not measured: {', '.join(text_skipped)}: text formats hold each pixel as "
             "a number (name them in --formats to measure them)"
         )
-    for enc, fmts in cannot.items():
-        notes.append(f"images {enc} not measured on {', '.join(fmts)}: the format cannot store it")
+    for choice, fmts in cannot.items():
+        notes.append(
+            f"images {choice} not measured on {', '.join(fmts)}: the format cannot store it"
+        )
     return cells, notes + refused
 
 

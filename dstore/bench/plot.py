@@ -64,12 +64,16 @@ def _same_spots(pix: list[tuple[float, ...]]) -> list[list[int]]:
     return groups
 
 
-def _free_offset(label: Any, renderer: Any, frame: Any, placed: list[Any], markers: list[Any]) -> Any:
+def _free_offset(
+    label: Any, renderer: Any, frame: Any, placed: list[Any], markers: list[Any]
+) -> Any:
     fallback = None
     for offset in _OFFSETS:
         label.set_position(offset)
         box = label.get_window_extent(renderer)
-        inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 <= box.y1 <= frame.y1
+        inside = (
+            frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 <= box.y1 <= frame.y1
+        )
         if not inside or any(_overlaps(box, b) for b in placed):
             continue
         if not any(_overlaps(box, m, 0.0) for m in markers):
@@ -78,7 +82,9 @@ def _free_offset(label: Any, renderer: Any, frame: Any, placed: list[Any], marke
     return fallback
 
 
-def _number_points(fig: Any, ax: Any, points: list[tuple[float, float]], numbers: list[int]) -> None:
+def _number_points(
+    fig: Any, ax: Any, points: list[tuple[float, float]], numbers: list[int]
+) -> None:
     """Write each point's number beside it, no two numbers overlapping."""
     from matplotlib.transforms import Bbox
 
@@ -91,8 +97,13 @@ def _number_points(fig: Any, ax: Any, points: list[tuple[float, float]], numbers
     for group in _same_spots(pix):
         text = ",".join(str(numbers[i]) for i in group)
         label = ax.annotate(
-            text, points[group[0]], xytext=_OFFSETS[0], textcoords="offset points",
-            fontsize=7, gid="cell-number", annotation_clip=False,
+            text,
+            points[group[0]],
+            xytext=_OFFSETS[0],
+            textcoords="offset points",
+            fontsize=7,
+            gid="cell-number",
+            annotation_clip=False,
         )
         offset = _free_offset(label, renderer, frame, placed, markers)
         if offset is None:
@@ -102,21 +113,52 @@ def _number_points(fig: Any, ax: Any, points: list[tuple[float, float]], numbers
         placed.append(label.get_window_extent(renderer))
 
 
-def _panel(ax: Any, report: BenchReport, cells: list[Cell], y: str, ylabel: str, colour: Any) -> Any:
+def _panel(
+    ax: Any, report: BenchReport, cells: list[Cell], y: str, ylabel: str, colour: Any
+) -> Any:
     """One panel: the cells against size, the Pareto front joined, the input marked."""
     higher = y != "write_s"
     front = sorted(pareto(cells, y, higher_better=higher), key=lambda c: c.bytes)
     if front:
-        ax.plot([c.bytes / 1e6 for c in front], [getattr(c, y) for c in front], "-", color="0.75", zorder=1, label="Pareto front")
+        ax.plot(
+            [c.bytes / 1e6 for c in front],
+            [getattr(c, y) for c in front],
+            "-",
+            color="0.75",
+            zorder=1,
+            label="Pareto front",
+        )
     xs, ys = [c.bytes / 1e6 for c in cells], [getattr(c, y) for c in cells]
-    art = ax.scatter(xs, ys, c=colour, cmap="RdYlGn" if colour is not None else None, s=28, zorder=2,
-                     edgecolors="0.3", linewidths=0.5, vmin=None if colour is None else -max(map(abs, colour), default=1) or -1,
-                     vmax=None if colour is None else max(map(abs, colour), default=1) or 1)
+    art = ax.scatter(
+        xs,
+        ys,
+        c=colour,
+        cmap="RdYlGn" if colour is not None else None,
+        s=28,
+        zorder=2,
+        edgecolors="0.3",
+        linewidths=0.5,
+        vmin=None if colour is None else -max(map(abs, colour), default=1) or -1,
+        vmax=None if colour is None else max(map(abs, colour), default=1) or 1,
+    )
     inp = report.input
     if inp is not None and inp.measured:
-        ax.axvline(inp.bytes / 1e6, color="tab:blue", linestyle="--", linewidth=1, label="your input (size)")
+        ax.axvline(
+            inp.bytes / 1e6,
+            color="tab:blue",
+            linestyle="--",
+            linewidth=1,
+            label="your input (size)",
+        )
         if higher and not math.isnan(getattr(inp, y)):
-            ax.plot([inp.bytes / 1e6], [getattr(inp, y)], "*", ms=12, color="tab:blue", label="your input")
+            ax.plot(
+                [inp.bytes / 1e6],
+                [getattr(inp, y)],
+                "*",
+                ms=12,
+                color="tab:blue",
+                label="your input",
+            )
     ax.set_xscale("log")
     ax.set_xlabel("size on disk (MB, log scale)")
     ax.set_ylabel(ylabel)
@@ -140,41 +182,57 @@ def _log_ticks(ax: Any, values: list[float]) -> None:
 _KEY_ROWS, _KEY_COLUMN_IN, _PANEL_IN = 24, 2.6, 5.0
 
 
-def figure(report: BenchReport) -> Any:
-    """The plot of :func:`save_plot` as a matplotlib figure."""
-    plt = _pyplot()
-    cells = [c for c in report.cells if c.measured and not math.isnan(c.write_s)]
+def _panels(report: BenchReport, cells: list[Cell]) -> list[tuple[str, str]]:
+    """(figure, axis label) of each panel: write time; loader records/s with ``--read``."""
     panels = [("write_s", "write time (s)")]
     if report.settings.get("loader") and any(not math.isnan(c.loader_rps) for c in cells):
         panels.append(("loader_rps", f"{report.settings['loader']} loader (records/s)"))
-    accuracy = not math.isnan(report.baseline_accuracy)
-    colour = [0.0 if math.isnan(c.accuracy_delta) else c.accuracy_delta for c in cells]
-    entries = len(cells) + 4  # the cells and the lines of the plot
-    columns = max(1, math.ceil(entries / _KEY_ROWS))
-    widths = [_PANEL_IN] * len(panels) + [_KEY_COLUMN_IN * columns]
+    return panels
+
+
+def _layout(plt: Any, panels: int, cells: int) -> tuple[Any, list[Any], Any, int]:
+    """The figure, its panels' axes, the key's axes (beside them, so no tick label of a
+    panel reaches it) and the key's columns."""
+    columns = max(1, math.ceil((cells + 4) / _KEY_ROWS))  # the cells and the plot's lines
+    widths = [_PANEL_IN] * panels + [_KEY_COLUMN_IN * columns]
     fig = plt.figure(figsize=(sum(widths), 4.8))
     grid = fig.add_gridspec(1, len(widths), width_ratios=widths, wspace=0.35)
-    axes = [fig.add_subplot(grid[0, i]) for i in range(len(panels))]
-    key_ax = fig.add_subplot(grid[0, len(panels)])
+    axes = [fig.add_subplot(grid[0, i]) for i in range(panels)]
+    key_ax = fig.add_subplot(grid[0, panels])
     key_ax.axis("off")
-    arts = []
+    return fig, axes, key_ax, columns
+
+
+def _shown(cells: list[Cell], y: str) -> list[Cell]:
+    return [c for c in cells if not math.isnan(getattr(c, y))]
+
+
+def figure(report: BenchReport) -> Any:
+    """The plot of :func:`save_plot` as a matplotlib figure."""
+    cells = [c for c in report.cells if c.measured and not math.isnan(c.write_s)]
+    panels = _panels(report, cells)
+    accuracy = not math.isnan(report.baseline_accuracy)
+    colour = {id(c): 0.0 if math.isnan(c.accuracy_delta) else c.accuracy_delta for c in cells}
+    fig, axes, key_ax, columns = _layout(_pyplot(), len(panels), len(cells))
+    inp = report.input
+    art = None
     for ax, (y, label) in zip(axes, panels, strict=True):
-        shown = [c for c in cells if not math.isnan(getattr(c, y))]
-        tint = [colour[cells.index(c)] for c in shown] if accuracy else None
-        arts.append(_panel(ax, report, shown, y, label, tint))
-        inp = report.input
+        shown = _shown(cells, y)
+        art = _panel(
+            ax, report, shown, y, label, [colour[id(c)] for c in shown] if accuracy else None
+        )
         sizes = [c.bytes / 1e6 for c in shown] + ([inp.bytes / 1e6] if inp and inp.measured else [])
         _log_ticks(ax, sizes)
     fig.suptitle(title(report), fontsize=10)
     if accuracy and cells:
-        bar = fig.colorbar(arts[-1], ax=axes, location="bottom", shrink=0.6, pad=0.2, aspect=40)
+        bar = fig.colorbar(art, ax=axes, location="bottom", shrink=0.6, pad=0.2, aspect=40)
         bar.set_label("accuracy difference to the original (points)", fontsize=8)
         bar.ax.tick_params(labelsize=7)
-    numbers = list(range(1, len(cells) + 1))
+    numbers = {id(c): i for i, c in enumerate(cells, start=1)}
     for ax, (y, _) in zip(axes, panels, strict=True):
-        shown = [(c.bytes / 1e6, getattr(c, y)) for c in cells if not math.isnan(getattr(c, y))]
-        nums = [n for n, c in zip(numbers, cells, strict=True) if not math.isnan(getattr(c, y))]
-        _number_points(fig, ax, shown, nums)
+        shown = _shown(cells, y)
+        points = [(c.bytes / 1e6, getattr(c, y)) for c in shown]
+        _number_points(fig, ax, points, [numbers[id(c)] for c in shown])
     _key(key_ax, axes, cells, columns)
     return fig
 

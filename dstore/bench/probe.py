@@ -122,7 +122,9 @@ class ProbeData:
 
 def _result(correct: np.ndarray, res: dict[str, Any], dtype: str, detail: str) -> ProbeResult:
     accuracy = float(correct.mean()) if len(correct) else float("nan")
-    return ProbeResult(accuracy, res["seconds"], len(correct), correct, dtype, res["chance"], detail)
+    return ProbeResult(
+        accuracy, res["seconds"], len(correct), correct, dtype, res["chance"], detail
+    )
 
 
 def _probe_array(data: Mapping[str, Mapping[str, Column]], split: str, name: str) -> np.ndarray:

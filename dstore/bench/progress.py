@@ -24,9 +24,21 @@ from typing import Any
 
 from ..errors import UsageError
 from .plan import CellSpec
+from .recommend import describe
 from .results import BenchReport, Cell
+from .tasks import Task
+from .text import fmt_size, num
 
-__all__ = ["Eta", "cell_from_json", "input_fingerprint", "load_resumable", "save_partial"]
+__all__ = [
+    "Eta",
+    "cell_from_json",
+    "cell_line",
+    "input_fingerprint",
+    "load_resumable",
+    "plan_line",
+    "probe_line",
+    "save_partial",
+]
 
 #: The model: fixed seconds per cell (a child process, its imports, opening outputs),
 #: seconds per raw MB written (about 1.2x, parts and warm-up) and read back (about
@@ -56,7 +68,9 @@ class Eta:
 
     @staticmethod
     def _model(spec: CellSpec, mb: float, probe_records: int, images: bool) -> float:
-        lossy = spec.dtype != "keep" or spec.images not in ("png", "-") and not spec.images.startswith("png:")
+        lossy = spec.dtype != "keep" or (
+            spec.images not in ("png", "-") and not spec.images.startswith("png:")
+        )
         probe = probe_records * (_PROBE_IMAGE_S if images else 0.0002) if lossy else 0.0
         return _CELL_S + _PER_MB_S * mb + probe
 
@@ -158,3 +172,45 @@ def cell_from_json(raw: dict[str, Any]) -> Cell:
         k: [math.nan if v is None else float(v) for v in pair] for k, pair in cell.intervals.items()
     }
     return cell
+
+
+def plan_line(report: BenchReport, plan: Any, seconds: float) -> str:
+    """The first progress line: how many cells, on which records, about how long."""
+    on = (
+        f"{plan.records:,} of {plan.total:,} records (sampled)"
+        if plan.sampled
+        else f"all {plan.total:,} records"
+    )
+    return (
+        f"dstore bench {report.source}: {report.planned} cells on {on}, "
+        f"about {Eta.duration(seconds)}"
+    )
+
+
+def probe_line(task: Task | None, score: float, chance: float, seconds: float, records: str) -> str:
+    """One line: the original data's score (progress)."""
+    name = task.probe if task is not None else "evaluate"
+    value = f"{100 * score:.2f}%" if task is not None else f"{score:.4g}"
+    guess = f" (constant guess {100 * chance:.2f}%)" if not math.isnan(chance) else ""
+    return f"probe: {name} on {records}: original data {value}{guess}, trained in {seconds:.2f} s"
+
+
+def cell_line(cell: Cell, i: int, total: int, left: str) -> str:
+    """One progress line per finished cell, with the time left."""
+    head = f"[{i}/{total}] {describe(cell) if not cell.is_input else cell.label}"
+    tail = f" -- {left}" if left else ""
+    if cell.unsupported:
+        return f"{head}: not supported: {cell.unsupported}{tail}"
+    if cell.error:
+        return f"{head}: {cell.error.splitlines()[0]}{tail}"
+    parts = [fmt_size(cell.bytes)]
+    if not math.isnan(cell.write_s):
+        parts.append(f"write {cell.write_s:.2f} s")
+    parts.append(f"read {num(cell.read_s, '.2f')} s")
+    if not math.isnan(cell.loader_rps):
+        parts.append(f"loader {cell.loader_rps:,.0f} records/s")
+    if not math.isnan(cell.shuffled_rps):
+        parts.append(f"shuffled {cell.shuffled_rps:,.0f} records/s")
+    if not math.isnan(cell.accuracy) and not cell.is_input:
+        parts.append(f"delta {cell.accuracy_delta:+.2f} pts")
+    return f"{head}: {', '.join(parts)}{tail}"

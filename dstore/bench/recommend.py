@@ -73,7 +73,11 @@ def _ranking(objective: str, cells: list[Cell]) -> Callable[[Cell], tuple[float,
     }
 
     def balanced(c: Cell) -> tuple[float, int]:
-        parts = (c.bytes / floor["bytes"], c.write_s / floor["write"], _read_cost(c) / floor["read"])
+        parts = (
+            c.bytes / floor["bytes"],
+            c.write_s / floor["write"],
+            _read_cost(c) / floor["read"],
+        )
         return (math.prod(parts) ** (1 / 3), c.bytes)
 
     return balanced
@@ -112,41 +116,53 @@ def _gain(best: Cell, inp: Cell, objective: str) -> tuple[float, float]:
     return size, size_noise
 
 
-def recommend(report: BenchReport, objective: str, max_drop: float) -> tuple[Cell | None, str, bool]:
+def _acceptable_cells(report: BenchReport, max_drop: float, measured: bool) -> list[Cell]:
+    ok = [c for c in report.cells if c.measured and not c.is_input]
+    return [c for c in ok if acceptable(c, max_drop)] if measured else [c for c in ok if c.exact]
+
+
+def _nothing(
+    inp: Cell | None, judged: list[Cell], objective: str, measured: bool
+) -> tuple[Cell | None, str, bool]:
+    """No candidate left: keep the input (saying why), or no recommendation at all."""
+    if inp is not None and judged:  # each one the input again, or larger and slower
+        closest = min(judged, key=_ranking(objective, judged))
+        return inp, _keep_reason(closest, objective, _gain(closest, inp, objective)[1]), True
+    if inp is not None:
+        return inp, "no cell met the accuracy bound", True
+    if measured:
+        return None, "no configuration met the accuracy bound", False
+    return (
+        None,
+        ("no lossless configuration succeeded; no accuracy measured, lossy casts not considered"),
+        False,
+    )
+
+
+def recommend(
+    report: BenchReport, objective: str, max_drop: float
+) -> tuple[Cell | None, str, bool]:
     """(the cell to convert to -- or the input when it should be kept --, why, keep?)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}. Got {objective!r}.")
     inp = report.input if _comparable(report.input) else None
     measured = not math.isnan(report.baseline_accuracy)
-    ok = [c for c in report.cells if c.measured and not c.is_input]
-    ok = [c for c in ok if acceptable(c, max_drop)] if measured else [c for c in ok if c.exact]
-    judged = list(ok)
+    judged = _acceptable_cells(report, max_drop, measured)
+    ok = judged
     if inp is not None:
         ok = [c for c in ok if not _is_input_again(c, inp)]
         ok = [c for c in ok if not (c.bytes > inp.bytes and _slower(c, inp))]
     if not ok:
-        if inp is not None and judged:  # each one the input again, or larger and slower
-            closest = min(judged, key=_ranking(objective, judged))
-            return inp, _keep_reason(closest, objective, _gain(closest, inp, objective)[1]), True
-        if inp is not None:
-            return inp, "no cell met the accuracy bound", True
-        return None, (
-            "no configuration met the accuracy bound"
-            if measured
-            else "no lossless configuration succeeded; no accuracy measured, lossy casts not considered"
-        ), False
+        return _nothing(inp, judged, objective, measured)
     best = min(ok, key=_ranking(objective, ok))
-    if measured:
-        rule = f"{OBJECTIVES[objective]} of {len(ok)} cells losing <= {max_drop:g} pts or within noise"
-    else:
-        rule = (
-            f"{OBJECTIVES[objective]} of {len(ok)} lossless cells (no accuracy measured, "
-            "lossy casts not considered)"
-        )
     if inp is not None and objective != "write":
         ratio, noise = _gain(best, inp, objective)
         if math.isnan(ratio) or ratio > 1 - noise:
             return inp, _keep_reason(best, objective, noise), True
+    word = OBJECTIVES[objective]
+    if measured:
+        return best, f"{word} of {len(ok)} cells losing <= {max_drop:g} pts or within noise", False
+    rule = f"{word} of {len(ok)} lossless cells (no accuracy measured, lossy casts not considered)"
     return best, rule, False
 
 
@@ -194,7 +210,10 @@ def recommendation_lines(report: BenchReport) -> list[str]:
     if best is None:
         return [f"recommendation: none ({report.reason})"]
     if report.keep_input:
-        return [f"recommendation: keep your input as it is ({report.source})", f"  why: {report.reason}"]
+        return [
+            f"recommendation: keep your input as it is ({report.source})",
+            f"  why: {report.reason}",
+        ]
     head = f"recommendation: {describe(best)} -- {_versus(best, report.input, report.settings.get('objective', 'size'))}"
     why = f"  why: {report.reason}"
     if not best.exact and not math.isnan(best.accuracy_delta):

@@ -18,14 +18,10 @@ from typing import Any
 
 from .recommend import describe, recommendation_lines
 from .results import BenchReport, Cell
-from .tasks import Task
-from .text import fit_columns, footnoted, fmt_size, num
+from .text import fit_columns, fmt_size, footnoted, num
 
 __all__ = [
-    "cell_line",
     "header_line",
-    "plan_line",
-    "probe_line",
     "save_report",
     "table_rows",
     "to_json",
@@ -88,7 +84,11 @@ def _note(c: Cell) -> str:
 
 
 def _spread(c: Cell) -> str:
-    parts = [f"{k.removesuffix('_s')} {c.spread(k):.0%}" for k in ("bytes", "write_s", "read_s") if k in c.intervals]
+    parts = [
+        f"{k.removesuffix('_s')} {c.spread(k):.0%}"
+        for k in ("bytes", "write_s", "read_s")
+        if k in c.intervals
+    ]
     return "+/- " + ", ".join(parts) if parts else "-"
 
 
@@ -113,7 +113,9 @@ def table_rows(report: BenchReport) -> list[dict[str, str]]:
                 "quality": num(c.shuffle_quality, ".2f"),
                 "loader_mb": num(c.loader_mbps, ".1f"),
                 "cold": num(c.loader_cold_rps, ",.0f"),
-                "max_abs": ("0" if c.exact else f"{c.max_abs_error:.2g}") if has and not c.is_input else "-",
+                "max_abs": ("0" if c.exact else f"{c.max_abs_error:.2g}")
+                if has and not c.is_input
+                else "-",
                 "exact": ("yes" if c.exact else "no") if has and not c.is_input else "-",
                 "acc": num(100 * c.accuracy, ".2f"),
                 "delta": num(c.accuracy_delta, "+.2f"),
@@ -129,46 +131,6 @@ def table_rows(report: BenchReport) -> list[dict[str, str]]:
 
 def header_line(source: str, records: int, raw_bytes: int) -> str:
     return f"dstore bench {source}: {records:,} records, {fmt_size(raw_bytes)} raw"
-
-
-def plan_line(report: BenchReport, plan: Any, seconds: float) -> str:
-    """The first progress line: how many cells, on which records, about how long."""
-    from .progress import Eta
-
-    on = f"{plan.records:,} of {plan.total:,} records (sampled)" if plan.sampled else f"all {plan.total:,} records"
-    return (
-        f"dstore bench {report.source}: {report.planned} cells on {on}, "
-        f"about {Eta.duration(seconds)}"
-    )
-
-
-def probe_line(task: Task | None, score: float, chance: float, seconds: float, records: str) -> str:
-    """One line: the original data's score (progress)."""
-    name = task.probe if task is not None else "evaluate"
-    value = f"{100 * score:.2f}%" if task is not None else f"{score:.4g}"
-    guess = f" (constant guess {100 * chance:.2f}%)" if not math.isnan(chance) else ""
-    return f"probe: {name} on {records}: original data {value}{guess}, trained in {seconds:.2f} s"
-
-
-def cell_line(cell: Cell, i: int, total: int, left: str) -> str:
-    """One progress line per finished cell, with the time left."""
-    head = f"[{i}/{total}] {describe(cell) if not cell.is_input else cell.label}"
-    tail = f" -- {left}" if left else ""
-    if cell.unsupported:
-        return f"{head}: not supported: {cell.unsupported}{tail}"
-    if cell.error:
-        return f"{head}: {cell.error.splitlines()[0]}{tail}"
-    parts = [fmt_size(cell.bytes)]
-    if not math.isnan(cell.write_s):
-        parts.append(f"write {cell.write_s:.2f} s")
-    parts.append(f"read {num(cell.read_s, '.2f')} s")
-    if not math.isnan(cell.loader_rps):
-        parts.append(f"loader {cell.loader_rps:,.0f} records/s")
-    if not math.isnan(cell.shuffled_rps):
-        parts.append(f"shuffled {cell.shuffled_rps:,.0f} records/s")
-    if not math.isnan(cell.accuracy) and not cell.is_input:
-        parts.append(f"delta {cell.accuracy_delta:+.2f} pts")
-    return f"{head}: {', '.join(parts)}{tail}"
 
 
 #: What each probe learns and how it is scored (see dstore.bench.probe).
@@ -192,10 +154,12 @@ def _header(report: BenchReport) -> list[str]:
         what = _PROBE_WHAT[task.kind].format(f=task.features, y=task.labels)
         detail = f"; {report.probe_detail}" if report.probe_detail else ""
         lines.append(f"probe: {task.probe}: {what}{detail}")
-        guess = f" (constant guess {100 * report.chance:.2f}%)" if not math.isnan(report.chance) else ""
-        records = f" ({report.probe_records})" if report.probe_records else ""
+        guess = (
+            f" (constant guess {100 * report.chance:.2f}%)" if not math.isnan(report.chance) else ""
+        )
+        used = f" ({report.probe_records})" if report.probe_records else ""
         lines.append(
-            f"  train {task.train!r}, test {test!r}{records}; original data "
+            f"  train {task.train!r}, test {test!r}{used}; original data "
             f"{100 * report.baseline_accuracy:.2f}%{guess}, trained in "
             f"{report.baseline_probe_s:.2f} s as {report.probe_dtype or '?'}"
         )
@@ -263,7 +227,9 @@ def _wrap(lines: list[str], width: int) -> list[str]:
     return [
         part
         for line in lines
-        for part in textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+        for part in textwrap.wrap(
+            line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
         or [""]
     ]
 
@@ -284,7 +250,9 @@ def to_text(report: BenchReport, wide: bool = False, width: int = TABLE_WIDTH) -
     out.append("  ".join(h.ljust(widths[k]) for k, h in cols).rstrip())
     out += ["  ".join(r[k].ljust(widths[k]) for k, _ in cols).rstrip() for r in rows]
     for i, note in enumerate(notes, start=1):
-        out += textwrap.wrap(note, width, initial_indent=f"[{i}] ", subsequent_indent="    ", break_long_words=False)
+        out += textwrap.wrap(
+            note, width, initial_indent=f"[{i}] ", subsequent_indent="    ", break_long_words=False
+        )
     legend = _legend(report, {k for k, _ in cols})
     out += legend if wide else _wrap(legend, width)
     out += recommendation_lines(report)
@@ -294,7 +262,12 @@ def to_text(report: BenchReport, wide: bool = False, width: int = TABLE_WIDTH) -
 def to_markdown(report: BenchReport) -> str:
     rows = table_rows(report)
     cols = _columns(report, wide=True)
-    out = [*_header(report), "", "| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
+    out = [
+        *_header(report),
+        "",
+        "| " + " | ".join(h for _, h in cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
     out += ["| " + " | ".join(r[k] for k, _ in cols) + " |" for r in rows]
     out += ["", *_legend(report, {k for k, _ in cols}), "", *recommendation_lines(report)]
     return "\n".join(out)
@@ -337,17 +310,28 @@ def to_json(report: BenchReport) -> dict[str, Any]:
         "fingerprint": report.fingerprint,
         "input": _cell_dict(report.input) if report.input is not None else None,
         "cells": [_cell_dict(c) for c in report.cells],
-        "recommendation": ("keep the input" if report.keep_input else describe(best)) if best else None,
+        "recommendation": ("keep the input" if report.keep_input else describe(best))
+        if best
+        else None,
         "keep_input": report.keep_input,
         "reason": report.reason,
         "warnings": report.warnings,
         "skipped": report.skipped,
     }
-    return _clean(data)  # type: ignore[no-any-return]
+    cleaned: dict[str, Any] = _clean(data)
+    return cleaned
 
 
 #: Cell fields that hold accuracy (left out of a CSV when none was measured).
-_CELL_ACCURACY_FIELDS = ("accuracy", "accuracy_delta", "probe_s", "probe_dtype", "band", "within_noise", "probe_reused")
+_CELL_ACCURACY_FIELDS = (
+    "accuracy",
+    "accuracy_delta",
+    "probe_s",
+    "probe_dtype",
+    "band",
+    "within_noise",
+    "probe_reused",
+)
 
 
 def _csv(report: BenchReport) -> str:
@@ -355,7 +339,10 @@ def _csv(report: BenchReport) -> str:
     data = to_json(report)
     cells = ([data["input"]] if data["input"] else []) + data["cells"]  # input row first
     drop = set() if data["probe"] else {*_CELL_ACCURACY_FIELDS}
-    cells = [{"probe": data["probe"] or "", **{k: v for k, v in c.items() if k not in drop}} for c in cells]
+    cells = [
+        {"probe": data["probe"] or "", **{k: v for k, v in c.items() if k not in drop}}
+        for c in cells
+    ]
     writer = csv.DictWriter(buf, fieldnames=list(cells[0]) if cells else ["format"])
     writer.writeheader()
     for c in cells:

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.checksums import FieldHasher
 from ..model import Column, take_column
+from ..model.checksums import FieldHasher
 from ..model.schema import Batch, Schema, SplitSpec
 
 __all__ = [

@@ -216,11 +216,11 @@ def _hash_probe(h: Any, batch: Batch, roles: np.ndarray, fields: Sequence[str]) 
     for name in fields or sorted(batch):  # none named (a user's evaluate): every field
         col = batch[name]
         if isinstance(col, VarColumn):
-            sub = col.take(picked)
-            h.update(np.ascontiguousarray(sub.values).tobytes() + sub.offsets.tobytes())
+            var = col.take(picked)
+            h.update(np.ascontiguousarray(var.values).tobytes() + var.offsets.tobytes())
         else:
-            sub = np.ascontiguousarray(np.asarray(col)[picked])
-            h.update(f"{name}{sub.dtype.str}{sub.shape}".encode() + sub.tobytes())
+            arr = np.ascontiguousarray(np.asarray(col)[picked])
+            h.update(f"{name}{arr.dtype.str}{arr.shape}".encode() + arr.tobytes())
 
 
 def scan(
@@ -254,7 +254,7 @@ def scan(
                         n = _rows(b)
                         if orig is not None:
                             for name in a:
-                                result.comparison.add(f"field {name!r}", a[name], b.get(name))
+                                result.comparison.add(f"field {name!r}", a[name], b.get(name))  # type: ignore[arg-type]
                         _hash_probe(h, b, roles[i][split][pos : pos + n], probe_fields)
                         if i == keys_part:
                             result.keys.setdefault(split, []).extend(fingerprints(b))
@@ -293,4 +293,3 @@ def concat_batches(batches: list[Batch]) -> Batch:
     if not batches:
         return {}
     return {name: _concat([b[name] for b in batches]) for name in batches[0]}
-

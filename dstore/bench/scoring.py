@@ -131,7 +131,12 @@ class Scorer:
             for role in (TRAIN, TEST)
         }
         probe = ProbeData(task, counts)
-        gather(files, fmt, self.roles, lambda role, _s, b: probe.add(role, b[task.features], b[task.labels]))
+        gather(
+            files,
+            fmt,
+            self.roles,
+            lambda role, _s, b: probe.add(role, b[task.features], b[task.labels]),
+        )
         res = probe.result()
         return Timed(res.score, res.seconds, res.dtype, res.chance, res.detail)
 
@@ -154,7 +159,9 @@ class Scorer:
         self.known[probe_hash] = (base, "the original's")
         return base
 
-    def score_cell(self, cell: Cell, files: Sequence[str], fmt: str, probe_hash: str, name: str) -> None:
+    def score_cell(
+        self, cell: Cell, files: Sequence[str], fmt: str, probe_hash: str, name: str
+    ) -> None:
         """Fill ``cell``'s accuracy, its difference to the original and the noise band."""
         base = self.base
         if base is None:
@@ -168,4 +175,6 @@ class Scorer:
         cell.accuracy, cell.probe_s, cell.probe_dtype = scored.value, scored.seconds, scored.dtype
         cell.accuracy_delta = 100 * (cell.accuracy - base.value)
         cell.band = band_points(base.score, scored.score)
-        cell.within_noise = None if math.isnan(cell.band) else bool(abs(cell.accuracy_delta) <= cell.band)
+        cell.within_noise = (
+            None if math.isnan(cell.band) else bool(abs(cell.accuracy_delta) <= cell.band)
+        )

@@ -71,6 +71,7 @@ LAYOUT_KINDS = {
     "segmentation": "segmentation",
 }
 
+
 @dataclass(frozen=True)
 class Task:
     """Which split trains, which tests, which fields are features and labels, which probe."""

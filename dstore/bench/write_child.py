@@ -84,7 +84,9 @@ def _cpu_seconds() -> float:
     """This process's CPU seconds and its descendants' (threads, reaped and live workers)."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime + _live_descendants_cpu()
+    return (
+        me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime + _live_descendants_cpu()
+    )
 
 
 def run(request: dict[str, Any]) -> dict[str, Any]:

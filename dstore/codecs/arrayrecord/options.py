@@ -45,7 +45,11 @@ class ArrayRecordOptions(ImageOptions):
 
     def compressor(self) -> str:
         """What compresses each chunk, for reports ("zstd 3", "uncompressed")."""
-        return f"{self.compression} {self.level}" if self.compression in ("zstd", "brotli") else self.compression
+        return (
+            f"{self.compression} {self.level}"
+            if self.compression in ("zstd", "brotli")
+            else self.compression
+        )
 
     def validate(self) -> None:
         self.check_image_options("arrayrecord")

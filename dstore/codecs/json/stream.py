@@ -82,7 +82,8 @@ def open_streamed(path: str, lines: bool) -> StreamedJsonReader | None:
 
 def _line(f: object, starts: np.ndarray, i: int) -> bytes:
     f.seek(int(starts[i]))  # type: ignore[attr-defined]
-    return f.readline().rstrip(b"\r\n")  # type: ignore[attr-defined,no-any-return]
+    line: bytes = f.readline()  # type: ignore[attr-defined]
+    return line.rstrip(b"\r\n")
 
 
 def _record_lines(
@@ -132,9 +133,13 @@ class StreamedJsonReader(Reader):
         self.path, self.schema, self.lines = path, schema, lines
         ends = np.append(starts[1:], fs.getsize(path))
         self._spans = {s: (starts[ix], ends[ix]) for s, ix in records.items()}
-        self._kinds = {s: {n: f.kind for n, f in sp.fields.items()} for s, sp in schema.splits.items()}
+        self._kinds = {
+            s: {n: f.kind for n, f in sp.fields.items()} for s, sp in schema.splits.items()
+        }
 
-    def _iter(self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int) -> Iterator[Batch]:
+    def _iter(
+        self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
+    ) -> Iterator[Batch]:
         from . import _columns, loads
 
         first, end = self._spans[spec.name]
@@ -151,7 +156,9 @@ class StreamedJsonReader(Reader):
                     try:
                         obj = loads(text, True)
                     except ValueError as e:
-                        raise CodecIOError(f"{where}, record {pos + k}: not valid JSON ({e})") from None
+                        raise CodecIOError(
+                            f"{where}, record {pos + k}: not valid JSON ({e})"
+                        ) from None
                     if not isinstance(obj, dict):
                         raise SchemaError(f"{where}, record {pos + k}: not an object")
                     records.append(obj)
