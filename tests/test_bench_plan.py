@@ -280,3 +280,30 @@ def test_progress_gives_the_plan_and_the_time_left(feats_npz):
     assert lines[-2].startswith("[1/2] npz keep: ") and lines[-2].endswith(" left")
     assert lines[-1].startswith("[2/2] zarr keep: ") and "left" not in lines[-1]
     assert not math.isnan(float(lines[-1].split("write ")[1].split(" s")[0]))
+
+
+def test_ctrl_c_names_the_partial_report(tiles_npz, tmp_path, capsys, monkeypatch):
+    """Ctrl-C during the second cell: exit 130, one line naming the report that holds the
+    first cell and the option that measures the rest."""
+    import importlib
+
+    harness = importlib.import_module("dstore.bench.harness")
+    measure = harness.measure_cell
+
+    def interrupted(ws, cell, index):
+        if index == 2:
+            raise KeyboardInterrupt  # where a real Ctrl-C lands: inside a cell
+        measure(ws, cell, index)
+
+    monkeypatch.setattr(harness, "measure_cell", interrupted)
+    report = str(tmp_path / "r.json")
+    argv = ["bench", tiles_npz, "--formats", "npz,zarr", "--no-probe", "--repeats", "1"]
+    rc = main([*argv, "--images", "png", "--report", report])
+    captured = capsys.readouterr()
+    assert rc == 130 and captured.out == ""
+    assert captured.err.splitlines()[-1] == (
+        f"interrupted: {report} holds the cells measured so far; "
+        "run the same command with --resume to measure the rest"
+    )
+    with open(report) as f:
+        assert [c["format"] for c in json.load(f)["cells"]] == ["npz"]

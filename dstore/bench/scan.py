@@ -184,16 +184,21 @@ def _same_column(a: object, b: object) -> bool:
 
 
 def fingerprints(batch: Mapping[str, Any]) -> list[bytes]:
-    """A short key per record of ``batch``: a few values spread over each dense numeric
-    field, as float64 (so a loader's tensors of another integer width give the same)."""
+    """A short key per record of ``batch``: each dense numeric field's sum and a few of
+    its values at seeded positions, as float64 (so a loader's tensors of another integer
+    width give the same key)."""
     parts = []
     for name in sorted(batch):
         col = np.asarray(batch[name]) if not isinstance(batch[name], VarColumn) else None
         if col is None or col.dtype.kind not in "biuf" or col.ndim == 0:
             continue
         flat = col.reshape(len(col), -1)
-        idx = np.unique(np.linspace(0, flat.shape[1] - 1, _FINGERPRINT_VALUES).astype(np.int64))
-        parts.append(flat[:, idx].astype(np.float64))
+        width = flat.shape[1]
+        idx = np.random.default_rng(width).choice(width, min(width, _FINGERPRINT_VALUES), False)
+        parts += [
+            flat.sum(axis=1, dtype=np.float64)[:, None],
+            flat[:, np.sort(idx)].astype(np.float64),
+        ]
     if not parts:
         return []
     rows = np.ascontiguousarray(np.concatenate(parts, axis=1))

@@ -3,8 +3,8 @@
 An order of records (the positions they are stored at, in the order training gets
 them) is scored by the entropy, in bits, of the distances between consecutive
 records, plus the same entropy over the storage units (shards, chunks, record
-ranges) they come from: storage order scores 0 (every step is +1 and stays in its
-unit), a uniform random permutation the most. :func:`relative_quality` divides by
+ranges) they come from: storage order scores about 0 (every step is +1, and stays
+in its unit but at the unit's end), a uniform random permutation the most. :func:`relative_quality` divides by
 a seeded random permutation's score of the same records and units, so 1.0 reads
 "as shuffled as a random permutation" whatever the split's size.
 

@@ -30,6 +30,9 @@ __all__ = ["StreamedJsonReader", "open_streamed"]
 _TAIL = 4 * 1024 * 1024
 #: Bytes scanned at a time for line starts.
 _SCAN = 16 * 1024 * 1024
+#: Text parsed at once: parsed JSON holds each number as a Python object (about ten
+#: times the bytes of its text), so a batch holds at most this much of it.
+_PARSE_BYTES = 4 * 1024 * 1024
 
 
 def _line_starts(path: str, size: int) -> np.ndarray:
@@ -146,8 +149,11 @@ class StreamedJsonReader(Reader):
         where = f"{self.path}: split {spec.name!r}" if len(self.schema.splits) > 1 else self.path
         kinds = {n: self._kinds[spec.name][n] for n in self._kinds[spec.name]}
         with fs.open_binary(self.path) as f:
-            for pos in range(start, stop, rows):
-                hi = min(stop, pos + rows)
+            pos = start
+            while pos < stop:
+                # at most ``rows`` records and _PARSE_BYTES of their text (one at least)
+                limit = int(np.searchsorted(end, first[pos] + _PARSE_BYTES, side="right"))
+                hi = min(stop, pos + rows, max(pos + 1, limit))
                 f.seek(int(first[pos]))
                 data = f.read(int(end[hi - 1] - first[pos]))
                 records = []
@@ -164,3 +170,4 @@ class StreamedJsonReader(Reader):
                     records.append(obj)
                 _, cols = _columns(records, f"{where}, records {pos}..{hi - 1}", kinds)
                 yield {n: cols[n] for n in names}
+                pos = hi
