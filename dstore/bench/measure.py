@@ -84,7 +84,9 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _write_in_child(cell: Cell, writes: list[dict[str, Any]], request_path: str) -> list[Any]:
+def _write_in_child(
+    cell: Cell, writes: list[dict[str, Any]], request_path: str, whole: int
+) -> list[Any]:
     """Run ``writes`` in a fresh process: their [wall, cpu] timings (and peak RSS in cell)."""
     result_path = request_path + ".result.json"
     request = {
@@ -93,6 +95,7 @@ def _write_in_child(cell: Cell, writes: list[dict[str, Any]], request_path: str)
         "dtype": cell.dtype,
         "options": cell.write_options,
         "result": result_path,
+        "whole_records": whole,
         # the child registers a codec the parent registered by hand (built-ins it has)
         "codec_target": registry[cell.format].target,
     }
@@ -203,9 +206,8 @@ def measure_cell(ws: Workspace, cell: Cell, index: int) -> None:
 
 
 def _measure(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, index: int) -> None:
-    writes = _write_in_child(
-        cell, _write_plan(ws, outs, tiny), os.path.join(ws.workdir, f"cell-{index}.json")
-    )
+    request = os.path.join(ws.workdir, f"cell-{index}.json")
+    writes = _write_in_child(cell, _write_plan(ws, outs, tiny), request, ws.plan.total)
     if cell.error:
         if cell.error.split(":", 1)[0] in _UNSUPPORTED_ERRORS:
             cell.unsupported, cell.error = cell.error.split(": ", 1)[-1], None

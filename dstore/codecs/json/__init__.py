@@ -54,7 +54,18 @@ import numpy as np
 
 from ... import fs
 from ...errors import CodecIOError, DstoreError, SchemaError
-from ...model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, infer_column
+from ...model import (
+    Bytes,
+    Column,
+    Image,
+    Kind,
+    Ragged,
+    String,
+    Tensor,
+    VarColumn,
+    infer_column,
+    slice_column,
+)
 from ...model import attrs as attr_codec
 from ...model.schema import (
     DEFAULT_SPLIT,
@@ -650,6 +661,10 @@ def _records_of(kind: Kind, col: Column) -> list[Any]:
     return _json_numbers(col)
 
 
+#: Array bytes a writer turns into text at once (its lists of numbers hold ~36 times).
+_WRITE_BYTES = 1 << 20
+
+
 class JsonWriter(Writer):
     """Streams records to the file as they come; the schema (with the checksums the
     caller adds before ``close``) is written last."""
@@ -690,6 +705,14 @@ class JsonWriter(Writer):
     def write(self, split: str, batch: Batch) -> None:
         if self._current != split:
             self._start(split)
+        # a few MB at a time: as Python lists, numbers take about 36 times their bytes
+        n = len(next(iter(batch.values()))) if batch else 0
+        step = max(1, n * _WRITE_BYTES // max(1, sum(c.nbytes for c in batch.values())))
+        for lo in range(0, n, step):
+            part = {k: slice_column(c, lo, min(n, lo + step)) for k, c in batch.items()}
+            self._write_records(split, part)
+
+    def _write_records(self, split: str, batch: Batch) -> None:
         spec = self.schema.splits[split]
         names = list(spec.fields)
         columns = [_records_of(spec.fields[n].kind, batch[n]) for n in names]
