@@ -33,8 +33,8 @@ from _harness import machine, write_report
 
 
 def _write_file(path: str, n: int) -> str:
-    from dstore.images import png as _png
     from dstore.demo import photo_tiles
+    from dstore.images import png as _png
 
     tiles, _labels = photo_tiles(256, 64)
     pngs = [_png.png_encoder("fast")(t) for t in tiles]

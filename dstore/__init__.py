@@ -50,7 +50,7 @@ _LAZY = {
         ["ConvertReport", "Dataset", "VerifyReport", "convert", "info", "open", "save", "verify"],
         "api",
     ),
-    **dict.fromkeys(["DtypePolicy", "parse_policy"], "dtypes"),
+    **dict.fromkeys(["DtypePolicy", "parse_policy"], "engine.dtypes"),
     **dict.fromkeys(
         [
             "CodecIOError",

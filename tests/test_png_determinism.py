@@ -23,8 +23,8 @@ import imagecodecs
 import numpy as np
 import pytest
 
-from dstore.images import png as _png
 from dstore.demo import photo_tiles
+from dstore.images import png as _png
 
 N_TILES = 48
 

@@ -16,9 +16,9 @@ import pytest
 
 import dstore
 from dstore.codecs.example import fields as _example_fields
-from dstore.images import png as _png
 from dstore.demo import photo_tiles
 from dstore.errors import SchemaError
+from dstore.images import png as _png
 from dstore.sharding import processes
 
 

@@ -16,8 +16,8 @@ from dstore.cli import main
 from dstore.testing import assert_datasets_equal, read_all
 
 pytest.importorskip("imagecodecs")
-from dstore.codecs.tfrecord import io as rio
 from dstore.codecs.example.wire import BYTES, INT64, encode_example, encode_feature
+from dstore.codecs.tfrecord import io as rio
 
 
 def _write_records(path: str, records: list[bytes]) -> None:

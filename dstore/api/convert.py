@@ -14,23 +14,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..abc.base import Codec, Reader
-from ..engine.dtypes import CastStats, DtypePolicy, OnOverflow
+from ..abc import Codec, Reader
 from ..engine.cast import Progress, cast_batches, write_splits
-from ..errors import CodecIOError, MissingDependencyError, OptionError
-from ..model.checksums import FieldHasher
+from ..engine.dtypes import CastStats, DtypePolicy, OnOverflow
 from ..engine.job import ConvertJob, SourceRef
+from ..engine.rawsize import RawMeter
+from ..errors import CodecIOError, MissingDependencyError, OptionError
 from ..model import concat_columns
+from ..model.checksums import FieldHasher
 from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema
 from ..output import Overwrite, atomic_output, is_url, path_size, upload_output, url_output
-from ..engine.rawsize import RawMeter
 from ..registry import infer_codec
 from ..sources.opening import codec_for, open_reader, size_or_zero
 from ._text import fmt_bytes
 
 if TYPE_CHECKING:
     # imported where a sharded format is written: an npz or HDF5 output never needs them
-    from ..engine.run import RegionTasks, ShardRun
+    from ..engine.dask import RegionTasks
+    from ..engine.run import ShardRun
 
 __all__ = ["ConvertReport", "Progress", "convert", "write_dataset"]
 
@@ -124,7 +125,7 @@ def write_dataset(
         }
 
     if codec.sharded:
-        from ..engine.run import start_workers
+        from ..engine.local import start_workers
 
         start_workers(reader, codec, out_schema, dst, job)
     plan = codec.plan_shards(out_schema, sample) if codec.sharded else None
@@ -135,7 +136,7 @@ def write_dataset(
         return run.stats, run
     if job.resume:
         raise CodecIOError(
-            f"{dst}: --resume needs a sharded output format ('dstore formats' marks them); "
+            f"{dst}: resume=True needs a sharded output format ('dstore formats' marks them); "
             f"{codec.name} is written by one process"
         )
     tasks = _region_tasks(dst, codec, job.client)
@@ -182,7 +183,7 @@ def _region_tasks(dst: str, codec: Codec, client: Any) -> RegionTasks | None:
             f"{dst}: {codec.name} cannot be written on Dask: it is a single file with a "
             "single writer; a Dask client needs a sharded or chunked-store output format"
         )
-    from ..engine.run import RegionTasks
+    from ..engine.dask import RegionTasks
 
     return RegionTasks(client)
 
@@ -313,7 +314,7 @@ def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
 
 
 def _source_ref(src: str, from_format: str | None, src_options: Mapping[str, Any]) -> SourceRef:
-    return SourceRef(src, from_format, dict(src_options))
+    return SourceRef(src, from_format, dict(src_options), opener=open_reader)
 
 
 def _destination_codec(

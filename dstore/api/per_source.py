@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..abc.base import Codec, Reader
-from ..errors import SchemaError, UnsafePathError, UsageError
+from ..abc import Codec, Reader
 from ..engine.job import ConvertJob
+from ..errors import SchemaError, UnsafePathError, UsageError
 from ..model import Column, Kind, String, VarColumn, concat_columns
 from ..model.schema import DEFAULT_BATCH_BYTES, batch_rows_for
 from ..output import Overwrite
@@ -155,9 +155,9 @@ def _write_per_source(src: str, dst: str, job: ConvertJob) -> PerSourceReport:
     from .convert import write_dataset
 
     if job.resume or job.client is not None:
-        what = "--resume" if job.resume else "--scheduler"
+        what = "resume=True" if job.resume else "a Dask client="
         raise UsageError(
-            f"{dst}: {what} does not go with --per-source: its folder is written whole by "
+            f"{dst}: {what} does not go with writing one file per source: its folder is written whole by "
             "this process (convert, then split)"
         )
     # each file of the folder is a new output inside the new folder: nothing to replace
@@ -167,7 +167,9 @@ def _write_per_source(src: str, dst: str, job: ConvertJob) -> PerSourceReport:
         field = str(held.get("field", SOURCE_FIELD))
         fmt = job.to or held.get("format")
         if fmt is None:
-            raise SchemaError(f"{dst}: --per-source writes a folder: name its format with --to")
+            raise SchemaError(
+                f"{dst}: writing one file per source makes a folder: name its format with to="
+            )
         cls = get_codec_class(str(fmt))
         reader = decoded_for(opened, cls.keeps_encoded_images, job.keep_encoded)
         ext = default_extension(cls.name)

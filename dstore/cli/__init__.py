@@ -21,6 +21,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import DstoreError, Terminated
+from .descriptions import describe_commands
+from .version import VersionAction
+from .words import cli_words
 
 # The library (numpy and up) is imported by the commands that use it, not here: `dstore
 # --help` and `--version` then start in the time Python itself takes (see docs/benchmarks.md, Start-up).
@@ -374,19 +377,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-class _VersionAction(argparse.Action):
-    """``--version``: computed only when asked (it reads every installed package's metadata)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
-        from .._dist import version_report
-
-        print("\n".join(version_report()))
-        parser.exit()
-
-
 class _HelpList:
     """A list of names put into a help string by argparse's ``%(name)s`` when help is
     printed, not when the parser is built: the registries load entry points (and, for
@@ -470,8 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--version",
-        action=_VersionAction,
-        help="print dstore's distribution and version, Python's, and the backends found",
+        action=VersionAction,
+        help="print the versions of dstore, Python and each format's library (with its extra)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -591,7 +581,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", metavar="DIR", help="write the indexes into DIR (default: beside each file)"
     )
-    _from_argument(p, "input format: %(formats)s (default: from PATH's extension)")
+    _from_argument(
+        p, "input format, one with record indexes: %(formats)s (default: from PATH's extension)"
+    )
+    _fill_help(p._actions[-1], formats=lambda: _codecs_where("frame_indexes"))
     p.set_defaults(func=_cmd_index)
 
     p = sub.add_parser(
@@ -784,6 +777,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--records", type=int, default=300, help="sample records to build (default: %(default)s)"
     )
     p.set_defaults(func=_cmd_demo)
+    describe_commands(sub.choices)
     for command in sub.choices.values():
         # after the command as well as before it: `dstore convert a b --debug` is how the
         # flag is typed when re-running a failed command
@@ -884,7 +878,7 @@ def _error_line(args: argparse.Namespace, e: Exception) -> str:
     """An error as the one line the CLI prints: ``TYPE: message``."""
     from ..model.names import printable
 
-    text = getattr(e, "cli_message", None) or str(e)  # e.g. --overwrite, not overwrite=True
+    text = cli_words(str(e))  # --overwrite, not the library's overwrite=True
     # dstore's own messages are one line by construction (a newline is in a name
     # from the data): shown whole, escaped; a library's may run on over many lines
     if text and not isinstance(e, DstoreError):
@@ -951,4 +945,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
-

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ..abc.base import Reader, Writer
-from .dtypes import CastStats, DtypePolicy
+from ..abc import Reader, Writer
 from ..errors import SchemaError
 from ..model.checksums import FieldHasher
 from ..model.schema import DEFAULT_BATCH_BYTES, Batch, batch_rows_for, check_batch
 from ..parallel import prefetch
+from .dtypes import CastStats, DtypePolicy
 
 __all__ = ["Progress", "cast_batches", "write_splits"]
 

@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..model import precision as prec
 from ..errors import DtypePolicyError, UnsupportedDtypeError
 from ..model import Kind, Ragged, Tensor, VarColumn
+from ..model import precision as prec
 from ..model.attrs import encode
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 
@@ -337,7 +337,7 @@ class DtypePolicy:
                 raise DtypePolicyError(
                     f"{where}split {split!r}, field {name!r}: {n_over} value(s) overflow "
                     f"{t.spec} {what}, first at record {first}; "
-                    f"use --on-overflow clip or a wider dtype"
+                    f"use on_overflow='clip' or a wider dtype"
                 )
             # Clip only what overflowed: infinities already in the input stay.
             dtype = approx.dtype  # np.where would make a big-endian cast native

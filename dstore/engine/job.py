@@ -13,16 +13,17 @@ Only the source, the destination and the output codec travel beside it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .dtypes import DtypePolicy, OnOverflow, parse_policy
 from ..model.schema import DEFAULT_BATCH_BYTES
+from .dtypes import DtypePolicy, OnOverflow, parse_policy
 
 if TYPE_CHECKING:
-    from .cast import Progress
+    from ..abc import Reader
     from ..output import Overwrite
+    from .cast import Progress
 
 __all__ = ["ConvertJob", "SourceRef"]
 
@@ -36,11 +37,22 @@ def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class SourceRef:
-    """How a worker process opens the source itself."""
+    """How a worker process opens the source itself.
+
+    ``opener`` is the function that opens it (:func:`dstore.sources.open_reader`,
+    given by the API): the engine sits below the sources and never imports them,
+    and a module-level function pickles by name to a Dask worker."""
 
     path: str
     format: str | None = None
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    opener: Callable[..., Reader] | None = None
+
+    def open(self) -> Reader:
+        """The source, opened in this process."""
+        if self.opener is None:
+            raise ValueError(f"{self.path}: this source is streamed; no worker can reopen it")
+        return self.opener(self.path, format=self.format, **dict(self.options))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..abc.base import Reader, WrappingReader
+from ..abc import Reader, WrappingReader
 from ..model import Image, Kind, VarColumn, column_len, slice_column
 from ..model.schema import Batch, SplitSpec
 

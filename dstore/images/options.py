@@ -1,19 +1,26 @@
-"""What the options of formats that encode pixels share (``-o image_codec=``, ``quality``,
-``png_level``, ``shard_mb``): the checks and the lossy encoding they choose.
+"""The image options every format that encodes pixels shares, declared once here:
+``image_codec``, ``quality``, ``png_level`` and ``workers`` (:func:`image_codec_option`,
+:func:`quality_option`, :func:`png_level_option`, :func:`workers_option`), the one
+check of them all (:meth:`ImageOptions.check_image_options`) and the lossy encoding
+they choose (:meth:`ImageOptions.lossy`).
 
-A mixin, not a dataclass base: each format's frozen options dataclass keeps its
-own fields, their order, defaults and help (``dstore formats`` lists them), and
-calls :meth:`ImageOptions.check_image_options` from its ``validate``.
+A format opts in: its frozen options dataclass takes the :class:`ImageOptions`
+mixin, says which encodings it stores (``IMAGE_CODECS``) and which value means
+"no lossy encoding" (``LOSSLESS``: ``png`` where pixels become PNGs, ``none`` in the
+array stores), and declares each field with the factory, keeping the field's place
+among its own options (``dstore formats`` lists them in order).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any, ClassVar
 
 from ..errors import SchemaError, UnsupportedDtypeError
 from ..model import Image, Tensor
 from ..model.schema import FieldSpec, SplitSpec
-from .imagecodec import LossyImage, check_quality, is_image_like, record_channels
+from ..options import option
+from .imagecodec import LOSSY_FORMATS, LossyImage, check_quality, is_image_like, record_channels
 
 __all__ = [
     "PNG_LEVEL_HELP",
@@ -21,7 +28,11 @@ __all__ = [
     "check_images_named",
     "check_pixels",
     "check_png_level",
+    "image_codec_option",
+    "png_level_option",
+    "quality_option",
     "stores_pixels",
+    "workers_option",
 ]
 
 
@@ -67,26 +78,67 @@ def check_png_level(level: object, codec: str) -> None:
         raise ValueError(f"{codec}: png_level must be fast, fastest or 0..9. Got {text!r} instead.")
 
 
+#: what each ``image_codec`` value does, for the option's help
+_CODEC_HELP = {
+    "png": "png (lossless)",
+    "none": "none (stored as arrays, lossless)",
+    "jpeg": "jpeg",
+    "webp": "webp",
+    "jxl": "jxl",
+}
+
+
+def image_codec_option(choices: Sequence[str], default: str = "png") -> Any:
+    """The ``image_codec`` field of a format storing raw image fields as one of ``choices``."""
+    lossy = [c for c in choices if c in LOSSY_FORMATS]
+    text = ", ".join(_CODEC_HELP[c] for c in choices if c not in lossy)
+    if lossy:
+        text += f" or {'/'.join(lossy)} (lossy, decoded to pixels on read)"
+    return option(default, f"raw image fields as {text}")
+
+
+def quality_option() -> Any:
+    """The ``quality`` field: of the lossy encodings, ignored by lossless ones."""
+    return option(90, "quality 1..100 of jpeg/webp/jxl images (lossless encodings ignore it)")
+
+
+def png_level_option() -> Any:
+    """The ``png_level`` field of a format whose pixels become PNGs."""
+    return option("fast", PNG_LEVEL_HELP)
+
+
+def workers_option() -> Any:
+    """The ``workers`` field: threads (or processes, for fpng) encoding a shard's images."""
+    return option(0, "threads (worker processes for fpng PNG) encoding images; 0 = one per core")
+
+
 class ImageOptions:
-    """Options with ``image_codec`` and ``quality`` (``png`` or a lossy format), ``shard_mb``
-    and, where pixels become PNGs of a chosen level, ``png_level``."""
+    """Options with ``image_codec`` and ``quality`` and, where pixels become PNGs of a
+    chosen level, ``png_level``; with ``shard_mb`` for sharded formats."""
+
+    #: the ``image_codec`` values this format stores
+    IMAGE_CODECS: ClassVar[tuple[str, ...]] = ("png", *LOSSY_FORMATS)
+    #: the ``image_codec`` value that stores pixels without loss
+    LOSSLESS: ClassVar[str] = "png"
 
     image_codec: str
     quality: int
-    shard_mb: float
 
     def lossy(self) -> LossyImage | None:
-        """The lossy encoding raw image fields take, None for PNG."""
-        return None if self.image_codec == "png" else LossyImage(self.image_codec, self.quality)
+        """The lossy encoding raw image fields take, None for the lossless one."""
+        if self.image_codec == self.LOSSLESS:
+            return None
+        return LossyImage(self.image_codec, self.quality)
 
-    def check_image_options(self, codec: str, image_codecs: Sequence[str] = ()) -> None:
-        """``shard_mb``, ``png_level`` (if any), ``image_codec`` (one of ``image_codecs``
-        when given) and ``quality``, each refused in one line starting with ``codec``."""
-        if self.shard_mb <= 0:
-            raise ValueError(f"{codec}: shard_mb must be > 0. Got {self.shard_mb} instead.")
-        if image_codecs and self.image_codec not in image_codecs:
+    def check_image_options(self, codec: str) -> None:
+        """``shard_mb`` (if any), ``png_level`` (if any), ``image_codec`` (one of
+        ``IMAGE_CODECS``) and ``quality``, each refused in one line starting with ``codec``."""
+        shard_mb = getattr(self, "shard_mb", None)
+        if shard_mb is not None and shard_mb <= 0:
+            raise ValueError(f"{codec}: shard_mb must be > 0. Got {shard_mb} instead.")
+        if self.image_codec not in self.IMAGE_CODECS:
             raise ValueError(
-                f"{codec}: image_codec must be one of {', '.join(image_codecs)}. "
+                f"{codec}: image_codec must be one of {', '.join(self.IMAGE_CODECS)}. "
                 f"Got {self.image_codec!r} instead."
             )
         if hasattr(self, "png_level"):

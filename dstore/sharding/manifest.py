@@ -14,10 +14,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .. import __version__
 from .. import fs
-from ..abc.base import is_regular_file
+from .._dist import __version__
 from ..errors import CodecIOError
+from ..fs import is_regular_file
 from ..model import names
 
 __all__ = [

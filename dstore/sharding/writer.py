@@ -43,7 +43,7 @@ from typing import IO, Any, ClassVar, TypeVar
 import numpy as np
 
 from .. import fs
-from ..abc.base import Shard, ShardWriter
+from ..abc import Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError
 from ..fs import is_url
 from ..model import names

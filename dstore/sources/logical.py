@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..abc.base import Reader, WrappingReader
-from ..model.schema import Batch, Schema, SplitSpec
+from ..abc import Reader, WrappingReader
 from ..model.precision import decode_batch, logical_schema
+from ..model.schema import Batch, Schema, SplitSpec
 
 
 class LogicalReader(WrappingReader):

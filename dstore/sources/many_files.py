@@ -37,16 +37,15 @@ from typing import Any
 import numpy as np
 
 from .. import links
-from ..images.imagecodec import is_image_like, record_channels
-from ..abc.base import Codec, Reader
-from ..images.decoding import decode_column_images
+from ..abc import Codec, Reader
 from ..errors import (
     CodecIOError,
     OptionError,
     SchemaError,
     UnknownCodecError,
 )
-from ..model.checksums import CHECKSUM_ATTR
+from ..images.decoding import decode_column_images
+from ..images.imagecodec import is_image_like, record_channels
 from ..model import (
     Column,
     Image,
@@ -59,6 +58,7 @@ from ..model import (
     slice_column,
 )
 from ..model.attrs import ATTRS_KEY
+from ..model.checksums import CHECKSUM_ATTR
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ..options import parse_bool
 from ..registry import available_codecs, get_codec_class, infer_codec
@@ -196,7 +196,7 @@ def _folder_files(
         raise UnknownCodecError(
             spec,
             list(available_codecs()),
-            f"{spec}: no format claims this folder or any file in it (name one with --from)",
+            f"{spec}: no format claims this folder or any file in it (name one with from_format=)",
         )
     return paths, [os.path.relpath(p, spec).replace(os.sep, "/") for p in paths]
 
@@ -656,13 +656,15 @@ def open_sources(
         fmt = formats[paths[0]]
         if fmt is None:
             raise UnknownCodecError(
-                paths[0], [], f"{paths[0]}: no format claims this extension (name one with --from)"
+                paths[0],
+                [],
+                f"{paths[0]}: no format claims this extension (name one with from_format=)",
             )
         other = next((p for p in paths if formats[p] != fmt), None)
         if other is not None:
             raise SchemaError(
                 f"{spec}: {other} is {formats[other] or 'of no known format'}, but {paths[0]} "
-                f"is {fmt}: all sources must be of one format (pick one with --from)"
+                f"is {fmt}: all sources must be of one format (pick one with from_format=)"
             )
     cls = get_codec_class(fmt)
     codec = cls(**{**cls.path_options(paths[0]), **dict(options)})
@@ -671,6 +673,6 @@ def open_sources(
         shown = ", ".join(skipped[:3]) + (", ..." if len(skipped) > 3 else "")
         reader.notes = [
             f"{spec}: {len(skipped)} folder link(s) not followed ({shown}); "
-            "follow_links=True (--follow-links) reads them"
+            "follow_links=True reads them"
         ]
     return reader

@@ -13,7 +13,7 @@ import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..abc.base import Codec, Reader
+from ..abc import Codec, Reader
 from ..errors import CodecIOError
 from ..model.schema import check_empty_records
 from ..output import path_size

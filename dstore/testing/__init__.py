@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from .. import api
-from ..abc.base import Codec
+from ..abc import Codec
 from ..engine.dtypes import DtypePolicy
 from ..errors import UnsupportedDtypeError
 from ..fs import sha256_file

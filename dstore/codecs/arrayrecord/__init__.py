@@ -19,13 +19,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ... import fs
-from ... import links
+from ... import fs, links
+from ...abc import Reader, Shard, ShardWriter
+from ...fs import read_at
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import Batch, Schema
 from ...sharding import ShardedCodec, tfds_names
 from ..example.fields import check_fields
-from ...abc.base import Reader, Shard, ShardWriter, read_at
 from .options import ArrayRecordOptions
 from .reader import ArrayRecordDatasetReader
 from .writer import FORMAT_ID, ArrayRecordShardWriter

@@ -15,11 +15,11 @@ from collections.abc import Generator, Iterator, Sequence
 from importlib.metadata import version
 from typing import Any
 
+from ...abc import Shard
 from ...model.schema import Batch, Schema
 from ...sharding import ShardedDirectoryWriter
 from ...sharding.native import write_in_child
 from ..example.fields import ExampleEncoder
-from ...abc.base import Shard
 from .options import ArrayRecordOptions
 
 __all__ = ["FORMAT_ID", "ArrayRecordShardWriter"]

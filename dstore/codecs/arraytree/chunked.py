@@ -8,11 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from ...abc import RANGE_BYTES, Reader, even_ranges
 from ...errors import CodecIOError, DstoreError, SchemaError
 from ...model import Column, Kind, Tensor
 from ...model.attrs import encode_all, with_groups
-from ...model.schema import ROOT_SPLITS_ATTR, Batch, FieldSpec, Schema, SplitSpec, stored_paths
-from ...abc.base import RANGE_BYTES, Reader, even_ranges
+from ...model.keys import ROOT_SPLITS_ATTR, stored_paths
+from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
 
 __all__ = [
     "MAX_CHUNK_BYTES",

@@ -9,7 +9,7 @@ Contract:
 * :func:`choose_encoding` picks a :class:`FieldEncoding` per field (the feature
   name and how the values are stored: PNG or a lossy image, int64_list,
   float_list, raw little-endian bytes, byte strings, feature lists), each
-  encoding one small class of :mod:`._example_encodings` that encodes and
+  encoding one small class of :mod:`.encodings` that encodes and
   decodes its records;
 * :class:`ExampleEncoder` turns batches into serialized Examples (unframed: a
   format adds its own framing), on all cores, the same bytes in every process;
@@ -29,24 +29,19 @@ from typing import Any
 import numpy as np
 
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
+from ...images.imagecodec import LossyImage, is_image_like
+from ...images.pixels import image_libraries
+from ...images.png import FPNG_LEVELS, png_encoder
 from ...model import Bytes, Image, Ragged, String, StringList, VarColumn, raw_record
 from ...model.names import is_utf8_text
 from ...model.schema import Batch, FieldSpec, Schema, SerializedBatch, SplitSpec
 from ...parallel import default_workers
 from ...sharding import encode_chunks
 from ...sharding.processes import encoder_processes, unpickled
-from .wire import (
-    TF_FEATURE_ATTR,
-    decode_canonical,
-    decode_example,
-    encode_example,
-    encode_sequence_example,
-)
+from .canonical import decode_canonical
 from .encodings import ENCODINGS, FieldEncoding
-from ...images.imagecodec import LossyImage, is_image_like
-from ...images.pixels import image_libraries
-from ...images.png import FPNG_LEVELS, png_encoder
 from .sequence import sequence_encoding
+from .wire import TF_FEATURE_ATTR, decode_example, encode_example, encode_sequence_example
 
 __all__ = [
     "ENCODINGS",

@@ -22,21 +22,13 @@ import numpy as np
 from ...errors import CodecIOError, SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList
 from ...model.schema import FieldSpec, Schema
-from .wire import (
-    BYTES,
-    FLOAT,
-    KIND_NAMES,
-    SEQ,
-    FeatureSignature,
-    decode_canonical,
-    decode_example,
-    scan_example,
-    signature_of,
-)
+from .canonical import decode_canonical
 from .fields import FieldEncoding, check_manifest_fields, describe_fields
-from .tf import parse_snippet
 from .sequence import SequenceStats
+from .signature import FeatureSignature, scan_example, signature_of
 from .tensorproto import parse_tensor_proto
+from .tf import parse_snippet
+from .wire import BYTES, FLOAT, KIND_NAMES, SEQ, decode_example
 
 if TYPE_CHECKING:
     from ...sharding import ShardFile

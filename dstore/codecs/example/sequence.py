@@ -27,8 +27,8 @@ import numpy as np
 from ...errors import CodecIOError, SchemaError
 from ...model import Ragged, StringList
 from ...model.schema import FieldSpec
-from .wire import BYTES, FLOAT, INT64, SEQ, encode_feature, encode_feature_list
 from ...model.strings import first_invalid_utf8
+from .wire import BYTES, FLOAT, INT64, SEQ, encode_feature, encode_feature_list
 
 __all__ = [
     "FEATURE_LIST_ATTR",

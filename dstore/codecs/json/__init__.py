@@ -10,7 +10,8 @@ Reading follows one generic rule (pyspacer's feature files are one case of it):
   ``true``/``false`` bool fields, lists of numbers of one length fixed-shape
   fields (``(1280,)``), lists whose length varies ragged fields, strings
   string fields;
-* every other top-level member (``"feature_dim": 1280``) is a root attribute.
+* every other top-level member (``"feature_dim": 1280``) is a root attribute;
+  columnar documents (lists of values) follow :mod:`dstore.codecs.json.columns`.
 
 A record whose value disagrees in kind with the field's first record (a
 number here, a string there), a missing key, a ``null`` or a truncated file is
@@ -48,12 +49,14 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any, ClassVar, TypeGuard
+from typing import IO, Any, ClassVar
 
 import numpy as np
 
 from ... import fs
+from ...abc import Codec, Reader, Writer
 from ...errors import CodecIOError, DstoreError, SchemaError
+<<<<<<< HEAD
 from ...model import (
     Bytes,
     Column,
@@ -66,6 +69,10 @@ from ...model import (
     infer_column,
     slice_column,
 )
+=======
+from ...fs import is_regular_file, read_at
+from ...model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, infer_column
+>>>>>>> main
 from ...model import attrs as attr_codec
 from ...model.schema import (
     DEFAULT_SPLIT,
@@ -75,7 +82,7 @@ from ...model.schema import (
     Schema,
     SplitSpec,
 )
-from ...abc.base import Codec, Reader, Writer, is_regular_file, read_at
+from .columns import columns_as_records, is_records, no_records
 
 __all__ = ["JsonCodec", "JsonLinesCodec", "JsonRangeError", "loads"]
 
@@ -407,10 +414,6 @@ def _records_key(schema: Schema, split: str) -> str:
     return split
 
 
-def _is_records(value: Any) -> TypeGuard[list[dict[str, Any]]]:
-    return isinstance(value, list) and all(isinstance(v, dict) for v in value)
-
-
 def _columns(
     records: list[dict[str, Any]], where: str, kinds: dict[str, Kind] | None
 ) -> tuple[dict[str, Kind], dict[str, Column]]:
@@ -542,7 +545,7 @@ class JsonReader(Reader):
         self, doc: list[Any]
     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], None]:
         """A document that is a list: one object per record, one split."""
-        if not _is_records(doc):
+        if not is_records(doc):
             bad = next(i for i, v in enumerate(doc) if not isinstance(v, dict))
             raise SchemaError(
                 f"{self.path}, record {bad}: {_type_name(doc[bad])}, not an object "
@@ -555,16 +558,17 @@ class JsonReader(Reader):
     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], None]:
         """An object without dstore's schema: its lists of objects are the splits (one
         such list under another name is the default split), the rest root attrs."""
-        lists = [k for k, v in members.items() if isinstance(v, list) and v and _is_records(v)]
-        if not lists:  # an empty list is the records only when nothing else can be
+        lists = [k for k, v in members.items() if isinstance(v, list) and v and is_records(v)]
+        columnar = None if lists else columns_as_records(members, self.path)
+        if columnar is None and not lists:  # an empty list is the records only if nothing else
             lists = [k for k, v in members.items() if v == []][:1]
-        if not lists:
-            raise SchemaError(
-                f"{self.path}: no records: neither the document nor any of its top-level "
-                f"members ({', '.join(list(members)[:5])}) is a list of objects"
-            )
+        if columnar is None and not lists:
+            raise no_records(self.path, members)
         attrs: dict[str, Any] = {}
-        if len(lists) == 1 and lists[0] not in KNOWN_SPLITS:
+        if columnar is not None:  # {"features": [[...]], "labels": [...]}: one split
+            records, lists, self.notes = columnar
+            splits = {DEFAULT_SPLIT: records}
+        elif len(lists) == 1 and lists[0] not in KNOWN_SPLITS:
             splits = {DEFAULT_SPLIT: members[lists[0]]}
             if lists[0] != DEFAULT_SPLIT:
                 attrs[RECORDS_ATTR] = lists[0]
@@ -589,7 +593,7 @@ class JsonReader(Reader):
         for name, spec in schema.splits.items():
             key = _records_key(schema, name)
             records = members.get(key)
-            if not _is_records(records) or len(records) != spec.count:
+            if not is_records(records) or len(records) != spec.count:
                 return None  # edited by hand: read it as any JSON
             splits[name] = records
         return splits, {}, schema

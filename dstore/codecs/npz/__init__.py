@@ -47,9 +47,10 @@ import zipfile
 from typing import TYPE_CHECKING, Any
 
 from ... import fs
+from ...abc import Codec, Reader, Writer
+from ...fs import read_at
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import Schema
-from ...abc.base import Codec, Reader, Writer, read_at
 from .options import _COMMENT_PREFIX, _ZIP_ERRORS, NpzOptions
 from .reader import NpzReader
 

@@ -29,10 +29,17 @@ from dataclasses import dataclass, field
 from glob import escape as glob_escape
 from typing import Any, ClassVar
 
-from ... import fs
-from ... import links
+from ... import fs, links
+from ...abc import Codec, Reader, Shard, ShardWriter, Writer
 from ...errors import CodecIOError
-from ...fs import is_url
+from ...fs import is_regular_file, is_url
+from ...images.options import (
+    ImageOptions,
+    image_codec_option,
+    png_level_option,
+    quality_option,
+    workers_option,
+)
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ...options import option
@@ -44,7 +51,6 @@ from ...sharding import (
     manifest_files,
     plan_by_size,
 )
-from . import io as rio
 from ..example.fields import (
     ExampleEncoder,
     FieldEncoding,
@@ -54,16 +60,7 @@ from ..example.fields import (
 )
 from ..example.infer import ExampleInference
 from ..example.tf import parse_snippet
-from ...images.options import PNG_LEVEL_HELP, check_png_level
-from ...images.imagecodec import IMAGE_FORMATS, LossyImage, check_quality
-from ...abc.base import (
-    Codec,
-    Reader,
-    Shard,
-    ShardWriter,
-    Writer,
-    is_regular_file,
-)
+from . import io as rio
 
 __all__ = ["TFRecordCodec"]
 
@@ -74,7 +71,7 @@ _PLAN_SAMPLE = 64  # records encoded to size the shards
 
 
 @dataclass(frozen=True)
-class TFRecordOptions:
+class TFRecordOptions(ImageOptions):
     #: old option names, read as the new ones with a warning
     RENAMED: ClassVar[dict[str, str]] = {"image_format": "image_codec"}
 
@@ -85,10 +82,7 @@ class TFRecordOptions:
         default="none",
         metadata={"help": 'none or gzip (TensorFlow: compression_type="GZIP")'},
     )
-    png_level: str = field(
-        default="fast",
-        metadata={"help": PNG_LEVEL_HELP},
-    )
+    png_level: str = png_level_option()
     images: tuple[str, ...] | None = option(
         None, "comma-separated fields stored as PNG; auto = image-like fields; none", none="auto"
     )
@@ -96,43 +90,16 @@ class TFRecordOptions:
     rename: dict[str, str] = option(  # noqa: RUF009
         {}, "feature names in the Example, e.g. x=image,y=label"
     )
-    image_codec: str = field(
-        default="png",
-        metadata={
-            "help": "image fields as png (lossless), jpeg (libjpeg-turbo), webp or jxl (lossy, "
-            "decoded to pixels on read)"
-        },
-    )
-    quality: int = field(
-        default=90, metadata={"help": "quality 1..100 of jpeg/webp/jxl images (png ignores it)"}
-    )
-    workers: int = field(
-        default=0,
-        metadata={
-            "help": "threads (worker processes for fpng PNG) encoding images; 0 = one per core"
-        },
-    )
+    image_codec: str = image_codec_option(ImageOptions.IMAGE_CODECS)
+    quality: int = quality_option()
+    workers: int = workers_option()
 
     def validate(self) -> None:
-        if self.shard_mb <= 0:
-            raise ValueError(f"tfrecord: shard_mb must be > 0. Got {self.shard_mb} instead.")
         if self.compression not in ("none", "gzip"):
             raise ValueError(
                 f"tfrecord: compression must be none or gzip. Got {self.compression!r} instead."
             )
-        check_png_level(self.png_level, "tfrecord")
-        if self.image_codec not in IMAGE_FORMATS:
-            raise ValueError(
-                f"tfrecord: image_codec must be one of {', '.join(IMAGE_FORMATS)}. "
-                f"Got {self.image_codec!r} instead."
-            )
-        check_quality(self.quality, "tfrecord")
-
-    def lossy(self) -> LossyImage | None:
-        """The lossy encoding image fields take, None for PNG."""
-        if self.image_codec == "png":
-            return None
-        return LossyImage(self.image_codec, self.quality)
+        self.check_image_options("tfrecord")
 
     def image_set(self) -> set[str] | None:
         """The fields stored as PNG, or None: every image-like field."""
@@ -367,6 +334,7 @@ class TFRecordCodec(Codec):
     reads_folders = True
     sharded = True
     tensorflow_native = True  # tf.data.TFRecordDataset reads the shards itself
+    frame_indexes = True  # dstore index: <file>.idx for TFRecord files others wrote
     extensions = (".tfrecords", ".tfrecord")
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_encoded_images = True  # JPEG/PNG bytes pass through byte for byte

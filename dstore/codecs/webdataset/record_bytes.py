@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 from ...errors import CodecIOError, UnsupportedDtypeError
+from ...images.imagecodec import LOSSY_FORMATS, LossyImage, is_image_like
+from ...images.pixels import decode_pixels
 from ...model import Image, Ragged, String, StringList, Tensor
 from ...model.schema import FieldSpec
-from ...images.imagecodec import LOSSY_FORMATS, LossyImage, is_image_like
 from .npy import npy_bytes, read_npy
-from ...images.pixels import decode_pixels
 
 __all__ = [
     "ENCODINGS",

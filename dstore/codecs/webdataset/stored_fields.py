@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from ...errors import CodecIOError
-from ...model.schema import Schema
 from ...images.imagecodec import LossyImage
 from ...images.pixels import image_libraries, lossy_of
+from ...model.schema import Schema
 
 __all__ = ["StoredField", "describe_table", "read_field_table", "table_json", "table_libraries"]
 
