@@ -20,7 +20,7 @@ from dstore.errors import DstoreError
 
 def _data(n: int = 50) -> dict:
     x, y = photo_tiles(n, 16, seed=2)
-    names = np.array([f"tile {i}\n\"quoted\", é" for i in range(n)])  # newlines are escaped
+    names = np.array([f'tile {i}\n"quoted", é' for i in range(n)])  # newlines are escaped
     return {
         "train": {"x": x[: n - 12], "y": y[: n - 12], "name": names[: n - 12]},
         "test": {"x": x[n - 12 :], "y": y[n - 12 :], "name": names[n - 12 :]},

@@ -176,7 +176,7 @@ def _routed(
 
 def write_parts(reader: object, plan: SamplePlan, workdir: str) -> None:
     """Write each part (and the tiny output) to an uncompressed npz in ``workdir``, in one
-    streamed pass over ``reader`` (a :class:`~dstore.codecs.base.Reader`)."""
+    streamed pass over ``reader`` (a :class:`~dstore.abc.Reader`)."""
     from ..registry import get_codec_class
 
     schema: Schema = reader.schema  # type: ignore[attr-defined]

@@ -91,16 +91,16 @@ def _cpu_seconds() -> float:
 
 def run(request: dict[str, Any]) -> dict[str, Any]:
     from .. import api
-    from ..engine import run as run_module
+    from ..engine import local as engine_local
     from ..engine.dtypes import parse_policy
     from ..errors import DstoreError
     from ..output import remove_path
 
     done: list[list[list[float]]] = []
-    if request.get("whole_records", 0) >= run_module.PROCESS_MIN_RECORDS:
+    if request.get("whole_records", 0) >= engine_local.PROCESS_MIN_RECORDS:
         # a sample's parts are written as the whole data would be: in the worker
         # processes a sharded conversion of that many records starts (threads below)
-        run_module.PROCESS_MIN_RECORDS = 1
+        engine_local.PROCESS_MIN_RECORDS = 1
     try:
         _register(request["format"], request.get("codec_target"))
         policy = parse_policy(request["dtype"])

@@ -56,7 +56,7 @@ import numpy as np
 from ... import fs
 from ...abc import Codec, Reader, Writer
 from ...errors import CodecIOError, DstoreError, SchemaError
-<<<<<<< HEAD
+from ...fs import is_regular_file, read_at
 from ...model import (
     Bytes,
     Column,
@@ -69,10 +69,6 @@ from ...model import (
     infer_column,
     slice_column,
 )
-=======
-from ...fs import is_regular_file, read_at
-from ...model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, infer_column
->>>>>>> main
 from ...model import attrs as attr_codec
 from ...model.schema import (
     DEFAULT_SPLIT,

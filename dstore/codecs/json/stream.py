@@ -20,8 +20,9 @@ from collections.abc import Iterator
 import numpy as np
 
 from ... import fs
-from ...abc.base import Reader, is_regular_file
+from ...abc import Reader
 from ...errors import CodecIOError, SchemaError
+from ...fs import is_regular_file
 from ...model.schema import Batch, Schema, SplitSpec
 
 __all__ = ["StreamedJsonReader", "open_streamed"]
