@@ -81,12 +81,16 @@ def run_bench(src: str, report: str, extra: list[str]) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"bench failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    cpu = sum(
+        float(v) for v in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr)
+    )
     with open(report) as f:
         data = json.load(f)
     first = next(ln for ln in proc.stderr.splitlines() if ln.startswith("dstore bench"))
     return {
         "wall_s": wall,
         "rss_mb": int(m.group(1)) / 1024 if m else float("nan"),
+        "cpu_s": cpu,  # user + system of the bench and every child it waited for
         "cells": len(data["cells"]),
         "skipped": data["skipped"],
         "first_line": first,
@@ -135,6 +139,7 @@ def main() -> None:
             [
                 {
                     "wall": f"{big['wall_s'] / 60:.1f} min",
+                    "cpu": f"{big['cpu_s'] / 60:.1f} min",
                     "rss": f"{big['rss_mb']:,.0f} MB",
                     "cells": big["cells"],
                     "load": big["load"],
@@ -142,6 +147,7 @@ def main() -> None:
             ],
             [
                 ("wall", "wall time"),
+                ("cpu", "CPU time (user + system)"),
                 ("rss", "peak RSS"),
                 ("cells", "cells measured"),
                 ("load", "load average before -> after"),

@@ -1,6 +1,6 @@
 """Reading the JSON and JSON Lines files dstore wrote a batch at a time.
 
-dstore writes one record per line and its schema last (:class:`JsonWriter`), so
+dstore writes one record per line and its schema last (:class:`~dstore.codecs.json.writer.JsonWriter`), so
 such a file can be read without parsing it whole: at open, the schema is read
 from the file's end and one pass over the bytes finds where each record's line
 starts (8 bytes per record held); a batch then parses only its own lines. The
