@@ -181,7 +181,10 @@ def _legend(report: BenchReport, keys: set[str]) -> list[str]:
         if _has_images(report)
         else "compression: what compresses each cell's arrays (-: none of its own)",
         "exact: every value read back equal to the original's; max err: the largest "
-        "absolute difference (pixel levels, feature units)",
+        "absolute difference (pixel levels, feature units)"
+        if "exact" in keys
+        else "max err: the largest absolute difference (pixel levels, feature units); 0: "
+        "every value read back equal to the original's",
     ]
     if "band" in keys:
         out.append(
