@@ -243,7 +243,7 @@ class _Run:
                     )
                 except (DstoreError, ValueError) as e:
                     out.input.shuffle_note = f"loader: {str(e).splitlines()[0]}"
-        roles = probe_roles(self.plan, self.task)
+        roles = probe_roles(self.plan, self.task, self.plan.seed)
         scorer = Scorer(self.task, self.evaluate, roles) if (self.task or self.evaluate) else None
         ws = Workspace(
             self.plan,
