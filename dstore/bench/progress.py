@@ -16,12 +16,12 @@ made from another input or with other settings.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..bounded_json import JsonLimitError, load_json_file
 from ..errors import UsageError
 from .plan import CellSpec
 from .recommend import describe
@@ -136,11 +136,10 @@ def load_resumable(
     if not os.path.exists(path):
         raise UsageError(f"--resume: no report at {path} to resume; run without --resume first")
     try:
-        with open(path) as f:
-            data = json.load(f)
+        data = load_json_file(path, "bench report")
         cells = data["cells"]
         theirs, their_input = data["settings"], data["fingerprint"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, JsonLimitError) as e:
         raise UsageError(f"--resume: {path} is not a dstore bench report ({e})") from None
     if their_input != fingerprint:
         raise UsageError(

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import LabelError, MissingDependencyError, SchemaError, UsageError
 from ..model import Tensor
+from ..model.labels import LABEL_NAMES
 from ..model.schema import FieldSpec, Schema
 
 __all__ = [
@@ -51,7 +52,6 @@ FEATURE_NAMES = (
     "data",
     "inputs",
 )
-LABEL_NAMES = ("labels", "label", "y", "target", "targets", "class", "classes")
 
 #: What the report calls each probe (``Task.kind``).
 PROBES = {

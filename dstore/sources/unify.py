@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import bounded_json
 from ..images.decoding import decode_column_images
 from ..images.imagecodec import is_image_like, record_channels
 from ..model import Column, Image, Kind, Ragged, Tensor, VarColumn
@@ -142,7 +143,7 @@ def unflatten_attrs(flat: Mapping[str, str]) -> dict[str, Any]:
     """The inverse of the flattening the schema's per-source attributes use."""
     out: dict[str, Any] = {}
     for key, text in flat.items():
-        value = json.loads(text)
+        value = bounded_json.load_json(text, f"attribute {key!r}")
         if key.startswith(ATTRS_KEY + "/root/"):
             held = out.setdefault(ATTRS_KEY, {})
             held.setdefault("root", {})[key[len(ATTRS_KEY) + 6 :]] = value
