@@ -11,6 +11,9 @@ close a sample's extrapolation comes to measuring every record.
 2. Runs the default ``dstore bench data.npz --report r.json`` under
    ``/usr/bin/time -v``: wall time, peak RSS (the largest of the bench and its
    children), cells measured and left out, the load average before and after.
+   The baseline, before and after it in the same run: ``dstore convert data.npz
+   out.npz`` of the whole file (wall, CPU, RSS); the bench's ratios to it hold when
+   the machine's load makes wall times alone meaningless.
 3. On ``--check-tiles`` tiles: the default bench with ``--sample`` set to the
    share the 9,000-tile run measured, and again with ``--sample off``; for each cell
    the sample's extrapolated size, write and read times (wall and CPU) against the
@@ -100,6 +103,71 @@ def run_bench(src: str, report: str, extra: list[str]) -> dict:
     }
 
 
+def _timed(argv: list[str]) -> tuple[float, float, float, str]:
+    """wall s, CPU s (user + system of the process and its children), peak RSS MB and
+    the load average before -> after of ``argv`` under /usr/bin/time -v."""
+    if os.path.exists(TIME):
+        argv = [TIME, "-v", *argv]
+    load_before = load_average()
+    t = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv} failed:\n{proc.stderr[-3000:]}")
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    cpu = sum(
+        float(v) for v in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr)
+    )
+    rss = int(m.group(1)) / 1024 if m else float("nan")
+    return wall, cpu, rss, f"{load_before} -> {load_average()}"
+
+
+def run_baseline(src: str) -> dict:
+    """The baseline measured beside the bench, in the same run: one ``dstore convert
+    src out.npz`` of the whole input (dstore's default format, deflated): what the bench
+    costs is then a number of such conversions, whatever the machine's load."""
+    out = os.path.join(OUT, "bench-bench-baseline.npz")
+    if os.path.exists(out):
+        os.remove(out)
+    argv = [sys.executable, "-m", "dstore.cli", "convert", src, out]
+    try:
+        wall, cpu, rss, load = _timed(argv)
+    finally:
+        if os.path.exists(out):
+            os.remove(out)
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mb": rss, "load": load}
+
+
+def _baseline_rows(big: dict, before: dict, after: dict) -> list[dict]:
+    rows = []
+    for name, run in (
+        ("convert to npz (before)", before),
+        ("dstore bench (defaults)", big),
+        ("convert to npz (after)", after),
+    ):
+        rows.append(
+            {
+                "run": name,
+                "wall": f"{run['wall_s'] / 60:.2f} min",
+                "cpu": f"{run['cpu_s'] / 60:.2f} min",
+                "rss": f"{run['rss_mb']:,.0f} MB",
+                "load": run["load"],
+            }
+        )
+    wall = (before["wall_s"] + after["wall_s"]) / 2
+    cpu = (before["cpu_s"] + after["cpu_s"]) / 2
+    rows.append(
+        {
+            "run": "bench / mean convert",
+            "wall": f"{big['wall_s'] / wall:.2f}x",
+            "cpu": f"{big['cpu_s'] / cpu:.2f}x",
+            "rss": "",
+            "load": "",
+        }
+    )
+    return rows
+
+
 def _check_rows(sampled: dict, full: dict) -> list[dict]:
     rows = []
     full_cells = {c["label"] + c["images"] + c["dtype"]: c for c in full["data"]["cells"]}
@@ -127,7 +195,9 @@ def main() -> None:
     src = label_maker_file(args.tiles)
     size_gb = os.path.getsize(src) / 1e9
     print(f"data: {src} ({args.tiles} tiles, {size_gb:.2f} GB); {machine()}", flush=True)
+    before = run_baseline(src)
     big = run_bench(src, os.path.join(OUT, "bench-bench-default.json"), [])
+    after = run_baseline(src)
     lines = [
         f"## `dstore bench` on {args.tiles:,} label-maker tiles ({size_gb:.2f} GB)",
         "",
@@ -150,6 +220,20 @@ def main() -> None:
                 ("cpu", "CPU time (user + system)"),
                 ("rss", "peak RSS"),
                 ("cells", "cells measured"),
+                ("load", "load average before -> after"),
+            ],
+        ),
+        "",
+        "The baseline, in the same run: `dstore convert` of the whole input to npz, "
+        "before and after the bench (ratios: the bench over their mean).",
+        "",
+        table(
+            _baseline_rows(big, before, after),
+            [
+                ("run", "run"),
+                ("wall", "wall time"),
+                ("cpu", "CPU time"),
+                ("rss", "peak RSS"),
                 ("load", "load average before -> after"),
             ],
         ),
