@@ -271,6 +271,18 @@ def test_a_lossy_input_is_said_so(feats_npz, tmp_path, capsys):
     assert "float16 (stores what keep does)" in out
 
 
+def test_a_jpeg_input_is_said_so(tiles_npz, tmp_path, capsys):
+    """Tiles already stored as JPEG: the accuracy question is against the JPEG pixels."""
+    jpeg = str(tmp_path / "tiles.tfrecords")
+    dstore.convert(tiles_npz, jpeg, options={"image_codec": "jpeg", "quality": 80})
+    rc = main(["bench", jpeg, "--formats", "zarr", "--repeats", "1", "--no-probe"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    note = next(ln for ln in out.replace("\n  ", " ").splitlines() if ln.startswith("note: "))
+    assert "already stores x (lossy images)" in note
+    assert "accuracy differences are against what it holds" in note
+
+
 def test_progress_gives_the_plan_and_the_time_left(feats_npz):
     lines: list[str] = []
     dstore.bench(
