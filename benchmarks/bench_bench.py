@@ -75,37 +75,26 @@ def label_maker_file(n: int) -> str:
 def run_bench(src: str, report: str, extra: list[str]) -> dict:
     """``dstore bench src --report report *extra`` under /usr/bin/time -v."""
     argv = [sys.executable, "-m", "dstore.cli", "bench", src, "--report", report, *extra]
-    if os.path.exists(TIME):
-        argv = [TIME, "-v", *argv]
-    load_before = load_average()
-    t = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t
-    if proc.returncode != 0:
-        raise RuntimeError(f"bench failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
-    cpu = sum(
-        float(v) for v in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr)
-    )
+    wall, cpu, rss, load, proc = _timed(argv)
     with open(report) as f:
         data = json.load(f)
     first = next(ln for ln in proc.stderr.splitlines() if ln.startswith("dstore bench"))
     return {
         "wall_s": wall,
-        "rss_mb": int(m.group(1)) / 1024 if m else float("nan"),
+        "rss_mb": rss,
         "cpu_s": cpu,  # user + system of the bench and every child it waited for
         "cells": len(data["cells"]),
         "skipped": data["skipped"],
         "first_line": first,
-        "load": f"{load_before} -> {load_average()}",
+        "load": load,
         "data": data,
         "stdout": proc.stdout,
     }
 
 
-def _timed(argv: list[str]) -> tuple[float, float, float, str]:
-    """wall s, CPU s (user + system of the process and its children), peak RSS MB and
-    the load average before -> after of ``argv`` under /usr/bin/time -v."""
+def _timed(argv: list[str]) -> tuple[float, float, float, str, subprocess.CompletedProcess]:
+    """Wall s, CPU s (user + system of the process and its children), peak RSS MB,
+    the load average before -> after of ``argv`` under /usr/bin/time -v, and its output."""
     if os.path.exists(TIME):
         argv = [TIME, "-v", *argv]
     load_before = load_average()
@@ -113,13 +102,13 @@ def _timed(argv: list[str]) -> tuple[float, float, float, str]:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t
     if proc.returncode != 0:
-        raise RuntimeError(f"{argv} failed:\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"{argv} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
     cpu = sum(
         float(v) for v in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr)
     )
     rss = int(m.group(1)) / 1024 if m else float("nan")
-    return wall, cpu, rss, f"{load_before} -> {load_average()}"
+    return wall, cpu, rss, f"{load_before} -> {load_average()}", proc
 
 
 def run_baseline(src: str) -> dict:
@@ -131,7 +120,7 @@ def run_baseline(src: str) -> dict:
         os.remove(out)
     argv = [sys.executable, "-m", "dstore.cli", "convert", src, out]
     try:
-        wall, cpu, rss, load = _timed(argv)
+        wall, cpu, rss, load, _ = _timed(argv)
     finally:
         if os.path.exists(out):
             os.remove(out)
