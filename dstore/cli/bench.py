@@ -148,7 +148,7 @@ def add_bench(sub: Any) -> None:
         "--resume",
         action="store_true",
         help="continue the --report FILE.json of an interrupted run: measure only the cells "
-        "it lacks (refused for another input or other settings)",
+        "it lacks (refused for another input or other settings) (default: measure every cell)",
     )
     p.add_argument(
         "--plot",
