@@ -19,6 +19,7 @@ from typing import Any
 
 from ..engine.dtypes import parse_policy
 from ..errors import DstoreError, UsageError
+from ..images.options import NAMED_PNG_LEVELS
 
 __all__ = [
     "DTYPE_VOCABULARY",
@@ -40,8 +41,8 @@ _ROUND = re.compile(r"round:(\d+)$")
 _QUANT = re.compile(r"u?int8(:channel)?$")
 
 
-#: ``png:LEVEL`` values: fpng in two passes or one, or a zlib level.
-PNG_LEVELS = ("fast", "fastest", *map(str, range(10)))
+#: ``png:LEVEL`` values: the formats' ``png_level`` names, or a zlib level.
+PNG_LEVELS = (*NAMED_PNG_LEVELS, *map(str, range(10)))
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,8 @@ def parse_images(values: Sequence[str]) -> list[ImageEncoding]:
         if name == "png":
             if sep and q not in PNG_LEVELS:
                 raise UsageError(
-                    f"--images: {raw!r}: png takes a level, not a quality: png:fast, "
-                    "png:fastest or png:0..9"
+                    f"--images: {raw!r}: png takes a level, not a quality: "
+                    f"png:{', png:'.join(NAMED_PNG_LEVELS)} or png:0..9"
                 )
             enc = ImageEncoding("png", level=q if sep else None)
         else:

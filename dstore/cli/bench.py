@@ -43,7 +43,7 @@ def add_bench(sub: Any) -> None:
         "--images",
         default="auto",
         help="comma-separated image choices for image fields: png (each format's lossless "
-        "default: PNG, or raw pixels + its compressor), png:LEVEL (fast, fastest, 0..9), "
+        "default: PNG, or raw pixels + its compressor), png:LEVEL (fastest, fast, balanced, small, 0..9), "
         "jpeg:Q, webp:Q, jxl:Q with quality Q 1..100, each where the format has it; auto: "
         "png,jpeg:90 when the data has image fields (default: %(default)s)",
     )
