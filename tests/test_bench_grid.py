@@ -125,6 +125,23 @@ def test_image_options_follow_what_each_codec_declares():
     assert image_options(get_codec_class("npz"), "npz", parse_images(["png"])[0]) == {}
 
 
+def test_png_levels_are_every_level_the_formats_take(tiles_npz, tmp_path):
+    """``--images png:LEVEL`` takes each ``png_level`` a format takes (balanced and small
+    were refused while bench kept a list of its own), and the cell writes at that level."""
+    from dstore.images.options import NAMED_PNG_LEVELS
+
+    for level in (*NAMED_PNG_LEVELS, "0", "9"):
+        (enc,) = parse_images([f"png:{level}"])
+        assert image_options(get_codec_class("tfrecord"), "tfrecord", enc) == {"png_level": level}
+    with pytest.raises(UsageError, match="png:balanced"):
+        parse_images(["png:90"])
+    report = dstore.bench(
+        tiles_npz, formats=["tfrecord"], images=["png:small"], dtypes=["keep"], probe=False
+    )
+    (cell,) = report.cells
+    assert cell.error is None and cell.exact and cell.stored == "PNG small", cell
+
+
 # ---------------------------------------------------------------- the grid on tiles
 
 
