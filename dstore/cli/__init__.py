@@ -22,7 +22,15 @@ from typing import Any
 
 from ..errors import DstoreError, Terminated
 from .descriptions import describe_commands
+from .flags import _add_drop, _add_follow_links, _drop_options
 from .version import VersionAction
+from .versions import (
+    add_commands,
+    add_convert_flags,
+    add_version_flag,
+    convert_keywords,
+    version_keywords,
+)
 from .words import cli_words
 
 # The library (numpy and up) is imported by the commands that use it, not here: `dstore
@@ -87,32 +95,6 @@ def _bars(*specs: tuple[str, str]) -> Iterator[list[_ProgressBar | None]]:
                 bar.close()
 
 
-def _drop_options(args: argparse.Namespace) -> dict[str, str]:
-    """``--drop KEY``: the reading codec leaves those keys out (npz's ``drop`` option)."""
-    return {"drop": ",".join(args.drop)} if getattr(args, "drop", None) else {}
-
-
-def _add_drop(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--drop",
-        action="append",
-        metavar="KEY",
-        help="leave key KEY of the input out, repeatable: a member whose record count does not "
-        "line up with the others (pyspacer's npz 'meta'), a 0-d member; other formats: a "
-        "field name, or SPLIT/FIELD (default: keep all)",
-    )
-
-
-def _add_follow_links(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--follow-links",
-        action="store_true",
-        help="read what links lead to outside the input: HDF5 external links and virtual "
-        "datasets, files or folders symlinked out of a zarr store or TFRecord folder, folder "
-        "links in a glob or folder of sources (default: refuse them, naming the link)",
-    )
-
-
 def _cmd_convert(args: argparse.Namespace) -> int:
     if args.per_source and args.layout:
         from ..errors import UsageError
@@ -158,6 +140,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             keep_encoded=args.keep_encoded,
             follow_links=args.follow_links,
             scan_progress=scan,
+            **convert_keywords(args),
         )
     _print_lines(report.summary().splitlines())
     return 0
@@ -180,6 +163,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         format=args.from_format,
         follow_links=args.follow_links,
         **_drop_options(args),
+        **version_keywords(args),
     )
     _print_lines(report.lines())
     return 0
@@ -208,6 +192,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                 follow_links=args.follow_links,
                 progress=bar,
                 scan_progress=scan,
+                **version_keywords(args),
             )
         else:
             report = api.check(
@@ -216,6 +201,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                 follow_links=args.follow_links,
                 progress=bar,
                 scan_progress=scan,
+                **version_keywords(args),
             )
     _print_lines(report.lines())
     return 0 if report.ok else EXIT_MISMATCH
@@ -530,6 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(listed by 'dstore formats'; default: none, the fields as they are)",
     )
     _fill_help(p._actions[-1], layouts=_layout_names)
+    add_convert_flags(p)
     p.set_defaults(func=_cmd_convert)
     _with_lazy_epilog(
         p, lambda: "-o options of each format (KEY=DEFAULT  meaning):\n" + _formats_text()
@@ -543,6 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     _from_argument(
         p, "input format: %(formats)s (default: from PATH's extension or contents)", "--format"
     )
+    add_version_flag(p, "PATH")
     p.set_defaults(func=_cmd_info)
 
     p = sub.add_parser(
@@ -584,6 +572,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="input format of B (default: --from, else from B's path)",
     )
     _add_follow_links(p)
+    add_version_flag(p, "B (A when alone)")
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser(
@@ -716,6 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_formats)
 
+    add_commands(sub, _from_argument)
     p = sub.add_parser("demo", help="build sample data from real photos and convert it")
     p.add_argument(
         "dir",

@@ -40,7 +40,7 @@ import numpy as np
 
 from .. import fs
 from ..abc import RANGE_BYTES, Reader, even_ranges
-from ..errors import CodecIOError
+from ..errors import CodecIOError, VersionError
 from ..model import column_len, concat_columns
 from ..model.checksums import CHECKSUM_ATTR
 from ..model.schema import (
@@ -55,8 +55,10 @@ from ..model.schema import (
 )
 from ..parallel import default_workers
 from .cache import ShardCache
+from .groups import group_ranges, group_slices
 from .index import INDEX_SUFFIX, read_index
 from .manifest import MANIFEST, check_shards, load_manifest
+from .versions import latest_version, locate, version_manifest
 
 __all__ = ["ShardFile", "ShardedDirectoryReader", "check_complete", "group_ranges", "group_slices"]
 
@@ -161,8 +163,11 @@ class ShardedDirectoryReader(Reader):
         self._offsets: dict[str, np.ndarray] = {}
         #: local copies of remote shards (``to_torch(url, cache_dir=...)``), if set
         self.shard_cache: ShardCache | None = None
-        manifest_path = fs.join(path, MANIFEST)
-        if fs.isdir(path) and fs.exists(manifest_path):
+        #: the version of the dataset read (:mod:`dstore.sharding.versions`): the latest
+        #: when opened, another with :meth:`select_version`; 1 without a manifest
+        self.version = 1
+        if fs.isdir(path) and fs.exists(fs.join(path, MANIFEST)):
+            self.version, manifest_path = latest_version(path)
             self._open_manifest(manifest_path)
         elif not self._open_listed_shard(path):
             files = self.find_files(path)
@@ -274,18 +279,38 @@ class ShardedDirectoryReader(Reader):
 
     # ------------------------------------------------------------ opening
 
+    def select_version(self, number: int | None) -> None:
+        """Read version ``number`` of the dataset (None: the latest, as it is now)."""
+        if self.manifest is None or self.root != self.path:
+            if number not in (None, 1):
+                raise VersionError(
+                    f"{self.path}: not a dataset folder dstore versions; only version 1"
+                )
+            return
+        self.version, manifest_path = version_manifest(self.path, number)
+        self._offsets = {}
+        self._open_manifest(manifest_path)
+
     def _open_manifest(self, manifest_path: str) -> None:
         m = load_manifest(manifest_path)
+        present = set(fs.listdir(self.root))
+        #: where each file the manifest lists lies (the root, or a versions folder)
+        self.located: dict[str, str] = {}
+
+        def where(rel: str) -> str:
+            found = self.located[rel] = locate(self.root, rel, m, present)
+            return found
+
         try:
             self.schema = Schema.from_json(m["schema"])
             comp = m.get("compression")
             self.shards = {
                 split: [
                     ShardFile(
-                        fs.join(self.root, s["file"]),
+                        where(s["file"]),
                         int(s["records"]),
                         comp,
-                        fs.join(self.root, s["index"]["file"]) if "index" in s else None,
+                        where(s["index"]["file"]) if "index" in s else None,
                         s.get("bytes"),
                         s.get("sha256"),
                     )
@@ -468,7 +493,7 @@ class ShardedDirectoryReader(Reader):
             return [
                 (True, f"no dstore manifest: {self.codec_name} records decoded and checked only")
             ]
-        return check_shards(self.root, self.manifest)
+        return check_shards(self.root, self.manifest, self.located)
 
     def check_count(self, shard: ShardFile, count: int, what: str = "records") -> None:
         """Refuse a shard holding another number of records than its listing says."""
@@ -520,39 +545,6 @@ def _rebatch(
                 pending, have = [], 0
     if pending:
         yield _join(spec, names, pending)
-
-
-def group_ranges(
-    shards_groups: Iterable[Iterable[tuple[int, int]]], target_bytes: int
-) -> list[tuple[int, int]]:
-    """Record ranges of a split whose shards are read a group at a time (Parquet row
-    groups): whole groups, ``(records, bytes)`` each, gathered to about ``target_bytes``."""
-    ranges: list[tuple[int, int]] = []
-    first = 0
-    for groups in shards_groups:
-        start, size = first, 0
-        for records, nbytes in groups:
-            first += records
-            size += nbytes
-            if size >= target_bytes:
-                ranges.append((start, first))
-                start, size = first, 0
-        if first > start:
-            ranges.append((start, first))
-    return ranges
-
-
-def group_slices(
-    group_records: Sequence[int], lo: int, hi: int, rows: int
-) -> Iterator[tuple[int, int, int, int]]:
-    """``(group, its first record, start, stop)`` for records ``lo:hi`` of a shard whose
-    groups hold ``group_records``, at most ``rows`` at a time, touching only the groups
-    that hold them (records counted from the shard's start)."""
-    first = 0
-    for g, n in enumerate(group_records):
-        for s in range(max(lo, first), min(hi, first + n), rows):
-            yield g, first, s, min(hi, first + n, s + rows)
-        first += n
 
 
 def _with_sidecar(shard: ShardFile) -> ShardFile:
