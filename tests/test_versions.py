@@ -143,7 +143,7 @@ def _root_shards(dst: str, split: str = "train") -> list[str]:
     found = glob.glob(os.path.join(dst, f"{split}-*")) + glob.glob(
         os.path.join(dst, f"*-{split}.*")
     )
-    return sorted(f for f in found if not f.endswith(".idx"))  # indexes: issue 34 moves them
+    return sorted(found)
 
 
 @pytest.mark.parametrize("fmt", SHARDED)
@@ -200,10 +200,7 @@ def test_a_glob_of_the_root_reads_exactly_the_latest_version(tmp_path, tiles):
             dst = _grown(where, fmt, x[:24], parts=4)
             if compacted:
                 dstore.compact(dst)
-            # record indexes (.idx) move out of the root with issue 34's hidden folder
-            files = sorted(
-                f for f in glob.glob(os.path.join(dst, "train-*")) if not f.endswith(".idx")
-            )
+            files = sorted(glob.glob(os.path.join(dst, "train-*")))
             if fmt == "tfrecord":
                 n = sum(1 for _ in tf.data.TFRecordDataset(files))
             elif fmt == "parquet":

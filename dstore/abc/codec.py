@@ -171,6 +171,13 @@ class Codec(ABC):
         return f"{type(self).__name__}({self.get_config()})"
 
     @classmethod
+    def random_access_copy(cls, path: str, folder: str) -> str | None:
+        """A copy of the dataset at ``path`` that reads single records at random, written
+        in ``folder`` (the caller's: it removes it), for a file of this format that only
+        streams; None when the format has none (:attr:`random_access_when` says what does)."""
+        return None
+
+    @classmethod
     def owns(cls, path: str) -> bool:
         """True when ``path`` (which exists) is recognisably a dataset of this
         format, so that ``overwrite=True`` may replace it. Decided from the
@@ -187,9 +194,10 @@ class Codec(ABC):
         return []
 
     @classmethod
-    def frame_files(cls, path: str) -> list[str]:
+    def frame_files(cls, path: str, follow_links: bool = False) -> list[str]:
         """The files of this format at ``path`` (a file, a folder, a glob) that
-        :meth:`frame_lengths` indexes; formats without framed records refuse."""
+        :meth:`frame_lengths` indexes, none linked in from outside the folder unless
+        ``follow_links``; formats without framed records refuse."""
         raise CodecIOError(f"{path}: {cls.name} files have no record index to write")
 
     @classmethod

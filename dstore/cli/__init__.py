@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import DstoreError, Terminated
 from .descriptions import describe_commands
 from .flags import _add_drop, _add_follow_links, _drop_options
+from .index import index_command
 from .version import VersionAction
 from .versions import (
     add_commands,
@@ -166,13 +167,6 @@ def _cmd_info(args: argparse.Namespace) -> int:
         **version_keywords(args),
     )
     _print_lines(report.lines())
-    return 0
-
-
-def _cmd_index(args: argparse.Namespace) -> int:
-    from .. import api
-
-    print(api.index(args.paths, out=args.out, format=args.from_format).summary())
     return 0
 
 
@@ -533,20 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_version_flag(p, "PATH")
     p.set_defaults(func=_cmd_info)
 
-    p = sub.add_parser(
-        "index",
-        help="write <file>.idx record indexes (DALI's format) for TFRecord files dstore did not "
-        "write, so any record is one seek away",
-    )
-    p.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder of shards, a glob")
-    p.add_argument(
-        "--out", metavar="DIR", help="write the indexes into DIR (default: beside each file)"
-    )
-    _from_argument(
-        p, "input format, one with record indexes: %(formats)s (default: from PATH's extension)"
-    )
-    _fill_help(p._actions[-1], formats=lambda: _codecs_where("frame_indexes"))
-    p.set_defaults(func=_cmd_index)
+    index_command(sub, _add_follow_links, _from_argument, _fill_help, _codecs_where)
 
     p = sub.add_parser(
         "verify",
@@ -787,7 +768,7 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt as e:
-        print(str(e) or "interrupted: no output was left behind", file=sys.stderr)
+        print(cli_words(str(e)) or "interrupted: no output was left behind", file=sys.stderr)
         return EXIT_TERMINATED if _sigterm.received else EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # the reader of our output went away: main() ends quietly

@@ -28,6 +28,7 @@ def _add_follow_links(p: argparse.ArgumentParser) -> None:
         "--follow-links",
         action="store_true",
         help="read what links lead to outside the input: HDF5 external links and virtual "
-        "datasets, files or folders symlinked out of a zarr store or TFRecord folder, folder "
-        "links in a glob or folder of sources (default: refuse them, naming the link)",
+        "datasets, files or folders symlinked out of a zarr store or a folder of shards, "
+        "files linked out of a glob's or folder's own folder, folder links in a glob or folder "
+        "of sources (default: refuse them, naming the link)",
     )

@@ -9,21 +9,30 @@ relative to its folder and never lead outside it.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Mapping
-from typing import Any
+import re
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .. import fs
 from .._dist import __version__
+from ..bounded_json import load_json_file
 from ..errors import CodecIOError
 from ..fs import is_regular_file
 from ..model import names
+
+if TYPE_CHECKING:
+    from ..model.schema import FieldSpec, Schema
 
 __all__ = [
     "ENTRY_KEYS",
     "MANIFEST",
     "VERSIONS",
+    "check_compression",
+    "check_encodings",
+    "check_entries",
+    "check_listed_file",
+    "check_shard_file",
     "check_shards",
     "foreign_files",
     "is_manifest_of",
@@ -36,47 +45,139 @@ MANIFEST = "dstore.json"
 #: the hidden folder of a dataset's versions (:mod:`dstore.sharding.versions`): dstore's
 #: own, whatever it holds
 VERSIONS = ".dstore-versions"
+#: the layout of the manifest (its keys and their values) this dstore writes and reads
+FORMAT_VERSION = 1
 #: the manifest entry of one shard, in the order it is written
 ENTRY_KEYS = ("file", "records", "bytes", "sha256")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def manifest_base(format_id: str, compression: str | None) -> dict[str, Any]:
     """The keys every manifest starts with: which format, which dstore wrote it."""
     return {
         "format": format_id,
-        "format_version": 1,
+        "format_version": FORMAT_VERSION,
         "dstore_version": __version__,
         "compression": compression,
     }
 
 
 def load_manifest(path: str) -> dict[str, Any]:
-    """The manifest at ``path``, its shard list checked: names inside its folder,
-    positive record counts adding up to each split's count.
+    """The manifest at ``path``, its shard list checked (:func:`check_entries`): names
+    inside its folder, each listed once, positive record counts adding up to each
+    split's count, sizes and sha256 of the right types.
 
     Raises :class:`~dstore.errors.CodecIOError` naming the file for anything else."""
     try:
-        with fs.open_binary(path) as f:
-            m = json.loads(f.read())
+        m = load_json_file(path, "manifest")
+        if not isinstance(m, dict):
+            raise CodecIOError(f"{path}: unreadable manifest: not a JSON object")
         root = path.rsplit("/", 1)[0] if fs.is_url(path) else (os.path.dirname(path) or ".")
-        for split, info in m["splits"].items():
-            total = 0
-            for s in info["shards"]:
-                names.check_relative(root, s["file"])  # never sends a reader outside its folder
-                if "index" in s:
-                    names.check_relative(root, s["index"]["file"])
-                if int(s["records"]) <= 0:  # dstore never writes an empty shard
-                    raise CodecIOError(f"{path}: shard {s['file']} claims {s['records']} records")
-                total += int(s["records"])
-            if total != int(info["count"]):
-                raise CodecIOError(f"{path}: split {split!r}: shard counts do not add up")
+        check_entries(path, root, m)
     except CodecIOError:
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise CodecIOError(f"{path}: unreadable manifest: {e}") from None
-    if not isinstance(m, dict):
-        raise CodecIOError(f"{path}: unreadable manifest: not a JSON object")
     return m
+
+
+def check_compression(
+    manifest: Mapping[str, Any], allowed: Collection[str | None], codec: str, path: str
+) -> str | None:
+    """The manifest's ``compression``, one of those ``allowed`` (whole-shard streams a
+    format reads), else one line naming the manifest; its ``format_version`` must be
+    the one this dstore writes (older manifests may lack it)."""
+    version = manifest.get("format_version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise CodecIOError(
+            f"{path}: format_version {version!r}; this dstore reads {FORMAT_VERSION} (a newer "
+            "dstore wrote it, or it is damaged)"
+        )
+    comp = manifest.get("compression")
+    if comp not in allowed:
+        shown = ", ".join(str(c).lower() for c in allowed)
+        raise CodecIOError(f"{path}: compression {comp!r} is not one {codec} reads ({shown})")
+    return comp
+
+
+def check_encodings(
+    schema: Schema,
+    table: Mapping[str, Mapping[str, Any]],
+    written: Callable[[FieldSpec], Collection[str] | None],
+    codec: str,
+    where: str,
+) -> None:
+    """Refuse a manifest storing a field in an encoding its format never writes for the
+    field's kind (``written(spec)``: an int column called an image), which read on would
+    be decoded as what it is not. ``table``: split -> field -> entry with ``encoding``."""
+    for split, fields in table.items():
+        for name, enc in fields.items():
+            spec = schema.splits[split].fields[name]
+            allowed = written(spec)
+            if allowed is not None and enc.encoding not in allowed:
+                raise CodecIOError(
+                    f"{where}: split {split!r}, field {name!r}: encoding {enc.encoding!r} does "
+                    f"not hold {spec.kind.describe()} ({codec} stores it as "
+                    f"{' or '.join(sorted(allowed))}; corrupt manifest)"
+                )
+
+
+def check_entries(path: str, root: str, m: Mapping[str, Any]) -> None:
+    """Refuse a manifest (at ``path``, its names relative to ``root``) that lists a file
+    twice (as shard or index, under names equal but for case too: one file on macOS
+    and Windows), names the manifest itself, or whose entries do not add up."""
+    seen: dict[str, str] = {MANIFEST.casefold(): f"the manifest {MANIFEST}"}
+    for split, info in m["splits"].items():
+        total = 0
+        for s in info["shards"]:
+            entries = [("shard", s), *([("index", s["index"])] if "index" in s else [])]
+            for role, entry in entries:
+                _check_entry(path, root, entry, role)
+                key = str(entry["file"]).casefold()
+                if key in seen:
+                    raise CodecIOError(
+                        f"{path}: {role} {entry['file']} is listed twice (also as {seen[key]}); "
+                        "each file is read once"
+                    )
+                seen[key] = f"{role} {entry['file']} of split {split!r}"
+            records = s["records"]
+            if isinstance(records, bool) or not isinstance(records, int) or records <= 0:
+                # dstore never writes an empty shard
+                raise CodecIOError(f"{path}: shard {s['file']} claims {records!r} records")
+            total += records
+        if total != int(info["count"]):
+            raise CodecIOError(f"{path}: split {split!r}: shard counts do not add up")
+
+
+def _check_entry(path: str, root: str, entry: Mapping[str, Any], role: str) -> None:
+    """One shard's or index's entry: a name inside the folder, a size and a sha256."""
+    name = entry["file"]
+    if not isinstance(name, str):
+        raise CodecIOError(f"{path}: a {role} entry's file is {name!r}, not a name")
+    names.check_relative(root, name)  # never sends a reader outside its folder
+    size, sha = entry["bytes"], entry["sha256"]
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise CodecIOError(f"{path}: {role} {name}: bytes is {size!r}, not a size")
+    if not isinstance(sha, str) or not _SHA256.fullmatch(sha):
+        raise CodecIOError(f"{path}: {role} {name}: sha256 is {sha!r}, not a sha256 digest")
+
+
+def check_shard_file(path: str, entry: Mapping[str, Any]) -> None:
+    """Refuse the file at ``path`` unless its size and sha256 are ``entry``'s (a manifest
+    entry: ``bytes``, ``sha256``): a shard read whole, a downloaded copy (the shard
+    cache calls this on each file it fetches)."""
+    try:
+        size, sha = fs.sha256_file(path)
+    except FileNotFoundError:
+        raise CodecIOError(f"{path}: missing (the manifest lists it)") from None
+    except OSError as e:
+        raise CodecIOError(f"{path}: cannot read: {e.strerror or e}") from None
+    if size != entry["bytes"] or sha != entry["sha256"]:
+        raise CodecIOError(
+            f"{path}: {size} bytes with sha256 {sha[:16]}..., the manifest lists "
+            f"{entry['bytes']} bytes with sha256 {str(entry['sha256'])[:16]}... (not this "
+            "dataset's shard, or damaged)"
+        )
 
 
 def is_manifest_of(folder: str, format_id: str) -> bool:
@@ -85,9 +186,8 @@ def is_manifest_of(folder: str, format_id: str) -> bool:
     if not is_regular_file(manifest):
         return False
     try:
-        with fs.open_binary(manifest) as f:
-            m = json.loads(f.read())
-    except (OSError, ValueError):
+        m = load_json_file(manifest, "manifest")
+    except OSError:  # CodecIOError too: too large, too deep, not JSON
         return False
     return isinstance(m, dict) and m.get("format") == format_id
 
@@ -144,14 +244,16 @@ def check_shards(
     for split, info in manifest["splits"].items():
         for shard in info["shards"]:
             files = [shard, *([shard["index"]] if "index" in shard else [])]
-            results.extend(_check_file(root, f, split, located or {}) for f in files)
+            results.extend(check_listed_file(root, f, split, located or {}) for f in files)
     return results
 
 
-def _check_file(
-    root: str, entry: Mapping[str, Any], split: str, located: Mapping[str, str]
+def check_listed_file(
+    root: str, entry: Mapping[str, Any], split: str, located: Mapping[str, str] | None = None
 ) -> tuple[bool, str]:
-    path = located.get(entry["file"]) or fs.join(root, entry["file"])
+    """One file a manifest entry lists (under ``root``, or where ``located`` says it
+    lies), checked: ``(ok, what was found)``."""
+    path = (located or {}).get(entry["file"]) or fs.join(root, entry["file"])
     if not fs.exists(path):
         return False, f"{entry['file']}: missing"
     size, sha = fs.sha256_file(path)
