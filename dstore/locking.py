@@ -25,9 +25,18 @@ import time
 from collections.abc import Callable, Iterator
 
 from . import fs
-from .errors import AppendConflictError
+from .errors import AppendConflictError, AppendError
 
-__all__ = ["append_lock", "version_claim"]
+__all__ = ["append_lock", "no_exclusive_create", "version_claim"]
+
+
+def no_exclusive_create(root: str) -> str:
+    """The line that refuses to append where no create-if-absent write exists."""
+    return (
+        f"{root}: this store offers no create-if-absent write, so a concurrent append could "
+        "be lost; appends there are refused (append to a local copy, or to s3://)"
+    )
+
 
 _log = logging.getLogger("dstore")
 
@@ -90,10 +99,7 @@ def version_claim(dst: str, number: int, current: Callable[[], int]) -> Iterator
     still be ``number - 1``; else :class:`AppendConflictError`. Released at the end."""
     claim = f"{dst.rstrip('/')}.dstore-claim-{number:08d}"
     if not fs.offers_exclusive_create(claim):
-        raise AppendConflictError(
-            f"{dst}: this store offers no create-if-absent write, so a concurrent append could "
-            "be lost; appends there are refused (append to a local copy, or to s3://)"
-        )
+        raise AppendError(no_exclusive_create(dst))
     note = {"pid": os.getpid(), "host": socket.gethostname(), "time": time.time()}
     try:
         fs.create_exclusive(claim, json.dumps(note).encode())

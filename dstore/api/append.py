@@ -110,8 +110,19 @@ def _source(src: str, job: ConvertJob, codec: Codec, layout: str | None) -> Iter
         yield decoded_for(reader, codec.keeps_encoded_images, job.keep_encoded)
 
 
+def _size(dst: str) -> int:
+    """Bytes of the dataset now (an object store listed afresh: another writer's files)."""
+    if fs.is_url(dst):
+        fs.url_fs(dst)[0].invalidate_cache()
+    try:
+        return path_size(dst)
+    except OSError:
+        return 0
+
+
 def _append_once(src: str, dst: str, cls: type[Codec], job: ConvertJob) -> ConvertReport:
     t0 = time.perf_counter()
+    before = _size(dst)
     pending = begin_version(dst) if cls.sharded else None
     version = None if pending is None else pending.base
     options = dict(job.options)
@@ -137,6 +148,7 @@ def _append_once(src: str, dst: str, cls: type[Codec], job: ConvertJob) -> Conve
             remove_tree(pending.folder)
         raise
     report.seconds = time.perf_counter() - t0
+    report.bytes_out = max(0, _size(dst) - before)  # what the append added
     return report
 
 
@@ -208,7 +220,7 @@ def _append_records(
         splits=len(incoming.splits),
         raw_bytes=incoming.nbytes + meter.measured,
         bytes_in=getattr(reader, "bytes_in", None) or size_or_zero(src),
-        bytes_out=path_size(dst),
+        bytes_out=0,
         seconds=0.0,
         cast=stats,
         shards=run,

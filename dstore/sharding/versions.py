@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import fs
-from ..errors import AppendConflictError, CodecIOError, VersionError
+from ..errors import AppendConflictError, AppendError, CodecIOError, VersionError
+from ..locking import no_exclusive_create
 from .manifest import MANIFEST, VERSIONS, load_manifest
 
 __all__ = [
@@ -192,6 +193,8 @@ def begin_version(root: str, adopt: str | None = None) -> PendingVersion:
     read, and an empty pending folder (``adopt``: an interrupted one's, kept to resume).
 
     Locally the caller holds the append lock (:func:`dstore.locking.append_lock`)."""
+    if not fs.offers_exclusive_create(version_file(root, 1)):
+        raise AppendError(no_exclusive_create(root))
     base, path = latest_version(root)
     settle(root)
     manifest = load_manifest(path)
