@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .api.verify import verify
     from .api.versions import LogReport, PruneReport, compact, log, prune
     from .bench import bench
+    from .check import check
     from .engine.dtypes import DtypePolicy, parse_policy
     from .errors import (
         AppendConflictError,
@@ -80,6 +81,7 @@ _LAZY = {
     ),
     **dict.fromkeys(["FieldSpec", "Schema", "SplitSpec"], "model.schema"),
     "bench": "bench",
+    "check": "check",
 }
 
 __all__ = [
@@ -108,6 +110,7 @@ __all__ = [
     "__version__",
     "available_codecs",
     "bench",
+    "check",
     "compact",
     "convert",
     "get_codec",
@@ -140,12 +143,13 @@ def __dir__() -> list[str]:
 
 
 class _Package(types.ModuleType):
-    """``dstore.bench`` is the function, as it always was: the subpackage of the same name
-    is bound here when imported (``from dstore.bench import harness``) and would shadow it."""
+    """``dstore.bench`` and ``dstore.check`` are functions: the subpackages of the same
+    names are bound here when imported (``from dstore.bench import harness``) and would
+    shadow them."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "bench" and isinstance(value, types.ModuleType):
-            value = value.bench
+        if name in ("bench", "check") and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
         super().__setattr__(name, value)
 
 

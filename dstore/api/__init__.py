@@ -23,7 +23,10 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..images.decoding import decode_column_images
+    from ..sources.decoded_images import DecodedImages
     from ..sources.opening import open_reader
+    from ..sources.unify import SOURCES_ATTR
     from .convert import ConvertReport, Progress, convert, write_dataset
     from .index import IndexReport, index
     from .info import InfoReport, dtype_name, info
@@ -36,6 +39,10 @@ if TYPE_CHECKING:
 # imports the conversion engine, the sharding runner or the multi-file reader.
 _LAZY = {
     "open_reader": "..sources",
+    # for dstore.check, which reads through this layer: encoded images as pixels
+    "DecodedImages": "..sources.decoded_images",
+    "decode_column_images": "..images.decoding",
+    "SOURCES_ATTR": "..sources.unify",
     **dict.fromkeys(["ConvertReport", "Progress", "convert", "write_dataset"], ".convert"),
     **dict.fromkeys(["IndexReport", "index"], ".index"),
     **dict.fromkeys(["InfoReport", "dtype_name", "info"], ".info"),
@@ -75,9 +82,11 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 __all__ = [
+    "SOURCES_ATTR",
     "ArrayReader",
     "ConvertReport",
     "Dataset",
+    "DecodedImages",
     "FieldResult",
     "FieldView",
     "IndexReport",
@@ -90,6 +99,7 @@ __all__ = [
     "check",
     "compact",
     "convert",
+    "decode_column_images",
     "dtype_name",
     "index",
     "info",

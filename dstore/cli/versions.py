@@ -1,14 +1,13 @@
-"""Datasets that grow, on the command line: ``convert --append``, ``--version N`` on the
-read commands, and ``log``, ``compact``, ``prune``; each makes one call into the API."""
+"""The flags of datasets that grow: ``convert --append``/``--append-again`` and
+``--version N`` on the commands that read a dataset (``log``, ``compact`` and ``prune``
+are their own modules)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 __all__ = [
-    "add_commands",
     "add_convert_flags",
     "add_version_flag",
     "convert_keywords",
@@ -60,96 +59,3 @@ def add_convert_flags(p: argparse.ArgumentParser) -> None:
 
 def convert_keywords(args: argparse.Namespace) -> dict[str, Any]:
     return {"append": args.append, "append_again": args.append_again, **version_keywords(args)}
-
-
-def _cmd_log(args: argparse.Namespace) -> int:
-    from ..api.versions import log
-
-    report = log(args.path, format=args.from_format)
-    if args.json:
-        print(json.dumps(report.to_json(), indent=1))
-    else:
-        from . import _print_lines
-
-        _print_lines(report.lines())
-    return 0
-
-
-def _cmd_compact(args: argparse.Namespace) -> int:
-    from ..api.versions import compact
-    from . import _bars, _key_values, _print_lines
-
-    with _bars(("compact", "rec")) as (bar,):
-        report = compact(
-            args.path, format=args.from_format, options=_key_values(args.option), progress=bar
-        )
-    _print_lines(report.summary().replace("appended ", "compacted ", 1).splitlines())
-    return 0
-
-
-def _cmd_prune(args: argparse.Namespace) -> int:
-    from ..api.versions import prune
-
-    print(prune(args.path, keep=args.keep, format=args.from_format).summary())
-    return 0
-
-
-def add_commands(sub: Any, from_argument: Any) -> None:
-    """``log``, ``compact`` and ``prune``."""
-    p = sub.add_parser(
-        "log",
-        help="the versions of a dataset: time, operation, records per split, source",
-        description="List the versions of the dataset at PATH, oldest first: the first write is "
-        "version 1, each append and compaction the next; per version its UTC time, what made "
-        "it, the records per split and how many it added, its source, and whether it can still "
-        "be read (kept), was pruned, or was replaced (formats written whole by each append).",
-    )
-    p.add_argument("path", help="the dataset")
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print a JSON array of objects (version, time, operation, records, added, source, "
-        "state) (default: a table)",
-    )
-    from_argument(p, "input format: %(formats)s (default: from PATH)")
-    p.set_defaults(func=_cmd_log)
-
-    p = sub.add_parser(
-        "compact",
-        help="rewrite a sharded dataset's shards (many small ones after many appends) into "
-        "shards of the target size, as a new version",
-        description="Rewrite the latest version of the sharded dataset at PATH into shards of "
-        "the target size, as its next version: the same records in the same order. The old "
-        "shards move to .dstore-versions/superseded/, where older versions still read them, "
-        "until 'dstore prune' deletes them.",
-    )
-    p.add_argument("path", help="the dataset folder")
-    p.add_argument(
-        "-o",
-        "--option",
-        action="append",
-        metavar="KEY=VALUE",
-        help="shard_mb=SIZE: the target shard size (default: the dataset's)",
-    )
-    from_argument(p, "input format: %(formats)s (default: from PATH)")
-    p.set_defaults(func=_cmd_compact)
-
-    p = sub.add_parser(
-        "prune",
-        help="delete what only older versions need, keeping the N latest (the others are "
-        "listed as pruned)",
-        description="Keep the N latest versions of the sharded dataset at PATH: delete the "
-        "shards that only older versions list (those a compaction superseded) and files of "
-        "appends killed before their commit. The older versions stay in 'dstore log' as "
-        "pruned; reading one is an error.",
-    )
-    p.add_argument("path", help="the dataset folder")
-    p.add_argument(
-        "--keep",
-        type=int,
-        required=True,
-        metavar="N",
-        help="versions to keep, >= 1 (required: no default)",
-    )
-    from_argument(p, "input format: %(formats)s (default: from PATH)")
-    p.set_defaults(func=_cmd_prune)
