@@ -139,6 +139,18 @@ def test_log_lists_every_version(tmp_path, tiles, capsys):
     ]
 
 
+def test_log_names_each_source_as_the_first_one(tmp_path, tiles, monkeypatch):
+    """A source given relative to the working directory is logged absolute, as version 1's."""
+    x, _ = tiles
+    monkeypatch.chdir(tmp_path)
+    dstore.save({"train": {"x": x[:5], "k": np.arange(5)}}, "day1.npz")
+    dstore.save({"train": {"x": x[5:9], "k": np.arange(5, 9)}}, "day2.npz")
+    assert main(["convert", "day1.npz", "d.tfrecords"]) == 0
+    assert main(["convert", "day2.npz", "d.tfrecords", "--append"]) == 0
+    sources = [v["source"] for v in dstore.log("d.tfrecords").to_json()]
+    assert sources == [str(tmp_path / "day1.npz"), str(tmp_path / "day2.npz")]
+
+
 def _root_shards(dst: str, split: str = "train") -> list[str]:
     found = glob.glob(os.path.join(dst, f"{split}-*")) + glob.glob(
         os.path.join(dst, f"*-{split}.*")

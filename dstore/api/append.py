@@ -194,8 +194,10 @@ def _append_records(
     after = merged_schema(stored.schema, incoming)
     number = version_of(stored) + 1
     added = {s.name: s.count for s in incoming.splits.values()}
+    # recorded as version 1's source is: a local path absolute (a URL, @LIST as given)
+    where = src if fs.is_url(src) or src.startswith("@") else os.path.abspath(src)
     record = new_record(
-        number, "append", after, added, src, fingerprint, stat, codec, policy, layout
+        number, "append", after, added, where, fingerprint, stat, codec, policy, layout
     )
     after.versions = [*history, record]
     meter = RawMeter(reader)
