@@ -47,7 +47,7 @@ from ..abc import Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError
 from ..fs import is_url
 from ..model import names
-from ..model.schema import Batch, Schema, slice_batch
+from ..model.schema import Batch, Schema, SplitSpec, slice_batch
 from ..options import options_json
 from ..parallel import default_workers, ordered_map
 from .hashing import _HashingFile
@@ -93,6 +93,9 @@ def plan_by_size(
     for split in schema.splits.values():
         if split.count == 0:
             continue
+        if _fits_one_shard(split, target_bytes):  # an append's few records: none encoded twice
+            plan.append(Shard(split.name, 0, 0, split.count, shard_name(split.name, 0, 1, suffix)))
+            continue
         sizes = encoded_sizes(split.name, sample(split.name, min(split.count, sample_records)))
         per_shard = max(1, int(target_bytes // max(1.0, sum(sizes) / len(sizes))))
         total = -(-split.count // per_shard)
@@ -101,6 +104,14 @@ def plan_by_size(
             stop = min(split.count, start + per_shard)
             plan.append(Shard(split.name, i, start, stop, shard_name(split.name, i, total, suffix)))
     return plan
+
+
+def _fits_one_shard(split: SplitSpec, target_bytes: float) -> bool:
+    """Whether ``split`` is one shard whatever its encoding: its decoded size known, and
+    twice that plus 1 KiB a record (no encoder grows data more) within the target."""
+    if split.varying:
+        return False
+    return split.count > 0 and 2 * split.nbytes + 1024 * split.count <= target_bytes
 
 
 #: records per task handed to an encoding thread

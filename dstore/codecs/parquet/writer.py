@@ -150,11 +150,17 @@ class ParquetShardWriter(ShardedDirectoryWriter):
             return self.encode_chunk(shard.split, chunk, png)
 
         encoded = encode_chunks(batches, encode, opts.workers, "dstore-parquet", ahead=2)
-        for group in cut_groups(encoded, opts.row_group_rows, opts.row_group_mb * 1024 * 1024):
-            rows = sum(n for *_, n in group)
-            parts = ({k: v.slice(i, n) for k, v in a.items()} for a, i, n in group)
-            writer.write_table(arrow_table(schema, parts), row_group_size=rows)
-            yield rows
+        try:
+            for group in cut_groups(encoded, opts.row_group_rows, opts.row_group_mb * 1024**2):
+                rows = sum(n for *_, n in group)
+                parts = ({k: v.slice(i, n) for k, v in a.items()} for a, i, n in group)
+                writer.write_table(arrow_table(schema, parts), row_group_size=rows)
+                yield rows
+        except BaseException:
+            # the shard is discarded: its writer closed now, not by pyarrow's __del__ once
+            # ``out`` is closed (an "Exception ignored" write to a closed file)
+            writer.is_open = False
+            raise
         writer.close()
 
     def manifest_head(self) -> dict[str, Any]:
