@@ -189,3 +189,18 @@ def test_appending_to_nothing_is_refused(tmp_path, label_maker_npz):
     with pytest.raises(AppendError, match="no such dataset"):
         dstore.convert(label_maker_npz, str(tmp_path / "none.tfrecords"), append=True)
     assert sorted(os.listdir(tmp_path)) == ["data.npz"]
+
+
+def test_an_append_reports_the_bytes_it_added(tmp_path, tiles):
+    """A folder of shards: the new shards and their indexes, not the manifests rewritten."""
+    x, _ = tiles
+    dst = str(tmp_path / "d.tfrecords")
+    a, b = str(tmp_path / "a.npz"), str(tmp_path / "b.npz")
+    _write(a, "npz", {"train": {"x": x[:10]}})
+    _write(b, "npz", {"train": {"x": x[10:20]}})
+    dstore.convert(a, dst)
+    before = set(file_digests(dst))
+    report = dstore.convert(b, dst, append=True)
+    new = [n for n in file_digests(dst) if n not in before and not n.startswith(".dstore-versions")]
+    assert new and all(n.endswith((".tfrecord", ".idx")) for n in new), new
+    assert report.bytes_out == sum(os.path.getsize(os.path.join(dst, n)) for n in new)

@@ -122,8 +122,9 @@ def _size(dst: str) -> int:
 
 def _append_once(src: str, dst: str, cls: type[Codec], job: ConvertJob) -> ConvertReport:
     t0 = time.perf_counter()
-    before = _size(dst)
     pending = begin_version(dst) if cls.sharded else None
+    # a folder of shards: the new shards' bytes from the run (no walk of every file)
+    before = 0 if pending is not None else _size(dst)
     version = None if pending is None else pending.base
     options = dict(job.options)
     if job.layout is not None:
@@ -148,7 +149,10 @@ def _append_once(src: str, dst: str, cls: type[Codec], job: ConvertJob) -> Conve
             remove_tree(pending.folder)
         raise
     report.seconds = time.perf_counter() - t0
-    report.bytes_out = max(0, _size(dst) - before)  # what the append added
+    if report.shards is not None:
+        report.bytes_out = report.shards.bytes
+    else:  # what the append added (a file written whole: its new size less the old)
+        report.bytes_out = max(0, _size(dst) - before)
     return report
 
 

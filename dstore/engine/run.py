@@ -54,6 +54,8 @@ class ShardRun:
     note: str = ""
     #: ``resume`` found the destination already complete and wrote nothing
     complete: bool = False
+    #: bytes of the shards (and their indexes) the run's plan lists
+    bytes: int = 0
 
 
 # --------------------------------------------------------------------- journal
@@ -148,7 +150,8 @@ def write_sharded(
             target,
             lambda: on_commit and on_commit(root, stats),
         )
-    return ShardRun(len(plan), len(pending), len(kept), stats, note)
+    listed = sum(e.get("bytes", 0) + e.get("index", {}).get("bytes", 0) for e in entries)
+    return ShardRun(len(plan), len(pending), len(kept), stats, note, bytes=listed)
 
 
 def _commit(

@@ -221,7 +221,9 @@ def commit_version(pending: PendingVersion, manifest: Mapping[str, Any]) -> None
         with contextlib.suppress(FileExistsError):
             fs.create_exclusive(version_file(root, 1), first)
     body = {**manifest, METADATA_KEY: {**manifest.get(METADATA_KEY, {}), "pending": pending.token}}
-    data = (json.dumps(body, indent=1) + "\n").encode()
+    # compact: the history and shard list grow with every version (the C encoder, ~20x
+    # faster than an indented dump on a dataset of a thousand versions)
+    data = (json.dumps(body, separators=(",", ":")) + "\n").encode()
     try:
         fs.create_exclusive(version_file(root, pending.number), data)
     except FileExistsError:
