@@ -13,7 +13,7 @@
 2. compact: ``--appends`` appends of 10 records each (32x32 tiles with a key) to a
    TFRecord dataset, then ``dstore.compact``; compared with one conversion of all the
    records: the same records in the same order (element by element), and
-   ``dstore.to_torch`` records/s of each, interleaved, best of 3, as a ratio.
+   ``dstore.to_torch`` records/s of each, interleaved, best of 5, as a ratio.
 3. kills: ``--kills`` SIGKILLs spread over the five formats, each at a random moment
    of an append in a child process (uniform over the time one uninterrupted append of
    the same size took, counted from when the child has imported dstore); after each kill the dataset must read
@@ -164,7 +164,7 @@ def part_compact(tmp: str, appends: int) -> str:
         ) and len(a["train"]) == len(b["train"])
     shards_after = sum(1 for n in os.listdir(grown) if n.endswith(".tfrecord"))
     rates: dict[str, list[float]] = {"compacted": [], "one conversion": []}
-    for r in range(3):  # interleaved, the order swapped each round
+    for r in range(5):  # interleaved, the order swapped each round
         order = [("compacted", grown), ("one conversion", whole)]
         for name, path in order if r % 2 == 0 else order[::-1]:
             rates[name].append(_torch_rate(path))
@@ -181,8 +181,8 @@ def part_compact(tmp: str, appends: int) -> str:
         {"what": "versions in dstore log", "value": len(log)},
         {"what": "manifest bytes after", "value": manifest},
         {"what": "same records, same order as one conversion", "value": str(same)},
-        {"what": "to_torch rec/s compacted (best of 3)", "value": best["compacted"]},
-        {"what": "to_torch rec/s one conversion (best of 3)", "value": best["one conversion"]},
+        {"what": "to_torch rec/s compacted (best of 5)", "value": best["compacted"]},
+        {"what": "to_torch rec/s one conversion (best of 5)", "value": best["one conversion"]},
         {
             "what": "to_torch compacted / one conversion",
             "value": f"{best['compacted'] / best['one conversion']:.3f}",

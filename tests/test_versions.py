@@ -225,3 +225,43 @@ def test_a_glob_of_the_root_reads_exactly_the_latest_version(tmp_path, tiles):
                 n = len(keys)
             assert n == 24, (fmt, compacted, files)
             assert not glob.glob(os.path.join(dst, "*.tfrecord*")) or fmt == "tfrecord"
+
+
+def test_the_coralnet_example_of_the_docs_runs_and_prints_what_they_say(tmp_path):
+    """docs/versions.md's example, run as written: its blocks succeed, and the log and the
+    refusal it quotes are what dstore prints (times and folders aside)."""
+    import pathlib
+    import re
+    import subprocess
+    import sys
+
+    page = (pathlib.Path(__file__).parents[1] / "docs" / "versions.md").read_text()
+    # the dstore command of this interpreter first on PATH
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    for lang, code in re.findall(r"^```(python|bash)\n(.*?)^```$", page, re.S | re.M):
+        argv = [sys.executable, "-c", code] if lang == "python" else ["bash", "-e", "-c", code]
+        subprocess.run(
+            argv,
+            cwd=tmp_path,
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PATH": path},
+        )
+
+    def quoted(command: str) -> str:
+        return re.search(rf"```console\n\$ {command}\n(.*?)```", page, re.S).group(1)
+
+    def run(command: str) -> str:
+        argv = [sys.executable, "-m", "dstore.cli", *command.split()[1:]]
+        out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=False)
+        return out.stdout + out.stderr
+
+    def plain(text: str) -> str:  # times and the folder of the sources are the run's own
+        text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "TIME", text)
+        return text.replace(str(tmp_path), "/data")
+
+    log = "dstore log features.parquet"
+    assert plain(run(log)) == plain(quoted(log))
+    again = "dstore convert day2.npz features.parquet --append"
+    assert plain(run(again)) == plain(quoted(again))
