@@ -52,8 +52,8 @@ from ...sharding import (
     plan_by_size,
     shard_name,
 )
+from ..example.encoder import ExampleEncoder
 from ..example.fields import (
-    ExampleEncoder,
     FieldEncoding,
     check_manifest_fields,
     choose_encoding,
