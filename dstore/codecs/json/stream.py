@@ -54,7 +54,7 @@ def _line_starts(path: str, size: int) -> np.ndarray:
 
 def _read_schema(path: str, size: int, lines: bool) -> Schema | None:
     """dstore's schema from the file's last line (JSON Lines) or last member (JSON)."""
-    from . import SCHEMA_MEMBER
+    from .values import SCHEMA_MEMBER
 
     with fs.open_binary(path) as f:
         f.seek(max(0, size - _TAIL))
@@ -94,7 +94,7 @@ def _record_lines(
     path: str, starts: np.ndarray, schema: Schema, lines: bool
 ) -> dict[str, np.ndarray] | None:
     """Per split, the line numbers of its records, if the layout is dstore's."""
-    from . import _records_key
+    from .values import _records_key
 
     counts = [sp.count for sp in schema.splits.values()]
     if lines:  # records, then the schema line
@@ -144,7 +144,8 @@ class StreamedJsonReader(Reader):
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
-        from . import _columns, loads
+        from .parse import loads
+        from .values import _columns
 
         first, end = self._spans[spec.name]
         where = f"{self.path}: split {spec.name!r}" if len(self.schema.splits) > 1 else self.path

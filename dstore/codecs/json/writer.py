@@ -22,7 +22,7 @@ from ...errors import CodecIOError, SchemaError
 from ...model import Bytes, Column, Image, Kind, String, VarColumn, slice_column
 from ...model import attrs as attr_codec
 from ...model.schema import Batch, Schema
-from . import SCHEMA_MEMBER, _json_numbers, _records_key
+from .values import SCHEMA_MEMBER, _json_numbers, _records_key
 
 __all__ = ["JsonWriter"]
 
