@@ -19,6 +19,7 @@ from ..fs import is_url
 from ..model.schema import Batch, SplitSpec
 from ..registry import infer_codec
 from ..sharding.cache import parse_cache_limit
+from ..sources import listing
 from ..sources.versions import version_of
 from .state import dataset_identity
 
@@ -54,7 +55,8 @@ class SplitSource:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}; got {on_error!r}")
         self.path = os.fspath(path)
-        self.format = format or infer_codec(self.path)
+        # a folder of one format's shards without a manifest reads as dstore.open reads it
+        self.format = format or listing.folder_format(self.path) or infer_codec(self.path)
         self.on_error = on_error
         #: pickled to the workers with the path: each process opens the source as allowed
         self.follow_links = follow_links

@@ -39,6 +39,22 @@ def is_multi(path: str, format: str | None = None) -> bool:
     return False
 
 
+def folder_format(path: str) -> str | None:
+    """The format of a plain folder (its name claims none, no marker inside) whose files
+    are all one format's shards, for readers that open one dataset by record (``to_torch``,
+    ``to_tf_dataset``); None when it is not such a folder. Links out of the folder are
+    refused as :func:`expand` refuses them."""
+    if "://" in path or not os.path.isdir(path) or _claimed(path) is not None:
+        return None
+    paths, _ = expand(path)
+    names = {_claimed(p) for p in paths}
+    if len(names) != 1 or None in names:
+        return None
+    name = names.pop()
+    assert name is not None
+    return name if get_codec_class(name).reads_folders else None
+
+
 def _claimed(name: str) -> str | None:
     try:
         return infer_codec(name)
