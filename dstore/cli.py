@@ -182,6 +182,23 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_card(args: argparse.Namespace) -> int:
+    from .card import card
+
+    about = {k: getattr(args, k) for k in ("name", "description", "license", "creator", "url")}
+    report = card(
+        args.path,
+        out=args.out,
+        format=args.from_format,
+        source=args.source,
+        bench=args.bench,
+        hf=args.hf,
+        **about,
+    )
+    _print_lines(report.lines())
+    return 0
+
+
 def _cmd_index(args: argparse.Namespace) -> int:
     from . import api
 
@@ -554,6 +571,49 @@ def build_parser() -> argparse.ArgumentParser:
         p, "input format: %(formats)s (default: from PATH's extension or contents)", "--format"
     )
     p.set_defaults(func=_cmd_info)
+
+    p = sub.add_parser(
+        "card",
+        help="write the Croissant 1.1 metadata of a dataset (and a Parquet folder's Hub "
+        "README.md): files with sha256, fields, lossy choices with their measured error",
+    )
+    p.add_argument("path", help="the dataset to describe")
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        help="where to write it (default: PATH/croissant.json in a folder, PATH.croissant.json "
+        "beside a file)",
+    )
+    for key, what in (
+        ("name", "the dataset's name"),
+        ("description", "what the dataset is"),
+        ("license", "its license: an SPDX or Hub identifier (cc-by-4.0, mit) or a URL"),
+        ("creator", "who made it"),
+        ("url", "its web page"),
+    ):
+        p.add_argument(
+            f"--{key}",
+            help=f"{what} (default: kept from an earlier card, else a "
+            "neutral default, reported missing)",
+        )
+    p.add_argument(
+        "--source",
+        metavar="SRC",
+        help="measure each lossy field's error against SRC "
+        "(what it was converted from; as dstore verify SRC PATH)",
+    )
+    p.add_argument(
+        "--bench",
+        metavar="REPORT",
+        help="add the accuracy figures of a 'dstore bench --report REPORT.json' run on the source",
+    )
+    p.add_argument(
+        "--hf",
+        action="store_true",
+        help="also write the Hugging Face Hub's README.md card (a Parquet folder)",
+    )
+    _from_argument(p, "input format: %(formats)s (default: from PATH's extension or contents)")
+    p.set_defaults(func=_cmd_card)
 
     p = sub.add_parser(
         "index",

@@ -66,6 +66,9 @@ class ConvertJob:
     client: Any = None
     #: times Dask retries a failed shard task
     retries: int = 2
+    #: write the dataset's cards into a folder output (croissant.json; the Hub's README.md
+    #: for Parquet) as part of its commit (:mod:`dstore.card`)
+    card: bool = True
     #: the inputs: an output may never replace one, and a resume checks they did not change
     sources: tuple[str, ...] = ()
     #: how a Dask worker reopens the source (None: this process sends the records)

@@ -8,9 +8,10 @@ sharded formats are planned and written shard by shard (:mod:`dstore.sharding.ru
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -128,10 +129,12 @@ def write_dataset(
 
         start_workers(reader, codec, out_schema, dst, job)
     plan = codec.plan_shards(out_schema, sample) if codec.sharded else None
+    # the cards (dstore.card) are written into the output before its commit (#38)
+    cards = _card_writer(reader, dst, codec, job) if job.card else None
     if plan is not None:
         from ..sharding.run import write_sharded
 
-        run = write_sharded(reader, dst, codec, out_schema, plan, job)
+        run = write_sharded(reader, dst, codec, out_schema, plan, job, on_commit=cards)
         return run.stats, run
     if job.resume:
         raise CodecIOError(
@@ -164,12 +167,37 @@ def write_dataset(
             writer.close()
             if tasks is not None:
                 tasks.finish()
+            if cards is not None:  # card hook (#38): inside the atomic output, before the rename
+                cards(tmp, stats)
         except BaseException:
             writer.abort()
             if tasks is not None:
                 tasks.cancel()  # no task may write into the output removed next
             raise
     return stats, None
+
+
+def _card_writer(
+    reader: Reader, dst: str, codec: Codec, job: ConvertJob
+) -> Callable[[str, Mapping[str, CastStats] | None], None]:
+    """Card hook (#38): ``cards(root, stats)`` writes ``croissant.json`` (and the Hub's
+    README.md) into a folder output at ``root`` before it is committed; ``stats`` are the
+    casts' errors over every value, None when a resumed run did not cast them all."""
+    from ..card import Written, write_with_output
+
+    policy = job.policy
+    fields = {n for s in reader.schema.splits.values() for n in s.fields}
+    written = Written(
+        job.sources[0] if job.sources else "arrays in memory",
+        reader.schema,
+        {n: policy.per_field.get(n, policy.default) for n in fields},
+    )
+
+    def cards(root: str, stats: Mapping[str, CastStats] | None) -> None:
+        done = dataclasses.replace(written, stats=stats, resumed=stats is None)
+        write_with_output(root, dst, codec, done)
+
+    return cards
 
 
 def _region_tasks(dst: str, codec: Codec, client: Any) -> RegionTasks | None:
@@ -206,8 +234,13 @@ def convert(
     keep_encoded: bool = False,
     follow_links: bool = False,
     scan_progress: Progress | None = None,
+    card: bool = True,
 ) -> ConvertReport:
     """Convert ``src`` to ``dst``, streaming, with an optional dtype policy.
+
+    A folder output (TFRecord, WebDataset, Parquet, ArrayRecord, zarr) is written with
+    its cards, ``croissant.json`` and for Parquet the Hub's ``README.md``
+    (:func:`dstore.card`), unless ``card=False``.
 
     ``layout`` (``tf-object-detection``, ``tf-segmentation``, ``tf-classification``
     or a registered one) maps label-maker arrays to a training library's feature
@@ -248,6 +281,7 @@ def convert(
         keep_encoded=keep_encoded,
         follow_links=follow_links,
         scan_progress=scan_progress,
+        card=card,
     )
     return convert_job(os.fspath(src), os.fspath(dst), job)
 

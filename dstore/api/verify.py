@@ -4,6 +4,8 @@ checks one on its own (manifest, decoding, stored sha256); both return a
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,6 +35,9 @@ class FieldResult:
     detail: str
     #: compared by error statistics (a lossy image encoding), not bit for bit
     lossy: bool = False
+    #: the error measured where ``b`` holds ``a`` lossily (cast, encoded): ``max_abs_error``,
+    #: ``mean_abs_error``, and ``psnr_db`` for images (what ``dstore card --source`` states)
+    measured: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclass
@@ -231,6 +236,12 @@ class _SplitCheck:
             and pa.fields[n].attrs.get(PRECISION_ATTR) != pb.fields[n].attrs.get(PRECISION_ATTR)
         }
         self.precise = {n: ErrorStats() for n in self.declared}
+        # a float field b holds rounded to another dtype: its error, besides the bits
+        self.cast = {
+            n: ErrorStats()
+            for n in names
+            if n not in self.errors and n not in self.declared and _is_float_cast(pa, pb, n)
+        }
         self.bad = dict.fromkeys(names, 0)
         self.first_bad: dict[str, int] = {}
 
@@ -259,6 +270,8 @@ class _SplitCheck:
         if name in self.precise:
             self.precise[name].update(a, b, *self.declared[name][1:])
             return
+        if name in self.cast:
+            self.cast[name].update(a, b, math.inf, 0.0)
         eq = _compare(a, b) if name not in self.errors else _measure(a, b, self.errors[name])
         k = int(len(a) - np.count_nonzero(eq))
         if k:
@@ -266,7 +279,14 @@ class _SplitCheck:
             self.first_bad.setdefault(name, pos + int(np.argmin(eq)))
 
     def results(self) -> list[FieldResult]:
-        return [self._result(name) for name in self.names]
+        out = [self._result(name) for name in self.names]
+        for r in out:
+            stats = self.errors.get(r.field) or self.precise.get(r.field) or self.cast.get(r.field)
+            if stats is not None and r.ok:
+                r.measured = {"max_abs_error": stats.max_abs, "mean_abs_error": stats.mean_abs}
+                if hasattr(stats, "psnr"):
+                    r.measured["psnr_db"] = stats.psnr
+        return out
 
     def _result(self, name: str) -> FieldResult:
         split, count = self.split, self.pa.count
@@ -290,6 +310,11 @@ class _SplitCheck:
             else f"bit-exact to {fa.dtype.name} rounded to {fb.dtype.name}"
         )
         return FieldResult(split, name, True, f"{count} records {how}")
+
+
+def _is_float_cast(pa: SplitSpec, pb: SplitSpec, name: str) -> bool:
+    fa, fb = pa.fields[name], pb.fields[name]
+    return fa.dtype != fb.dtype and is_floating(fa.dtype) and is_floating(fb.dtype)
 
 
 def _decode_against(r: Reader, other: Reader) -> Reader:

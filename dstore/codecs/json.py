@@ -764,6 +764,7 @@ class JsonCodec(Codec):
     """A JSON document of records (``.json``)."""
 
     name = "json"
+    media_type = "application/json"
     extensions: ClassVar[tuple[str, ...]] = (".json",)
     stores_text = True
     kinds = (Tensor, String, Bytes, Ragged, Image)
@@ -799,5 +800,6 @@ class JsonLinesCodec(JsonCodec):
     """JSON Lines (``.jsonl``): one record object per line."""
 
     name = "jsonl"
+    media_type = "application/jsonlines"
     extensions = (".jsonl", ".ndjson")
     lines = True

@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import re
+import warnings
 import zipfile
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -56,6 +57,7 @@ from ..model.schema import (
 )
 from ..output import fmt_bytes
 from ..parallel import default_workers, ordered_map
+from ..sharding.manifest import CARD_FILES, card_files
 from ._chunked import (
     AlignedAppender,
     ArrayTreeReader,
@@ -768,6 +770,19 @@ def _check_frame(root: str, arr: Any, key: str, first: int, rows: int) -> None:
         )
 
 
+def _members(group: Any) -> Any:
+    """A group's arrays and groups. At the store's root, dstore's cards (croissant.json)
+    are files, not nodes: zarr would warn about each, and the warning would say nothing."""
+    if group.path:
+        return group.members()
+    with warnings.catch_warnings():
+        for name in CARD_FILES:
+            warnings.filterwarnings(
+                "ignore", f"Object at {re.escape(name)} is not recognized", UserWarning
+            )
+        return group.members()
+
+
 class ZarrReader(ArrayTreeReader):
     def __init__(self, path: str, follow_links: bool = False) -> None:
         self.path = path
@@ -835,7 +850,7 @@ class ZarrReader(ArrayTreeReader):
         self.by_path[key] = arr
 
     def _walk(self, group: Any, prefix: str) -> None:
-        for name, member in sorted(group.members(), key=lambda kv: kv[0]):
+        for name, member in sorted(_members(group), key=lambda kv: kv[0]):
             key = f"{prefix}{name}"
             split, field = split_key(key) if not prefix else (prefix.rstrip("/"), name)
             if isinstance(member, zarr.Array):
@@ -1134,13 +1149,14 @@ def _store_foreign_files(store: str) -> list[str]:
     array (relative to ``store``)."""
     found = []
     nodes: dict[str, bool | None] = {}
+    cards = card_files(store)  # dstore's Croissant card at the root is the output's own
     for root, dirs, files in os.walk(store):
         dirs.sort()
         # a linked folder is not walked into (never followed): it is listed itself
         links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
         for name in sorted(files + links):
             rel = os.path.relpath(os.path.join(root, name), store)
-            if name in _METADATA or name in _OTHER_METADATA:
+            if name in _METADATA or name in _OTHER_METADATA or rel in cards:
                 continue
             # the nearest folder above that is a zarr node: the file is a chunk of it or not
             folder = root
@@ -1160,6 +1176,7 @@ class ZarrCodec(Codec):
     """zarr v3 groups with blosc compression; reads zarr v2 and v3."""
 
     name = "zarr"
+    media_type = "https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html"
     extensions = (".zarr", ".zarr.zip")
     supports_urls = True
     region_writes = True

@@ -20,8 +20,11 @@ from ..errors import CodecIOError
 from ..model import names
 
 __all__ = [
+    "CARD_FILES",
+    "CARD_MARK",
     "ENTRY_KEYS",
     "MANIFEST",
+    "card_files",
     "check_shards",
     "foreign_files",
     "is_manifest_of",
@@ -33,6 +36,29 @@ __all__ = [
 MANIFEST = "dstore.json"
 #: the manifest entry of one shard, in the order it is written
 ENTRY_KEYS = ("file", "records", "bytes", "sha256")
+#: The cards a dataset folder's root holds beside its data (:mod:`dstore.card`): Croissant
+#: metadata, and the Hub's README.md for Parquet. dstore's own carry :data:`CARD_MARK`
+#: near their start; only those count as the output's (``--overwrite`` replaces them),
+#: a card of the user's stays theirs.
+CARD_FILES = ("croissant.json", "README.md")
+CARD_MARK = b"written by dstore"
+#: how far into a card its mark is looked for
+_CARD_MARK_WITHIN = 4096
+
+
+def card_files(folder: str) -> set[str]:
+    """The cards in ``folder``'s root that dstore wrote (regular files with its mark)."""
+    found = set()
+    for name in CARD_FILES:
+        path = fs.join(folder, name)
+        if is_regular_file(path):
+            try:
+                with fs.open_binary(path) as f:
+                    if CARD_MARK in f.read(_CARD_MARK_WITHIN):
+                        found.add(name)
+            except OSError:
+                continue
+    return found
 
 
 def manifest_base(format_id: str, compression: str | None) -> dict[str, Any]:
@@ -99,7 +125,7 @@ def manifest_files(folder: str, format_id: str) -> set[str] | None:
     try:
         m = load_manifest(fs.join(folder, MANIFEST))
         Schema.from_json(m["schema"])
-        files = {MANIFEST}
+        files = {MANIFEST, *card_files(folder)}
         for info in m["splits"].values():
             for shard in info["shards"]:
                 files.add(os.path.normpath(shard["file"]))

@@ -524,9 +524,12 @@ def write_sharded(
     schema_out: Schema,
     plan: list[Shard],
     job: ConvertJob,
+    on_commit: Callable[[str, dict[str, CastStats] | None], None] | None = None,
 ) -> ShardRun:
     """Write ``plan`` (from ``codec.plan_shards``) at ``dst`` as ``job`` says; see the
-    module doc.
+    module doc. ``on_commit(root, stats)`` runs once the manifest is written, before
+    the folder is committed (the cards, :mod:`dstore.card`); ``stats`` is None when
+    shards were kept from an interrupted run (their casts were not measured here).
 
     Progress advances per record written locally, per shard on Dask. With
     ``job.resume``, a ``dst`` that is already this command's complete output (see
@@ -571,6 +574,8 @@ def write_sharded(
         writer.commit(root, [infos[s.file] for s in plan], run)
         if journal is not None:
             os.remove(journal)
+        if on_commit is not None:  # card hook (#38): part of the same commit
+            on_commit(root, None if kept else stats)
     return ShardRun(len(plan), len(pending), len(kept), stats, note)
 
 
