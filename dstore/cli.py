@@ -582,7 +582,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         metavar="FILE",
         help="where to write it (default: PATH/croissant.json in a folder, PATH.croissant.json "
-        "beside a file)",
+        "beside a file or a zarr store)",
     )
     for key, what in (
         ("name", "the dataset's name"),
@@ -599,18 +599,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--source",
         metavar="SRC",
-        help="measure each lossy field's error against SRC "
-        "(what it was converted from; as dstore verify SRC PATH)",
+        help="measure each lossy field's error against SRC, what it was converted from, "
+        "as dstore verify SRC PATH does (default: none: the errors the conversion measured "
+        "are kept, the others said not measured)",
     )
     p.add_argument(
         "--bench",
         metavar="REPORT",
-        help="add the accuracy figures of a 'dstore bench --report REPORT.json' run on the source",
+        help="add the accuracy figures of a 'dstore bench --report REPORT.json' run on the "
+        "source (default: none)",
     )
     p.add_argument(
         "--hf",
         action="store_true",
-        help="also write the Hugging Face Hub's README.md card (a Parquet folder)",
+        help="also write the Hugging Face Hub's README.md card of a Parquet folder "
+        "(default: only when one dstore wrote is there)",
     )
     _from_argument(p, "input format: %(formats)s (default: from PATH's extension or contents)")
     p.set_defaults(func=_cmd_card)

@@ -312,7 +312,7 @@ def test_npz_keys_that_look_like_paths(tmp_path, fmt, key):
         entries = manifest["splits"][split]["shards"]
         files = [s["file"] for s in entries] + [s["index"]["file"] for s in entries]
         assert all("/" not in f and not f.startswith(".") for f in files)
-        assert sorted(os.listdir(dst)) == sorted([*files, "dstore.json"])
+        assert sorted(os.listdir(dst)) == sorted([*files, "croissant.json", "dstore.json"])
     if fmt == "npz":  # what unzip would write stays inside its folder too
         members = zipfile.ZipFile(dst).namelist()
         assert all(not m.startswith("/") and ".." not in m.split("/") for m in members)
@@ -336,6 +336,7 @@ def test_cli_convert_of_the_evil_key(tmp_path):
     assert sorted(os.listdir(work / "o.tfrecords")) == [
         "%2E.%2Fevil-00000-of-00001.tfrecord",
         "%2E.%2Fevil-00000-of-00001.tfrecord.idx",
+        "croissant.json",
         "dstore.json",
     ]
     _assert_same({"../evil": {"x": np.arange(3)}}, _read_back(str(work / "o.tfrecords")))
@@ -487,6 +488,7 @@ def test_ordinary_names_keep_todays_layout(tmp_path):
         dstore.save(data, str(tmp_path / ("o" + EXT[fmt])))
     assert sorted(np.load(tmp_path / "o.npz").files) == ["x_test", "x_train", "y_test", "y_train"]
     assert sorted(os.listdir(tmp_path / "o.tfrecords")) == [
+        "croissant.json",
         "dstore.json",
         "test-00000-of-00001.tfrecord",
         "test-00000-of-00001.tfrecord.idx",

@@ -40,7 +40,7 @@ def _remote(fmt: str, data, tmp_path, shard_mb: float = 0.1) -> str:
 
 def _shards(url: str) -> list[str]:
     fs, root = fsspec.core.url_to_fs(url)
-    return [p for p in fs.ls(root, detail=False) if not p.endswith((".json", ".idx"))]
+    return [p for p in fs.ls(root, detail=False) if not p.endswith((".json", ".idx", ".md"))]
 
 
 SHARDED = [f for f in usable_formats() if get_codec_class(f).sharded]

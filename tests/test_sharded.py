@@ -44,9 +44,11 @@ def test_tfrecord_output_is_byte_identical_to_the_golden_files(tmp_path, golden)
     out = tmp_path / os.path.basename(golden)
     dstore.save(golden_data()[case], out)
     want, got = file_digests(golden), file_digests(out)
-    # record indexes (<shard>.idx) came after the golden files: one per plain shard
+    # record indexes (<shard>.idx) came after the golden files: one per plain shard; so
+    # did the Croissant card every folder output holds (its content: tests/test_card.py)
     new_indexes = {f for f in got if f.endswith(".idx") and f not in want}
-    assert sorted(want) == sorted(set(got) - new_indexes)
+    assert "croissant.json" in got
+    assert sorted(want) == sorted(set(got) - new_indexes - {"croissant.json"})
     with open(os.path.join(golden, "dstore.json")) as f:
         old = json.load(f)
     new = json.loads((out / "dstore.json").read_text())

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..codecs.base import Codec, Reader
 from ..dtypes import CastStats, DtypePolicy, OnOverflow
 from ..engine import Progress, cast_batches, write_splits
-from ..errors import CodecIOError, MissingDependencyError, OptionError
+from ..errors import CodecIOError, DstoreError, MissingDependencyError, OptionError
 from ..integrity import FieldHasher
 from ..job import ConvertJob, SourceRef
 from ..model import concat_columns
@@ -130,7 +130,7 @@ def write_dataset(
         start_workers(reader, codec, out_schema, dst, job)
     plan = codec.plan_shards(out_schema, sample) if codec.sharded else None
     # the cards (dstore.card) are written into the output before its commit (#38)
-    cards = _card_writer(reader, dst, codec, job) if job.card else None
+    cards = _card_writer(reader, codec, job) if job.card else None
     if plan is not None:
         from ..sharding.run import write_sharded
 
@@ -178,24 +178,28 @@ def write_dataset(
 
 
 def _card_writer(
-    reader: Reader, dst: str, codec: Codec, job: ConvertJob
-) -> Callable[[str, Mapping[str, CastStats] | None], None]:
+    reader: Reader, codec: Codec, job: ConvertJob
+) -> Callable[[str, Mapping[str, CastStats]], None]:
     """Card hook (#38): ``cards(root, stats)`` writes ``croissant.json`` (and the Hub's
-    README.md) into a folder output at ``root`` before it is committed; ``stats`` are the
-    casts' errors over every value, None when a resumed run did not cast them all."""
+    README.md) into a folder output at ``root`` before it is committed; ``stats`` hold
+    the casts' largest errors over every value."""
     from ..card import Written, write_with_output
 
     policy = job.policy
     fields = {n for s in reader.schema.splits.values() for n in s.fields}
+    try:
+        fmt = job.from_format or (infer_codec(job.sources[0]) if job.sources else None)
+    except DstoreError:
+        fmt = None  # a glob or a list of files: the card names no source format
     written = Written(
         job.sources[0] if job.sources else "arrays in memory",
         reader.schema,
         {n: policy.per_field.get(n, policy.default) for n in fields},
+        source_format=fmt,
     )
 
-    def cards(root: str, stats: Mapping[str, CastStats] | None) -> None:
-        done = dataclasses.replace(written, stats=stats, resumed=stats is None)
-        write_with_output(root, dst, codec, done)
+    def cards(root: str, stats: Mapping[str, CastStats]) -> None:
+        write_with_output(root, codec, dataclasses.replace(written, stats=stats))
 
     return cards
 

@@ -49,6 +49,9 @@ LEFT_OUT = (
     "rai:dataReleaseMaintenancePlan",
 )
 _UNKNOWN = "unknown"
+#: the name a dataset nobody named gets: the same wherever it is written (a card written
+#: with the conversion depends on the data and the options only, never on paths or dates)
+_UNTITLED = "untitled"
 
 
 @dataclasses.dataclass
@@ -70,11 +73,6 @@ class CardReport:
         return out
 
 
-def _default_name(path: str) -> str:
-    base = os.path.basename(path.rstrip("/")) or "dataset"
-    return os.path.splitext(base)[0] or base
-
-
 def _summary(facts: Facts) -> str:
     splits = ", ".join(f"{s.name} ({s.count})" for s in facts.schema.splits.values())
     fields = sorted({n for s in facts.schema.splits.values() for n in s.fields})
@@ -84,10 +82,10 @@ def _summary(facts: Facts) -> str:
     )
 
 
-def _defaults(facts: Facts, dataset: str) -> dict[str, Any]:
+def _defaults(facts: Facts) -> dict[str, Any]:
     rel = os.path.relpath(facts.path, facts.card_dir) if not fs.is_url(facts.path) else facts.path
     return {
-        "name": _default_name(dataset),
+        "name": _UNTITLED,
         "description": _summary(facts),
         "license": _UNKNOWN,
         "creator": _UNKNOWN,
@@ -96,11 +94,12 @@ def _defaults(facts: Facts, dataset: str) -> dict[str, Any]:
 
 
 def _about(
-    facts: Facts, dataset: str, given: Mapping[str, str | None], previous: Mapping[str, Any]
+    facts: Facts, given: Mapping[str, str | None], previous: Mapping[str, Any], dated: bool
 ) -> tuple[dict[str, Any], list[str]]:
-    """The dataset-level values (given, else an earlier card's, else a default) and the
-    names of those left at their default."""
-    defaults = _defaults(facts, dataset)
+    """The dataset-level values (given, else an earlier card's, else a default), and the
+    names of those left at their default. ``dated``: with ``datePublished`` (an earlier
+    card's, else today's); a card written with the conversion has none."""
+    defaults = _defaults(facts)
     values, missing = {}, []
     for key in ABOUT:
         value = given.get(key) or previous.get(key)
@@ -108,17 +107,17 @@ def _about(
             value = defaults[key]
             missing.append(key)
         values[key] = value
-    creator = {"@type": "sc:Person", "name": values["creator"]}
-    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     about = {
         "name": values["name"],
         "description": values["description"],
         "license": values["license"],
-        "creator": creator,
+        "creator": {"@type": "sc:Person", "name": values["creator"]},
         "url": values["url"],
         "version": f"{facts.version}.0.0",
-        "datePublished": previous.get("datePublished") or today,
     }
+    if dated:
+        today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+        about["datePublished"] = previous.get("datePublished") or today
     return about, missing
 
 
@@ -148,7 +147,7 @@ def _previous(path: str, facts: Facts) -> tuple[dict[str, Any], dict[str, str]]:
     doc = _read_ours(path)
     if doc is None:
         return {}, {}
-    defaults = _defaults(facts, facts.path)
+    defaults = _defaults(facts)
     given = {}
     for key in ABOUT:
         value = doc.get(key)
@@ -183,12 +182,13 @@ def _write(path: str, text: str, replace: bool) -> None:
         )
     if fs.is_url(path):
         with fs.open_binary(path, "wb") as f:  # an object appears whole or not at all
-            f.write(text.encode())
+            f.write(text.encode("utf-8", "backslashreplace"))
         return
     folder, base = os.path.split(os.path.abspath(path))
     tmp = os.path.join(folder, f".{base}.dstore-tmp-{os.getpid()}-{secrets.token_hex(4)}")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        # a name from data may hold a lone surrogate, which UTF-8 cannot: written as \udXXX
+        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -200,29 +200,30 @@ def _write(path: str, text: str, replace: bool) -> None:
 
 
 def _made(written: Written | None, facts: Facts) -> str:
-    """How the dataset came to be, as far as dstore saw it."""
+    """How the dataset came to be, as far as dstore saw it (no path: a card written with
+    the conversion is the same wherever it is written)."""
     if written is None:
         return f"dstore {__version__} described the {facts.format} dataset as stored."
-    what = os.path.basename(written.source.rstrip("/")) or written.source
-    return f"dstore {__version__} converted {what} to {facts.format}."
+    source = f" from {written.source_format}" if written.source_format else ""
+    return f"dstore {__version__} converted it{source} to {facts.format}."
 
 
 def _render(
     facts: Facts,
-    dataset: str,
     given: Mapping[str, str | None],
     written: Written | None,
     extra: tuple[Mapping[tuple[str, str], Mapping[str, float]] | None, str | None, Sequence[str]],
     previous: tuple[dict[str, Any], dict[str, str]],
     hf: bool,
+    dated: bool = True,
 ) -> tuple[str, str | None, list[str]]:
     """croissant.json's text, README.md's (or None), and the values left at defaults."""
     verified, source, bench = extra
-    about, missing = _about(facts, dataset, given, previous[0])
+    about, missing = _about(facts, given, previous[0], dated)
     protocol = protocol_lines(facts, written, verified, source, previous[1]) + list(bench)
     made = _made(written, facts)
     doc = croissant(facts, about, protocol, f"{CARD_MARK.decode()}: {made}")
-    text = json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+    text = json.dumps(doc, indent=1) + "\n"  # ASCII: a name may hold a lone surrogate
     if not hf:
         return text, None, missing
     types = {
@@ -235,18 +236,35 @@ def _render(
     return text, hub_card(facts, about, protocol, made, fill + list(LEFT_OUT), types), missing
 
 
-def write_with_output(root: str, dst: str, codec: Any, written: Written) -> None:
-    """The cards of a folder output being committed at ``root`` (its temporary folder;
-    ``dst`` the name it is renamed to): Croissant, and the Hub's card where the format
-    is one the Hub reads. A single-file output gets none (``dstore card`` writes one)."""
-    if not fs.isdir(root):
+def write_with_output(root: str, codec: Any, written: Written) -> None:
+    """The cards of a folder output being committed at ``root`` (its temporary folder):
+    Croissant, and the Hub's card where the format is one the Hub reads; they depend on
+    the data and the options only (no path, no date: ``dstore card`` adds the day). A
+    single-file output gets none (``dstore card`` writes one)."""
+    if not fs.isdir(root) or codec.card_beside:
         return
     with codec.open_reader(root) as reader:
         facts = gather(reader, root, root, codec, trusted=True)
-    text, readme, _ = _render(facts, dst, {}, written, (None, None, ()), ({}, {}), codec.hub_card)
+    text, readme, _ = _render(
+        facts, {}, written, (None, None, ()), ({}, {}), codec.hub_card, dated=False
+    )
     _write(fs.join(root, CROISSANT), text, replace=False)
     if readme is not None:
         _write(fs.join(root, README), readme, replace=False)
+
+
+def _target(path: str, out: str | os.PathLike[str] | None, inside: bool) -> str:
+    """Where the Croissant card goes: ``out``, else inside the dataset's folder, else beside
+    the dataset (a file, or a folder its format's readers list whole: a zarr store)."""
+    if out is not None:
+        return os.fspath(out)
+    return fs.join(path, CROISSANT) if inside else f"{path.rstrip('/')}.croissant.json"
+
+
+def _folder_of(target: str) -> str:
+    if fs.is_url(target):
+        return target.rsplit("/", 1)[0]
+    return os.path.dirname(os.path.abspath(target))
 
 
 def card(
@@ -259,7 +277,30 @@ def card(
     hf: bool = False,
     **about: str | None,
 ) -> CardReport:
-    """Write the Croissant 1.1 card of the dataset at ``path`` (see :mod:`dstore.card`)."""
+    """Write the Croissant 1.1 metadata of the dataset at ``path`` (any format), and a
+    Parquet folder's Hugging Face ``README.md`` (docs/publish.md).
+
+    :param path: the dataset: a folder or a file (``format`` names its format when its
+        name does not)
+    :param out: where the Croissant JSON-LD goes; default ``PATH/croissant.json`` in a
+        folder, ``PATH.croissant.json`` beside a file
+    :param source: the dataset ``path`` was converted from: each lossy field's error is
+        measured against it (``verify(source, path)``); one that differs beyond the
+        error its encoding declares gets no card
+    :param bench: a ``dstore bench`` JSON report on the source: its accuracy figures for
+        this format join ``rai:dataPreprocessingProtocol``
+    :param hf: also write the Hub's ``README.md`` (a Parquet folder; one dstore wrote
+        earlier is rewritten anyway, to stay in step)
+    :param about: ``name``, ``description``, ``license``, ``creator``, ``url``; one not
+        given keeps an earlier card's value, else gets a neutral default and is reported
+        in :attr:`CardReport.missing`
+    :raises OutputExistsError: ``out`` (or the README) exists and dstore did not write it
+    :raises CodecIOError: a file differs from its manifest, or the dataset from ``source``
+
+    >>> report = dstore.card("tiles.parquet", license="cc-by-4.0")  # doctest: +SKIP
+    >>> report.missing                                              # doctest: +SKIP
+    ['name', 'description', 'creator', 'url']
+    """
     from .measure import measure, open_stored
 
     path = os.fspath(path)
@@ -267,23 +308,14 @@ def card(
     if unknown:
         raise TypeError(f"card() got unexpected keyword(s) {sorted(unknown)}; takes {ABOUT}")
     folder = fs.isdir(path)
-    target = (
-        os.fspath(out)
-        if out is not None
-        else (fs.join(path, CROISSANT) if folder else f"{path}.croissant.json")
-    )
-    card_dir = (
-        os.path.dirname(os.path.abspath(target))
-        if not fs.is_url(target)
-        else target.rsplit("/", 1)[0]
-    )
     with open_stored(path, format) as (codec, reader):
         if hf and not (folder and codec.hub_card):
             raise UsageError(
                 f"{path}: the Hub's README.md card is written for a folder the Hub reads as "
                 f"it is (Parquet); this is {codec.name} {'folder' if folder else 'file'}"
             )
-        facts = gather(reader, path, card_dir, codec)
+        target = _target(path, out, inside=folder and not codec.card_beside)
+        facts = gather(reader, path, _folder_of(target), codec)
     written, verified = measure(path, format, source) if source is not None else (None, None)
     bench_text = bench_lines(os.fspath(bench), facts.format) if bench is not None else []
     readme_path = fs.join(path, README) if folder else None
@@ -292,7 +324,7 @@ def card(
     )
     previous = _previous(target, facts)
     text, readme, missing = _render(
-        facts, path, about, written, (verified, os.fspath(source or ""), bench_text), previous, hf
+        facts, about, written, (verified, os.fspath(source or ""), bench_text), previous, hf
     )
     _write(target, text, replace=True)
     report = CardReport([target], missing)

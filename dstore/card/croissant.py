@@ -94,7 +94,8 @@ CONTEXT: dict[str, Any] = {
 
 
 def _id(text: str) -> str:
-    return urllib.parse.quote(text, safe="/-_.~:")
+    # a lone surrogate (a name from data) is percent-encoded as its surrogate bytes
+    return urllib.parse.quote(text, safe="/-_.~:", errors="surrogatepass")
 
 
 def _escape(name: str) -> str:
@@ -156,15 +157,19 @@ def _file_set(facts: Facts, id_: str, split: str, includes: list[str]) -> dict[s
     }
 
 
-def _source(facts: Facts, split: str, spec: FieldSpec, sets: Mapping[str, str]) -> dict[str, Any]:
+def _source(
+    facts: Facts, split: str, spec: FieldSpec, sets: Mapping[str, str]
+) -> dict[str, Any] | None:
     """Where the field's values are: a column a Croissant reader extracts (Parquet, JSON
     Lines of one split), else the files that hold them, with nothing to extract (no
     Croissant reader reads those formats; dstore does)."""
     where: dict[str, Any]
     if split in sets:
         where = {"fileSet": {"@id": sets[split]}}
-    else:
+    elif facts.files:
         where = {"fileObject": {"@id": _id(facts.files[0].name)}}
+    else:
+        return None  # no file holds a record (every split is empty)
     readable = (facts.media_type == PARQUET and split in facts.split_files) or (
         facts.media_type == JSON_LINES and len(facts.schema.splits) == 1 and len(facts.files) == 1
     )
@@ -215,7 +220,9 @@ def _field(facts: Facts, split: str, spec: FieldSpec, sets: Mapping[str, str]) -
     if found.data_type is not None:
         out["dataType"] = found.data_type
     out.update(shape)
-    out["source"] = _source(facts, split, spec, sets)
+    source = _source(facts, split, spec, sets)
+    if source is not None:
+        out["source"] = source
     return out
 
 

@@ -137,8 +137,8 @@ def _store_files(
     folder: str, card_dir: str, splits: list[str]
 ) -> tuple[list[DataFile], dict[str, str]]:
     """A store folder: its metadata files hashed, each split's group folder as a set."""
-    if fs.is_url(folder):
-        raise CodecIOError(f"{folder}: a card of a store at a URL lists no files here")
+    if fs.is_url(folder):  # an object store is not walked: each split's group is a set
+        return [], {s: _relative(fs.join(folder, s), card_dir) for s in splits}
     ours = card_files(folder)
     files = []
     for root, dirs, names in os.walk(folder):
@@ -201,8 +201,6 @@ def gather(
         split_files = {}
     else:
         files, split_files = [_hashed(path, card_dir, None)], {}
-    if fs.isdir(path) and not files and not split_dirs:
-        raise CodecIOError(f"{path}: no data files found to describe")
     lossy, images, stored = _storage(inner, schema)
     return Facts(
         path=path,

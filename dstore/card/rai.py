@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import CodecIOError
 from ..model.schema import FieldSpec, Schema
-from ..precision import describe_precision, is_floating, tolerance
+from ..precision import PRECISION_ATTR, describe_precision, is_floating, tolerance
 from .facts import Facts
 
 __all__ = ["Written", "bench_lines", "protocol_lines"]
@@ -30,16 +30,17 @@ __all__ = ["Written", "bench_lines", "protocol_lines"]
 
 @dataclasses.dataclass
 class Written:
-    """What is known of the source a dataset was written from: its schema and, when the
-    card is written with the conversion, the dtype policy's target per field and the cast
-    statistics of every value (``resumed``: the run finished an interrupted one, whose
-    first shards it did not cast)."""
+    """What is known of the source a dataset was written from: its schema (and format),
+    and, when the card is written with the conversion, the dtype policy's target per
+    field and each cast field's largest errors over every value (CastStats whose
+    maxima and clipped count are set: the same however the run went, resumed, on
+    processes or on Dask)."""
 
     source: str
     source_schema: Schema
     targets: Mapping[str, str] = dataclasses.field(default_factory=dict)
     stats: Mapping[str, Any] | None = None
-    resumed: bool = False
+    source_format: str | None = None
 
 
 def _g(x: float) -> str:
@@ -53,8 +54,8 @@ def _splits(where: Iterable[str], schema: Schema) -> str:
 
 def _cast_choice(name: str, spec: FieldSpec, written: Written | None) -> str | None:
     """``float64 -> float16 (dtype policy float16)`` for a field the conversion cast."""
-    if written is None:
-        return None
+    if written is None or PRECISION_ATTR in spec.attrs or not is_floating(spec.dtype):
+        return None  # a precision encoding (bfloat16, int8) describes itself
     for split in written.source_schema.splits.values():
         src = split.fields.get(name)
         if src is not None and src.dtype != spec.dtype and is_floating(src.dtype):
@@ -87,19 +88,14 @@ def _measured_text(m: Mapping[str, float], how: str) -> str:
 
 
 def _written_measure(name: str, written: Written) -> str | None:
-    """The conversion's own measure of a field it cast or encoded (every value)."""
-    if written.resumed:
-        return "error not measured: the conversion resumed an interrupted run"
+    """The conversion's own measure of a field it cast or encoded: the largest errors."""
     st = (written.stats or {}).get(name)
     if st is None:
         return None
-    m = {
-        "max_abs_error": st.max_abs_error,
-        "mean_abs_error": st.mean_abs_error,
-        "max_rel_error": st.max_rel_error,
-        "clipped": st.clipped,
-    }
-    return _measured_text(m, f"{st.count} values, measured against the source when written")
+    text = f"max abs error {_g(st.max_abs_error)}, max rel error {_g(st.max_rel_error)}"
+    if st.clipped:
+        text += ", values beyond the target's range clipped"
+    return f"{text} (every value, measured against the source when written)"
 
 
 def protocol_lines(

@@ -414,6 +414,10 @@ class Codec(ABC):
     #: True when an output folder is one the Hugging Face Hub and ``datasets`` read as it
     #: is (Parquet in the Hub's layout): it gets the Hub's ``README.md`` card (dstore.card).
     hub_card: ClassVar[bool] = False
+    #: True when the format's readers take every file in an output folder for part of
+    #: the data (zarr warns of each): its Croissant card goes beside it
+    #: (``PATH.croissant.json``, ``dstore card``), never inside, and not with the conversion.
+    card_beside: ClassVar[bool] = False
     #: Option dataclass; its fields are the ``-o KEY=VALUE`` options.
     Options: ClassVar[type] = type("Options", (), {})
 

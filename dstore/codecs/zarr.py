@@ -17,7 +17,6 @@ import itertools
 import json
 import os
 import re
-import warnings
 import zipfile
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -57,7 +56,6 @@ from ..model.schema import (
 )
 from ..output import fmt_bytes
 from ..parallel import default_workers, ordered_map
-from ..sharding.manifest import CARD_FILES, card_files
 from ._chunked import (
     AlignedAppender,
     ArrayTreeReader,
@@ -770,19 +768,6 @@ def _check_frame(root: str, arr: Any, key: str, first: int, rows: int) -> None:
         )
 
 
-def _members(group: Any) -> Any:
-    """A group's arrays and groups. At the store's root, dstore's cards (croissant.json)
-    are files, not nodes: zarr would warn about each, and the warning would say nothing."""
-    if group.path:
-        return group.members()
-    with warnings.catch_warnings():
-        for name in CARD_FILES:
-            warnings.filterwarnings(
-                "ignore", f"Object at {re.escape(name)} is not recognized", UserWarning
-            )
-        return group.members()
-
-
 class ZarrReader(ArrayTreeReader):
     def __init__(self, path: str, follow_links: bool = False) -> None:
         self.path = path
@@ -850,7 +835,7 @@ class ZarrReader(ArrayTreeReader):
         self.by_path[key] = arr
 
     def _walk(self, group: Any, prefix: str) -> None:
-        for name, member in sorted(_members(group), key=lambda kv: kv[0]):
+        for name, member in sorted(group.members(), key=lambda kv: kv[0]):
             key = f"{prefix}{name}"
             split, field = split_key(key) if not prefix else (prefix.rstrip("/"), name)
             if isinstance(member, zarr.Array):
@@ -1149,14 +1134,13 @@ def _store_foreign_files(store: str) -> list[str]:
     array (relative to ``store``)."""
     found = []
     nodes: dict[str, bool | None] = {}
-    cards = card_files(store)  # dstore's Croissant card at the root is the output's own
     for root, dirs, files in os.walk(store):
         dirs.sort()
         # a linked folder is not walked into (never followed): it is listed itself
         links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
         for name in sorted(files + links):
             rel = os.path.relpath(os.path.join(root, name), store)
-            if name in _METADATA or name in _OTHER_METADATA or rel in cards:
+            if name in _METADATA or name in _OTHER_METADATA:
                 continue
             # the nearest folder above that is a zarr node: the file is a chunk of it or not
             folder = root
@@ -1177,6 +1161,9 @@ class ZarrCodec(Codec):
 
     name = "zarr"
     media_type = "https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html"
+    # zarr-python warns of every file in a store that is not a zarr node (each listing of
+    # the group): the Croissant card goes beside the store, written by `dstore card`
+    card_beside = True
     extensions = (".zarr", ".zarr.zip")
     supports_urls = True
     region_writes = True

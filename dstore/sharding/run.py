@@ -524,12 +524,13 @@ def write_sharded(
     schema_out: Schema,
     plan: list[Shard],
     job: ConvertJob,
-    on_commit: Callable[[str, dict[str, CastStats] | None], None] | None = None,
+    on_commit: Callable[[str, dict[str, CastStats]], None] | None = None,
 ) -> ShardRun:
     """Write ``plan`` (from ``codec.plan_shards``) at ``dst`` as ``job`` says; see the
-    module doc. ``on_commit(root, stats)`` runs once the manifest is written, before
-    the folder is committed (the cards, :mod:`dstore.card`); ``stats`` is None when
-    shards were kept from an interrupted run (their casts were not measured here).
+    module doc. ``on_commit(root, largest)`` runs once the manifest is written, before
+    the folder is committed (the cards, :mod:`dstore.card`): ``largest`` holds each cast
+    field's largest errors over every value, those of shards kept from an interrupted
+    run included (journaled with them), so that it is the same however the run went.
 
     Progress advances per record written locally, per shard on Dask. With
     ``job.resume``, a ``dst`` that is already this command's complete output (see
@@ -555,8 +556,8 @@ def write_sharded(
 
         def done(shard: Shard, info: dict[str, Any]) -> None:
             infos[shard.file] = info
-            if journal is not None:
-                append_journal(journal, info)
+            if journal is not None:  # with the casts' largest errors so far (the card's)
+                append_journal(journal, {**info, "cast": _largest(stats)})
             if progress is not None and client is not None:  # locally: per record, below
                 progress(shard.records, total)
 
@@ -575,8 +576,26 @@ def write_sharded(
         if journal is not None:
             os.remove(journal)
         if on_commit is not None:  # card hook (#38): part of the same commit
-            on_commit(root, None if kept else stats)
+            on_commit(root, _largest_of([*(e.get("cast") for e in kept.values()), _largest(stats)]))
     return ShardRun(len(plan), len(pending), len(kept), stats, note)
+
+
+def _largest(stats: Mapping[str, CastStats]) -> dict[str, list[float]]:
+    """Each field's largest absolute and relative cast error and clipped count so far."""
+    return {n: [s.max_abs_error, s.max_rel_error, s.clipped] for n, s in stats.items()}
+
+
+def _largest_of(parts: Sequence[Mapping[str, Sequence[float]] | None]) -> dict[str, CastStats]:
+    """The largest of :func:`_largest` snapshots: maxima, the same in any order, of any
+    runs (a count would not be: a snapshot may include records another one holds)."""
+    out: dict[str, CastStats] = {}
+    for part in parts:
+        for name, (err, rel, clipped) in (part or {}).items():
+            s = out.setdefault(name, CastStats())
+            s.max_abs_error = max(s.max_abs_error, err)
+            s.max_rel_error = max(s.max_rel_error, rel)
+            s.clipped = max(s.clipped, int(clipped))
+    return out
 
 
 def _check_finished(dst: str, codec: Codec, run: dict[str, Any]) -> None:
