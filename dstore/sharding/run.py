@@ -44,7 +44,14 @@ from ..parallel import default_workers, prefetch
 from ..rawsize import RawMeter
 from ..sources.opening import open_reader
 from .index import INDEX_SUFFIX
-from .journal import JOURNAL, append_journal, read_journal, still_good
+from .journal import (
+    JOURNAL,
+    append_journal,
+    cast_snapshot,
+    largest_casts,
+    read_journal,
+    still_good,
+)
 from .processes import EncoderProcesses, discard, encoder_processes, report, warm_up
 
 __all__ = ["RegionTasks", "ShardRun", "SourceRef", "start_workers", "write_sharded"]
@@ -557,7 +564,7 @@ def write_sharded(
         def done(shard: Shard, info: dict[str, Any]) -> None:
             infos[shard.file] = info
             if journal is not None:  # with the casts' largest errors so far (the card's)
-                append_journal(journal, {**info, "cast": _largest(stats)})
+                append_journal(journal, {**info, "cast": cast_snapshot(stats)})
             if progress is not None and client is not None:  # locally: per record, below
                 progress(shard.records, total)
 
@@ -576,26 +583,8 @@ def write_sharded(
         if journal is not None:
             os.remove(journal)
         if on_commit is not None:  # card hook (#38): part of the same commit
-            on_commit(root, _largest_of([*(e.get("cast") for e in kept.values()), _largest(stats)]))
+            on_commit(root, largest_casts([*(e.get("cast") for e in kept.values()), stats]))
     return ShardRun(len(plan), len(pending), len(kept), stats, note)
-
-
-def _largest(stats: Mapping[str, CastStats]) -> dict[str, list[float]]:
-    """Each field's largest absolute and relative cast error and clipped count so far."""
-    return {n: [s.max_abs_error, s.max_rel_error, s.clipped] for n, s in stats.items()}
-
-
-def _largest_of(parts: Sequence[Mapping[str, Sequence[float]] | None]) -> dict[str, CastStats]:
-    """The largest of :func:`_largest` snapshots: maxima, the same in any order, of any
-    runs (a count would not be: a snapshot may include records another one holds)."""
-    out: dict[str, CastStats] = {}
-    for part in parts:
-        for name, (err, rel, clipped) in (part or {}).items():
-            s = out.setdefault(name, CastStats())
-            s.max_abs_error = max(s.max_abs_error, err)
-            s.max_rel_error = max(s.max_rel_error, rel)
-            s.clipped = max(s.clipped, int(clipped))
-    return out
 
 
 def _check_finished(dst: str, codec: Codec, run: dict[str, Any]) -> None:
