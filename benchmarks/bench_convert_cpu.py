@@ -187,7 +187,7 @@ ENCODER = textwrap.dedent(
     import json, sys, time
     sys.path.insert(0, sys.argv[2])
     import numpy as np
-    from dstore.codecs._png import png_encoder
+    from dstore.images.png import png_encoder
     n = int(sys.argv[3])
     with np.load(sys.argv[1]) as npz:
         tiles = npz["x_train"][:n]

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from dstore.codecs._example import (
+from dstore.codecs.example.wire import (
     BYTES,
     FLOAT,
     INT64,

@@ -59,7 +59,7 @@ def photo_bytes(size: int, seed: int) -> bytes:
 
 def write_tfrecord(path: str, mib: float, records: int) -> int:
     """The file at ``path``; returns the largest record's serialized size."""
-    from dstore.codecs._tfrecord_io import frame
+    from dstore.codecs.tfrecord.io import frame
 
     largest = 0
     with open(path, "wb") as f:

@@ -129,7 +129,7 @@ print("RESULT", json.dumps({{"seconds": s, "iterate": time.perf_counter() - t1, 
 
 
 def main() -> None:
-    from dstore.codecs._png import encoder_id  # what the sizes line names
+    from dstore.images.png import encoder_id  # what the sizes line names
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiles", type=int, default=1000)

@@ -52,7 +52,7 @@ def tiles(n: int) -> Iterator[np.ndarray]:
 
 def _png(idat_of: Callable[[np.ndarray], bytes]) -> Callable[[np.ndarray], bytes]:
     """A whole PNG: UP-filtered rows (as ``encode_fast``) deflated by ``idat_of``."""
-    from dstore.codecs import _png
+    from dstore.images import png as _png
 
     def encode(img: np.ndarray) -> bytes:
         rows, _, ihdr = _png._rows(img)
@@ -90,7 +90,7 @@ def _fpng() -> Callable[[np.ndarray], bytes]:
 
 
 def _dstore_default() -> Callable[[np.ndarray], bytes]:
-    from dstore.codecs._png import png_encoder
+    from dstore.images.png import png_encoder
 
     return png_encoder("fast")
 
@@ -99,7 +99,7 @@ def _libpng_filters_libdeflate() -> Callable[[np.ndarray], bytes]:
     """libpng's per-row filter choice (``encode_adaptive``'s numpy) + libdeflate level 1."""
     import imagecodecs
 
-    from dstore.codecs import _png
+    from dstore.images import png as _png
 
     def encode(img: np.ndarray) -> bytes:
         filtered, ihdr = _png.adaptive_filtered(img)

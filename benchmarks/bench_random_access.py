@@ -33,8 +33,8 @@ from _harness import machine, write_report
 
 
 def _write_file(path: str, n: int) -> str:
-    from dstore.codecs import _png
     from dstore.demo import photo_tiles
+    from dstore.images import png as _png
 
     tiles, _labels = photo_tiles(256, 64)
     pngs = [_png.png_encoder("fast")(t) for t in tiles]
@@ -43,7 +43,8 @@ def _write_file(path: str, n: int) -> str:
     except ImportError:
         tf = None
     if tf is None:
-        from dstore.codecs import _example, _tfrecord_io
+        from dstore.codecs.example import wire as _example
+        from dstore.codecs.tfrecord import io as _tfrecord_io
 
         with open(path, "wb") as f:
             for i in range(n):

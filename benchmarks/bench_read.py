@@ -141,7 +141,7 @@ def _webdataset_tar(base: str, tfrecords: str, shards: int = 8) -> str:
     urls = os.path.join(base, "wds", f"train-{{00000..{shards - 1:05d}}}.tar")
     if os.path.exists(done):
         return urls
-    from dstore.codecs._example import decode_example
+    from dstore.codecs.example.wire import decode_example
     from dstore.codecs.tfrecord import TFRecordReader
 
     os.makedirs(os.path.dirname(pattern), exist_ok=True)

@@ -80,8 +80,8 @@ def encoders(n: int) -> str:
             size[name] = sum(len(fn(b)) for b in tiles)
             best[name] = min(best.get(name, float("inf")), time.process_time() - t)
     # the whole fast PNG encode (filter + deflate + container), old and new
-    from dstore.codecs import _png
     from dstore.demo import photo_tiles
+    from dstore.images import png as _png
 
     imgs, _ = photo_tiles(n, 256, seed=42)
 

@@ -19,8 +19,7 @@ import time
 
 import numpy as np
 
-from dstore.codecs import _tfrecord_io as rio
-from dstore.codecs._example import (
+from dstore.codecs.example.wire import (
     BYTES,
     FLOAT,
     INT64,
@@ -28,9 +27,10 @@ from dstore.codecs._example import (
     encode_example,
     encode_feature,
 )
-from dstore.codecs._png import png_encoder
 from dstore.codecs.tfrecord import TFRecordReader
+from dstore.codecs.tfrecord import io as rio
 from dstore.demo import photo_tiles
+from dstore.images.png import png_encoder
 
 
 def write(path: str, n: int, size: int) -> int:

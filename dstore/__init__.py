@@ -18,12 +18,12 @@ from ._dist import __version__
 if TYPE_CHECKING:
     # the functions from their modules: dstore.api.convert etc. are also submodule names
     from .api import ConvertReport, Dataset, VerifyReport, open, save
+    from .api.card import CardReport, card
     from .api.convert import convert
     from .api.info import info
     from .api.verify import verify
     from .bench import bench
-    from .card import CardReport, card
-    from .dtypes import DtypePolicy, parse_policy
+    from .engine.dtypes import DtypePolicy, parse_policy
     from .errors import (
         CodecIOError,
         DstoreError,
@@ -51,7 +51,7 @@ _LAZY = {
         ["ConvertReport", "Dataset", "VerifyReport", "convert", "info", "open", "save", "verify"],
         "api",
     ),
-    **dict.fromkeys(["DtypePolicy", "parse_policy"], "dtypes"),
+    **dict.fromkeys(["DtypePolicy", "parse_policy"], "engine.dtypes"),
     **dict.fromkeys(
         [
             "CodecIOError",
@@ -73,7 +73,7 @@ _LAZY = {
     ),
     **dict.fromkeys(["FieldSpec", "Schema", "SplitSpec"], "model.schema"),
     "bench": "bench",
-    **dict.fromkeys(["CardReport", "card"], "card"),
+    **dict.fromkeys(["CardReport", "card"], "api.card"),
 }
 
 __all__ = [
@@ -130,11 +130,14 @@ def __dir__() -> list[str]:
 class _Package(types.ModuleType):
     """``dstore.bench`` and ``dstore.card`` are the functions: the subpackages of the same
     names are bound here when imported (``from dstore.bench import harness``) and would
-    shadow them."""
+    shadow them. ``dstore.card`` (the package) holds the cards' parts below the API; the
+    function is ``dstore.api.card.card``, found on first use (``__getattr__``)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("bench", "card") and isinstance(value, types.ModuleType):
-            value = getattr(value, name)
+        if name == "bench" and isinstance(value, types.ModuleType):
+            value = value.bench
+        elif name == "card" and isinstance(value, types.ModuleType):
+            return  # leaves the name to __getattr__: the function
         super().__setattr__(name, value)
 
 

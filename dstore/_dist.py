@@ -28,22 +28,13 @@ __all__ = [
 DIST_NAME = "dstore-ml"
 __version__ = "0.1.0"
 
-#: Import names of the optional backends whose versions a bug report needs, in
-#: the order printed. Versions come from installed metadata only: printing
-#: them never imports TensorFlow (or anything else).
-BACKENDS = (
-    "numpy",
-    "zarr",
-    "numcodecs",
-    "h5py",
-    "hdf5plugin",
-    "imagecodecs",
-    "isal",
-    "google_crc32c",
-    "tensorflow",
-    "dask",
-    "s3fs",
-)
+#: Extras that are developers' tools or bundles of the others, not libraries of a format.
+_NOT_LIBRARIES = frozenset({"all", "docs", "test"})
+#: Another distribution of the same library that satisfies a requirement just as well.
+_ALTERNATIVES = {"tensorflow-cpu": ("tensorflow",)}
+#: Libraries users read dstore's outputs with for training. In no extra (dstore never
+#: imports them; the tests do), but a bug report about reading needs their versions too.
+READERS = {"webdataset": "webdataset", "datasets": "parquet", "grain": "arrayrecord"}
 
 
 def install_hint(extra: str) -> str:
@@ -82,8 +73,57 @@ def _owners(
     return list(found)
 
 
+def _requirement(spec: str) -> tuple[str, str | None]:
+    """``(distribution, extra)`` of a requirement line (``pyarrow>=15; extra == "parquet"``);
+    the extra is None for a core dependency."""
+    name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
+    extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", spec)
+    return (name.group(1) if name else spec.strip()), (extra.group(1) if extra else None)
+
+
+def _declared_requirements() -> list[str]:
+    """dstore's requirement lines: the ``pyproject.toml`` of the source tree this package
+    runs from (a checkout, an editable install), else the installed distribution's metadata."""
+    import importlib.metadata
+
+    pyproject = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pyproject.toml"
+    )
+    try:
+        import tomllib
+
+        with open(pyproject, "rb") as f:
+            project = tomllib.load(f).get("project", {})
+    except (ImportError, OSError, ValueError):  # no tomllib before 3.11; no tree; a broken file
+        project = {}
+    if _same(str(project.get("name", "")), DIST_NAME):
+        lines = list(project.get("dependencies", []))
+        for extra, specs in project.get("optional-dependencies", {}).items():
+            lines.extend(f"{spec}; extra == {extra!r}" for spec in specs)
+        return lines
+    try:
+        return importlib.metadata.requires(DIST_NAME) or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+
+
+def library_extras() -> dict[str, list[str]]:
+    """Each library dstore can use (a distribution name) -> the extras that install it
+    (``core`` for a dependency of every install), in pyproject's order."""
+    out: dict[str, list[str]] = {}
+    for spec in _declared_requirements():
+        name, extra = _requirement(spec)
+        if _same(name, DIST_NAME) or extra in _NOT_LIBRARIES:
+            continue  # `all` and `test` name dstore's own extras; `docs` is mkdocs
+        extras = out.setdefault(name, [])
+        if (extra or "core") not in extras:
+            extras.append(extra or "core")
+    return out
+
+
 def version_report() -> list[str]:
-    """The lines of ``dstore --version``: dstore, Python, found backends, conflicts."""
+    """The lines of ``dstore --version``: dstore, Python, the library of every format and
+    feature with the extras that install it, the readers of its outputs, conflicts."""
     import importlib.metadata
 
     here = os.path.dirname(os.path.abspath(__file__))
@@ -97,27 +137,49 @@ def version_report() -> list[str]:
         if package_dir is not None and os.path.realpath(package_dir) != os.path.realpath(here):
             lines[0] += f" -- not the installed {DIST_NAME} {installed} ({package_dir})"
     lines.append(f"Python {sys.version.split()[0]} ({sys.executable})")
-    index = _top_level_index()
-    missing = []
-    for module in BACKENDS:
-        # distribution names, as pip shows them: tensorflow may be tensorflow-cpu
-        owners = _owners(module, index)
-        lines.extend(f"{dist} {version}" for dist, version in owners)
-        if not owners:
-            missing.append(module)
+    # metadata only, looked up by name: printing a version never imports the library
+    # (TensorFlow takes seconds), nor parses the metadata of every installed package
+    wanted = [(name, ", ".join(extras)) for name, extras in library_extras().items()]
+    wanted += [(name, f"reads {fmt} outputs") for name, fmt in READERS.items()]
+    found, missing = [], []
+    for name, role in wanted:
+        hit = next(filter(None, map(_installed, (name, *_ALTERNATIVES.get(name, ())))), None)
+        if hit is None:
+            missing.append(f"{name} ({role})")
+        else:
+            found.append((hit, role))
+    width = max((len(text) for text, _ in found), default=0)
+    lines.extend(f"{text:<{width}}  {role}" for text, role in found)
     if missing:
         lines.append("not installed: " + ", ".join(missing))
-    # Another distribution shipping a top-level ``dstore`` (the ORM of that
-    # name, an old install of this project under its old name) overwrites or
-    # shadows these files: say so rather than let a bug report hide it.
-    others = [(d, v) for d, v in _owners("dstore", index) if not _same(d, DIST_NAME)]
-    if others:
-        names = ", ".join(f"{d} {v}" for d, v in others)
-        lines.append(
-            f"warning: the module 'dstore' is also installed by {names}, which may shadow or "
-            f"overwrite this one: pip uninstall {others[0][0]}, then reinstall {DIST_NAME}"
-        )
+    lines.extend(_shadowing_warning())
     return lines
+
+
+def _shadowing_warning() -> list[str]:
+    """Another distribution shipping a top-level ``dstore`` (the ORM of that name, an old
+    install of this project under its old name) overwrites or shadows these files: say so
+    rather than let a bug report hide it."""
+    index = _top_level_index()
+    others = [(d, v) for d, v in _owners("dstore", index) if not _same(d, DIST_NAME)]
+    if not others:
+        return []
+    names = ", ".join(f"{d} {v}" for d, v in others)
+    return [
+        f"warning: the module 'dstore' is also installed by {names}, which may shadow or "
+        f"overwrite this one: pip uninstall {others[0][0]}, then reinstall {DIST_NAME}"
+    ]
+
+
+def _installed(name: str) -> str | None:
+    """``"<name as installed> <version>"`` of distribution ``name``, None if not installed."""
+    import importlib.metadata
+
+    try:
+        dist = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return f"{dist.metadata['Name'] or name} {dist.version}"
 
 
 def _same(a: str, b: str) -> bool:

@@ -8,6 +8,7 @@ classifier has a real task. Random noise would compress unlike real tiles.
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Iterator
 
@@ -226,9 +227,25 @@ def run_demo(directory: str = "dstore-demo", records: int = 300) -> Iterator[str
     else:
         bench_report = run_bench(feats, dtypes=["keep", "float16"], repeats=1)
         yield to_text(bench_report)
-        save_report(bench_report, os.path.join(directory, "bench.md"))
+        report_md = os.path.join(directory, "bench.md")
+        save_report(bench_report, report_md)
+        wrote = f"{report_md} (the table above)"
         try:
             save_plot(bench_report, os.path.join(directory, "bench.png"))
+            wrote += f" and {os.path.join(directory, 'bench.png')} (its plot)"
         except MissingDependencyError as e:
             yield f"plot: skipped ({e})"
+        yield f"bench: wrote {wrote}"
     yield f"outputs are in {os.path.abspath(directory)}"
+    tfrecords = os.path.join(directory, "data" + default_extension("tfrecord"))
+    yield from next_commands(directory, tfrecords if os.path.exists(tfrecords) else src)
+
+
+def next_commands(directory: str, example: str) -> list[str]:
+    """What to try after the demo, as commands that run as printed (``example``: a dataset
+    the demo wrote in ``directory``)."""
+    name = shlex.quote(os.path.relpath(example, directory))
+    return [
+        f"next: cd {shlex.quote(directory)} && dstore info {name}",
+        "then, on your own data: dstore bench YOUR.npz --report bench.md --plot bench.png",
+    ]

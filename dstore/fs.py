@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob as _glob
 import hashlib
 import os
+import stat
 from typing import IO, Any
 
 from .errors import MissingDependencyError
@@ -17,11 +18,13 @@ __all__ = [
     "exists",
     "getsize",
     "glob",
+    "is_regular_file",
     "is_url",
     "isdir",
     "join",
     "listdir",
     "open_binary",
+    "read_at",
     "sha256_file",
     "url_fs",
 ]
@@ -110,3 +113,26 @@ def sha256_file(path: str) -> tuple[int, str]:
             sha.update(block)
             size += len(block)
     return size, sha.hexdigest()
+
+
+def is_regular_file(path: str) -> bool:
+    """A regular file (after symlinks) or an object: never a FIFO or device, whose
+    opening could block or have effects."""
+    if is_url(path):
+        return exists(path) and not isdir(path)
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def read_at(path: str, offset: int, n: int) -> bytes:
+    """Up to ``n`` bytes of a regular file from ``offset``; b"" when it cannot be read."""
+    if not is_regular_file(path):
+        return b""
+    try:
+        with open_binary(path) as f:
+            f.seek(offset)
+            return f.read(n)
+    except OSError:
+        return b""

@@ -35,7 +35,7 @@ from .fs import is_url
 from .fs import url_fs as _fs
 
 if TYPE_CHECKING:
-    from .codecs.base import Codec
+    from .abc import Codec
 
 __all__ = [
     "Overwrite",

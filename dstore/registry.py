@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import re
 import types
@@ -26,7 +27,7 @@ from ._dist import install_hint
 from .errors import MissingDependencyError, UnknownCodecError
 
 if TYPE_CHECKING:
-    from .codecs.base import Codec
+    from .abc import Codec
 
 __all__ = [
     "available_codecs",
@@ -151,7 +152,7 @@ def get_codec_class(name: str) -> type[Codec]:
         return _classes[name]
     entry = _entries.get(name)
     if entry is None:
-        raise UnknownCodecError(name, list(_entries))
+        raise _unknown_name(name)
     for required in entry.requires:
         if importlib.util.find_spec(required) is None:
             raise MissingDependencyError(name, entry.extra or name, required)
@@ -208,7 +209,7 @@ def default_extension(name: str) -> str:
     _load_entry_points()
     entry = _entries.get(name)
     if entry is None:
-        raise UnknownCodecError(name, list(_entries))
+        raise _unknown_name(name)
     extensions = entry.extensions or get_codec_class(name).extensions
     return extensions[0] if extensions else f".{name}"
 
@@ -219,9 +220,21 @@ def _has_marker(path: str, entry: _Entry) -> bool:
         return False
     if entry.marker_format is None:
         return True
-    from .sharding.manifest import is_manifest_of
+    return _marker_format(fs.join(path, entry.marker)) == entry.marker_format
 
-    return is_manifest_of(path, entry.marker_format)
+
+def _marker_format(marker: str) -> object:
+    """The ``format`` a JSON marker file names (None when it is not a regular file of a
+    JSON object): read here, not by the container that writes it, so that the
+    registry stays below every format and container."""
+    if not fs.is_regular_file(marker):
+        return None
+    try:
+        with fs.open_binary(marker) as f:
+            doc = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return doc.get("format") if isinstance(doc, dict) else None
 
 
 def infer_codec(path: str) -> str:
@@ -246,9 +259,35 @@ def infer_codec(path: str) -> str:
         for name, entry in _entries.items():
             if _has_marker(str(path), entry):
                 return name
-        raise UnknownCodecError(
-            base,
-            list(_entries),
-            f"{path}: no format claims this extension (name one with --to/--from)",
-        )
+        raise _unclaimed(str(path), base)
     return best[1]
+
+
+def _unclaimed(path: str, base: str) -> UnknownCodecError:
+    """The error for a path no format claims, suggesting the extension nearest to its
+    own: the last suffix (``data.v2.tfrecrods``), else all of them (``x.tfrecords.gzz``)."""
+    extensions = [ext for entry in _entries.values() for ext in entry.extensions]
+    suffixes = [os.path.splitext(base)[1], base[base.find(".") :] if "." in base else ""]
+    near = next(filter(None, (_nearest(s, extensions) for s in suffixes if s)), None)
+    hint = f"; did you mean {near}?" if near else ""
+    return UnknownCodecError(
+        base,
+        list(_entries),
+        f"{path}: no format claims this extension{hint} (name one with --to/--from)",
+    )
+
+
+def _nearest(word: str, choices: list[str]) -> str | None:
+    """The one of ``choices`` close to ``word`` (a misspelt extension or format name), if
+    any. Close is difflib's ratio of at least 0.8: ``.tfrecrods`` and ``.jsn`` are,
+    ``.npy`` (another format: 0.75 to ``.npz``) is not."""
+    import difflib
+
+    near = difflib.get_close_matches(word.lower(), choices, n=1, cutoff=0.8)
+    return near[0] if near else None
+
+
+def _unknown_name(name: str) -> UnknownCodecError:
+    near = _nearest(name, list(_entries))
+    hint = f" (did you mean {near!r}?)" if near else ""
+    return UnknownCodecError(name, list(_entries), f"unknown format {name!r}{hint}")

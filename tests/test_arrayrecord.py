@@ -20,7 +20,7 @@ import pytest
 
 import dstore
 from dstore.cli import main
-from dstore.codecs import _tfrecord_io as rio
+from dstore.codecs.tfrecord import io as rio
 from dstore.errors import CodecIOError
 from dstore.registry import infer_codec
 from dstore.testing import assert_datasets_equal, file_digests, kind_cases, read_all
@@ -116,7 +116,7 @@ def test_random_access_reads_single_records_and_torch_map_style(tmp_path, tiles_
 def test_foreign_files_of_the_library_and_urls(tmp_path):
     """Files dstore did not write (TFDS names, the library's writer, Examples encoded
     by hand as TFRecord would) are read by inspection; URLs are refused in one line."""
-    from dstore.codecs._example import BYTES, INT64, encode_example, encode_feature
+    from dstore.codecs.example.wire import BYTES, INT64, encode_example, encode_feature
 
     folder = tmp_path / "mnistish"
     folder.mkdir()
@@ -278,7 +278,7 @@ def test_grain_reads_the_shards(tmp_path, tiles):
     tf.train.Example whose PNG and label are the source's."""
     import imagecodecs
 
-    from dstore.codecs._example import decode_example
+    from dstore.codecs.example.wire import decode_example
 
     grain = pytest.importorskip("grain")
     x, y = tiles

@@ -96,7 +96,7 @@ def test_grid_vocabulary_parses_every_valid_value():
     for spec in ("bfloat16", "round:10", "int8", "uint8"):
         why = dtype_support(spec)
         try:
-            dstore.dtypes.parse_policy(spec)
+            dstore.engine.dtypes.parse_policy(spec)
         except dstore.errors.DstoreError:
             assert why == f"dtype policy {spec!r} is not in this dstore"
         else:

@@ -153,8 +153,41 @@ def test_ragged_record_counts(tmp_path, capsys):
 
 
 def test_unknown_extension(tmp_path, capsys, label_maker_npz):
-    _fails(
+    line = _fails(
         capsys, ["convert", label_maker_npz, str(tmp_path / "out.xyz")], contains="no format claims"
+    )
+    assert "did you mean" not in line  # nothing near .xyz
+    _only(tmp_path, "data.npz")
+
+
+@pytest.mark.parametrize(
+    ("name", "nearest"),
+    [("out.tfrecrods", ".tfrecords"), ("out.jsn", ".json"), ("o.v2.parqet", ".parquet")],
+)
+def test_a_misspelt_extension_suggests_the_nearest(
+    tmp_path, capsys, label_maker_npz, name, nearest
+):
+    line = _fails(
+        capsys, ["convert", label_maker_npz, str(tmp_path / name)], contains="no format claims"
+    )
+    assert f"did you mean {nearest}?" in line
+    _only(tmp_path, "data.npz")
+
+
+def test_another_format_s_extension_is_not_taken_for_a_typo(tmp_path, capsys, label_maker_npz):
+    """.npy is numpy's other format, not a misspelt .npz: no suggestion that would not work."""
+    line = _fails(
+        capsys, ["convert", label_maker_npz, str(tmp_path / "o.npy")], contains="no format claims"
+    )
+    assert "did you mean" not in line
+
+
+def test_a_misspelt_format_name_suggests_the_nearest(tmp_path, capsys, label_maker_npz):
+    out = str(tmp_path / "out")
+    _fails(
+        capsys,
+        ["convert", label_maker_npz, out, "--to", "tfrecod"],
+        contains="unknown format 'tfrecod' (did you mean 'tfrecord'?)",
     )
     _only(tmp_path, "data.npz")
 
@@ -239,7 +272,7 @@ def test_verify_one_npz_alone(tmp_path, capsys, label_maker_npz):
 
 
 @pytest.mark.slow  # builds photo tiles, converts to every format and benches them (~100 s)
-def test_demo_runs(tmp_path, capsys):
+def test_demo_runs(tmp_path, capsys, monkeypatch):
     """The README's first command: sample data from real photos, every format, verified, benched."""
     pytest.importorskip("sklearn")
     assert main(["demo", str(tmp_path / "demo"), "--records", "30"]) == 0
@@ -249,6 +282,19 @@ def test_demo_runs(tmp_path, capsys):
     assert {"data.npz", "data.tfrecords", "data.zarr", "data.h5", "od.npz", "bench.md"} <= set(
         os.listdir(tmp_path / "demo")
     )
+    # it names what the bench wrote, and a next command that runs as printed
+    demo = str(tmp_path / "demo")
+    (wrote,) = [line for line in out.splitlines() if line.startswith("bench: wrote ")]
+    for name in ("bench.md", "bench.png"):
+        assert os.path.join(demo, name) in wrote and os.path.getsize(os.path.join(demo, name))
+    (step,) = [line for line in out.splitlines() if line.startswith("next: ")]
+    cd, _, command = step.removeprefix("next: ").partition(" && ")
+    assert shlex.split(cd) == ["cd", demo]
+    program, *argv = shlex.split(command)
+    assert program == "dstore" and argv[0] == "info"
+    monkeypatch.chdir(demo)
+    assert main(argv) == 0
+    assert "tf.data.TFRecordDataset" in capsys.readouterr().out
     # the object-detection sample the docs' --layout example runs on, as the demo says
     od, back = str(tmp_path / "demo" / "od.npz"), str(tmp_path / "od.tfrecords")
     layout = ["--layout", "tf-object-detection"]
@@ -453,11 +499,37 @@ def test_format_options_list_every_registered_format():
         ("convert", "--from"),
         ("info", "--from"),
         ("verify", "--from"),
-        ("index", "--from"),
     ]:
         text = _help_of(option, subs[command].format_help())
         for name in codec_names():
             assert re.search(rf"\b{name}\b", text), (command, option, name, text)
+
+
+def test_index_from_offers_only_the_formats_it_can_index(tmp_path, capsys, label_maker_npz):
+    """`dstore index --from` lists the formats whose codec says its records are frames
+    (the capability flag), and a file of another format is refused naming them."""
+    from dstore.registry import codec_names
+
+    _, subs = _subparsers()
+    text = _help_of("--from", subs["index"].format_help())
+    indexable = codecs_with(lambda c: c.frame_indexes)
+    assert indexable == ["tfrecord"]
+    for name in codec_names():
+        assert bool(re.search(rf"\b{name}\b", text)) == (name in indexable), (name, text)
+    for argv in (["index", label_maker_npz], ["index", "--from", "npz", label_maker_npz]):
+        _fails(capsys, argv, contains="npz files have no record index to write")
+    _fails(capsys, ["index", label_maker_npz], contains="(indexes are written for tfrecord files)")
+    _only(tmp_path, "data.npz")
+
+
+def test_every_command_describes_itself_in_its_help():
+    """`dstore X --help` has a paragraph saying what X does, beside the one-line summary
+    `dstore --help` lists."""
+    _, subs = _subparsers()
+    for name, sub in subs.items():
+        assert sub.description and len(sub.description) > 60, name
+        text = " ".join(sub.format_help().split())
+        assert " ".join(sub.description.split()) in text, name
 
 
 def test_layout_and_sharded_help_come_from_the_registries():

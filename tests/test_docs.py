@@ -149,3 +149,54 @@ def test_cli_reference_is_rendered_from_the_parser():
         assert f"## `dstore {name}`" in rendered, name
     assert "-o png_level=" in rendered  # convert's epilog: the formats' options
     assert hooks.on_page_markdown("# other page\n", None, None, None) == "# other page\n"
+
+
+# ------------------------------------------------------------------ the generated API reference
+
+
+def _tool(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sphinx_roles_become_code_spans():
+    pytest.importorskip("griffe")
+    roles = _tool("griffe_roles")
+    text = (
+        "refused with :class:`~dstore.errors.UnsafeInputError`, over :func:`dstore.to_torch`"
+        " (see :mod:`.grid`, :meth:`prepare`, :py:attr:`title <a.b.c>`); ``:class:`` stays"
+    )
+    assert roles.roles_as_code(text) == (
+        "refused with `UnsafeInputError`, over `dstore.to_torch` (see `grid`, `prepare`, "
+        "`title`); ``:class:`` stays"
+    )
+
+
+#: Objects of the API page whose docstring comes with other work: BenchReport's with the
+#: rework of ``dstore bench`` (issue #35, its own branch), which changes the report.
+_UNDOCUMENTED_FOR_NOW = {"dstore.bench.results.BenchReport"}
+
+
+def test_every_object_on_the_api_page_has_a_docstring_without_raw_roles():
+    """What `::: name` renders in docs/api.md, and every member it shows, reads as
+    Markdown: a docstring (no empty heading such as VerifyReport's was) and no Sphinx
+    role left raw (``:class:`X```) after the site's griffe extensions."""
+    griffe = pytest.importorskip("griffe")
+    extensions = griffe.load_extensions(
+        *re.findall(r"^\s+- (tools/griffe_\w+\.py:\w+)$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    )
+    package = griffe.load("dstore", search_paths=[str(ROOT)], extensions=extensions)
+    targets = re.findall(r"^::: (\S+)$", (DOCS / "api.md").read_text(), re.MULTILINE)
+    assert len(targets) > 15, targets
+    role = re.compile(r":(?:py:)?(?:class|mod|meth|func|data|attr|exc|obj|const):`")
+    for target in targets:
+        obj = package if target == "dstore" else package[target.removeprefix("dstore.")]
+        shown = [obj, *(m for m in obj.members.values() if not m.is_alias and m.docstring)]
+        if target not in _UNDOCUMENTED_FOR_NOW:
+            assert obj.docstring is not None and obj.docstring.value.strip(), target
+        for member in shown:
+            text = member.docstring.value if member.docstring is not None else ""
+            assert not role.search(text), (member.path, role.search(text))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dstore.dtypes import DtypePolicy, parse_policy
+from dstore.engine.dtypes import DtypePolicy, parse_policy
 from dstore.errors import DtypePolicyError
 from dstore.model.schema import FieldSpec, SplitSpec
 

@@ -1,4 +1,4 @@
-"""dstore.engine: the one read -> check -> cast -> count loop both write paths share."""
+"""dstore.engine.cast: the one read -> check -> cast -> count loop both write paths share."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 import dstore
 from dstore.api import ArrayReader, write_dataset
-from dstore.dtypes import DtypePolicy
+from dstore.engine.dtypes import DtypePolicy
 from dstore.errors import SchemaError
 from dstore.model.schema import Schema, SplitSpec
 from dstore.sources import codec_for

@@ -47,7 +47,7 @@ def test_golden_file_reads_back(rel: str) -> None:
 def test_golden_checksums_read_from_their_old_place(rel: str) -> None:
     """0.1.0 kept the field checksums in ``attrs['dstore.sha256']``: they are read into
     the schema's checksum slot, checked by verify, and never shown as an attribute."""
-    from dstore.integrity import CHECKSUM_ATTR
+    from dstore.model.checksums import CHECKSUM_ATTR
 
     path = os.path.join(HERE, rel)
     with dstore.api.open_reader(path) as reader:

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore.codecs.hdf5 import HDF5Options, size_bound
+from dstore.codecs.hdf5.options import HDF5Options
+from dstore.codecs.hdf5.writer import size_bound
 
 _COMPRESSIONS = ["none", "gzip", "lzf", "blosc", "zstd"]
 

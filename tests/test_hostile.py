@@ -370,7 +370,7 @@ def test_image_size_reads_each_header(fmt) -> None:
     """The header parser agrees with the decoder on every format it knows."""
     import imagecodecs
 
-    from dstore.codecs._imagecodec import image_size
+    from dstore.images.imagecodec import image_size
 
     img = np.random.default_rng(1).integers(0, 255, (37, 53, 3), np.uint8)
     if fmt == "gif":

@@ -89,8 +89,8 @@ def test_info_of_an_npz_imports_only_what_it_reads(tmp_path):
         *HEAVY,
         *(m for entry in registry.values() for m in entry.requires),  # every format's library
         "dstore.api.convert",
-        "dstore.engine",
-        "dstore.sharding.run",
+        "dstore.engine.cast",
+        "dstore.engine.run",
         "dstore.sources.many_files",
         "dstore.codecs.npz.writer",
         "importlib.metadata",
@@ -121,7 +121,7 @@ def test_convert_to_npz_imports_no_sharding(tmp_path):
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    assert main(['convert', {str(src)!r}, {str(tmp_path / 'o.npz')!r}]) == 0"
     )
-    assert not {"dstore.sharding.run", "dstore.sources.many_files", *HEAVY} & loaded
+    assert not {"dstore.engine.run", "dstore.sources.many_files", *HEAVY} & loaded
 
 
 def test_to_tf_dataset_without_tensorflow_names_the_function_not_a_format(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 import dstore
 from dstore.api import check
 from dstore.cli import main
-from dstore.integrity import CHECKSUM_ATTR
+from dstore.model.checksums import CHECKSUM_ATTR
 from dstore.model.schema import schema_digest
 
 

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore import engine
 from dstore.api import memory
 from dstore.api.per_source import write_per_source
-from dstore.dtypes import CastStats, DtypePolicy
+from dstore.engine import cast as engine
+from dstore.engine import shards as sharding_run
+from dstore.engine.dtypes import CastStats, DtypePolicy
+from dstore.engine.job import ConvertJob
 from dstore.errors import UsageError
-from dstore.job import ConvertJob
-from dstore.sharding import run as sharding_run
 from dstore.testing import cli_command
 
 # the module, not the function dstore.api.convert
@@ -132,7 +132,7 @@ def test_batch_size_and_progress_reach_the_writer(
     np.savez(src, x_train=feats, y_train=labels)
     seen: list[int] = []
     _wrap_cast_batches(engine, monkeypatch, seen)  # write_splits and the plan's sample
-    _wrap_cast_batches(sharding_run, monkeypatch, seen)  # the shard loop
+    _wrap_cast_batches(sharding_run, monkeypatch, seen)  # the shard loop (engine.shards)
     calls: list[int] = []
     out = str(tmp_path / f"o{ext}")
     dstore.convert(src, out, batch_bytes=4096, progress=lambda n, total: calls.append(n))

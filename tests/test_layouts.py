@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import dstore
 from dstore.cli import main
-from dstore.codecs._example import decode_example
+from dstore.codecs.example.wire import decode_example
 from dstore.demo import photo_tiles
 from dstore.errors import SchemaError, UsageError
 from dstore.layouts import get_layout_class, layout_names, register_layout
@@ -61,7 +61,7 @@ def od_npz(tmp_path) -> tuple[str, dict[str, np.ndarray]]:
 
 def _records(path: str, split: str = "train") -> list[dict]:
     """Every Example of a split as {feature: (kind, values)}, parsed by dstore's decoder."""
-    from dstore.codecs._tfrecord_io import RecordFile
+    from dstore.codecs.tfrecord.io import RecordFile
 
     out = []
     for name in sorted(os.listdir(path)):
@@ -313,7 +313,7 @@ def test_segmentation_round_trip_and_keys(tmp_path):
     src, out, back = str(tmp_path / "s.npz"), str(tmp_path / "s.tfrecords"), str(tmp_path / "b.npz")
     np.savez(src, x_train=x[:8], y_train=y[:8], x_val=x[8:], y_val=y[8:])
     dstore.convert(src, out, layout="tf-segmentation")
-    from dstore.codecs._png import decode as png_decode
+    from dstore.images.png import decode as png_decode
 
     recs = _records(out)
     assert set(recs[0]) == {

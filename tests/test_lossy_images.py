@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore.codecs._imagecodec import LossyImage
+from dstore.images.imagecodec import LossyImage
 
 imagecodecs = pytest.importorskip("imagecodecs")
 skdata = pytest.importorskip("skimage.data")
@@ -105,8 +105,8 @@ def test_tfrecord_lossy_decodes_to_pixels_within_the_declared_bound(tmp_path, fm
 
 
 def test_tfrecord_jpeg_bytes_are_libjpeg_turbo_and_smaller_than_png(tmp_path):
-    from dstore.codecs._example import decode_example
-    from dstore.codecs._tfrecord_io import RecordFile
+    from dstore.codecs.example.wire import decode_example
+    from dstore.codecs.tfrecord.io import RecordFile
 
     x = _photos(8, size=128)
     png = str(tmp_path / "png.tfrecords")

@@ -11,8 +11,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from dstore.codecs._example import BYTES, INT64, encode_example, encode_feature
-from dstore.codecs._tfrecord_io import frame
+from dstore.codecs.example.wire import BYTES, INT64, encode_example, encode_feature
+from dstore.codecs.tfrecord.io import frame
 
 RECORD_MIB = 20
 

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 import dstore
 from dstore.errors import DstoreError, SchemaError, UnsafePathError
+from dstore.model.keys import split_key
 from dstore.model.names import MAX_BYTES, escape, is_plain, safe_join, split_parts, unescape
-from dstore.model.schema import split_key
 from dstore.sharding import open_for_write as _open_for_write
 from dstore.testing import usable_formats
 

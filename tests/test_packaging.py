@@ -245,13 +245,62 @@ def test_version_lists_backends_and_warns_of_another_dstore(tmp_path, monkeypatc
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"dstore-ml {dstore.__version__} ({PACKAGE}")
     assert lines[1].startswith(f"Python {sys.version.split()[0]}")
-    assert f"numpy {importlib.metadata.version('numpy')}" in lines
+    shown = _shown_versions(lines)
+    assert shown["numpy"] == (importlib.metadata.version("numpy"), "core")
     for module in ("zarr", "h5py", "imagecodecs"):
         dists = importlib.metadata.packages_distributions().get(module)
         if dists:
-            assert f"{dists[0]} {importlib.metadata.version(dists[0])}" in lines, module
+            assert shown[norm(dists[0])][0] == importlib.metadata.version(dists[0]), module
     warning = [line for line in lines if line.startswith("warning:")]
     assert len(warning) == 1 and "dstore 0.1.2" in warning[0], lines
+
+
+def _shown_versions(lines: list[str]) -> dict[str, tuple[str, str]]:
+    """``dstore --version``'s library lines: normalised name -> (version, what installs it)."""
+    out = {}
+    for line in lines[2:]:
+        match = re.match(r"([A-Za-z0-9][\w.-]*) (\S+) {2,}(.+)$", line)
+        if match:
+            out[norm(match.group(1))] = (match.group(2), match.group(3))
+    return out
+
+
+def test_version_names_the_library_of_every_extra(project, capsys):
+    """Every library an extra of pyproject.toml installs (and the readers of the outputs)
+    is in `dstore --version`: with its installed version and the extras that install it,
+    or under "not installed"; nothing is printed twice."""
+    from dstore import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    lines = capsys.readouterr().out.splitlines()
+    shown = _shown_versions(lines)
+    (missing,) = [line for line in lines if line.startswith("not installed:")] or [""]
+    expected: dict[str, set[str]] = {}
+    for extra, specs in project["optional-dependencies"].items():
+        for spec in specs:
+            name = norm(requirements.Requirement(spec).name)
+            if extra not in ("all", "docs", "test") and name != norm(_dist.DIST_NAME):
+                expected.setdefault(name, set()).add(extra)
+    # the libraries #35 names, and the training readers that no extra installs
+    for name in ("pyarrow", "array-record", "fpng", "torch", "scikit-learn", "orjson"):
+        assert name in expected, name
+    for name in ("webdataset", "datasets", "grain"):
+        expected[name] = set()
+    alternatives = {"tensorflow-cpu": "tensorflow"}
+    for name, extras in expected.items():
+        got = shown.get(name) or shown.get(alternatives.get(name, name))
+        if got is None:
+            assert re.search(rf"\b{re.escape(name)} \(", missing), (name, lines)
+            continue
+        version, role = got
+        installed = alternatives.get(name, name) if name not in shown else name
+        assert version == importlib.metadata.version(installed), name
+        assert set(role.split(", ")) == extras or (not extras and role.startswith("reads ")), (
+            name,
+            role,
+        )
+    assert len(shown) == len(lines[2:]) - bool(missing), "a line printed twice or unparsed"
 
 
 def test_version_imports_no_backend():

@@ -251,7 +251,7 @@ def test_lossy_and_encoded_images(tmp_path, tiles, hf):
     with dstore.open(path) as got:
         err = np.abs(got["train"]["x"][:].astype(int) - x[:8]).mean()
     assert 0 < err < 8
-    from dstore.codecs._png import png_encoder
+    from dstore.images.png import png_encoder
 
     pngs = [png_encoder("6")(t) for t in x[:4]]
     enc = str(tmp_path / "enc.parquet")

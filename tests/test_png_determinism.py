@@ -23,8 +23,8 @@ import imagecodecs
 import numpy as np
 import pytest
 
-from dstore.codecs import _png
 from dstore.demo import photo_tiles
+from dstore.images import png as _png
 
 N_TILES = 48
 
@@ -32,7 +32,7 @@ CHILD = textwrap.dedent(
     """
     import hashlib, sys
     import numpy as np
-    from dstore.codecs import _png
+    from dstore.images import png as _png
     from dstore.demo import photo_tiles
 
     def deep(depth, fn):

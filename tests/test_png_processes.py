@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore.codecs import _example_fields, _png
+from dstore.codecs.example import fields as _example_fields
 from dstore.demo import photo_tiles
 from dstore.errors import SchemaError
+from dstore.images import png as _png
 from dstore.sharding import processes
 
 
@@ -159,7 +160,7 @@ def test_scratch_files_close_with_their_thread_and_at_exit(tmp_path) -> None:
         """
         import os, threading
         import numpy as np
-        from dstore.codecs import _png
+        from dstore.images import png as _png
         from dstore.demo import photo_tiles
         x, _ = photo_tiles(2, 64, seed=1)
         def encode():

@@ -25,9 +25,9 @@ import dstore
 from dstore.api import ArrayReader, check, open_reader
 from dstore.cli import main
 from dstore.codecs.npz import NpzCodec
-from dstore.dtypes import parse_policy
+from dstore.engine.dtypes import parse_policy
 from dstore.errors import DtypePolicyError, UnsupportedDtypeError
-from dstore.precision import bitround
+from dstore.model.precision import bitround
 from dstore.testing import usable_formats
 
 #: name -> extension without its dot, from the registry

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import dstore
+from dstore.engine.rawsize import encoded_image_bytes
 from dstore.model import Image
-from dstore.rawsize import encoded_image_bytes
 
 
 def _npz(tmp_path, tiles) -> str:

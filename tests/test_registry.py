@@ -13,7 +13,7 @@ import pytest
 import dstore
 import dstore.codecs
 from dstore import registry
-from dstore.codecs.base import Codec
+from dstore.abc import Codec
 
 
 @pytest.mark.parametrize(

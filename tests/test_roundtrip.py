@@ -11,7 +11,7 @@ from dstore.testing import CodecSuite
 
 class TestRegisteredCodecs(CodecSuite):
     @pytest.fixture(params=codec_names())
-    def codec(self, request: pytest.FixtureRequest) -> dstore.codecs.base.Codec:
+    def codec(self, request: pytest.FixtureRequest) -> dstore.abc.Codec:
         try:
             return dstore.get_codec(request.param)
         except dstore.MissingDependencyError as e:

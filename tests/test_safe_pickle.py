@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dstore.codecs._safe_pickle import UnsafePickleError, load_object_array
+from dstore.codecs.npz.safe_pickle import UnsafePickleError, load_object_array
 from dstore.errors import CodecIOError
 
 
@@ -153,7 +153,7 @@ def test_refusal_names_the_global() -> None:
 
 def test_guarded_objects_are_not_changed_by_a_load() -> None:
     """BUILD on the shared wrappers must fail, so one file cannot change how the next is read."""
-    from dstore.codecs import _safe_pickle
+    from dstore.codecs.npz import safe_pickle as _safe_pickle
 
     before = {k: (type(v), getattr(v, "__dict__", None)) for k, v in _safe_pickle._ALLOWED.items()}
     for data in (b"cnumpy\nndarray\n(dS'x'\nI1\nsb.", b"cnumpy\ndtype\n(N(dS'spec'\nI1\nstb."):
@@ -238,7 +238,7 @@ import sys
 
 import numpy as np
 
-from dstore.codecs._safe_pickle import load_object_array
+from dstore.codecs.npz.safe_pickle import load_object_array
 from dstore.errors import CodecIOError
 
 
@@ -349,7 +349,7 @@ import os
 import resource
 import sys
 
-from dstore.codecs._safe_pickle import load_object_array
+from dstore.codecs.npz.safe_pickle import load_object_array
 from dstore.errors import CodecIOError
 
 # the address space this process has now, plus 1 GiB

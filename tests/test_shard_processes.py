@@ -17,10 +17,11 @@ import pytest
 
 import dstore
 from dstore.demo import photo_tiles
+from dstore.engine import local, run
 from dstore.errors import DstoreError
-from dstore.sharding import processes, run
+from dstore.sharding import processes
 
-TILES = 600  # past run.PROCESS_MIN_RECORDS
+TILES = 600  # past local.PROCESS_MIN_RECORDS
 
 
 def _digests(folder: str) -> dict[str, str]:
@@ -41,7 +42,7 @@ def spawned(monkeypatch):
         asked.append(n)
         return real(n, start)
 
-    monkeypatch.setattr(run, "encoder_processes", counting)
+    monkeypatch.setattr(local, "encoder_processes", counting)
     return asked
 
 
@@ -56,7 +57,7 @@ def _tiles_npz(path: str, n: int = TILES, seed: int = 5) -> tuple[np.ndarray, np
 def test_shard_processes_write_the_threads_bytes(tmp_path, spawned, to) -> None:
     """The same conversion on threads (``workers=1``) and in two worker processes: every
     file the same, byte for byte (the manifest included), and read back pixel for pixel."""
-    assert TILES >= run.PROCESS_MIN_RECORDS
+    assert TILES >= local.PROCESS_MIN_RECORDS
     src = str(tmp_path / "data.npz")
     x, y = _tiles_npz(src)
     opts = {"shard_mb": 0.5}
@@ -242,13 +243,13 @@ def test_a_source_changed_while_workers_read_it_fails_and_leaves_nothing(
         header = size - z["x_train"].nbytes
         row = z["x_train"][0].nbytes
     planned: list[list] = []
-    real = run._in_processes
+    real = run.write_in_processes
 
     def planning(pool, reader, writer, root, pending, *rest):
         planned.append(list(pending))
         return real(pool, reader, writer, root, pending, *rest)
 
-    monkeypatch.setattr(run, "_in_processes", planning)
+    monkeypatch.setattr(run, "write_in_processes", planning)
 
     def flip_once(done: int, total: int) -> None:
         # workers take the largest shard first, one each: the last one queued is unread

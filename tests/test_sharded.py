@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import dstore
+from dstore.engine.journal import JOURNAL, append_journal, read_journal, still_good
 from dstore.sharding import open_for_write, shard_name
-from dstore.sharding.journal import JOURNAL, append_journal, read_journal, still_good
 from dstore.testing import assert_datasets_equal, file_digests, read_all
 
 pytest.importorskip("imagecodecs")

@@ -162,7 +162,7 @@ def _record_offsets(blob: bytes) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("claimed", [2**40, 2**63, 2**64 - 1, 10**12])
 def test_tfrecord_length_claiming_terabytes(tmp_path, tfrecord_dir, claimed):
-    from dstore.codecs._tfrecord_io import masked_crc
+    from dstore.codecs.tfrecord.io import masked_crc
 
     _data, valid, shard = tfrecord_dir
     blob = shard.read_bytes()

@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dstore.codecs._tensorproto import StringTensor, looks_like_tensor_proto, parse_tensor_proto
+from dstore.codecs.example.tensorproto import (
+    StringTensor,
+    looks_like_tensor_proto,
+    parse_tensor_proto,
+)
 from dstore.errors import CodecIOError
 
 tf = pytest.importorskip("tensorflow")

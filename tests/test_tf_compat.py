@@ -136,7 +136,7 @@ def _png_declaring(width: int, height: int, depth: int, color: int) -> bytes:
     import struct
     import zlib
 
-    from dstore.codecs._png import _IEND, _SIGNATURE, _chunk
+    from dstore.images.png import _IEND, _SIGNATURE, _chunk
 
     header = struct.pack(">IIBBBBB", width, height, depth, color, 0, 0, 0)
     idat = zlib.compress(b"\0" * 100)
@@ -144,7 +144,7 @@ def _png_declaring(width: int, height: int, depth: int, color: int) -> bytes:
 
 
 def _hostile_png(case: str, tile: np.ndarray) -> bytes:
-    from dstore.codecs import _png
+    from dstore.images import png as _png
 
     good = _png.encode_fast(tile)
     return {
@@ -247,7 +247,7 @@ def _adam7_png(img: np.ndarray) -> bytes:
     import struct
     import zlib
 
-    from dstore.codecs._png import _COLOR_TYPE, _IEND, _SIGNATURE, _chunk
+    from dstore.images.png import _COLOR_TYPE, _IEND, _SIGNATURE, _chunk
 
     h, w = img.shape[:2]
     channels = img.shape[2] if img.ndim == 3 else 1
@@ -306,7 +306,7 @@ def test_png_fast_path_inflates_no_more_than_the_rows(tmp_path):
     child = r"""
 import os, resource, struct, tracemalloc, zlib
 import numpy as np
-from dstore.codecs import _png
+from dstore.images import png as _png
 deflate = zlib.compressobj(9)
 idat = deflate.compress(b"\x02")  # the first row's filter byte: UP
 idat += b"".join(deflate.compress(bytes(1 << 20)) for _ in range(256)) + deflate.flush()

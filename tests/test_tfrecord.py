@@ -16,8 +16,8 @@ from dstore.cli import main
 from dstore.testing import assert_datasets_equal, read_all
 
 pytest.importorskip("imagecodecs")
-from dstore.codecs import _tfrecord_io as rio
-from dstore.codecs._example import BYTES, INT64, encode_example, encode_feature
+from dstore.codecs.example.wire import BYTES, INT64, encode_example, encode_feature
+from dstore.codecs.tfrecord import io as rio
 
 
 def _write_records(path: str, records: list[bytes]) -> None:
@@ -61,7 +61,7 @@ def test_rename_and_gzip(tmp_path, tiles):
     shard = os.path.join(out, "train-00000-of-00001.tfrecord")
     assert rio.is_gzip(shard)
     with rio.RecordFile(shard) as rf:
-        feats = dstore.codecs._example.decode_example(rf.next_record())
+        feats = dstore.codecs.example.wire.decode_example(rf.next_record())
     assert set(feats) == {"image", "label"}
     assert_datasets_equal({"train": {"x": x, "y": y}}, read_all(out))
 
@@ -233,7 +233,7 @@ def test_fast_png_is_standard_png(tiles, kind):
     """What the fast encoder writes, libpng decodes; dstore's fast decoder agrees with libpng."""
     import imagecodecs
 
-    from dstore.codecs import _png
+    from dstore.images import png as _png
 
     x = tiles[0][0]
     img = {

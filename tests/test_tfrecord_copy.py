@@ -16,21 +16,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dstore
-from dstore.codecs import _example_fields as fields_mod
-from dstore.codecs import _tfrecord_io as rio
-from dstore.codecs._example import (
+from dstore.codecs.example import fields as fields_mod
+from dstore.codecs.example.canonical import decode_canonical, is_canonical_example
+from dstore.codecs.example.signature import scan_example, signature_of
+from dstore.codecs.example.wire import (
     BYTES,
     FLOAT,
     INT64,
     _len_field,
-    decode_canonical,
     decode_example,
     encode_example,
     encode_feature,
-    is_canonical_example,
-    scan_example,
-    signature_of,
 )
+from dstore.codecs.tfrecord import io as rio
 
 CLASSES = [b"cat", b"dog", b"bird"]
 

@@ -27,8 +27,8 @@ from dstore.testing import assert_datasets_equal, read_all
 imagecodecs = pytest.importorskip("imagecodecs")
 import itertools
 
-from dstore.codecs import _tfrecord_io as rio
-from dstore.codecs._example import BYTES, FLOAT, INT64, encode_example, encode_feature
+from dstore.codecs.example.wire import BYTES, FLOAT, INT64, encode_example, encode_feature
+from dstore.codecs.tfrecord import io as rio
 
 BOX = "image/object/bbox/xmin"  # Object Detection API names carry slashes
 
@@ -399,3 +399,27 @@ def test_a_foreign_file_beside_a_manifest_is_read_by_inspection(dstore_dir):
         assert list(ds) == ["data"] and ds["data"].count == 3
         got = ds["data"].read()
     np.testing.assert_array_equal(got["vec"], np.stack([np.arange(4) * (i + 1) for i in range(3)]))
+
+
+def test_a_single_foreign_file_is_the_split_data_and_says_so(tmp_path, capsys):
+    """One TFRecord file whose name names no split is the split 'data': `dstore info`
+    says what that name is, and asking for another split lists the splits there are."""
+    path = str(tmp_path / "images.tfrecord")
+    _write(path, [_encode(_features(i)) for i in range(5)])
+    assert main(["info", path]) == 0
+    out = capsys.readouterr().out
+    assert "  split data: 5 records" in out
+    assert "('data' is dstore's name for data that names no split)" in out
+    with dstore.open(path) as ds:
+        assert list(ds) == ["data"]
+        with pytest.raises(dstore.errors.SchemaError) as e:
+            ds["train"]
+    assert str(e.value) == (
+        f"{path}: no split 'train'; splits: data ('data' is dstore's name for data that "
+        "names no split)"
+    )
+    # a name that names its split is that split
+    named = str(tmp_path / "train-00000-of-00001.tfrecord")
+    _write(named, [_encode(_features(i)) for i in range(3)])
+    with dstore.open(named) as ds:
+        assert list(ds) == ["train"]

@@ -21,7 +21,7 @@ SOURCES = ["npz", "zarr", "tfrecords"]
 
 def _every_kind(tiles):
     """A field of every kind, from photo tiles: raw and encoded images, labels, text..."""
-    from dstore.codecs._png import png_encoder
+    from dstore.images.png import png_encoder
 
     x, y = tiles
     n = 12

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore.codecs import _tfrecord_io as rio
+from dstore.codecs.tfrecord import io as rio
 from dstore.errors import CodecIOError, SchemaError
 
 torch = pytest.importorskip("torch")

@@ -110,7 +110,7 @@ def test_a_failed_block_is_named_and_nothing_is_left(
 ) -> None:
     """A block a worker cannot write fails the conversion naming the array and records;
     the output folder is removed (no task writes into it afterwards)."""
-    from dstore.codecs import zarr as zarr_codec
+    from dstore.codecs.zarr import writer as zarr_codec
 
     def refuse(region: Any, start: int, block: Any) -> None:
         raise OSError("disk full")

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dstore
-from dstore.codecs import _chunked
+from dstore.codecs.arraytree import chunked as _chunked
 from dstore.codecs.zarr import ZarrReader
 from dstore.errors import CodecIOError, SchemaError
 

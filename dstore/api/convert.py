@@ -3,7 +3,7 @@
 
 One loop -- ``reader.iter_batches`` -> ``policy.apply`` -> ``writer.write`` --
 over batches bounded in bytes, into an atomic output (:mod:`dstore.output`);
-sharded formats are planned and written shard by shard (:mod:`dstore.sharding.run`).
+sharded formats are planned and written shard by shard (:mod:`dstore.engine.run`).
 """
 
 from __future__ import annotations
@@ -15,23 +15,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..codecs.base import Codec, Reader
-from ..dtypes import CastStats, DtypePolicy, OnOverflow
-from ..engine import Progress, cast_batches, write_splits
+from ..abc import Codec, Reader
+from ..engine.cast import Progress, cast_batches, write_splits
+from ..engine.dtypes import CastStats, DtypePolicy, OnOverflow
+from ..engine.job import ConvertJob, SourceRef
+from ..engine.rawsize import RawMeter
 from ..errors import CodecIOError, DstoreError, MissingDependencyError, OptionError
-from ..integrity import FieldHasher
-from ..job import ConvertJob, SourceRef
 from ..model import concat_columns
+from ..model.checksums import FieldHasher
 from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema
 from ..output import Overwrite, atomic_output, is_url, path_size, upload_output, url_output
-from ..rawsize import RawMeter
 from ..registry import infer_codec
 from ..sources.opening import codec_for, open_reader, size_or_zero
 from ._text import fmt_bytes
 
 if TYPE_CHECKING:
     # imported where a sharded format is written: an npz or HDF5 output never needs them
-    from ..sharding.run import RegionTasks, ShardRun
+    from ..engine.dask import RegionTasks
+    from ..engine.run import ShardRun
 
 __all__ = ["ConvertReport", "Progress", "convert", "write_dataset"]
 
@@ -102,10 +103,10 @@ def write_dataset(
 ) -> tuple[dict[str, CastStats], ShardRun | None]:
     """Stream every split of ``reader`` through ``job.policy`` into ``codec`` at ``dst``.
 
-    ``settings`` are :class:`~dstore.job.ConvertJob` fields (``policy=``,
+    ``settings`` are :class:`~dstore.engine.job.ConvertJob` fields (``policy=``,
     ``overwrite=``, ``batch_bytes=``...), applied over ``job``: the keywords this
     function took before the job existed. Sharded formats go through
-    ``dstore.sharding.run`` (resumable, distributable); the others are written by
+    ``dstore.engine.run`` (resumable, distributable); the others are written by
     one writer, split after split."""
     job = (job or ConvertJob()).replace(**settings) if settings else (job or ConvertJob())
     policy = job.policy.prepare(reader, codec)  # int8 ranges (one read), bfloat16 storage
@@ -125,14 +126,14 @@ def write_dataset(
         }
 
     if codec.sharded:
-        from ..sharding.run import start_workers
+        from ..engine.local import start_workers
 
         start_workers(reader, codec, out_schema, dst, job)
     plan = codec.plan_shards(out_schema, sample) if codec.sharded else None
     # the cards (dstore.card) are written into the output before its commit (#38)
     cards = _card_writer(reader, codec, job) if job.card else None
     if plan is not None:
-        from ..sharding.run import write_sharded
+        from ..engine.run import write_sharded
 
         run = write_sharded(reader, dst, codec, out_schema, plan, job, on_commit=cards)
         return run.stats, run
@@ -214,7 +215,7 @@ def _region_tasks(dst: str, codec: Codec, client: Any) -> RegionTasks | None:
             f"{dst}: {codec.name} cannot be written on Dask: it is a single file with a "
             "single writer; a Dask client needs a sharded or chunked-store output format"
         )
-    from ..sharding.run import RegionTasks
+    from ..engine.dask import RegionTasks
 
     return RegionTasks(client)
 
@@ -253,7 +254,7 @@ def convert(
 
     Encoded images (PNG/JPEG bytes, e.g. the Object Detection API's) pass
     through byte for byte to TFRecord; other destinations get them decoded to
-    pixels (:mod:`dstore.decoding`) unless ``keep_encoded=True``.
+    pixels (:mod:`dstore.images.decoding`) unless ``keep_encoded=True``.
 
     ``resume=True`` finishes an interrupted sharded (TFRecord) conversion,
     keeping the shards it completed; ``client`` (a ``dask.distributed.Client``)
@@ -291,7 +292,7 @@ def convert(
 
 
 def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
-    """:func:`convert` of a built :class:`~dstore.job.ConvertJob`."""
+    """:func:`convert` of a built :class:`~dstore.engine.job.ConvertJob`."""
     mapping, codec_options = None, job.options
     if job.layout is not None:
         from ..layouts import split_layout_options
@@ -351,7 +352,7 @@ def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
 
 
 def _source_ref(src: str, from_format: str | None, src_options: Mapping[str, Any]) -> SourceRef:
-    return SourceRef(src, from_format, dict(src_options))
+    return SourceRef(src, from_format, dict(src_options), opener=open_reader)
 
 
 def _destination_codec(

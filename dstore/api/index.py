@@ -18,8 +18,8 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..errors import CodecIOError, UnknownCodecError
-from ..registry import get_codec_class, infer_codec
+from ..errors import CodecIOError, UnknownCodecError, UsageError
+from ..registry import codecs_with, get_codec_class, infer_codec
 from ..sharding.index import INDEX_SUFFIX, format_index
 
 __all__ = ["IndexReport", "index"]
@@ -42,8 +42,13 @@ def index(
     """Write a record index beside each file of ``paths`` (a file, a folder of shards,
     a glob), or into the folder ``out`` when the data folder is read-only.
 
+    ``format`` names the files' format (default: from each path); only formats whose
+    records are frames (``Codec.frame_indexes``: TFRecord) have indexes to write.
+
     Raises
     ------
+    UsageError
+        a format without record indexes (npz...), naming the formats with them.
     CodecIOError
         a file that is compressed or not of the format, naming it (nothing is written
         for it; indexes of the files before it stay).
@@ -51,6 +56,12 @@ def index(
     report = IndexReport()
     for spec in paths:
         cls = get_codec_class(format or _format_of(spec))
+        if not cls.frame_indexes:
+            which = ", ".join(codecs_with(lambda c: c.frame_indexes))
+            raise UsageError(
+                f"{spec}: {cls.name} files have no record index to write (indexes are "
+                f"written for {which} files)"
+            )
         for path in cls.frame_files(spec):
             lengths = cls.frame_lengths(path)
             folder = out if out is not None else (os.path.dirname(path) or ".")

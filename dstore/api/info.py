@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..model.schema import Schema
-from ..precision import describe_precision
+from ..abc.reader import DEFAULT_SPLIT_NOTE
+from ..model.precision import describe_precision
+from ..model.schema import DEFAULT_SPLIT, Schema
 from ..registry import infer_codec
 from ..sources.opening import open_reader, size_or_zero
 from ._text import fmt_bytes, printable, shown
@@ -58,6 +59,7 @@ class InfoReport:
             out.append(
                 f"  split {shown(split.name)}: {split.count} records, {fmt_bytes(split.nbytes)}"
                 + _varying_note(Schema({split.name: split}))
+                + (f" ({DEFAULT_SPLIT_NOTE})" if split.name == DEFAULT_SPLIT else "")
             )
             for f in split.fields.values():
                 key = f"  (key {shown(f.key)})" if f.key and f.key != f.name else ""
@@ -96,5 +98,6 @@ def info(path: str | os.PathLike[str], *, format: str | None = None, **options: 
             getattr(reader, "format", None) or format or infer_codec(path),
             getattr(reader, "bytes_in", None) or size_or_zero(path),
             reader.schema,
-            reader.describe(),
+            # how the input was read: a columnar JSON document, columns dropped, ...
+            [*reader.describe(), *(f"note: {note}" for note in reader.notes)],
         )

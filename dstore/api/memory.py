@@ -7,8 +7,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..dtypes import DtypePolicy, OnOverflow
-from ..job import ConvertJob
+from ..engine.dtypes import DtypePolicy, OnOverflow
+from ..engine.job import ConvertJob
 from ..model import Kind
 from ..output import Overwrite
 from ..sources.memory import ArrayReader

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..codecs.base import Codec, Reader
+from ..abc import Codec, Reader
+from ..engine.job import ConvertJob
 from ..errors import SchemaError, UnsafePathError, UsageError
-from ..job import ConvertJob
 from ..model import Column, Kind, String, VarColumn, concat_columns
 from ..model.schema import DEFAULT_BATCH_BYTES, batch_rows_for
 from ..output import Overwrite

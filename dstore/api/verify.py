@@ -12,36 +12,48 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..codecs.base import Reader
+from ..abc import Reader
 from ..errors import DstoreError, SchemaError
-from ..integrity import FieldHasher, stored_checksums
 from ..model import Column, Image, Kind, Ragged, Tensor, VarColumn
+from ..model.checksums import FieldHasher, stored_checksums
+from ..model.precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
 from ..model.schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
-from ..precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
 from ..sources.opening import open_reader
 from ._text import shown
 
 if TYPE_CHECKING:
-    from ..engine import Progress
+    from ..engine.cast import Progress
 
 __all__ = ["FieldResult", "VerifyReport", "check", "verify"]
 
 
 @dataclass
 class FieldResult:
+    """One line of a :class:`VerifyReport`: a field of a split (``field`` is ``"*"`` for a
+    check of the whole split, such as its record count), whether it passed, and why."""
+
     split: str
     field: str
     ok: bool
     detail: str
     #: compared by error statistics (a lossy image encoding), not bit for bit
     lossy: bool = False
-    #: the error measured where ``b`` holds ``a`` lossily (cast, encoded): ``max_abs_error``,
-    #: ``mean_abs_error``, and ``psnr_db`` for images (what ``dstore card --source`` states)
+    #: the error of a lossy ``b`` (cast, encoded): max_abs_error, mean_abs_error, psnr_db
     measured: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclass
 class VerifyReport:
+    """What :func:`verify` (datasets ``a`` and ``b``) or a check of one dataset alone
+    (``a == b``) found: one :class:`FieldResult` per field of each split, and notes on what
+    was not checked and why. ``report.ok`` is True when every result passed; ``dstore
+    verify`` prints :meth:`lines` and exits 1 unless ``ok``.
+
+    >>> report = dstore.verify("data.npz", "data.tfrecords")
+    >>> report.ok, [r.field for r in report.results if not r.ok]
+    (True, [])
+    """
+
     a: str
     b: str
     results: list[FieldResult]
@@ -50,9 +62,12 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """True when every field (and every check of a dataset alone) passed."""
         return all(r.ok for r in self.results)
 
     def lines(self) -> list[str]:
+        """The report as ``dstore verify`` prints it: ``ok  train/x: 40 records bit-exact``
+        (or ``MISMATCH ...``) per field, a count, then the notes."""
         out = [
             f"{'ok' if r.ok else 'MISMATCH'}  {shown(r.split)}/{'*' if r.field == '*' else shown(r.field)}: "
             f"{r.detail}"
@@ -237,10 +252,11 @@ class _SplitCheck:
         }
         self.precise = {n: ErrorStats() for n in self.declared}
         # a float field b holds rounded to another dtype: its error, besides the bits
+        casts = [n for n in names if pa.fields[n].dtype != pb.fields[n].dtype]
         self.cast = {
             n: ErrorStats()
-            for n in names
-            if n not in self.errors and n not in self.declared and _is_float_cast(pa, pb, n)
+            for n in casts
+            if n not in self.errors and n not in self.declared and is_floating(pb.fields[n].dtype)
         }
         self.bad = dict.fromkeys(names, 0)
         self.first_bad: dict[str, int] = {}
@@ -312,15 +328,10 @@ class _SplitCheck:
         return FieldResult(split, name, True, f"{count} records {how}")
 
 
-def _is_float_cast(pa: SplitSpec, pb: SplitSpec, name: str) -> bool:
-    fa, fb = pa.fields[name], pb.fields[name]
-    return fa.dtype != fb.dtype and is_floating(fa.dtype) and is_floating(fb.dtype)
-
-
 def _decode_against(r: Reader, other: Reader) -> Reader:
     """``r`` with its encoded images decoded where ``other`` holds that field as pixels
     (a conversion decoded them): then the pixels are what is compared."""
-    from ..decoding import encoded_image_fields
+    from ..images.decoding import encoded_image_fields
     from ..sources.decoded_images import DecodedImages
 
     fields: dict[str, set[str]] = {}
@@ -334,7 +345,7 @@ def _decode_against(r: Reader, other: Reader) -> Reader:
 
 
 def _lossy_stats(dtype: np.dtype) -> Any:
-    from ..codecs._imagecodec import ErrorStats
+    from ..images.imagecodec import ErrorStats
 
     return ErrorStats(dtype)
 

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..codecs.base import Reader, _concat
+from ..abc import Reader
 from ..errors import MissingDependencyError, SchemaError
-from ..model import Column, Kind, VarColumn, empty_column, record
+from ..model import Column, Kind, VarColumn, concat_columns, empty_column, record
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ..sources.opening import open_source
 
@@ -63,7 +63,7 @@ class FieldView:
                 self._split.name, fields=[self.spec.name], start=start, stop=stop
             )
         ]
-        return _concat(parts, self.spec)
+        return concat_columns(self.spec.kind, parts)
 
     def _records(self, col: Column) -> Any:
         if isinstance(col, VarColumn):

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..dtypes import parse_policy
+from ..engine.dtypes import parse_policy
 from ..errors import DstoreError, UsageError
 
 __all__ = [

@@ -51,7 +51,7 @@ def _register(fmt: str, target: str | None) -> None:
 
 def run(request: dict[str, Any]) -> dict[str, Any]:
     from .. import api
-    from ..dtypes import parse_policy
+    from ..engine.dtypes import parse_policy
     from ..errors import DstoreError
     from ..output import remove_path
 

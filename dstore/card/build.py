@@ -32,7 +32,7 @@ from .facts import Facts, gather
 from .hf import hub_card
 from .rai import Written, bench_lines, line_field, protocol_lines
 
-__all__ = ["ABOUT", "CardReport", "card", "write_with_output"]
+__all__ = ["ABOUT", "CardReport", "describe", "write_with_output"]
 
 CROISSANT, README = CARD_FILES
 #: the dataset-level values a person gives (``dstore card --name ...``)
@@ -267,56 +267,30 @@ def _folder_of(target: str) -> str:
     return os.path.dirname(os.path.abspath(target))
 
 
-def card(
-    path: str | os.PathLike[str],
+def describe(
+    path: str,
+    codec: Any,
+    reader: Any,
     *,
     out: str | os.PathLike[str] | None = None,
-    format: str | None = None,
-    source: str | os.PathLike[str] | None = None,
-    bench: str | os.PathLike[str] | None = None,
     hf: bool = False,
-    **about: str | None,
+    about: Mapping[str, str | None] | None = None,
+    measured: tuple[Written, Mapping[tuple[str, str], Mapping[str, float]]] | None = None,
+    bench: str | os.PathLike[str] | None = None,
 ) -> CardReport:
-    """Write the Croissant 1.1 metadata of the dataset at ``path`` (any format), and a
-    Parquet folder's Hugging Face ``README.md`` (docs/publish.md).
-
-    :param path: the dataset: a folder or a file (``format`` names its format when its
-        name does not)
-    :param out: where the Croissant JSON-LD goes; default ``PATH/croissant.json`` in a
-        folder, ``PATH.croissant.json`` beside a file
-    :param source: the dataset ``path`` was converted from: each lossy field's error is
-        measured against it (``verify(source, path)``); one that differs beyond the
-        error its encoding declares gets no card
-    :param bench: a ``dstore bench`` JSON report on the source: its accuracy figures for
-        this format join ``rai:dataPreprocessingProtocol``
-    :param hf: also write the Hub's ``README.md`` (a Parquet folder; one dstore wrote
-        earlier is rewritten anyway, to stay in step)
-    :param about: ``name``, ``description``, ``license``, ``creator``, ``url``; one not
-        given keeps an earlier card's value, else gets a neutral default and is reported
-        in :attr:`CardReport.missing`
-    :raises OutputExistsError: ``out`` (or the README) exists and dstore did not write it
-    :raises CodecIOError: a file differs from its manifest, or the dataset from ``source``
-
-    >>> report = dstore.card("tiles.parquet", license="cc-by-4.0")  # doctest: +SKIP
-    >>> report.missing                                              # doctest: +SKIP
-    ['name', 'description', 'creator', 'url']
-    """
-    from .measure import measure, open_stored
-
-    path = os.fspath(path)
-    unknown = set(about) - set(ABOUT)
-    if unknown:
-        raise TypeError(f"card() got unexpected keyword(s) {sorted(unknown)}; takes {ABOUT}")
+    """Write the cards of the dataset ``reader`` reads at ``path`` (its ``codec``):
+    :func:`dstore.card`'s work once the dataset is open and, with ``measured``, its
+    errors against the source are known (the written source and ``verify``'s figures)."""
     folder = fs.isdir(path)
-    with open_stored(path, format) as (codec, reader):
-        if hf and not (folder and codec.hub_card):
-            raise UsageError(
-                f"{path}: the Hub's README.md card is written for a folder the Hub reads as "
-                f"it is (Parquet); this is {codec.name} {'folder' if folder else 'file'}"
-            )
-        target = _target(path, out, inside=folder and not codec.card_beside)
-        facts = gather(reader, path, _folder_of(target), codec)
-    written, verified = measure(path, format, source) if source is not None else (None, None)
+    if hf and not (folder and codec.hub_card):
+        raise UsageError(
+            f"{path}: the Hub's README.md card is written for a folder the Hub reads as "
+            f"it is (Parquet); this is {codec.name} {'folder' if folder else 'file'}"
+        )
+    target = _target(path, out, inside=folder and not codec.card_beside)
+    facts = gather(reader, path, _folder_of(target), codec)
+    written, verified = measured if measured is not None else (None, None)
+    source = written.source if written is not None else None
     bench_text = bench_lines(os.fspath(bench), facts.format) if bench is not None else []
     readme_path = fs.join(path, README) if folder else None
     hf = hf or bool(
@@ -324,7 +298,7 @@ def card(
     )
     previous = _previous(target, facts)
     text, readme, missing = _render(
-        facts, about, written, (verified, os.fspath(source or ""), bench_text), previous, hf
+        facts, about or {}, written, (verified, source, bench_text), previous, hf
     )
     _write(target, text, replace=True)
     report = CardReport([target], missing)

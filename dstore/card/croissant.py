@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model import Bytes, Image, Tensor
+from ..model.precision import describe_precision
 from ..model.schema import FieldSpec
-from ..precision import describe_precision
 from .datatypes import DataTypeOf, array_shape, data_type
 from .facts import Facts
 

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from ..model import Bytes, Image, Ragged, String, StringList, Tensor
+from ..model.precision import PRECISION_ATTR
 from ..model.schema import FieldSpec
-from ..precision import PRECISION_ATTR
 
 __all__ = ["DataTypeOf", "array_shape", "data_type"]
 

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import CodecIOError
+from ..model.precision import PRECISION_ATTR, describe_precision, is_floating, tolerance
 from ..model.schema import FieldSpec, Schema
-from ..precision import PRECISION_ATTR, describe_precision, is_floating, tolerance
 from .facts import Facts
 
 __all__ = ["Written", "bench_lines", "protocol_lines"]

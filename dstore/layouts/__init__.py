@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..options import renamed_options
 
 if TYPE_CHECKING:
-    from ..codecs.base import Reader
+    from ..abc import Reader
     from .base import Layout
 
 __all__ = [

@@ -7,7 +7,7 @@ It works on schemas and batches only, so it knows no storage format: the
 destination codec stores the fields it produces (a TFRecord feature per
 field), and reading those files with the same layout gives the arrays back.
 
-:class:`LayoutReader` wraps any :class:`~dstore.codecs.base.Reader` and
+:class:`LayoutReader` wraps any :class:`~dstore.abc.Reader` and
 presents the mapped dataset: ``dstore.convert(..., layout=NAME)`` streams
 through it like through any other reader. The direction is decided per
 dataset from its fields: a dataset that already holds the layout's fields is
@@ -21,9 +21,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..codecs.base import Reader
+from ..abc import Reader
 from ..errors import SchemaError
-from ..integrity import CHECKSUM_ATTR
+from ..model.checksums import CHECKSUM_ATTR
 from ..model.schema import Batch, Schema, SplitSpec
 from ..options import parse_options
 

@@ -23,7 +23,7 @@ class SampleFields(Generic[T]):
     """The fields of a split's samples, one ``field(name)`` each, made where a field is
     first seen (fields keep that order across the split). A field some samples lack
     (or that a later sample adds) is read as a list kind (:meth:`specs`), as dstore
-    reads TFRecord Examples whose features differ (``codecs/_example_infer.py``)."""
+    reads TFRecord Examples whose features differ (:mod:`dstore.codecs.example.infer`)."""
 
     def __init__(self, field: Callable[[str], T]) -> None:
         self.field = field

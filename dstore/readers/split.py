@@ -3,7 +3,7 @@
 A :class:`SplitSource` is what a training reader pickles to its workers: the
 path and the choices, never an open file. Each process opens its own reader on
 first use (an HDF5 or zip handle must not cross a fork), and reads whole
-record ranges (:meth:`dstore.codecs.base.Reader.record_ranges`).
+record ranges (:meth:`dstore.abc.Reader.record_ranges`).
 """
 
 from __future__ import annotations

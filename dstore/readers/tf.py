@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingDependencyError, SchemaError
-from ..precision import dequant_params
+from ..model.precision import dequant_params
 from ..registry import get_codec_class
 from .plan import GLOBAL_WINDOW, consumer_indices, drop_first, read_order
 
@@ -270,7 +270,7 @@ def _tfrecord_field(
 ) -> tuple[Any, Post]:
     """The parse spec of one field's feature, and what turns the parsed value into its record
     (``own_png``: fixed-size PNGs by dstore's decoder, :func:`_own_png_pixels`)."""
-    from ..codecs._example_tf import DECODE_RAW_DTYPES as _DECODE_RAW_DTYPES
+    from ..codecs.example.tf import DECODE_RAW_DTYPES as _DECODE_RAW_DTYPES
     from ..model import Bytes, Image, Ragged, String
 
     field = source.spec.fields[name]
@@ -326,7 +326,7 @@ def _writes_up_filtered_png(reader: Any) -> bool:
     inflates with ISA-L and unfilters in numpy at 2.6x ``tf.io.decode_png``'s speed per
     tile (385 against 1,017 us on 256x256x3 photo tiles; zlib's inflate is most of the
     latter). Other PNGs -- TensorFlow's, zlib levels -- stay with TensorFlow's op."""
-    from ..codecs._png import FPNG_LEVELS
+    from ..images.png import FPNG_LEVELS
 
     # a manifest edited by hand or by another tool may hold anything: then TensorFlow's op
     manifest = getattr(reader, "manifest", None)
@@ -342,7 +342,7 @@ def _own_png_pixels(tf: Any, shape: tuple[int, ...], native: np.dtype, where: st
     A record unlike the manifest fails as one line naming the field: the decoder's
     error comes back as a string that an ``Assert`` raises (an exception raised in a
     numpy_function reaches the user with TensorFlow's Python traceback appended)."""
-    from ..codecs import _png
+    from ..images import png as _png
 
     height, width = shape[:2]
     channels = shape[2] if len(shape) == 3 else 1

@@ -12,10 +12,12 @@ about it that does not depend on how records become bytes:
 - :mod:`~dstore.sharding.reader`: the manifest, the shard list, reading
   across shard boundaries, record ranges, completeness of ``-of-N`` sets,
   integrity checks and ``owns`` (:class:`ShardedDirectoryReader`);
-- :mod:`~dstore.sharding.journal`: the resume journal;
-- :mod:`~dstore.sharding.run`: the conversion itself, shard by shard, local
-  or on Dask, resumable (imported by :mod:`dstore.api` only: it needs the
-  engine and the sources).
+- :mod:`~dstore.sharding.cache`, :mod:`~dstore.sharding.index`: a bounded local
+  cache of remote shards, and record indexes of TFRecord shards.
+
+The container names no format and runs no conversion: the conversion itself,
+shard by shard, local or on Dask, resumable, with its journal, is the engine's
+(:mod:`dstore.engine.run`), one floor up (``import-linter`` keeps it so).
 
 A format asks only "the records of one shard" and "decode these records".
 """

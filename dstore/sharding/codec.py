@@ -15,7 +15,7 @@ from abc import abstractmethod
 from typing import Any, ClassVar
 
 from .. import fs
-from ..codecs.base import Codec, Shard, ShardWriter, Writer
+from ..abc import Codec, Shard, ShardWriter, Writer
 from ..model import names
 from ..model.schema import Batch, Schema
 from .manifest import foreign_files, manifest_files

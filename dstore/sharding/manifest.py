@@ -14,9 +14,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .. import __version__, fs
-from ..codecs.base import is_regular_file
+from .. import fs
+from .._dist import __version__
 from ..errors import CodecIOError
+from ..fs import is_regular_file
 from ..model import names
 
 __all__ = [

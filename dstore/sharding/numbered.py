@@ -7,7 +7,7 @@ import dataclasses
 import re
 from typing import ClassVar
 
-from ..codecs.base import Shard
+from ..abc import Shard
 from ..model import names
 from ..model.schema import KNOWN_SPLITS
 from .reader import ShardedDirectoryReader, brace_files

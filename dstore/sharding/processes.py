@@ -5,8 +5,8 @@ conversion one core of PNG encoding. Here the work runs in
 ``python -m dstore.sharding.processes`` children, one per core, fed
 length-prefixed pickles over their stdin and answering on their stdout,
 results in submission order per child. A child writes a whole shard when it
-can read the source itself (:func:`dstore.sharding.run.write_sharded`), or
-encodes chunks of records sent to it (``_example_fields``). The children run
+can read the source itself (:func:`dstore.engine.run.write_sharded`), or
+encodes chunks of records sent to it (:mod:`dstore.codecs.example.fields`). The children run
 the same code on the same records as threads would, so the bytes are the same.
 
 Why not ``multiprocessing``/``ProcessPoolExecutor``: their ``spawn`` and

@@ -39,10 +39,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .. import fs
-from ..codecs.base import RANGE_BYTES, Reader, even_ranges
+from ..abc import RANGE_BYTES, Reader, even_ranges
 from ..errors import CodecIOError
-from ..integrity import CHECKSUM_ATTR
 from ..model import column_len, concat_columns
+from ..model.checksums import CHECKSUM_ATTR
 from ..model.schema import (
     DEFAULT_SPLIT,
     KNOWN_SPLITS,

@@ -24,7 +24,7 @@ records become bytes:
   written, a ``<shard>.idx`` beside the shard (:mod:`dstore.sharding.index`).
 
 The reading half is :mod:`dstore.sharding.reader`, the manifest
-:mod:`dstore.sharding.manifest`, the resume journal :mod:`dstore.sharding.journal`.
+:mod:`dstore.sharding.manifest`, the resume journal :mod:`dstore.engine.journal`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import IO, Any, ClassVar, TypeVar
 import numpy as np
 
 from .. import fs
-from ..codecs.base import Shard, ShardWriter
+from ..abc import Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError
 from ..fs import is_url
 from ..model import names

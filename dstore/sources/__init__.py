@@ -5,7 +5,7 @@ a reader, and the reader wrappers that sit between a format's reader and its use
   to a codec and an open reader (:func:`open_reader`, :func:`open_source`);
 - :mod:`~dstore.sources.many_files`: many files read as one dataset (globs,
   folders, ``@list``), the files named in a source field;
-- reader wrappers, each a :class:`~dstore.codecs.base.Reader` over another:
+- reader wrappers, each a :class:`~dstore.abc.Reader` over another:
   :mod:`~dstore.sources.decoded_images` (encoded images as pixels),
   :mod:`~dstore.sources.logical` (lossy-stored fields as their values),
   :mod:`~dstore.sources.drop` (fields left out), and
@@ -13,7 +13,7 @@ a reader, and the reader wrappers that sit between a format's reader and its use
   Layouts (:mod:`dstore.layouts`) are the one wrapper kept in a package of its own:
   they are plug-ins with entry points.
 
-Below :mod:`dstore.api` and :mod:`dstore.sharding.run` (a Dask worker writing a
+Below :mod:`dstore.api` and :mod:`dstore.engine.run` (a Dask worker writing a
 shard opens its source itself), above the formats: imports point down only.
 """
 

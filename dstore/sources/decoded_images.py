@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 
-from ..codecs.base import Reader, WrappingReader
-from ..decoding import decode_column_images, decoded_kind, encoded_image_fields
-from ..integrity import CHECKSUM_ATTR
+from ..abc import Reader, WrappingReader
+from ..images.decoding import decode_column_images, decoded_kind, encoded_image_fields
 from ..model import Image, VarColumn
+from ..model.checksums import CHECKSUM_ATTR
 from ..model.schema import Batch, Schema, SplitSpec
 
 

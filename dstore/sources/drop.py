@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..codecs.base import Reader, WrappingReader
+from ..abc import Reader, WrappingReader
 from ..errors import DstoreError, SchemaError
 from ..model.schema import Batch, Schema, SplitSpec
 from ..registry import get_codec_class, infer_codec

@@ -1,14 +1,14 @@
 """A reader wrapper: fields stored in a lossy form (int8/uint8 codes, bfloat16) read as
-the values they stand for (:mod:`dstore.precision` holds the arithmetic)."""
+the values they stand for (:mod:`dstore.model.precision` holds the arithmetic)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
-from ..codecs.base import Reader, WrappingReader
+from ..abc import Reader, WrappingReader
+from ..model.precision import decode_batch, logical_schema
 from ..model.schema import Batch, Schema, SplitSpec
-from ..precision import decode_batch, logical_schema
 
 
 class LogicalReader(WrappingReader):

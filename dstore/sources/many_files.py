@@ -37,16 +37,15 @@ from typing import Any
 import numpy as np
 
 from .. import links
-from ..codecs._imagecodec import is_image_like, record_channels
-from ..codecs.base import Codec, Reader
-from ..decoding import decode_column_images
+from ..abc import Codec, Reader
 from ..errors import (
     CodecIOError,
     OptionError,
     SchemaError,
     UnknownCodecError,
 )
-from ..integrity import CHECKSUM_ATTR
+from ..images.decoding import decode_column_images
+from ..images.imagecodec import is_image_like, record_channels
 from ..model import (
     Column,
     Image,
@@ -59,6 +58,7 @@ from ..model import (
     slice_column,
 )
 from ..model.attrs import ATTRS_KEY
+from ..model.checksums import CHECKSUM_ATTR
 from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ..options import parse_bool
 from ..registry import available_codecs, get_codec_class, infer_codec

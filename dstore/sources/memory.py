@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..codecs.base import Reader
+from ..abc import Reader
 from ..errors import SchemaError
 from ..model import Column, Kind, VarColumn, infer_column, slice_column, to_column
-from ..model.schema import Batch, FieldSpec, Schema, SplitSpec, split_key
+from ..model.keys import split_key
+from ..model.schema import Batch, FieldSpec, Schema, SplitSpec
 
 
 class ArrayReader(Reader):

@@ -1,6 +1,6 @@
 """From a path (or URL) and an optional format name to a codec and an open reader.
 
-Its own module, below both :mod:`dstore.api` and :mod:`dstore.sharding.run`, because a
+Its own module, below both :mod:`dstore.api` and :mod:`dstore.engine.run`, because a
 Dask worker writing one shard opens the source itself: with this here, the
 sharded writer needs nothing from the API layer and the imports go one way
 (``api`` -> ``shards`` -> ``engine``; ``api`` and ``shards`` -> ``sources``).
@@ -13,7 +13,7 @@ import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..codecs.base import Codec, Reader
+from ..abc import Codec, Reader
 from ..errors import CodecIOError
 from ..model.schema import check_empty_records
 from ..output import path_size

@@ -7,7 +7,7 @@ Layout written (``data.arrayrecord/``)::
     dstore.json                              schema, field encodings, shards (sha256)
 
 Each record is the Example dstore's TFRecord writer produces for it (the same
-field encodings, :mod:`dstore.codecs._example_fields`), so a record moves
+field encodings, :mod:`dstore.codecs.example.fields`), so a record moves
 between the two formats unchanged. Shards are written with the ``array-record``
 package (no TensorFlow) and read back by anything that reads ArrayRecord:
 ``ArrayRecordDataSource``, Grain, TFDS. Only ``array_record`` is imported, and
@@ -20,11 +20,12 @@ import os
 from typing import Any
 
 from ... import fs, links
+from ...abc import Reader, Shard, ShardWriter
+from ...fs import read_at
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import Batch, Schema
 from ...sharding import ShardedCodec, tfds_names
-from .._example_fields import check_fields
-from ..base import Reader, Shard, ShardWriter, read_at
+from ..example.fields import check_fields
 from .options import ArrayRecordOptions
 from .reader import ArrayRecordDatasetReader
 from .writer import FORMAT_ID, ArrayRecordShardWriter

@@ -3,11 +3,17 @@ compression, and the Example field encodings shared with TFRecord."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
+from ...images.options import (
+    ImageOptions,
+    image_codec_option,
+    png_level_option,
+    quality_option,
+    workers_option,
+)
 from ...options import option
-from .._image_options import PNG_LEVEL_HELP, ImageOptions
 
 __all__ = ["ArrayRecordOptions"]
 
@@ -24,7 +30,7 @@ class ArrayRecordOptions(ImageOptions):
         "zstd", "how array_record compresses each chunk"
     )
     level: int = option(3, "zstd (-131072..22) or brotli (0..11) level; 3 is array_record's own")
-    png_level: str = option("fast", PNG_LEVEL_HELP)
+    png_level: str = png_level_option()
     images: tuple[str, ...] | None = option(
         None, "comma-separated fields stored as PNG; auto = image-like fields; none", none="auto"
     )
@@ -32,16 +38,9 @@ class ArrayRecordOptions(ImageOptions):
     rename: dict[str, str] = option(  # noqa: RUF009
         {}, "feature names in the Example, e.g. x=image,y=label"
     )
-    image_codec: Literal["png", "jpeg", "webp", "jxl"] = option(
-        "png", "image fields as png (lossless) or jpeg/webp/jxl (lossy, decoded to pixels on read)"
-    )
-    quality: int = option(90, "quality 1..100 of jpeg/webp/jxl images (png ignores it)")
-    workers: int = field(
-        default=0,
-        metadata={
-            "help": "threads (worker processes for fpng PNG) encoding images; 0 = one per core"
-        },
-    )
+    image_codec: str = image_codec_option(ImageOptions.IMAGE_CODECS)
+    quality: int = quality_option()
+    workers: int = workers_option()
 
     def validate(self) -> None:
         self.check_image_options("arrayrecord")

@@ -5,7 +5,7 @@ manifest, shard lists, ``-of-N`` completeness and reads across shards; this
 reader answers with ``ArrayRecordReader.read(lo, hi)`` for any record range
 (random access: ``ds[i]`` reads one record), decodes with TFRecord's Example
 field encodings, and infers the fields of files dstore did not write with
-TFRecord's inference (:class:`~dstore.codecs._example_infer.ExampleInference`).
+TFRecord's inference (:class:`~dstore.codecs.example.infer.ExampleInference`).
 
 The library checks Riegeli's block and chunk hashes as it reads (a damaged
 shard is an error naming the file and records); dstore's manifest adds a
@@ -24,8 +24,8 @@ from ...errors import CodecIOError
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile
 from ...sharding.native import ForkGuard
-from .._example_fields import FieldEncoding, read_examples
-from .._example_infer import ExampleShards
+from ..example.fields import FieldEncoding, read_examples
+from ..example.infer import ExampleShards
 from .writer import FORMAT_ID
 
 __all__ = ["ArrayRecordDatasetReader"]

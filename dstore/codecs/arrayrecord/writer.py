@@ -1,7 +1,7 @@
 """Writing ArrayRecord shards: TFRecord's Examples, stored by the ``array-record`` library.
 
 The records are the serialized ``tf.train.Example``s of
-:class:`~dstore.codecs._example_fields.ExampleEncoder` (the same bytes a
+:class:`~dstore.codecs.example.fields.ExampleEncoder` (the same bytes a
 TFRecord shard frames); ``ArrayRecordWriter`` stores them with every option
 that shapes the bytes spelled out (:meth:`ArrayRecordOptions.writer_options`),
 so two writes of the same data are byte-identical. The library writes a path,
@@ -15,11 +15,11 @@ from collections.abc import Generator, Iterator, Sequence
 from importlib.metadata import version
 from typing import Any
 
+from ...abc import Shard
 from ...model.schema import Batch, Schema
 from ...sharding import ShardedDirectoryWriter
 from ...sharding.native import write_in_child
-from .._example_fields import ExampleEncoder
-from ..base import Shard
+from ..example.fields import ExampleEncoder
 from .options import ArrayRecordOptions
 
 __all__ = ["FORMAT_ID", "ArrayRecordShardWriter"]

@@ -36,7 +36,7 @@ Foreign npz files: ``<U``/``S`` members are string/bytes fields, pairs of
 ``K.values`` and ``K.row_splits`` ragged fields (lists of strings when the values are
 ``<U``/``S``), and object arrays (how
 ``np.savez`` stores a list of arrays) are rebuilt through
-:mod:`dstore.codecs._safe_pickle` only -- plain arrays, str and bytes; any
+:mod:`dstore.codecs.npz.safe_pickle` only -- plain arrays, str and bytes; any
 other pickled object is refused, naming what it asked for. Nothing else is
 ever unpickled.
 """
@@ -47,9 +47,10 @@ import zipfile
 from typing import TYPE_CHECKING, Any
 
 from ... import fs
+from ...abc import Codec, Reader, Writer
+from ...fs import read_at
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import Schema
-from ..base import Codec, Reader, Writer, read_at
 from .options import _COMMENT_PREFIX, _ZIP_ERRORS, NpzOptions
 from .reader import NpzReader
 

@@ -17,6 +17,7 @@ from typing import IO, Any
 import numpy as np
 
 from ... import fs
+from ...abc import Reader
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ...model import (
     Bytes,
@@ -31,23 +32,14 @@ from ...model import (
     infer_column,
     slice_column,
 )
+from ...model.keys import key_for, schema_from_fields
 from ...model.names import shown
-from ...model.schema import (
-    MAX_EMPTY_RECORDS,
-    Batch,
-    FieldSpec,
-    Schema,
-    SplitSpec,
-    check_dtype,
-    key_for,
-    schema_from_fields,
-)
-from .._safe_pickle import load_object_array
-from .._strings import (
+from ...model.schema import MAX_EMPTY_RECORDS, Batch, FieldSpec, Schema, SplitSpec, check_dtype
+from ...model.strings import (
     fixed_to_column,
 )
-from ..base import Reader
 from .options import _COMMENT_PREFIX, _COPY_CHUNK, _ROW_SPLITS, _SHAPES, _VALUES, _ZIP_ERRORS
+from .safe_pickle import load_object_array
 
 #: Bytes an object member's pickle may inflate to. Such a member (``np.savez`` of
 #: a list of arrays) is rebuilt whole in memory, as ``np.load`` does; 1 GiB is far

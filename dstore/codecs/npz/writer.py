@@ -13,33 +13,19 @@ from typing import IO
 
 import numpy as np
 
+from ...abc import Writer
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
-from ...model import (
-    Bytes,
-    Image,
-    Ragged,
-    String,
-    StringList,
-    VarColumn,
-    names,
-)
-from ...model.schema import (
-    Batch,
-    FieldSpec,
-    Schema,
-    SplitSpec,
-    key_for,
-    split_key,
-)
-from ...output import TMP_MARK, check_room
-from ...parallel import ParallelDeflate
-from .._strings import (
+from ...model import Bytes, Image, Ragged, String, StringList, VarColumn, names
+from ...model.keys import key_for, split_key
+from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
+from ...model.strings import (
     bytes_to_fixed,
     char_counts,
     ends_with_nul,
     utf8_to_fixed_unicode,
 )
-from ..base import Writer
+from ...output import TMP_MARK, check_room
+from ...parallel import ParallelDeflate
 from .options import (
     _COMMENT_PREFIX,
     _COPY_CHUNK,

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+import numpy as np
 
 from ... import fs, links
+from ...abc import Reader, Shard, ShardWriter
+from ...fs import read_at
+from ...images.imagecodec import LOSSY_FORMATS
+from ...images.options import ImageOptions, image_codec_option, quality_option, workers_option
+from ...images.pixels import FieldStorage
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.names import check_text_names
-from ...model.schema import Batch, Schema
+from ...model.schema import Batch, FieldSpec, Schema
 from ...options import option
 from ...sharding import ShardedCodec
-from .._image_options import ImageOptions
-from .._imagecodec import LOSSY_FORMATS
-from .._pixels import FieldStorage
-from ..base import Reader, Shard, ShardWriter, read_at
 
 __all__ = ["ParquetCodec", "ParquetOptions", "Storage"]
 
@@ -25,18 +28,28 @@ PIXEL_ENCODINGS = ("png", *LOSSY_FORMATS)  # pixels dstore encodes (decoded back
 
 class Storage(FieldStorage):
     """A field's entry in the manifest: one of dstore's Arrow encodings
-    (:mod:`dstore.model.arrow`), or pixels stored as Images of PNG or a lossy format."""
+    (:mod:`dstore.model.arrow`), pixels stored as Images of PNG or a lossy format, or
+    ``onehot``: one-hot rows stored as the index of their 1, a ``ClassLabel``."""
 
-    ENCODINGS = ("value", "image", "string", "binary", "strings", *PIXEL_ENCODINGS)
+    ENCODINGS = ("value", "image", "string", "binary", "strings", "onehot", *PIXEL_ENCODINGS)
 
     @property
     def arrow(self) -> str:
-        """The Arrow encoding: an Image struct for pixels too."""
+        """The Arrow encoding: an Image struct for pixels too, numbers for class indexes."""
+        if self.encoding == "onehot":
+            return "value"
         return "image" if self.encoding in PIXEL_ENCODINGS else self.encoding
+
+    def stored(self, spec: FieldSpec) -> FieldSpec:
+        """The field as its Arrow column holds it: an int64 class index for one-hot rows."""
+        return FieldSpec.tensor(spec.name, np.int64) if self.encoding == "onehot" else spec
 
 
 @dataclass(frozen=True)
 class ParquetOptions(ImageOptions):
+    # the encodings the Hub's Image feature (PIL) decodes
+    IMAGE_CODECS: ClassVar[tuple[str, ...]] = ("png", "jpeg", "webp")
+
     shard_mb: float = option(256.0, "target shard size in MiB (the Hub's own shards are ~500)")
     row_group_rows: int = option(100, "most records in a row group (datasets' for images)")
     row_group_mb: float = option(64.0, "a row group ends once its encoded records reach this")
@@ -45,16 +58,18 @@ class ParquetOptions(ImageOptions):
     images: tuple[str, ...] | None = option(
         None, "comma-separated fields stored as Images; auto = image-like fields", none="auto"
     )
-    image_codec: Literal["png", "jpeg", "webp"] = option("png", "how pixels become Images")
-    quality: int = option(90, "quality 1..100 of jpeg/webp images (png ignores it)")
-    class_names: tuple[str, ...] | None = option(None, "a label's ClassLabel names", none="none")
+    image_codec: str = image_codec_option(IMAGE_CODECS)
+    quality: int = quality_option()
+    class_names: tuple[str, ...] | None = option(
+        None, "a label's ClassLabel names (a one-hot label becomes its class index)", none="none"
+    )
     label_field: str | None = option(
-        None, "the field class_names describes; auto = the only integer scalar field", none="auto"
+        None,
+        "the field class_names describes; auto = the only integer scalar or one-hot field",
+        none="auto",
     )
     drop_unmapped: bool = option(False, "reading: drop columns of no kind, not refuse them")
-    workers: int = option(
-        0, "threads (worker processes for fpng PNG) encoding images; 0 = one per core"
-    )
+    workers: int = workers_option()
 
     def validate(self) -> None:
         self.check_image_options("parquet")

@@ -7,17 +7,19 @@ from collections.abc import Iterator
 from concurrent.futures import Executor
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ... import fs
+from ...abc import RANGE_BYTES
 from ...errors import CodecIOError, SchemaError
+from ...images.pixels import decode_pixel_column, image_format
 from ...model import Column, VarColumn
 from ...model.arrow import arrow_fields, from_arrow, list_axes
+from ...model.labels import is_one_hot, to_one_hot
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges, group_slices
-from .._pixels import decode_pixel_column, image_format
-from ..base import RANGE_BYTES
 from . import Storage
 
 __all__ = ["ParquetReader"]
@@ -103,7 +105,11 @@ class ParquetReader(ShardedDirectoryReader):
     ) -> Column:
         """Field ``name`` of records ``first...`` from ``arr``, pixels decoded on ``pool``."""
         s, field = self.encodings[spec.name][name], spec.fields[name]
-        col = from_arrow(field, s.arrow, arr, where, first)
+        col = from_arrow(s.stored(field), s.arrow, arr, where, first)
+        if s.encoding == "onehot":  # the class index of each record, back to its row
+            if not is_one_hot(field, len(s.class_names or ())):  # the manifest disagrees
+                raise CodecIOError(f"{where}: stored as one-hot, but not a one-hot field")
+            return to_one_hot(np.asarray(col), field.shape[0], field.dtype, where, first)
         if not isinstance(col, VarColumn) or s.arrow != "image" or s.encoding == "image":
             return col
         return decode_pixel_column(field, col.to_bytes_list(), s.lossy, where, first, pool)

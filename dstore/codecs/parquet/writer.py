@@ -11,14 +11,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ...abc import Shard
+from ...images.options import check_images_named, check_pixels, stores_pixels
+from ...images.pixels import encode_pixels, image_libraries
+from ...images.png import holds_gil, png_encoder
 from ...model.arrow import arrow_encoding, arrow_schema, arrow_table, batch_to_arrow, is_list
-from ...model.labels import check_labels, label_field
+from ...model.labels import check_labels, from_one_hot, is_one_hot, label_field
 from ...model.schema import Batch, Schema
 from ...sharding import ShardedDirectoryWriter, cut_groups, encode_chunks
-from .._image_options import check_images_named, check_pixels, stores_pixels
-from .._pixels import encode_pixels, image_libraries
-from .._png import holds_gil, png_encoder
-from ..base import Shard
 from . import PIXEL_ENCODINGS, ParquetOptions, Storage
 
 __all__ = ["ParquetShardWriter"]
@@ -29,7 +29,8 @@ def storages(
 ) -> dict[str, dict[str, Storage]]:
     """Every field's storage, per split; with ``check``, fields the options cannot store
     as asked are refused before a byte is written."""
-    label = label_field(schema, options.label_field, "parquet") if options.class_names else None
+    names = options.class_names
+    label = label_field(schema, options.label_field, "parquet", len(names)) if names else None
     lossy = options.lossy()
     out: dict[str, dict[str, Storage]] = {}
     for split in schema.splits.values():
@@ -45,9 +46,11 @@ def storages(
                     check_pixels(spec, where)
                     if lossy is not None:
                         lossy.check_field(spec, where)
+            elif name == label:
+                one_hot = is_one_hot(spec, len(names or ()))
+                encs[name] = Storage("onehot" if one_hot else encoding, class_names=names)
             else:
-                names = options.class_names if name == label else None
-                encs[name] = Storage(encoding, class_names=names)
+                encs[name] = Storage(encoding)
     return out
 
 
@@ -74,8 +77,12 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         self.options = options
         self.storages = storages(schema, options)
         self.arrow = {}
+        self.stored = {
+            split: {n: encs[n].stored(f) for n, f in schema.splits[split].fields.items()}
+            for split, encs in self.storages.items()
+        }
         for split, encs in self.storages.items():
-            arrow = arrow_schema(schema.splits[split].fields, {n: s.arrow for n, s in encs.items()})
+            arrow = arrow_schema(self.stored[split], {n: s.arrow for n, s in encs.items()})
             features = {f.name: hf_feature(f.type, encs[f.name]) for f in arrow}
             meta = {"huggingface": json.dumps({"info": {"features": features}})}
             self.arrow[split] = arrow.with_metadata(meta)
@@ -100,9 +107,12 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         for n, s in encs.items():
             if s.encoding in PIXEL_ENCODINGS:
                 encoded[n] = encode_pixels(fields[n], chunk[n], s.lossy.encode if s.lossy else png)
+            elif s.encoding == "onehot":
+                encoded[n] = from_one_hot(np.asarray(chunk[n]), f"{where}, field {n!r}")
             elif s.class_names is not None:
                 check_labels(np.asarray(chunk[n]), s.class_names, f"{where}, field {n!r}")
-        return batch_to_arrow(fields, {n: s.arrow for n, s in encs.items()}, encoded, where)
+        stored = self.stored[split]
+        return batch_to_arrow(stored, {n: s.arrow for n, s in encs.items()}, encoded, where)
 
     def write_records(
         self, shard: Shard, batches: Iterator[Batch], out: Any

@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ... import fs, links
+from ...abc import Reader, Shard, ShardWriter
 from ...errors import SchemaError
+from ...fs import is_regular_file, read_at
+from ...images.options import (
+    ImageOptions,
+    image_codec_option,
+    png_level_option,
+    quality_option,
+    workers_option,
+)
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor, names
 from ...model.schema import Batch, Schema
 from ...options import option
 from ...sharding import ShardedCodec
 from ...sharding.numbered import numbered_names
-from .._image_options import PNG_LEVEL_HELP, ImageOptions
-from ..base import Reader, Shard, ShardWriter, is_regular_file, read_at
 from .reader import BLOCK, WebDatasetReader, is_tar_header
 from .writer import FORMAT_ID, WebDatasetShardWriter, choose_encoding
 
@@ -25,16 +32,16 @@ __all__ = ["WebDatasetCodec", "WebDatasetOptions"]
 @dataclass(frozen=True)
 class WebDatasetOptions(ImageOptions):
     shard_mb: float = option(256.0, "target tar shard size in MiB (WebDataset: 100 MB-1 GB)")
-    image_codec: str = option("png", "raw image fields as png (lossless), jpeg or webp (lossy)")
-    quality: int = option(90, "quality 1..100 of jpeg/webp images")
-    png_level: str = option("fast", PNG_LEVEL_HELP)
-    workers: int = option(
-        0, "threads (worker processes for fpng PNG) encoding images; 0 = one per core"
-    )
+    # the encodings WebDataset's image decoder (PIL) reads
+    IMAGE_CODECS: ClassVar[tuple[str, ...]] = ("png", "jpeg", "webp")
+
+    image_codec: str = image_codec_option(IMAGE_CODECS)
+    quality: int = quality_option()
+    png_level: str = png_level_option()
+    workers: int = workers_option()
 
     def validate(self) -> None:
-        # the encodings WebDataset's image decoder (PIL) reads
-        self.check_image_options("webdataset", ("png", "jpeg", "webp"))
+        self.check_image_options("webdataset")
 
 
 class WebDatasetCodec(ShardedCodec):

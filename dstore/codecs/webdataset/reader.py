@@ -20,9 +20,9 @@ from ...model.schema import DEFAULT_SPLIT, Batch, FieldSpec, SplitSpec
 from ...sharding import ShardFile
 from ...sharding.numbered import NumberedShardReader
 from ...sharding.spans import SpanShardReader
-from .._npy import npy_header
-from .._record_bytes import ENCODINGS, decode_record, json_string_list
-from .._stored_fields import describe_table, read_field_table
+from .npy import npy_header
+from .record_bytes import ENCODINGS, decode_record, json_string_list
+from .stored_fields import describe_table, read_field_table
 from .writer import EXT_IMAGE, FORMAT_ID, FieldEncoding
 
 __all__ = ["WebDatasetReader", "is_tar_header"]

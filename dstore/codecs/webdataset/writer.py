@@ -8,20 +8,20 @@ import tarfile
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any, ClassVar
 
+from ...abc import Shard
+from ...images.imagecodec import LossyImage
+from ...images.png import holds_gil, png_encoder
 from ...model import Image, column_len, names, raw_record
 from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
 from ...sharding import ShardedDirectoryWriter, encode_chunks
-from .._imagecodec import LossyImage
-from .._png import holds_gil, png_encoder
-from .._record_bytes import choose_record_encoding, encode_record
-from .._stored_fields import StoredField, table_json, table_libraries
-from ..base import Shard
+from .record_bytes import choose_record_encoding, encode_record
+from .stored_fields import StoredField, table_json, table_libraries
 
 __all__ = ["EXT_IMAGE", "FORMAT_ID", "FieldEncoding", "WebDatasetShardWriter", "choose_encoding"]
 
 FORMAT_ID = "dstore-webdataset"
 END = b"\0" * 1024  # a tar's end-of-archive blocks
-#: a member's extension by its encoding (:data:`.._record_bytes.ENCODINGS`) where they differ
+#: a member's extension by its encoding (:data:`.record_bytes.ENCODINGS`) where they differ
 _EXT = {"jpeg": "jpg", "json-base64": "json", "tiff": "tif"}
 #: an encoded image's encoding by its extension (foreign tars)
 EXT_IMAGE = {"png": "png", "jpg": "jpeg", "jpeg": "jpeg", "webp": "webp"}

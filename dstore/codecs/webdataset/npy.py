@@ -1,0 +1,58 @@
+"""One array as ``.npy`` bytes and back, never through pickle.
+
+For formats whose records or members are ``.npy`` files (WebDataset's ``.npy``
+members; an npz is ``.npy`` files in a zip): :func:`npy_bytes` writes one,
+:func:`read_npy` reads one (an object array is refused by numpy), and
+:func:`npy_header` reads what an ``.npy`` inside a larger file declares --
+its dtype and shape -- from its header alone, never its data.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import IO
+
+import numpy as np
+
+from ...errors import CodecIOError, SchemaError
+
+__all__ = ["npy_bytes", "npy_header", "read_npy"]
+
+
+def npy_bytes(arr: np.ndarray) -> bytes:
+    """``arr`` as an ``.npy`` file (its dtype's byte order kept)."""
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, arr, allow_pickle=False)
+    return buf.getvalue()
+
+
+def read_npy(data: bytes, where: str) -> np.ndarray:
+    """The array of an ``.npy`` file's bytes; anything unreadable is one line naming ``where``."""
+    try:  # never pickle: an object array is refused by numpy here
+        return np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise CodecIOError(f"{where}: not a readable .npy: {e}") from None
+
+
+def npy_header(f: IO[bytes], start: int, size: int, where: str) -> tuple[np.dtype, tuple[int, ...]]:
+    """The dtype and shape the ``.npy`` of ``size`` bytes at ``start`` of ``f`` declares
+    (its header only: nothing past it, nor past ``size``, is read)."""
+    f.seek(start)
+    pre = f.read(min(size, 12))
+    major = pre[6] if len(pre) >= 10 and pre[:6] == b"\x93NUMPY" else 0
+    if major not in (1, 2):
+        raise CodecIOError(f"{where}: not an .npy of format version 1 or 2")
+    head_at = 10 if major == 1 else 12
+    f.seek(start)
+    head = io.BytesIO(f.read(min(size, head_at + int.from_bytes(pre[8:head_at], "little"))))
+    head.seek(8)
+    read = (
+        np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    )
+    try:
+        shape, _, dtype = read(head)
+    except ValueError as e:
+        raise CodecIOError(f"{where}: not a readable .npy: {e}") from None
+    if dtype.hasobject:
+        raise SchemaError(f"{where}: .npy of Python objects (would need pickle) is refused")
+    return dtype, tuple(shape)
