@@ -21,6 +21,7 @@ __all__ = [
     "OldOutputLeftError",
     "OptionError",
     "OutputExistsError",
+    "ReaderStateError",
     "ResumableInterrupt",
     "SchemaError",
     "UnknownCodecError",
@@ -86,13 +87,11 @@ class UnsafeInputError(DstoreError, ValueError):
     dataset, a zarr file or folder linked out of the store, a glob's folder link.
 
     Refused before a byte is written unless the caller allowed links
-    (``follow_links=True``; ``--follow-links`` on the command line, which
-    ``cli_message`` names). ``hint=False`` for what no option allows (a virtual
+    (``follow_links=True``; the command line says ``--follow-links``). ``hint=False`` for what no option allows (a virtual
     dataset whose source file is missing would read as fill values)."""
 
     def __init__(self, message: str, *, hint: bool = True) -> None:
         super().__init__(message + ("; refused (follow_links=True reads it)" if hint else ""))
-        self.cli_message = message + ("; refused (--follow-links reads it)" if hint else "")
         self._parts = (message, hint)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -118,6 +117,11 @@ class OptionError(UsageError):
     """A codec option (``-o KEY=VALUE``) that is unknown, unreadable or out of range."""
 
 
+class ReaderStateError(UsageError):
+    """A training reader's state (``load_state_dict``) that is malformed, impossible, or
+    of another dataset, split, seed or shuffle than the reader it is loaded into."""
+
+
 class CodecIOError(DstoreError, OSError):
     """Reading or writing a file failed: corrupt, truncated or not the expected format."""
 
@@ -126,12 +130,8 @@ class OutputExistsError(DstoreError, FileExistsError):
     """The destination exists (and ``overwrite`` was not given), is the input, or
     is not an output of the target format (so ``overwrite`` may not replace it).
 
-    The message names the library's ``overwrite=True``; ``cli_message``, when
-    given, is the same text for the command line (``--overwrite``)."""
-
-    def __init__(self, message: str, *, cli_message: str | None = None) -> None:
-        super().__init__(message)
-        self.cli_message = cli_message or message
+    The message names the library's ``overwrite=True``; the command line says
+    ``--overwrite`` (:mod:`dstore.cli.words`)."""
 
 
 class OldOutputLeftError(CodecIOError):

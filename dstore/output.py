@@ -162,10 +162,7 @@ def _fsync_tree(path: str) -> None:
 
 
 def _already_exists(dst: str) -> OutputExistsError:
-    return OutputExistsError(
-        f"{dst}: already exists (pass overwrite=True to replace it)",
-        cli_message=f"{dst}: already exists (use --overwrite to replace it)",
-    )
+    return OutputExistsError(f"{dst}: already exists (pass overwrite=True to replace it)")
 
 
 def _not_ours(dst: str, what: str) -> OutputExistsError:
@@ -182,9 +179,7 @@ def _check_foreign(dst: str, codec: Codec, overwrite: Overwrite) -> None:
         more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
         what = f"holds files {codec.name} did not write ({shown}{more}); refusing to replace it"
         raise OutputExistsError(
-            f"{dst}: {what} (pass overwrite='foreign' to delete them too; nothing was touched)",
-            cli_message=f"{dst}: {what} (use --overwrite-foreign to delete them too; "
-            "nothing was touched)",
+            f"{dst}: {what} (pass overwrite='foreign' to delete them too; nothing was touched)"
         )
 
 

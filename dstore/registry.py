@@ -273,7 +273,7 @@ def _unclaimed(path: str, base: str) -> UnknownCodecError:
     return UnknownCodecError(
         base,
         list(_entries),
-        f"{path}: no format claims this extension{hint} (name one with --to/--from)",
+        f"{path}: no format claims this extension{hint} (name one with to=/from_format=)",
     )
 
 

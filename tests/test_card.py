@@ -237,7 +237,10 @@ def test_a_card_is_part_of_the_commit_and_a_users_card_is_never_replaced(
     assert not {"croissant.json", "README.md"} & set(os.listdir(out))
     (out / "croissant.json").write_text('{"name": "mine"}')
     assert main(["card", str(out)]) == 2
-    assert "dstore did not write it" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "dstore did not write it" in err and "(use --out FILE;" in err
+    with pytest.raises(dstore.OutputExistsError, match=r"\(pass out=FILE;"):
+        dstore.card(out)
     assert (out / "croissant.json").read_text() == '{"name": "mine"}'
     with pytest.raises(dstore.OutputExistsError, match="did not write"):
         dstore.convert(source, str(out), overwrite=True)  # the user's card is foreign

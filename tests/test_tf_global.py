@@ -135,6 +135,10 @@ def test_skip_of_a_deflated_npz_in_storage_order(stores):
         ({"shuffle": "global", "rank": 3, "world_size": 3}, "rank 3 is not in 0..2"),
         ({"rank": 0, "world_size": 2}, "deal a shuffle='global' epoch"),
         ({"shuffle": "global", "skip": -1}, "counts"),
+        # past the epoch's end: this rank's share is 35 of 70 records (issue #34)
+        ({"shuffle": "global", "skip": 36, "rank": 1, "world_size": 2}, "more than the 35"),
+        ({"shuffle": "global", "skip": 10**12}, "more than the 70 records rank 0 of 1"),
+        ({"ordered": True, "skip": N + 1}, "more than the 70"),
     ],
 )
 def test_bad_read_orders_are_refused_up_front(stores, kwargs, message):

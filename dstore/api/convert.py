@@ -139,7 +139,7 @@ def write_dataset(
         return run.stats, run
     if job.resume:
         raise CodecIOError(
-            f"{dst}: --resume needs a sharded output format ('dstore formats' marks them); "
+            f"{dst}: resume=True needs a sharded output format ('dstore formats' marks them); "
             f"{codec.name} is written by one process"
         )
     tasks = _region_tasks(dst, codec, job.client)

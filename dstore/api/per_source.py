@@ -155,9 +155,9 @@ def _write_per_source(src: str, dst: str, job: ConvertJob) -> PerSourceReport:
     from .convert import write_dataset
 
     if job.resume or job.client is not None:
-        what = "--resume" if job.resume else "--scheduler"
+        what = "resume=True" if job.resume else "a Dask client="
         raise UsageError(
-            f"{dst}: {what} does not go with --per-source: its folder is written whole by "
+            f"{dst}: {what} does not go with writing one file per source: its folder is written whole by "
             "this process (convert, then split)"
         )
     # each file of the folder is a new output inside the new folder: nothing to replace
@@ -167,7 +167,9 @@ def _write_per_source(src: str, dst: str, job: ConvertJob) -> PerSourceReport:
         field = str(held.get("field", SOURCE_FIELD))
         fmt = job.to or held.get("format")
         if fmt is None:
-            raise SchemaError(f"{dst}: --per-source writes a folder: name its format with --to")
+            raise SchemaError(
+                f"{dst}: writing one file per source makes a folder: name its format with to="
+            )
         cls = get_codec_class(str(fmt))
         reader = decoded_for(opened, cls.keeps_encoded_images, job.keep_encoded)
         ext = default_extension(cls.name)

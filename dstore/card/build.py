@@ -176,10 +176,7 @@ def _write(path: str, text: str, replace: bool) -> None:
     link = not fs.is_url(path) and os.path.islink(path)
     if link or (fs.exists(path) and (fs.isdir(path) or not (replace and _is_ours(path)))):
         what = f"{path}: exists and dstore did not write it; refusing to replace it"
-        raise OutputExistsError(
-            f"{what} (pass out= another file; nothing was written)",
-            cli_message=f"{what} (use --out FILE; nothing was written)",
-        )
+        raise OutputExistsError(f"{what} (pass out=FILE; nothing was written)")
     if fs.is_url(path):
         with fs.open_binary(path, "wb") as f:  # an object appears whole or not at all
             f.write(text.encode("utf-8", "backslashreplace"))

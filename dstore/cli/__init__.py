@@ -24,6 +24,7 @@ from ..errors import DstoreError, Terminated
 from .card import add_card_parser
 from .descriptions import describe_commands
 from .version import VersionAction
+from .words import cli_words
 
 # The library (numpy and up) is imported by the commands that use it, not here: `dstore
 # --help` and `--version` then start in the time Python itself takes (see docs/benchmarks.md, Start-up).
@@ -830,7 +831,7 @@ def _error_line(args: argparse.Namespace, e: Exception) -> str:
     """An error as the one line the CLI prints: ``TYPE: message``."""
     from ..model.names import printable
 
-    text = getattr(e, "cli_message", None) or str(e)  # e.g. --overwrite, not overwrite=True
+    text = cli_words(str(e))  # --overwrite, not the library's overwrite=True
     # dstore's own messages are one line by construction (a newline is in a name
     # from the data): shown whole, escaped; a library's may run on over many lines
     if text and not isinstance(e, DstoreError):

@@ -326,7 +326,7 @@ class DtypePolicy:
                 raise DtypePolicyError(
                     f"{where}split {split!r}, field {name!r}: {n_over} value(s) overflow "
                     f"{t.spec} {what}, first at record {first}; "
-                    f"use --on-overflow clip or a wider dtype"
+                    f"use on_overflow='clip' or a wider dtype"
                 )
             # Clip only what overflowed: infinities already in the input stay.
             dtype = approx.dtype  # np.where would make a big-endian cast native

@@ -144,7 +144,7 @@ def check_finished(dst: str, codec: Codec, run: dict[str, Any]) -> None:
     if why is not None:
         raise OutputExistsError(
             f"{dst}: already exists and is not this command's finished output ({why}); "
-            "use --overwrite to replace it"
+            "pass overwrite=True to replace it"
         )
 
 
@@ -155,7 +155,7 @@ def check_resumable(dst: str, header: dict[str, Any], folder: str) -> None:
         changed = [k for k in header if old.get(k) != header[k]]
         raise CodecIOError(
             f"{dst}: cannot resume: {', '.join(changed)} changed since the interrupted run "
-            "(run without --resume to start again)"
+            "(run without resume=True to start again)"
         )
 
 

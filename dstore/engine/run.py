@@ -110,7 +110,7 @@ def write_sharded(
             if journal is not None and finished:
                 raise ResumableInterrupt(
                     f"interrupted: {finished} of {len(plan)} shards are kept in {root}; "
-                    "the same command with --resume writes only the rest, any other run removes them"
+                    "the same conversion with resume=True writes only the rest, any other run removes them"
                 ) from None
             raise
         writer.commit(root, [infos[s.file] for s in plan], run)
@@ -125,7 +125,7 @@ def _output(dst: str, codec: Codec, job: ConvertJob, header: dict[str, Any]) -> 
     """The context that gives the folder to write in and commits (or removes) it."""
     if is_url(dst):
         if job.resume:
-            raise CodecIOError(f"{dst}: --resume needs a local destination")
+            raise CodecIOError(f"{dst}: resume=True needs a local destination")
         return url_output(dst, codec=codec, sources=job.sources, overwrite=job.overwrite)
     return atomic_output(
         dst,

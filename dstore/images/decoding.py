@@ -44,7 +44,7 @@ def encoded_image_fields(schema: Schema) -> dict[str, set[str]]:
 
 
 #: what a record that does not decode says to do, unless the caller knows better
-KEEP_ENCODED_HINT = "convert with --keep-encoded to carry the bytes as they are"
+KEEP_ENCODED_HINT = "convert with keep_encoded=True to carry the bytes as they are"
 
 
 def decode_image(data: bytes, kind: Image, where: str, hint: str = KEEP_ENCODED_HINT) -> np.ndarray:

@@ -4,7 +4,6 @@ zarr store (root splits kept at the root), and a schema built from flat keys."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 
 from ..errors import SchemaError
@@ -110,7 +109,7 @@ def _mismatch(source: str, split: str, counts: Mapping[str, int]) -> str:
         f"{', '.join(repr(k) for k in odd)} {'does' if len(odd) == 1 else 'do'} not line up "
         f"with the {len(groups[main])} field(s) of {main} records; "
         f"leave {'it' if len(odd) == 1 else 'them'} out with "
-        + " ".join(f"--drop {shlex.quote(k)}" for k in odd)
+        + " ".join(f"drop={k!r}" for k in odd)
     )
 
 

@@ -12,8 +12,11 @@ from typing import TypeVar
 
 import numpy as np
 
+from ..errors import UsageError
+
 __all__ = [
     "GLOBAL_WINDOW",
+    "check_skip",
     "consumer_indices",
     "consumer_ranges",
     "drop_first",
@@ -148,3 +151,13 @@ def read_order(
             else:
                 runs.append((p, p + 1))
         yield part, runs
+
+
+def check_skip(skip: int, count: int, rank: int, world_size: int, is_global: bool) -> None:
+    """Refuse a ``skip=`` (``to_tf_dataset``) beyond the records this rank reads in an epoch."""
+    share = len(range(rank, count, world_size)) if is_global else count
+    if skip > share:
+        raise UsageError(
+            f"skip={skip} is more than the {share} records rank {rank} of {world_size} reads "
+            "in an epoch: it would resume past the epoch's end"
+        )

@@ -18,6 +18,8 @@ from ..errors import CodecIOError, SchemaError
 from ..fs import is_url
 from ..model.schema import Batch, SplitSpec
 from ..registry import infer_codec
+from ..sharding.cache import parse_cache_limit
+from .state import dataset_identity
 
 __all__ = ["ON_ERROR", "SplitSource"]
 
@@ -28,27 +30,6 @@ _KEEP_ERRORS = 100
 
 if TYPE_CHECKING:
     from ..sharding.cache import ShardCache
-
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
-
-
-def parse_bytes(value: int | str) -> int:
-    """A size in bytes from an int or text such as ``"500MB"`` or ``"20 GB"``."""
-    if isinstance(value, int):
-        size = value
-    else:
-        text = value.strip().upper().replace(" ", "")
-        number = text.rstrip("KMGTB")
-        unit = text[len(number) :]
-        if unit not in _UNITS:
-            raise ValueError(f"a size in bytes, e.g. 500MB or 20GB; got {value!r}")
-        try:
-            size = int(float(number) * _UNITS[unit])
-        except ValueError:
-            raise ValueError(f"a size in bytes, e.g. 500MB or 20GB; got {value!r}") from None
-    if size <= 0:
-        raise ValueError(f"cache_limit must be > 0 bytes; got {value!r}")
-    return size
 
 
 class SplitSource:
@@ -65,7 +46,7 @@ class SplitSource:
         range_bytes: int | None = None,
         follow_links: bool = False,
         cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit: int | str | None = None,
+        cache_limit: int | float | str | None = None,
     ) -> None:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}; got {on_error!r}")
@@ -76,7 +57,9 @@ class SplitSource:
         self.follow_links = follow_links
         #: where remote shards are kept between epochs (None: read remotely each time)
         self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
-        self.cache_limit = None if cache_limit is None else parse_bytes(cache_limit)
+        self.cache_limit = parse_cache_limit(cache_limit)
+        if self.cache_limit is not None and self.cache_dir is None:
+            raise ValueError("cache_limit= bounds the shard cache: give cache_dir= with it")
         self._cache: ShardCache | None = None
         self._reader: Any = None
         self._pid = -1
@@ -84,6 +67,8 @@ class SplitSource:
         reader = self.reader()
         self.spec: SplitSpec = reader.split(split)  # one line naming the splits there are
         self.split = split
+        #: what a reader state names this split by (:func:`~dstore.readers.state.dataset_identity`)
+        self.identity = dataset_identity(reader, split)
         if fields is not None:
             if isinstance(fields, str):
                 fields = [fields]
@@ -157,7 +142,7 @@ class SplitSource:
 
     def _shard_cache(self, reader: Any) -> ShardCache:
         from ..sharding import ShardedDirectoryReader
-        from ..sharding.cache import ShardCache
+        from ..sharding.cache import ShardCache, check_apart
 
         if not is_url(self.path):
             raise ValueError(
@@ -173,6 +158,8 @@ class SplitSource:
                 f"{self.path} is {self.format}"
             )
         assert self.cache_dir is not None
+        shards = [s.path for shards in reader.shards.values() for s in shards]
+        check_apart(self.cache_dir, [self.path, *shards])
         return ShardCache(self.cache_dir, self.cache_limit)
 
     def close(self) -> None:

@@ -26,7 +26,8 @@ import numpy as np
 from ..errors import MissingDependencyError, SchemaError
 from ..model.precision import dequant_params
 from ..registry import get_codec_class
-from .plan import GLOBAL_WINDOW, consumer_indices, drop_first, read_order
+from .plan import GLOBAL_WINDOW, check_skip, consumer_indices, drop_first, read_order
+from .split import SplitSource
 
 __all__ = ["PNG_DECODERS", "to_tf_dataset"]
 
@@ -111,12 +112,11 @@ def to_tf_dataset(
             f"png_decoder must be one of {', '.join(PNG_DECODERS)}; got {png_decoder!r}"
         )
     tf = _tf()
-    from .split import SplitSource
-
     order = _ReadOrder.of(shuffle, seed, epoch, skip, ordered, rank, world_size)
     if deterministic is None:
         deterministic = ordered or order.is_global or order.buffer > 1
     source = SplitSource(path, split, fields, format=format)
+    check_skip(order.skip, source.count, order.rank, order.world_size, order.is_global)
     if order.is_global:
         source.require_random_access("shuffle='global'")
     if get_codec_class(source.format).tensorflow_native and not order.is_global:

@@ -15,8 +15,9 @@ random-access formats.
 Resuming mid-epoch: ``state_dict()`` / ``load_state_dict()`` follow the
 protocol ``torchdata.stateful_dataloader.StatefulDataLoader`` uses (it calls
 them on each worker's copy), and work alone in one process too. A state is a
-small JSON object (seed, epoch, how many records this reading process has
-taken); a restored reader skips those without reading them. With
+small JSON object (its dataset's fingerprint, seed, epoch, how many records this
+reading process has taken; :mod:`dstore.readers.state`), checked field by field
+when loaded; a restored reader skips those records without reading them. With
 ``shuffle="global"``, :func:`merge_states` joins the states of every reading
 process of a run into one that resumes on any number of ranks and workers:
 every remaining record exactly once, dealt anew (so the order after the
@@ -35,7 +36,7 @@ import numpy as np
 import torch
 import torch.utils.data as tud
 
-from ..errors import SchemaError
+from ..errors import ReaderStateError, SchemaError
 from ..model import Bytes, Image, Kind, String, StringList, VarColumn
 from .plan import (
     GLOBAL_WINDOW,
@@ -47,19 +48,20 @@ from .plan import (
     shuffle_buffer,
 )
 from .split import SplitSource
+from .state import STATE_VERSION, ReaderPlan, check_state, dataset_states, merge_states
 
 __all__ = [
     "DstoreIterableDataset",
     "DstoreMapDataset",
     "collate",
     "data_loader",
+    "dataset_states",
     "merge_states",
     "pad_collate",
     "to_torch",
 ]
 
 Record = dict[str, Any]
-STATE_VERSION = 1
 
 
 def _column(values: Any, kind: Kind, copy: bool) -> Sequence[Any] | torch.Tensor:
@@ -205,6 +207,7 @@ class DstoreIterableDataset(tud.IterableDataset):
         me, consumers = self.consumer()
         return {
             "version": STATE_VERSION,
+            "dataset": self.source.identity,
             "seed": self.seed,
             "shuffle": self.shuffle,
             "epoch": self.epoch,
@@ -216,24 +219,16 @@ class DstoreIterableDataset(tud.IterableDataset):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict` (same ranks and workers) or from
-        :func:`merge_states` (any ranks and workers; ``shuffle="global"`` only)."""
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(f"not a dstore reader state: {state!r:.200}")
-        if state["seed"] != self.seed or state["shuffle"] != self.shuffle:
-            raise ValueError(
-                f"the state is of seed={state['seed']}, shuffle={state['shuffle']!r}; this "
-                f"reader has seed={self.seed}, shuffle={self.shuffle!r}"
-            )
-        if "consumer" not in state and not self._global:
-            raise ValueError("a merged state resumes shuffle='global' readers only")
-        buffered = not self._global and int(self.shuffle) > 1
-        if "consumer" in state and buffered and state["taken"]:
-            raise ValueError(
-                "a shuffle buffer cannot resume mid-epoch exactly (its order depends on the "
-                "records already read); use shuffle=0 or shuffle='global'"
-            )
-        self.epoch = int(state["epoch"])
-        self._resume = dict(state)
+        :func:`merge_states` (any ranks and workers; ``shuffle="global"`` only).
+
+        The state is checked field by field against this reader (its dataset,
+        seed, shuffle, and counts a process could have taken): a wrong one is one
+        :class:`~dstore.errors.ReaderStateError` line (a ``ValueError``)."""
+        src = self.source
+        plan = ReaderPlan(src.identity, self.seed, self.shuffle, src.ranges, not src.random_access)
+        checked = check_state(state, plan)
+        self.epoch = checked["epoch"]
+        self._resume = checked
 
     def collate_fn(self, pad: bool = False) -> Any:
         """:func:`collate` for this dataset: its ragged fields always come as lists
@@ -273,7 +268,7 @@ class DstoreIterableDataset(tud.IterableDataset):
             self._history.append([int(n) for n in state["consumed"]])
             return 0
         if (state["consumer"], state["consumers"]) != (me, consumers):
-            raise ValueError(
+            raise ReaderStateError(
                 f"this state is of reading process {state['consumer']} of {state['consumers']}, "
                 f"this is {me} of {consumers}: join every process's state with "
                 "dstore.readers.torch.merge_states to resume on another number of them"
@@ -326,54 +321,6 @@ class DstoreIterableDataset(tud.IterableDataset):
         if buffer > 1:
             records = shuffle_buffer(records, buffer, epoch_rng(self.seed, self.epoch, 1, me))
         yield from records
-
-
-def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One state from the states of every reading process of a run (each rank's
-    DataLoader workers; find them with :func:`dataset_states`), which a reader with
-    ``shuffle="global"`` resumes from on any number of ranks and workers.
-
-    Raises ``ValueError`` when processes are missing or the states disagree."""
-    if not states:
-        raise ValueError("no states to merge")
-    first = states[0]
-    keys = ("version", "seed", "shuffle", "epoch", "history", "consumers")
-    for st in states:
-        if any(st.get(k) != first.get(k) for k in keys):
-            raise ValueError("the states are of different runs (seed, shuffle, epoch or processes)")
-    consumers = int(first["consumers"])
-    taken = {int(st["consumer"]): int(st["taken"]) for st in states}
-    if sorted(taken) != list(range(consumers)):
-        missing = sorted(set(range(consumers)) - set(taken))
-        raise ValueError(f"states of reading processes {missing} of {consumers} are missing")
-    return {
-        "version": first["version"],
-        "seed": first["seed"],
-        "shuffle": first["shuffle"],
-        "epoch": first["epoch"],
-        "history": first["history"],
-        "consumed": [taken[c] for c in range(consumers)],
-    }
-
-
-def dataset_states(loader_state: Any) -> list[dict[str, Any]]:
-    """The dstore reader states inside a ``StatefulDataLoader.state_dict()`` (one per
-    worker, or the main process's), for :func:`merge_states`."""
-    found: list[dict[str, Any]] = []
-
-    def walk(obj: Any) -> None:
-        if isinstance(obj, dict):
-            if obj.get("version") == STATE_VERSION and "consumer" in obj and "taken" in obj:
-                found.append(obj)
-                return
-            for v in obj.values():
-                walk(v)
-        elif isinstance(obj, (list, tuple)):
-            for v in obj:
-                walk(v)
-
-    walk(loader_state)
-    return found
 
 
 def _ragged_names(source: SplitSource) -> tuple[str, ...]:
@@ -507,7 +454,7 @@ def to_torch(
     format: str | None = None,
     follow_links: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
-    cache_limit: int | str | None = None,
+    cache_limit: int | float | str | None = None,
 ) -> DstoreIterableDataset | DstoreMapDataset:
     """A PyTorch dataset of ``{field: tensor}`` records of ``split``; see the module doc.
 
@@ -525,10 +472,11 @@ def to_torch(
     (refused by default, :class:`~dstore.errors.UnsafeInputError`).
 
     ``cache_dir`` (a sharded format read from a URL such as ``s3://``): each
-    shard is downloaded whole once into this local folder, the next one while
-    the current one is read, and later epochs read the copies; ``cache_limit``
-    (bytes, or text such as ``"20GB"``) bounds the folder, least recently used
-    shards deleted first (see :mod:`dstore.sharding.cache`).
+    shard is downloaded whole once into a folder of the cache's own in it,
+    checked against the manifest's size and sha256, and later epochs read the
+    copies; ``cache_limit`` (None, a whole number of bytes, or text such as
+    ``"20GB"``) bounds it, least recently used copies deleted first (see
+    :mod:`dstore.sharding.cache`).
     """
     if not decode:
         raise NotImplementedError(

@@ -77,6 +77,9 @@ class ShardFile:
     compression: str | None = None
     #: its record index (``<shard>.idx``, :mod:`dstore.sharding.index`), if it has one
     index: str | None = None
+    #: its size and sha256 as the manifest lists them (None: no manifest)
+    size: int | None = None
+    sha256: str | None = None
 
 
 def check_complete(split: str, paths: Sequence[str]) -> None:
@@ -283,6 +286,8 @@ class ShardedDirectoryReader(Reader):
                         int(s["records"]),
                         comp,
                         fs.join(self.root, s["index"]["file"]) if "index" in s else None,
+                        s.get("bytes"),
+                        s.get("sha256"),
                     )
                     for s in info["shards"]
                 ]
@@ -330,7 +335,8 @@ class ShardedDirectoryReader(Reader):
             {split: SplitSpec(split, records, self.schema.splits[split].fields)}, attrs
         )
         index = fs.join(root, entry["index"]["file"]) if "index" in entry else None
-        self.shards = {split: [ShardFile(path, records, m.get("compression"), index)]}
+        sums = (entry.get("bytes"), entry.get("sha256"))
+        self.shards = {split: [ShardFile(path, records, m.get("compression"), index, *sums)]}
         assert self.manifest is not None
         self.manifest = {**self.manifest, "splits": {split: {"count": records, "shards": [entry]}}}
         return True
@@ -407,7 +413,7 @@ class ShardedDirectoryReader(Reader):
     ) -> Iterator[Batch]:
         slices: Iterable[tuple[ShardFile, int, int]] = self.shard_slices(spec.name, start, stop)
         if self.shard_cache is not None:
-            slices = self._cached(self.shard_slices(spec.name, start, stop), self.shard_cache)
+            slices = self.shard_cache.local_slices(self.shard_slices(spec.name, start, stop))
         with ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-decode") as pool:
             per_shard = (
                 batch
@@ -418,17 +424,6 @@ class ShardedDirectoryReader(Reader):
                 yield from per_shard
             else:
                 yield from _rebatch(per_shard, spec, names, rows)
-
-    @staticmethod
-    def _cached(
-        slices: list[tuple[ShardFile, int, int]], cache: ShardCache
-    ) -> Iterator[tuple[ShardFile, int, int]]:
-        """The slices with each shard read from its local copy, the next one fetched
-        while this one is read."""
-        for i, (shard, lo, hi) in enumerate(slices):
-            if i + 1 < len(slices):
-                cache.prefetch(slices[i + 1][0].path)
-            yield dataclasses.replace(shard, path=cache.local(shard.path)), lo, hi
 
     def close(self) -> None:
         if self.shard_cache is not None:

@@ -196,7 +196,7 @@ def _folder_files(
         raise UnknownCodecError(
             spec,
             list(available_codecs()),
-            f"{spec}: no format claims this folder or any file in it (name one with --from)",
+            f"{spec}: no format claims this folder or any file in it (name one with from_format=)",
         )
     return paths, [os.path.relpath(p, spec).replace(os.sep, "/") for p in paths]
 
@@ -656,13 +656,15 @@ def open_sources(
         fmt = formats[paths[0]]
         if fmt is None:
             raise UnknownCodecError(
-                paths[0], [], f"{paths[0]}: no format claims this extension (name one with --from)"
+                paths[0],
+                [],
+                f"{paths[0]}: no format claims this extension (name one with from_format=)",
             )
         other = next((p for p in paths if formats[p] != fmt), None)
         if other is not None:
             raise SchemaError(
                 f"{spec}: {other} is {formats[other] or 'of no known format'}, but {paths[0]} "
-                f"is {fmt}: all sources must be of one format (pick one with --from)"
+                f"is {fmt}: all sources must be of one format (pick one with from_format=)"
             )
     cls = get_codec_class(fmt)
     codec = cls(**{**cls.path_options(paths[0]), **dict(options)})
@@ -671,6 +673,6 @@ def open_sources(
         shown = ", ".join(skipped[:3]) + (", ..." if len(skipped) > 3 else "")
         reader.notes = [
             f"{spec}: {len(skipped)} folder link(s) not followed ({shown}); "
-            "follow_links=True (--follow-links) reads them"
+            "follow_links=True reads them"
         ]
     return reader

@@ -7,7 +7,6 @@ import json
 import math
 import mmap
 import os
-import shlex
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -236,7 +235,7 @@ class NpzReader(Reader):
                 key = next(iter(self._scalars))
                 raise SchemaError(
                     f"{path}: key {key!r} is a 0-d array; every field needs a record axis "
-                    f"(leave it out with --drop {shlex.quote(key)})"
+                    f"(leave it out with drop={key!r})"
                 )
             self._sources = self._group_members()
             fields = {key: (src.kind, src.count) for key, src in self._sources.items()}
