@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import DstoreError, Terminated
-from .card import add_card_parser
-from .descriptions import describe_commands
+from . import card, descriptions
 from .version import VersionAction
 from .words import cli_words
 
@@ -505,8 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--scheduler",
         metavar="ADDRESS",
         help="write each shard (zarr: each block of chunks) as a task on this Dask "
-        "distributed scheduler, e.g. "
-        "tcp://host:8786 (default: this machine)",
+        "distributed scheduler, e.g. tcp://host:8786 (default: this machine)",
     )
     p.add_argument(
         "-o",
@@ -545,8 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
         p, "input format: %(formats)s (default: from PATH's extension or contents)", "--format"
     )
     p.set_defaults(func=_cmd_info)
-
-    add_card_parser(sub, _from_argument)
+    card.add_card_parser(sub, _from_argument)
 
     p = sub.add_parser(
         "index",
@@ -730,7 +727,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--records", type=int, default=300, help="sample records to build (default: %(default)s)"
     )
     p.set_defaults(func=_cmd_demo)
-    describe_commands(sub.choices)
+    descriptions.describe_commands(sub.choices)
     for command in sub.choices.values():
         # after the command as well as before it: `dstore convert a b --debug` is how the
         # flag is typed when re-running a failed command

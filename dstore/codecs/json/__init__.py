@@ -764,13 +764,12 @@ class JsonCodec(Codec):
     """A JSON document of records (``.json``)."""
 
     name = "json"
-    media_type = "application/json"
     extensions: ClassVar[tuple[str, ...]] = (".json",)
     stores_text = True
     kinds = (Tensor, String, Bytes, Ragged, Image)
     keeps_empty_rows = False  # its reader takes a record as the values it holds
     Options = _NoOptions
-    lines = False
+    lines, media_type = False, "application/json"  # the Croissant encodingFormat
 
     def supports(self, dtype: np.dtype) -> bool:
         return dtype.kind in "biufc"  # complex numbers as [re, im]
