@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import os
 import re
 import types
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import fs
 from ._dist import install_hint
+from .bounded_json import load_json_file
 from .errors import MissingDependencyError, UnknownCodecError
 
 if TYPE_CHECKING:
@@ -230,9 +230,8 @@ def _marker_format(marker: str) -> object:
     if not fs.is_regular_file(marker):
         return None
     try:
-        with fs.open_binary(marker) as f:
-            doc = json.loads(f.read())
-    except (OSError, ValueError, RecursionError):
+        doc = load_json_file(marker, "marker")
+    except OSError:  # a CodecIOError too: not JSON, too large, nested too deeply
         return None
     return doc.get("format") if isinstance(doc, dict) else None
 

@@ -30,10 +30,8 @@ STILL_LONG = {
     "cli/__init__.py": 897,
     "codecs/json/__init__.py": 803,
     "codecs/npz/reader.py": 869,
-    "readers/torch.py": 508,
     "sharding/reader.py": 564,
     "sharding/writer.py": 511,
-    "sources/many_files.py": 676,
 }
 
 

@@ -145,12 +145,13 @@ def test_messages_that_name_formats_list_the_registry(tmp_path):
     try:
         assert "tfr2" in registry.codecs_with(lambda c: c.sharded)
         assert "zarr" not in registry.codecs_with(lambda c: c.sharded)
-        deflated = str(tmp_path / "d.npz")
-        dstore.save({"train": {"x": np.arange(8)}}, deflated, compress="true")
+        # a GZIP TFRecord only streams (a deflated npz makes a stored copy instead)
+        gzipped = str(tmp_path / "d.tfrecords")
+        dstore.save({"train": {"x": np.arange(8)}}, gzipped, compression="gzip")
         with pytest.raises(
             dstore.SchemaError, match=r"random-access form \(.*tfr2 \(on Tuesdays\)"
         ):
-            dstore.to_torch(deflated, "train", map_style=True)
+            dstore.to_torch(gzipped, "train", map_style=True)
         url = f"memory://registry-{tmp_path.name}/d.zarr"
         dstore.save({"train": {"x": np.arange(8)}}, url)
         with pytest.raises(ValueError, match=r"shard files of a sharded format \(.*tfr2"):

@@ -214,7 +214,7 @@ def test_an_interrupt_keeps_only_the_journaled_shards_and_resume_matches(
             raise KeyboardInterrupt
 
     dst = str(tmp_path / "out")
-    with pytest.raises(KeyboardInterrupt, match="--resume"):
+    with pytest.raises(KeyboardInterrupt, match="resume=True"):
         dstore.convert(src, dst, to=to, options=opts, progress=interrupt)
     assert _running_with(str(tmp_path)) == []
     assert spawned and set(spawned) == {2} and "mid-shard" in seen

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore.errors import SchemaError
 from dstore.readers.plan import consumer_indices
 from dstore.testing import parts_options, usable_formats
 
@@ -115,9 +114,13 @@ def test_ranks_read_each_record_once(stores, fmt):
     assert per_rank[1] == order[1::3]  # dealt round-robin, as to_torch deals to processes
 
 
-def test_global_shuffle_refused_where_records_only_stream(stores):
-    with pytest.raises(SchemaError, match=r"shuffle='global'.*deflated npz only streams.*convert"):
-        dstore.to_tf_dataset(stores["npz-deflated"], "train", shuffle="global")
+def test_global_shuffle_of_a_deflated_npz_reads_a_stored_copy(stores):
+    """Refused before; now read from a copy with the members stored, made once."""
+    ds = dstore.to_tf_dataset(
+        stores["npz-deflated"], "train", fields=["k"], shuffle="global", seed=4
+    )
+    keys = _keys(ds)
+    assert sorted(keys) == list(range(N)) and keys != list(range(N))
 
 
 def test_skip_of_a_deflated_npz_in_storage_order(stores):

@@ -176,6 +176,13 @@ class Codec(ABC):
         return f"{type(self).__name__}({self.get_config()})"
 
     @classmethod
+    def random_access_copy(cls, path: str, folder: str) -> str | None:
+        """A copy of the dataset at ``path`` that reads single records at random, written
+        in ``folder`` (the caller's: it removes it), for a file of this format that only
+        streams; None when the format has none (:attr:`random_access_when` says what does)."""
+        return None
+
+    @classmethod
     def owns(cls, path: str) -> bool:
         """True when ``path`` (which exists) is recognisably a dataset of this
         format, so that ``overwrite=True`` may replace it. Decided from the

@@ -18,8 +18,9 @@ from ..model.schema import DEFAULT_BATCH_BYTES, batch_rows_for
 from ..output import Overwrite
 from ..registry import get_codec_class
 from ..sources.decoded_images import decoded_for
-from ..sources.many_files import SOURCE_FIELD, SOURCES_ATTR, flat_attrs, unflatten_attrs
+from ..sources.many_files import SOURCE_FIELD, SOURCES_ATTR
 from ..sources.opening import open_reader
+from ..sources.unify import flat_attrs, unflatten_attrs
 
 __all__ = ["PerSourceFolder", "PerSourceReport", "write_per_source"]
 

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from .. import api
+from ..bounded_json import load_json_file
 from ..errors import DstoreError, LabelError, MissingDependencyError, UsageError
 from ..model import Column
 from ..output import path_size, remove_path
@@ -676,8 +677,7 @@ def _write_in_child(cell: Cell, source: str, out: str, repeats: int) -> None:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             cell.error = f"the write process failed (exit {proc.returncode}): {last}"
             return
-        with open(result_path) as f:
-            result = json.load(f)
+        result = load_json_file(result_path, "bench result")
     finally:
         for path in (request_path, result_path):
             if os.path.exists(path):

@@ -79,8 +79,9 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    with open(argv[0]) as f:
-        request = json.load(f)
+    from ..bounded_json import load_json_file
+
+    request = load_json_file(argv[0], "bench request")
     result = run(request)
     tmp = request["result"] + ".tmp"
     with open(tmp, "w") as f:

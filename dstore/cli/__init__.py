@@ -797,7 +797,7 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt as e:
-        print(str(e) or "interrupted: no output was left behind", file=sys.stderr)
+        print(cli_words(str(e)) or "interrupted: no output was left behind", file=sys.stderr)
         return EXIT_TERMINATED if _sigterm.received else EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # the reader of our output went away: main() ends quietly

@@ -15,6 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ..bounded_json import load_json
+from ..errors import CodecIOError
 from ..fs import sha256_file
 from .dtypes import CastStats
 
@@ -37,16 +39,17 @@ def read_journal(folder: str) -> tuple[dict[str, Any] | None, dict[str, dict[str
             lines = f.read().splitlines()
     except OSError:
         return None, {}
+    where = os.path.join(folder, JOURNAL)
     try:
-        header = json.loads(lines[0])
-    except (IndexError, ValueError):
+        header = load_json(lines[0], where, "journal header")
+    except (IndexError, CodecIOError):
         return None, {}
     done = {}
     for line in lines[1:]:
         try:
-            entry = json.loads(line)
+            entry = load_json(line, where, "journal line")
             done[entry["file"]] = entry
-        except (ValueError, KeyError, TypeError):
+        except (CodecIOError, KeyError, TypeError):
             break  # killed mid-line: later lines cannot exist
     return header, done
 

@@ -21,12 +21,49 @@ from ..errors import CodecIOError
 from ..model import Image, Kind, VarColumn
 from ..model.schema import Schema
 
-__all__ = ["decode_column_images", "decode_image", "decoded_kind", "encoded_image_fields"]
+__all__ = [
+    "decode_column_images",
+    "decode_image",
+    "decoded_kind",
+    "encoded_image_fields",
+    "header_shape",
+]
+
+#: PNG colour type -> channels once decoded, 0 for a 2-d grey record (a palette decodes
+#: to RGB or RGBA by a later chunk: not told by the header)
+_PNG_CHANNELS = {0: 0, 2: 3, 4: 2, 6: 4}
+#: JPEG components -> channels once decoded (CMYK and others: not told here)
+_JPEG_CHANNELS = {1: 0, 3: 3}
 
 
 def decoded_kind(kind: Image) -> Image:
     """The raw Image an encoded one decodes to (sizes vary; channels as declared)."""
     return Image(kind.dtype, kind.channels, kind.height, kind.width, "raw")
+
+
+def header_shape(data: bytes) -> tuple[np.dtype, tuple[int, ...]] | None:
+    """The dtype and shape an encoded image decodes to, from its header alone: a PNG of
+    any colour type but a palette, an 8-bit JPEG of 1 or 3 components; None otherwise
+    (nothing is decoded to find out)."""
+    from .imagecodec import jpeg_frame
+    from .png import png_header
+
+    png = png_header(data[:32])
+    if png is not None:
+        width, height, depth, color, _ = png
+        channels = _PNG_CHANNELS.get(color)
+        if channels is None:
+            return None
+        dtype = np.dtype(np.uint16 if depth == 16 else np.uint8)
+        return dtype, (height, width) if channels == 0 else (height, width, channels)
+    if data[:3] == b"\xff\xd8\xff":
+        frame = jpeg_frame(bytes(data[: 1 << 20]))
+        if frame is None or frame[0] != 8 or frame[3] not in _JPEG_CHANNELS:
+            return None
+        _, height, width, components = frame
+        channels = _JPEG_CHANNELS[components]
+        return np.dtype(np.uint8), (height, width) if channels == 0 else (height, width, channels)
+    return None
 
 
 def _is_encoded(kind: Kind) -> bool:

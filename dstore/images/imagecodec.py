@@ -33,7 +33,6 @@ and fails, which is the truth about such data.
 from __future__ import annotations
 
 import math
-import os
 import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CodecIOError, DstoreError, UnsupportedDtypeError
+from ..limits import env_limit
 from ..model import Image
 from ..model.schema import FieldSpec, Schema
 
@@ -56,6 +56,7 @@ __all__ = [
     "image_fields",
     "image_size",
     "is_image_like",
+    "jpeg_frame",
     "record_channels",
 ]
 
@@ -91,18 +92,14 @@ _TAKES: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = {
 
 def max_image_pixels() -> int:
     """The pixel limit in force: ``DSTORE_MAX_IMAGE_PIXELS`` if set, else :data:`MAX_IMAGE_PIXELS`."""
-    text = os.environ.get(_PIXELS_ENV, "").strip()
-    if not text:
-        return MAX_IMAGE_PIXELS
-    if not text.isdigit() or int(text) <= 0:
-        raise ValueError(f"{_PIXELS_ENV} must be a positive integer. Got {text!r} instead.")
-    return int(text)
+    return env_limit(_PIXELS_ENV, MAX_IMAGE_PIXELS)
 
 
-def _jpeg_size(data: bytes) -> tuple[int, int] | None:
-    """(height, width) from a JPEG's start-of-frame segment, walking the segments before it."""
+def jpeg_frame(data: bytes) -> tuple[int, int, int, int] | None:
+    """(sample precision, height, width, components) from a JPEG's start-of-frame
+    segment, walking the segments before it; None when there is none."""
     pos = 2
-    while pos + 9 <= len(data):
+    while pos + 10 <= len(data):
         if data[pos] != 0xFF:
             return None
         marker = data[pos + 1]
@@ -113,8 +110,8 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
             pos += 2
             continue
         if marker in _JPEG_SOF:
-            height, width = struct.unpack(">HH", data[pos + 5 : pos + 9])
-            return height, width
+            precision, height, width, components = struct.unpack(">BHHB", data[pos + 4 : pos + 10])
+            return precision, height, width, components
         (length,) = struct.unpack(">H", data[pos + 2 : pos + 4])
         pos += 2 + length
     return None
@@ -142,7 +139,8 @@ def image_size(data: bytes) -> tuple[int, int] | None:
         width, height = struct.unpack(">II", head[16:24])
         return height, width
     if head[:3] == b"\xff\xd8\xff":
-        return _jpeg_size(bytes(data[: 1 << 20]))
+        frame = jpeg_frame(bytes(data[: 1 << 20]))
+        return None if frame is None else frame[1:3]
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return _webp_size(head)
     if head[:4] == b"GIF8" and len(head) >= 10:

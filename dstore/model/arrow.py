@@ -12,7 +12,6 @@ them per record."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..bounded_json import load_json
 from ..errors import CodecIOError, SchemaError
 from .columns import Column, VarColumn
 from .infer import kind_of_axes
@@ -114,16 +114,21 @@ def _scalar(t: pa.DataType) -> np.dtype | None:
     return None
 
 
+def _check_image_struct(t: pa.StructType, hf_type: Any) -> None:
+    """Refuse a struct that is not the Hub's Image: binary ``bytes`` and a ``path``."""
+    parts = {t.field(i).name: t.field(i).type for i in range(t.num_fields)}
+    if parts.keys() != {"bytes", "path"} or hf_type not in (None, "Image"):
+        raise _Unmapped(f"a struct ({hf_type or t})")
+    if _texty(parts["bytes"]) is not Bytes:
+        raise _Unmapped(f"an Image struct whose 'bytes' are {parts['bytes']}, not binary")
+
+
 def _kind(
     t: pa.DataType, feature: Any, axes: Callable[[int], list[int | None]], image: Callable[[], str]
 ) -> Mapped:
     hf_type = feature.get("_type") if isinstance(feature, dict) else None
     if pa.types.is_struct(t):
-        if {t.field(i).name for i in range(t.num_fields)} != {"bytes", "path"} or hf_type not in (
-            None,
-            "Image",
-        ):
-            raise _Unmapped(f"a struct ({hf_type or t})")
+        _check_image_struct(t, hf_type)
         return Image(np.dtype(np.uint8), None, None, None, image()), "image", None
     if (text := _texty(t)) is not None:
         return text(), "string" if text is String else "binary", None
@@ -147,6 +152,25 @@ def _kind(
     return kind, "value", None
 
 
+def _hf_features(schema: pa.Schema, where: str) -> tuple[dict[str, Any], list[str]]:
+    """The ``features`` of the ``huggingface`` metadata ``datasets`` writes (what the
+    columns are: Image, ClassLabel...), {} without it. Metadata that does not read
+    (not JSON, too large, nested too deeply, another shape) is left aside with a note:
+    the columns' Arrow types still say what they hold."""
+    raw = (schema.metadata or {}).get(b"huggingface")
+    if not raw:
+        return {}, []
+    try:
+        features = load_json(raw, where, "its 'huggingface' metadata")["info"]["features"]
+    except CodecIOError as e:
+        return {}, [f"{e}: ignored"]
+    except (KeyError, TypeError):
+        features = None
+    if not isinstance(features, dict):
+        return {}, [f"{where}: its 'huggingface' metadata has no info.features: ignored"]
+    return features, []
+
+
 def arrow_fields(
     schema: pa.Schema,
     where: str,
@@ -158,15 +182,9 @@ def arrow_fields(
 
     ``axes(column, depth)`` reads the one length each list level has in every record
     (None where it varies); ``image(column)`` the encoding (png, jpeg...) of its Images."""
-    raw = (schema.metadata or {}).get(b"huggingface")
-    try:
-        features = json.loads(raw)["info"]["features"] if raw else {}
-    except (ValueError, KeyError, TypeError):
-        features = {}
-    features = features if isinstance(features, dict) else {}
+    features, notes = _hf_features(schema, where)
     fields: dict[str, FieldSpec] = {}
     mapped: dict[str, Mapped] = {}
-    notes: list[str] = []
     for f in schema:
         try:
             kind, enc, names = _kind(
@@ -356,11 +374,29 @@ def _bytes(arr: pa.Array, where: str, first: int) -> VarColumn:
     return VarColumn(values[int(offsets[0]) : int(offsets[-1])], offsets.astype(np.int64))
 
 
+def _holds(encoding: str, t: pa.DataType) -> bool:
+    """Whether a column of Arrow type ``t`` is what ``encoding`` reads."""
+    if encoding == "image":
+        names = {t.field(i).name: t.field(i).type for i in range(t.num_fields)}
+        return pa.types.is_struct(t) and _texty(names.get("bytes", pa.null())) is Bytes
+    if encoding in ("string", "binary"):
+        return _texty(t) is not None
+    if encoding == "strings":
+        return is_list(t) and _texty(t.value_type) is not None
+    while is_list(t):
+        t = t.value_type
+    return _scalar(t) is not None
+
+
 def from_arrow(spec: FieldSpec, encoding: str, arr: Any, where: str, first: int) -> Column:
     """The column of field ``spec`` from ``arr`` (records ``first...``); ``image``: the
-    encoded bytes of each Image (an Image with only a path is refused)."""
+    encoded bytes of each Image (an Image with only a path is refused). A column of
+    another type than ``encoding`` reads (a manifest calling an int column an image)
+    is one line naming ``where``."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
+    if not _holds(encoding, arr.type):
+        raise CodecIOError(f"{where}: the column is {arr.type}, not what {encoding!r} reads")
     if encoding in ("string", "binary"):
         return _bytes(arr, where, first)
     _no_nulls(arr, where, first)

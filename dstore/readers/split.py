@@ -30,6 +30,7 @@ _KEEP_ERRORS = 100
 
 if TYPE_CHECKING:
     from ..sharding.cache import ShardCache
+    from .random_access import RandomAccessCopy
 
 
 class SplitSource:
@@ -61,6 +62,9 @@ class SplitSource:
         if self.cache_limit is not None and self.cache_dir is None:
             raise ValueError("cache_limit= bounds the shard cache: give cache_dir= with it")
         self._cache: ShardCache | None = None
+        #: what is opened: ``path``, or the random-access copy of it this source owns
+        self._read_path, self._range_bytes = self.path, range_bytes
+        self._copy: RandomAccessCopy | None = None
         self._reader: Any = None
         self._pid = -1
         self._home = os.getpid()  # the process that made this source (DataLoader workers differ)
@@ -96,7 +100,7 @@ class SplitSource:
         when this storage only streams, naming ``instead`` and the conversions (the
         registered formats, from their codecs' ``random_access_when``) that make it
         random-access."""
-        if self.sequential_reason or not self.random_access:
+        if (self.sequential_reason or not self.random_access) and not self._random_copy(what):
             from ..registry import codecs_with, get_codec_class
 
             why = self.sequential_reason or "a deflated npz only streams"
@@ -106,8 +110,24 @@ class SplitSource:
                 forms.append(f"{name} ({when})" if when else name)
             raise SchemaError(
                 f"{self.path}: {what} needs random access and {why}; {instead}convert it "
-                f"to a random-access form ({', '.join(forms)}), or index it with 'dstore index'"
+                f"to a random-access form ({', '.join(forms)})"
             )
+
+    def _random_copy(self, what: str) -> bool:
+        """Read from here on a copy of the dataset that reads any record, when its format
+        makes one (a deflated npz: its members stored): True if it did."""
+        from .random_access import RandomAccessCopy
+
+        copy = RandomAccessCopy(self.path, self.format, what)
+        if copy.path is None:
+            return False
+        self.close()
+        self._read_path, self._copy = copy.path, copy
+        reader = self.reader()
+        args = () if self._range_bytes is None else (self._range_bytes,)
+        self.ranges = reader.record_ranges(self.split, *args)
+        self.random_access, self.sequential_reason = True, None
+        return True
 
     def kinds(self) -> dict[str, Any]:
         """The kind of each field read, by name (what a record of it is)."""
@@ -134,7 +154,7 @@ class SplitSource:
             )
             if os.getpid() != self._home and has_workers:
                 options["workers"] = 1
-            self._reader = open_reader(self.path, format=self.format, **options)
+            self._reader = open_reader(self._read_path, format=self.format, **options)
             self._pid = os.getpid()
             if self.cache_dir is not None:
                 self._reader.shard_cache = self._cache = self._shard_cache(self._reader)
@@ -169,9 +189,17 @@ class SplitSource:
                 self._cache.close()
         self._reader = self._cache = None
 
+    def remove_copy(self) -> None:
+        """Remove the random-access copy this source made, if any (reads stop there)."""
+        if self._copy is not None:
+            self.close()
+            self._copy.close()
+            self._read_path, self._copy = self.path, None
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_reader"], state["_pid"], state["_cache"] = None, -1, None
+        state["_copy"] = None  # the process that made the copy removes it, not its workers
         return state
 
     def batches(self, start: int, stop: int, rows: int | None = None) -> Iterator[Batch]:

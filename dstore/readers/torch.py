@@ -26,18 +26,15 @@ resume differs from the uninterrupted one).
 
 from __future__ import annotations
 
-import bisect
 import functools
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 import torch.utils.data as tud
 
-from ..errors import ReaderStateError, SchemaError
-from ..model import Bytes, Image, Kind, String, StringList, VarColumn
+from ..errors import ReaderStateError
 from .plan import (
     GLOBAL_WINDOW,
     consumer_indices,
@@ -49,6 +46,8 @@ from .plan import (
 )
 from .split import SplitSource
 from .state import STATE_VERSION, ReaderPlan, check_state, dataset_states, merge_states
+from .torch_map import DstoreMapDataset, _ragged_names
+from .torch_records import Record, _merge, _records, collate, pad_collate
 
 __all__ = [
     "DstoreIterableDataset",
@@ -60,62 +59,6 @@ __all__ = [
     "pad_collate",
     "to_torch",
 ]
-
-Record = dict[str, Any]
-
-
-def _column(values: Any, kind: Kind, copy: bool) -> Sequence[Any] | torch.Tensor:
-    """One field of a batch as something indexable per record.
-
-    A fixed-shape field (an ndarray column) becomes one tensor whose rows are
-    the records. A column of values + row offsets (:class:`~dstore.model.VarColumn`)
-    becomes a ``list[str]`` (String), ``list[bytes]`` (Bytes, encoded images),
-    or a list of tensors whose first axis varies (Ragged, raw images of
-    varying size), which :func:`collate` keeps as a list or pads with a mask.
-    """
-    if isinstance(values, VarColumn):
-        if isinstance(kind, StringList):  # list[list[str]] (or of bytes)
-            return values.to_lists(kind.text)
-        if isinstance(kind, String):
-            return values.to_str_list()
-        if isinstance(kind, Bytes) or (isinstance(kind, Image) and kind.encoding != "raw"):
-            return values.to_bytes_list()
-        return [_tensor(values.row(i), True) for i in range(len(values))]
-    return _tensor(values, copy)
-
-
-def _tensor(values: np.ndarray, copy: bool) -> torch.Tensor:
-    arr = values.astype(values.dtype.newbyteorder("="), copy=False)
-    if copy or not arr.flags.writeable or not arr.flags.c_contiguous:
-        # torch shares memory with the array: it must be ours and writeable
-        arr = np.array(arr, order="C")
-    return torch.from_numpy(arr)
-
-
-def _records(
-    batches: Iterator[dict[str, Any]], kinds: dict[str, Kind], copy: bool
-) -> Iterator[Record]:
-    for batch in batches:
-        cols = {n: _column(batch[n], kind, copy) for n, kind in kinds.items()}
-        rows = len(next(iter(cols.values()))) if cols else 0
-        for i in range(rows):
-            # clone: a shuffle buffer must not keep whole batches alive through views
-            yield {
-                n: (c[i].clone() if copy and isinstance(c, torch.Tensor) else c[i])
-                for n, c in cols.items()
-            }
-
-
-def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Adjacent ranges joined (a streaming consumer reads its block in one pass)."""
-    out: list[tuple[int, int]] = []
-    for a, b in ranges:
-        if out and out[-1][1] == a:
-            out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    return out
-
 
 _M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 
@@ -321,108 +264,6 @@ class DstoreIterableDataset(tud.IterableDataset):
         if buffer > 1:
             records = shuffle_buffer(records, buffer, epoch_rng(self.seed, self.epoch, 1, me))
         yield from records
-
-
-def _ragged_names(source: SplitSource) -> tuple[str, ...]:
-    """Fields whose records are tensors of varying shape (Ragged, raw images of varying size)."""
-    return tuple(
-        name
-        for name, kind in source.kinds().items()
-        if not source.spec.fields[name].dense
-        and not isinstance(kind, (String, Bytes, StringList))
-        and not (isinstance(kind, Image) and kind.encoding != "raw")
-    )
-
-
-class DstoreMapDataset(tud.Dataset):
-    """``len`` and ``ds[i]`` over a random-access split; reads whole ranges, keeps the last."""
-
-    def __init__(self, source: SplitSource) -> None:
-        source.require_random_access("map_style=True", "use the iterable dataset, or ")
-        self.source = source
-        self._starts = [a for a, _ in source.ranges]
-        self._cached: tuple[int, dict[str, Sequence[Any] | torch.Tensor]] | None = None
-
-    def __len__(self) -> int:
-        return self.source.count
-
-    def __getitem__(self, index: int) -> Record:
-        n = self.source.count
-        i = int(index) + n if int(index) < 0 else int(index)
-        if not 0 <= i < n:
-            raise IndexError(f"record {index} out of range for split {self.source.split!r} of {n}")
-        k = bisect.bisect_right(self._starts, i) - 1
-        a, b = self.source.ranges[k]
-        if self._cached is None or self._cached[0] != k:
-            (batch,) = list(self.source.batches(a, b)) or [{}]
-            self._cached = (
-                k,
-                {n_: _column(batch[n_], kind, False) for n_, kind in self.source.kinds().items()},
-            )
-        cols = self._cached[1]
-        return {
-            name: (c[i - a].clone() if isinstance(c, torch.Tensor) else c[i - a])
-            for name, c in cols.items()
-        }
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_cached"] = None
-        return state
-
-
-def collate(
-    records: Sequence[Record], *, pad: bool = False, ragged: Sequence[str] = ()
-) -> dict[str, Any]:
-    """A batch from records, for ``DataLoader(collate_fn=...)``.
-
-    Tensors of one shape are stacked (in shared memory, as torch's default
-    collate does in a worker); tensors whose first axis varies (ragged fields)
-    stay a list, or with ``pad=True`` become one zero-padded tensor plus
-    ``<field>_mask`` (True where a value is real); strings, bytes and lists of
-    strings stay lists.
-    Fields named in ``ragged`` are treated so even when a batch's records
-    happen to share a length (``dataset.collate_fn()`` names them from the schema).
-    """
-    if not records:
-        return {}
-    out: dict[str, Any] = {}
-    for name in records[0]:
-        values = [r[name] for r in records]
-        first = values[0]
-        if isinstance(first, torch.Tensor):
-            if name not in ragged and all(v.shape == first.shape for v in values):
-                out[name] = tud.default_collate(values)
-            elif pad:
-                if f"{name}_mask" in records[0]:
-                    raise SchemaError(
-                        f"pad_collate: field {name!r} and a field {name}_mask both exist"
-                    )
-                out[name], out[f"{name}_mask"] = _pad(values)
-            else:
-                out[name] = values
-        elif isinstance(first, (str, bytes, list)):  # strings, bytes, lists of strings
-            out[name] = values
-        else:
-            out[name] = tud.default_collate(values)
-    return out
-
-
-#: :func:`collate` padding ragged fields and adding ``<field>_mask``.
-pad_collate = functools.partial(collate, pad=True)
-
-
-def _pad(values: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    inner = {tuple(v.shape[1:]) for v in values}
-    if len(inner) != 1 or any(v.ndim == 0 for v in values):
-        raise SchemaError(f"pad_collate: records differ beyond their first axis: {sorted(inner)}")
-    longest = max(len(v) for v in values)
-    padded = values[0].new_zeros((len(values), longest, *values[0].shape[1:]))
-    mask = torch.zeros((len(values), longest), dtype=torch.bool)
-    for i, v in enumerate(values):
-        padded[i, : len(v)] = v
-        mask[i, : len(v)] = True
-    return padded, mask
 
 
 def data_loader(dataset: Any, **kwargs: Any) -> tud.DataLoader:

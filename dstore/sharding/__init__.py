@@ -40,7 +40,6 @@ from .reader import (
     brace_files,
     check_complete,
     group_ranges,
-    group_slices,
 )
 from .writer import (
     ShardedDirectoryWriter,
@@ -65,7 +64,6 @@ __all__ = [
     "encode_chunks",
     "foreign_files",
     "group_ranges",
-    "group_slices",
     "is_manifest_of",
     "load_manifest",
     "manifest_base",

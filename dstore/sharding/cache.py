@@ -49,6 +49,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from .. import fs
+from ..bounded_json import load_json
 from ..errors import CodecIOError
 from . import cache_folder as folder
 from .cache_folder import FOLDER, check_apart
@@ -322,8 +323,8 @@ def _read_meta(path: str) -> dict[str, Any]:
     verified again or downloaded anew, never trusted)."""
     try:
         with open(path, "rb") as f:
-            meta = json.loads(f.read(1 << 16))
-    except (OSError, ValueError):
+            meta = load_json(f.read(1 << 16), path, "cache record")
+    except OSError:  # a CodecIOError too: not JSON, nested too deeply
         return {}
     return meta if isinstance(meta, dict) else {}
 

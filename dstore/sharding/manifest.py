@@ -9,16 +9,19 @@ relative to its folder and never lead outside it.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .. import fs
 from .._dist import __version__
+from ..bounded_json import load_json_file
 from ..errors import CodecIOError
 from ..fs import is_regular_file
 from ..model import names
+
+if TYPE_CHECKING:
+    from ..model.schema import FieldSpec, Schema
 
 __all__ = [
     "CARD_FILES",
@@ -26,6 +29,8 @@ __all__ = [
     "ENTRY_KEYS",
     "MANIFEST",
     "card_files",
+    "check_compression",
+    "check_encodings",
     "check_shards",
     "foreign_files",
     "is_manifest_of",
@@ -35,6 +40,8 @@ __all__ = [
 ]
 
 MANIFEST = "dstore.json"
+#: the layout of the manifest (its keys and their values) this dstore writes and reads
+FORMAT_VERSION = 1
 #: the manifest entry of one shard, in the order it is written
 ENTRY_KEYS = ("file", "records", "bytes", "sha256")
 #: The cards a dataset folder's root holds beside its data (:mod:`dstore.card`): Croissant
@@ -66,7 +73,7 @@ def manifest_base(format_id: str, compression: str | None) -> dict[str, Any]:
     """The keys every manifest starts with: which format, which dstore wrote it."""
     return {
         "format": format_id,
-        "format_version": 1,
+        "format_version": FORMAT_VERSION,
         "dstore_version": __version__,
         "compression": compression,
     }
@@ -78,8 +85,7 @@ def load_manifest(path: str) -> dict[str, Any]:
 
     Raises :class:`~dstore.errors.CodecIOError` naming the file for anything else."""
     try:
-        with fs.open_binary(path) as f:
-            m = json.loads(f.read())
+        m = load_json_file(path, "manifest")
         root = path.rsplit("/", 1)[0] if fs.is_url(path) else (os.path.dirname(path) or ".")
         for split, info in m["splits"].items():
             total = 0
@@ -101,15 +107,55 @@ def load_manifest(path: str) -> dict[str, Any]:
     return m
 
 
+def check_compression(
+    manifest: Mapping[str, Any], allowed: Collection[str | None], codec: str, path: str
+) -> str | None:
+    """The manifest's ``compression``, one of those ``allowed`` (whole-shard streams a
+    format reads), else one line naming the manifest; its ``format_version`` must be
+    the one this dstore writes (older manifests may lack it)."""
+    version = manifest.get("format_version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise CodecIOError(
+            f"{path}: format_version {version!r}; this dstore reads {FORMAT_VERSION} (a newer "
+            "dstore wrote it, or it is damaged)"
+        )
+    comp = manifest.get("compression")
+    if comp not in allowed:
+        shown = ", ".join(str(c).lower() for c in allowed)
+        raise CodecIOError(f"{path}: compression {comp!r} is not one {codec} reads ({shown})")
+    return comp
+
+
+def check_encodings(
+    schema: Schema,
+    table: Mapping[str, Mapping[str, Any]],
+    written: Callable[[FieldSpec], Collection[str] | None],
+    codec: str,
+    where: str,
+) -> None:
+    """Refuse a manifest storing a field in an encoding its format never writes for the
+    field's kind (``written(spec)``: an int column called an image), which read on would
+    be decoded as what it is not. ``table``: split -> field -> entry with ``encoding``."""
+    for split, fields in table.items():
+        for name, enc in fields.items():
+            spec = schema.splits[split].fields[name]
+            allowed = written(spec)
+            if allowed is not None and enc.encoding not in allowed:
+                raise CodecIOError(
+                    f"{where}: split {split!r}, field {name!r}: encoding {enc.encoding!r} does "
+                    f"not hold {spec.kind.describe()} ({codec} stores it as "
+                    f"{' or '.join(sorted(allowed))}; corrupt manifest)"
+                )
+
+
 def is_manifest_of(folder: str, format_id: str) -> bool:
     """True when ``folder`` holds a manifest of ``format_id`` (a regular file, JSON)."""
     manifest = fs.join(folder, MANIFEST)
     if not is_regular_file(manifest):
         return False
     try:
-        with fs.open_binary(manifest) as f:
-            m = json.loads(f.read())
-    except (OSError, ValueError):
+        m = load_json_file(manifest, "manifest")
+    except OSError:  # CodecIOError too: too large, too deep, not JSON
         return False
     return isinstance(m, dict) and m.get("format") == format_id
 

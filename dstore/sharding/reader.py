@@ -30,7 +30,7 @@ import itertools
 import os
 import re
 from abc import abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -56,9 +56,9 @@ from ..model.schema import (
 from ..parallel import default_workers
 from .cache import ShardCache
 from .index import INDEX_SUFFIX, read_index
-from .manifest import MANIFEST, check_shards, load_manifest
+from .manifest import MANIFEST, check_compression, check_encodings, check_shards, load_manifest
 
-__all__ = ["ShardFile", "ShardedDirectoryReader", "check_complete", "group_ranges", "group_slices"]
+__all__ = ["ShardFile", "ShardedDirectoryReader", "check_complete", "group_ranges"]
 
 #: records per group handed to a decoding thread
 DECODE_GROUP = 16
@@ -150,6 +150,8 @@ class ShardedDirectoryReader(Reader):
     #: names shards as dstore (``train-00000-of-00004<ext>``) or TFDS
     #: (``mnist-train<ext>-00000-of-00004``) do; a trailing ``.gz`` may follow either
     shard_extension: ClassVar[str | None] = None
+    #: the manifest's ``compression`` values this format reads (whole-shard streams)
+    compressions: ClassVar[tuple[str | None, ...]] = (None,)
 
     def __init__(self, path: str, workers: int = 0) -> None:
         self.path = path
@@ -170,6 +172,10 @@ class ShardedDirectoryReader(Reader):
             self._inspect(files, whole_sets=files != [path])
         if self.sequential_reason and self.indexed():
             self.sequential_reason = None  # every record is one seek away
+        elif self.sequential_reason and not any(
+            s.compression for v in self.shards.values() for s in v
+        ):
+            self.sequential_reason += " until 'dstore index' writes their record indexes"
 
     # ------------------------------------------------------------ format hooks
 
@@ -192,6 +198,11 @@ class ShardedDirectoryReader(Reader):
         for split, spec in self.schema.splits.items():
             if set(self.encodings.get(split, {})) != set(spec.fields):
                 raise CodecIOError(f"{where}: split {split!r}: fields disagree with the schema")
+
+    def written_encodings(self, spec: FieldSpec) -> Collection[str] | None:
+        """Every encoding this format's writer stores a field of ``spec``'s kind as,
+        whatever its options (checked against the manifest); None: the format does not say."""
+        return None
 
     @abstractmethod
     def scan_split(
@@ -276,9 +287,9 @@ class ShardedDirectoryReader(Reader):
 
     def _open_manifest(self, manifest_path: str) -> None:
         m = load_manifest(manifest_path)
+        comp = check_compression(m, self.compressions, self.codec_name, manifest_path)
         try:
             self.schema = Schema.from_json(m["schema"])
-            comp = m.get("compression")
             self.shards = {
                 split: [
                     ShardFile(
@@ -303,6 +314,8 @@ class ShardedDirectoryReader(Reader):
             if sum(s.records for s in self.shards[split]) != spec.count:
                 raise CodecIOError(f"{manifest_path}: split {split!r}: shard counts do not add up")
         self.load_manifest_head(m, manifest_path)
+        table = getattr(self, "encodings", {})
+        check_encodings(self.schema, table, self.written_encodings, self.codec_name, manifest_path)
         self.manifest = m
 
     def _open_listed_shard(self, path: str) -> bool:
@@ -540,19 +553,6 @@ def group_ranges(
         if first > start:
             ranges.append((start, first))
     return ranges
-
-
-def group_slices(
-    group_records: Sequence[int], lo: int, hi: int, rows: int
-) -> Iterator[tuple[int, int, int, int]]:
-    """``(group, its first record, start, stop)`` for records ``lo:hi`` of a shard whose
-    groups hold ``group_records``, at most ``rows`` at a time, touching only the groups
-    that hold them (records counted from the shard's start)."""
-    first = 0
-    for g, n in enumerate(group_records):
-        for s in range(max(lo, first), min(hi, first + n), rows):
-            yield g, first, s, min(hi, first + n, s + rows)
-        first += n
 
 
 def _with_sidecar(shard: ShardFile) -> ShardFile:

@@ -68,10 +68,12 @@ def _open_many(
     """A reader over the many files ``path`` names, or None when it names one dataset."""
     if "://" in path or os.path.isfile(path):
         return None  # a file is one dataset: `info x.npz` never imports the multi-file reader
+    from . import listing
+
+    if not listing.is_multi(path, format):
+        return None
     from . import many_files
 
-    if not many_files.is_multi(path, format):
-        return None
     return many_files.open_sources(path, format, options, scan_progress)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -10,6 +9,7 @@ import numpy as np
 
 from ...abc import RANGE_BYTES, Reader, even_ranges
 from ...errors import CodecIOError, DstoreError, SchemaError
+from ...limits import env_limit
 from ...model import Column, Kind, Tensor
 from ...model.attrs import encode_all, with_groups
 from ...model.keys import ROOT_SPLITS_ATTR, stored_paths
@@ -37,23 +37,14 @@ MAX_CHUNK_BYTES = 1 << 30
 MAX_FILL_BYTES = 1 << 30
 
 
-def _env_limit(name: str, default: int) -> int:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    if not text.isdigit() or int(text) <= 0:
-        raise ValueError(f"{name} must be a positive integer. Got {text!r} instead.")
-    return int(text)
-
-
 def max_chunk_bytes() -> int:
     """The per-chunk limit in force: ``DSTORE_MAX_CHUNK_BYTES`` if set, else :data:`MAX_CHUNK_BYTES`."""
-    return _env_limit("DSTORE_MAX_CHUNK_BYTES", MAX_CHUNK_BYTES)
+    return env_limit("DSTORE_MAX_CHUNK_BYTES", MAX_CHUNK_BYTES)
 
 
 def max_fill_bytes() -> int:
     """The unstored-data limit in force: ``DSTORE_MAX_FILL_BYTES`` if set, else :data:`MAX_FILL_BYTES`."""
-    return _env_limit("DSTORE_MAX_FILL_BYTES", MAX_FILL_BYTES)
+    return env_limit("DSTORE_MAX_FILL_BYTES", MAX_FILL_BYTES)
 
 
 def error_reason(e: BaseException) -> str:

@@ -24,12 +24,13 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
+from contextlib import suppress
 from typing import Any
 
 import numpy as np
 
-from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
-from ...images.imagecodec import LossyImage, is_image_like
+from ...errors import CodecIOError, DstoreError, SchemaError, UnsupportedDtypeError
+from ...images.imagecodec import LOSSY_FORMATS, LossyImage, is_image_like
 from ...images.pixels import image_libraries
 from ...images.png import FPNG_LEVELS, png_encoder
 from ...model import Bytes, Image, Ragged, String, StringList, VarColumn, raw_record
@@ -53,6 +54,7 @@ __all__ = [
     "choose_encoding",
     "describe_fields",
     "read_examples",
+    "written_encodings",
 ]
 
 #: records per task handed to a worker thread (encoding and decoding)
@@ -79,6 +81,17 @@ def choose_encoding(
         return enc
     lossy.check_field(spec, codec)
     return FieldEncoding(feature, lossy.format, lossy.quality)
+
+
+def written_encodings(spec: FieldSpec) -> set[str]:
+    """Every encoding :func:`choose_encoding` gives ``spec`` whatever the options (named
+    an image or not, any lossy format): what a manifest may say of the field."""
+    out = set()
+    for images in (None, set(), {spec.name}):
+        for lossy in (None, *(LossyImage(f) for f in LOSSY_FORMATS)):
+            with suppress(DstoreError):  # not an image (a lossy format's) rules take
+                out.add(choose_encoding(spec, spec.name, images, lossy).encoding)
+    return out
 
 
 def _choose_encoding(

@@ -23,7 +23,7 @@ from ...errors import CodecIOError, SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList
 from ...model.schema import FieldSpec, Schema
 from .canonical import decode_canonical
-from .fields import FieldEncoding, check_manifest_fields, describe_fields
+from .fields import FieldEncoding, check_manifest_fields, describe_fields, written_encodings
 from .sequence import SequenceStats
 from .signature import FeatureSignature, scan_example, signature_of
 from .tensorproto import parse_tensor_proto
@@ -352,6 +352,9 @@ class ExampleShards:
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         self.encodings = check_manifest_fields(manifest, self.schema, where)
+
+    def written_encodings(self, spec: FieldSpec) -> set[str]:
+        return written_encodings(spec)
 
     def infer_fields(
         self,

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import CodecIOError
+from ..arraytree.chunked import max_fill_bytes
 from .wire import _decode_varints, _fields, _len_field, _varint
 
 __all__ = ["StringTensor", "looks_like_tensor_proto", "parse_tensor_proto", "serialize_tensor"]
@@ -43,8 +44,6 @@ _VAL_FIELDS: dict[int, tuple[str, str]] = {
     10: ("<i8", "varint"), 11: ("<i8", "varint"), 12: ("<f8", "fixed"), 13: ("<i8", "varint"),
     16: ("<i8", "varint"), 17: ("<i8", "varint"),
 }  # fmt: skip
-#: refuse shapes whose element count no record could hold (a damaged header)
-_MAX_ELEMENTS = 1 << 40
 
 
 @dataclass(frozen=True)
@@ -123,8 +122,7 @@ class _TensorFields:
     def tensor(self) -> np.ndarray | StringTensor:
         shape, strings = self.shape, self.strings
         count = math.prod(shape)
-        if count > _MAX_ELEMENTS:
-            raise ValueError(f"shape {shape} is too large")
+        self._check_fill(count)
         if self.dtype_enum == _DT_STRING:
             if len(strings) not in (count, 1) and not (count == 0 and not strings):
                 raise ValueError(f"{len(strings)} strings for shape {shape}")
@@ -143,6 +141,22 @@ class _TensorFields:
                 )
             return np.frombuffer(self.content, dtype).reshape(shape)
         return _from_typed(self.typed, dtype, shape, count)
+
+    def _check_fill(self, count: int) -> None:
+        """TensorFlow repeats a tensor's last value to fill its shape: a few bytes may
+        declare (10**12,). What is filled beyond the bytes stored is the fill limit's
+        (:data:`~dstore.codecs.arraytree.chunked.MAX_FILL_BYTES`, 1 GiB), checked before
+        anything is allocated."""
+        known = _DTYPES.get(self.dtype_enum)
+        width = 8 if self.dtype_enum == _DT_STRING else np.dtype(known or "u1").itemsize
+        stored = len(self.content or b"") + sum(len(s) for s in self.strings)
+        stored += sum(v.nbytes for parts in self.typed.values() for v in parts)
+        limit = max_fill_bytes()
+        if count * width > stored + limit:
+            raise ValueError(
+                f"shape {self.shape} fills {count * width:,} bytes from {stored:,} stored, more "
+                f"than the fill limit of {limit:,} (DSTORE_MAX_FILL_BYTES raises it)"
+            )
 
 
 def _typed_values(num: int, wire: int, payload: Any) -> np.ndarray | None:

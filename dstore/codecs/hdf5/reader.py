@@ -4,7 +4,6 @@ unless allowed, record ranges along the chunks."""
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -12,6 +11,7 @@ import h5py
 import numpy as np
 
 from ... import fs
+from ...bounded_json import JsonLimitError, load_json
 from ...errors import CodecIOError, DstoreError, UnsafeInputError
 from ...model import Bytes, Column, Image, Kind, Ragged, String, StringList, Tensor, VarColumn
 from ...model.attrs import encode
@@ -68,11 +68,10 @@ class HDF5Reader(ArrayTreeReader):
                     f"{path}: corrupt HDF5 structure: {type(e).__name__}: {e}"
                 ) from None
             try:
-                parsed = json.loads(stored) if stored is not None else None
-            except ValueError:
-                raise CodecIOError(
-                    f"{path}: dstore's stored schema is unreadable (corrupt?)"
-                ) from None
+                stored_schema = "dstore's stored schema"
+                parsed = None if stored is None else load_json(stored, path, stored_schema)
+            except JsonLimitError as e:
+                raise CodecIOError(f"{e} (corrupt?)") from None
             self.schema = self._build_schema(parsed)
         except BaseException:
             self.close()

@@ -55,6 +55,7 @@ import numpy as np
 
 from ... import fs
 from ...abc import Codec, Reader, Writer
+from ...bounded_json import read_json_lines, read_json_text
 from ...errors import CodecIOError, DstoreError, SchemaError
 from ...fs import is_regular_file, read_at
 from ...model import Bytes, Column, Image, Kind, Ragged, String, Tensor, VarColumn, infer_column
@@ -429,6 +430,9 @@ def _parse_error(path: str, e: Exception, line: int | None = None) -> CodecIOErr
     return CodecIOError(f"{where}: not valid JSON ({e}); is the file truncated?")
 
 
+_Text = bytes | list[bytes]  # a JSON document, or the lines of a JSON Lines file
+
+
 class JsonReader(Reader):
     """The whole document, parsed at open into columns (a file is one image's features,
     or a few thousand records: many files are read as one dataset by ``dstore.sources.many_files``)."""
@@ -437,11 +441,7 @@ class JsonReader(Reader):
         self.path = path
         if not is_regular_file(path):
             raise CodecIOError(f"{path}: no such file")
-        try:
-            with fs.open_binary(path) as f:
-                data = f.read()
-        except OSError as e:
-            raise CodecIOError(f"{path}: cannot read: {e}") from None
+        data = read_json_lines(path) if lines else read_json_text(path)  # within the limit
         fast = _pick_loads()
         if fast is _stdlib_loads:
             self._load(data, lines, fast)
@@ -456,7 +456,7 @@ class JsonReader(Reader):
             # the standard library's checked parser reads the document and decides
             self._load(data, lines, _stdlib_loads)
 
-    def _load(self, data: bytes, lines: bool, parse: Callable[[bytes, bool], Any]) -> None:
+    def _load(self, data: _Text, lines: bool, parse: Callable[[bytes, bool], Any]) -> None:
         """Columns, schema and attributes of the document ``data``, parsed by ``parse``."""
         try:
             self._build(data, lines, parse)
@@ -467,11 +467,11 @@ class JsonReader(Reader):
                 f"{self.path}: nested too deeply (Python's recursion limit)"
             ) from None
 
-    def _build(self, data: bytes, lines: bool, parse: Callable[[bytes, bool], Any]) -> None:
+    def _build(self, data: _Text, lines: bool, parse: Callable[[bytes, bool], Any]) -> None:
         path = self.path
         self._root: dict[str, Any] = {}  # the members that are not records (attributes)
         splits, attrs, stored = (
-            self._parse_lines(data, parse) if lines else self._parse(data, parse)
+            self._parse(data, parse) if isinstance(data, bytes) else self._parse_lines(data, parse)
         )
         self._data: dict[str, dict[str, Column]] = {}
         kinds_by_split: dict[str, dict[str, Kind]] = {}
@@ -584,11 +584,11 @@ class JsonReader(Reader):
         return splits, {}, schema
 
     def _parse_lines(
-        self, data: bytes, parse: Callable[[bytes, bool], Any]
+        self, data: list[bytes], parse: Callable[[bytes, bool], Any]
     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema | None]:
         records = []
         stored_json = None
-        for n, line in enumerate(data.splitlines(), 1):
+        for n, line in enumerate(data, 1):
             if not line.strip():
                 continue
             try:

@@ -93,6 +93,13 @@ class NpzCodec(Codec):
             return False
         return all(name.endswith(".npy") for name in names)
 
+    @classmethod
+    def random_access_copy(cls, path: str, folder: str) -> str | None:
+        """The archive with its members stored (inflated once): memory-mapped at any record."""
+        from .inflate import stored_copy
+
+        return stored_copy(path, folder)
+
     def open_reader(self, path: str) -> Reader:
         drop = tuple(k.strip() for k in self.options.drop.split(",") if k.strip())
         return NpzReader(path, drop)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import math
 import mmap
 import os
@@ -17,6 +16,7 @@ import numpy as np
 
 from ... import fs
 from ...abc import Reader
+from ...bounded_json import JsonLimitError, load_json
 from ...errors import CodecIOError, SchemaError, UnsupportedDtypeError
 from ...model import (
     Bytes,
@@ -201,7 +201,7 @@ def _looks_like_ours(comment: bytes) -> bool:
 
 
 def _first_line(e: BaseException) -> str:
-    text = str(e)
+    text = getattr(e, "reason", None) or str(e)  # a JsonLimitError's without its where
     return text.splitlines()[0] if text else type(e).__name__
 
 
@@ -503,8 +503,8 @@ class NpzReader(Reader):
         try:
             if not comment.startswith(_COMMENT_PREFIX):
                 raise ValueError(f"it starts {comment[: len(_COMMENT_PREFIX)]!r}")
-            stored = Schema.from_json(json.loads(comment[len(_COMMENT_PREFIX) :]))
-        except (ValueError, SchemaError, RecursionError) as e:
+            stored = Schema.from_json(load_json(comment[len(_COMMENT_PREFIX) :], where))
+        except (ValueError, SchemaError, RecursionError, JsonLimitError) as e:
             raise SchemaError(f"{where} is damaged ({_first_line(e)})") from None
         listed: set[str] = set()
         for split in stored.splits.values():

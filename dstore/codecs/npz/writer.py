@@ -36,6 +36,10 @@ from .options import (
     NpzOptions,
 )
 
+#: a string or bytes field is a fixed-width ``<U``/``S`` member unless that member would
+#: pass 64 MiB and this many times its records' own bytes: then values + row splits
+FIXED_WIDTH_WASTE = 8
+
 
 def _check_space(path: str, schema: Schema) -> None:
     """Refuse before writing when free space or ``ulimit -f`` is below the archive's
@@ -195,6 +199,14 @@ class _VarSpool:
         kind = self.spec.kind
         return isinstance(kind, String) or (isinstance(kind, StringList) and kind.text)
 
+    def _padding_dominates(self, count: int) -> bool:
+        """Would a fixed-width array be mostly padding? Every record takes the widest's
+        room (4 bytes a character for text): one 40 MB caption among short ones would
+        make three records 480 MB. Beyond :data:`FIXED_WIDTH_WASTE` times the bytes the
+        records hold (and 64 MiB), they are values + row splits instead."""
+        fixed = count * self._fixed_dtype().itemsize
+        return fixed > max(FIXED_WIDTH_WASTE * self.total, 64 << 20)
+
     def _fixed_dtype(self) -> np.dtype:
         return np.dtype(f"<U{max(self.width, 1)}" if self._text else f"S{max(self.width, 1)}")
 
@@ -218,7 +230,7 @@ class _VarSpool:
                     self._split_chunks(self.list_lengths),
                 ),
             ]
-        if self._fixed_candidate and not self.nul_end:
+        if self._fixed_candidate and not self.nul_end and not self._padding_dominates(count):
             return [("", _npy_header(self._fixed_dtype(), (count,)), self._fixed_chunks(count))]
         inner = self.spec.shape if isinstance(self.spec.kind, Ragged) else ()
         out: list[tuple[str, bytes, Iterator[bytes | memoryview]]] = [

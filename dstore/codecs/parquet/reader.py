@@ -19,10 +19,14 @@ from ...model import Column, VarColumn
 from ...model.arrow import arrow_fields, from_arrow, list_axes
 from ...model.labels import is_one_hot, to_one_hot
 from ...model.schema import Batch, FieldSpec, SplitSpec
-from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges, group_slices
+from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges
 from . import Storage
+from .pages import check_footer, iter_group
 
 __all__ = ["ParquetReader"]
+
+#: rows of a column read at a time to learn its lists' lengths (fewer where rows are large)
+_SCAN_ROWS = 1 << 16
 
 
 def _one_line(e: Exception) -> str:
@@ -47,7 +51,25 @@ class ParquetReader(ShardedDirectoryReader):
         self.encodings: dict[str, dict[str, Storage]] = {}
         self.drop_unmapped = drop_unmapped
         self.notes: list[str] = []
+        self._footers_checked: set[str] = set()
         super().__init__(path, workers)
+
+    def _open(self, path: str) -> pq.ParquetFile:
+        """``path`` opened, its footer's counts checked (once per reader)."""
+        pf = open_parquet(path)
+        if path not in self._footers_checked:
+            try:
+                check_footer(pf.metadata, path)
+            except CodecIOError:
+                pf.close()
+                raise
+            self._footers_checked.add(path)
+        return pf
+
+    def written_encodings(self, spec: FieldSpec) -> set[str]:
+        from .writer import written_encodings
+
+        return written_encodings(spec)
 
     def find_files(self, path: str) -> list[str]:
         """A folder's ``*.parquet`` files, else those of its ``data/`` (the Hub's layout)."""
@@ -56,7 +78,7 @@ class ParquetReader(ShardedDirectoryReader):
         return super().find_files(data if hub else path)
 
     def _groups(self, shard: ShardFile) -> list[Any]:
-        pf = open_parquet(shard.path)
+        pf = self._open(shard.path)
         try:
             return [pf.metadata.row_group(g) for g in range(pf.metadata.num_row_groups)]
         finally:
@@ -79,24 +101,35 @@ class ParquetReader(ShardedDirectoryReader):
         rows: int,
         pool: Executor,
     ) -> Iterator[Batch]:
-        """Records ``lo:hi`` of ``shard``: only the row groups that hold them are read."""
-        pf = open_parquet(shard.path)
+        """Records ``lo:hi`` of ``shard``: only the row groups that hold them are read, each
+        streamed whole in bounded batches (:func:`.pages.iter_group`: its rows and decoded
+        bytes checked against its footer)."""
+        pf = self._open(shard.path)
+        where = f"{shard.path}: split {spec.name!r}"
         try:
             self.check_count(shard, pf.metadata.num_rows)
-            groups = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
-            read = -1
-            for g, first, s, e in group_slices(groups, lo, hi, rows):
-                if g != read:
-                    try:
-                        table, read = pf.read_row_group(g, columns=names), g
-                    except (pa.ArrowException, OSError) as err:
-                        why = f"row group {g} does not read: {_one_line(err)}"
-                        raise CodecIOError(f"{shard.path}: {why}") from None
-                part, where = table.slice(s - first, e - s), f"{shard.path}: split {spec.name!r}"
-                yield {
-                    n: self.column(spec, n, part.column(n), f"{where}, field {n!r}", s, pool)
-                    for n in names
-                }
+            first = 0
+            for g in range(pf.metadata.num_row_groups):
+                n = pf.metadata.row_group(g).num_rows
+                if first < hi and first + n > lo:
+                    pos = first
+                    for part in iter_group(pf, shard.path, g, names, rows):
+                        s, e = max(lo, pos), min(hi, pos + part.num_rows)
+                        if s < e:
+                            piece = part.slice(s - pos, e - s)
+                            yield {
+                                name: self.column(
+                                    spec,
+                                    name,
+                                    piece.column(name),
+                                    f"{where}, field {name!r}",
+                                    s,
+                                    pool,
+                                )
+                                for name in names
+                            }
+                        pos += part.num_rows
+                first += n
         finally:
             pf.close()
 
@@ -126,7 +159,7 @@ class ParquetReader(ShardedDirectoryReader):
     def scan_split(
         self, split: str, paths: list[str]
     ) -> tuple[dict[str, FieldSpec], list[ShardFile]]:
-        files = [open_parquet(p) for p in paths]
+        files = [self._open(p) for p in paths]
         try:
             schema = files[0].schema_arrow
             for p, pf in zip(paths[1:], files[1:], strict=True):
@@ -136,7 +169,7 @@ class ParquetReader(ShardedDirectoryReader):
                 schema,
                 paths[0],
                 self.drop_unmapped,
-                lambda name, depth: list_axes(_column(files, name), depth),
+                lambda name, depth: list_axes(_column(files, paths, name), depth),
                 lambda name: _image_encoding(files, name),
             )
             self.notes.extend(notes)
@@ -150,10 +183,12 @@ class ParquetReader(ShardedDirectoryReader):
                 pf.close()
 
 
-def _column(files: list[pq.ParquetFile], name: str) -> Iterator[pa.Array]:
-    for pf in files:
+def _column(files: list[pq.ParquetFile], paths: list[str], name: str) -> Iterator[pa.Array]:
+    """Column ``name`` of every row group of ``files``, in bounded batches."""
+    for pf, path in zip(files, paths, strict=True):
         for g in range(pf.metadata.num_row_groups):
-            yield pf.read_row_group(g, columns=[name]).column(0).combine_chunks()
+            for part in iter_group(pf, path, g, [name], _SCAN_ROWS):
+                yield part.column(0)
 
 
 def _image_encoding(files: list[pq.ParquetFile], name: str) -> str:

@@ -12,16 +12,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...abc import Shard
+from ...errors import DstoreError
 from ...images.options import check_images_named, check_pixels, stores_pixels
 from ...images.pixels import encode_pixels, image_libraries
 from ...images.png import holds_gil, png_encoder
 from ...model.arrow import arrow_encoding, arrow_schema, arrow_table, batch_to_arrow, is_list
 from ...model.labels import check_labels, from_one_hot, is_one_hot, label_field
-from ...model.schema import Batch, Schema
+from ...model.schema import Batch, FieldSpec, Schema
 from ...sharding import ShardedDirectoryWriter, cut_groups, encode_chunks
 from . import PIXEL_ENCODINGS, ParquetOptions, Storage
 
-__all__ = ["ParquetShardWriter"]
+__all__ = ["ParquetShardWriter", "storages", "written_encodings"]
 
 
 def storages(
@@ -52,6 +53,20 @@ def storages(
             else:
                 encs[name] = Storage(encoding)
     return out
+
+
+def written_encodings(spec: FieldSpec) -> set[str]:
+    """Every storage :func:`storages` gives ``spec`` whatever the options: its Arrow
+    encoding, one-hot rows as class indexes, or pixels as an image format when it is an
+    image (what a manifest may say)."""
+    out = {arrow_encoding(spec)}
+    if len(spec.shape) == 1 and is_one_hot(spec, spec.shape[0]):
+        out.add("onehot")
+    try:
+        check_pixels(spec, "parquet")
+    except DstoreError:  # no image: never stored as one
+        return out
+    return out | set(PIXEL_ENCODINGS) if out != {"image"} else out
 
 
 def hf_feature(t: pa.DataType, s: Storage) -> dict[str, Any]:

@@ -57,6 +57,7 @@ from ..example.fields import (
     check_manifest_fields,
     choose_encoding,
     read_examples,
+    written_encodings,
 )
 from ..example.infer import ExampleInference
 from ..example.tf import parse_snippet
@@ -187,6 +188,7 @@ class TFRecordReader(ShardedDirectoryReader):
     sequential_reason = "TFRecord shards are read in order"
     file_pattern = r"\.tfrecords?(-\d+-of-\d+)?(\.gz)?$"
     shard_extension = r"\.tfrecords?"
+    compressions = (None, "gzip")  # what the writer's compression option writes
 
     def __init__(self, path: str, workers: int = 0) -> None:
         self.encodings: dict[str, dict[str, FieldEncoding]] = {}
@@ -194,6 +196,9 @@ class TFRecordReader(ShardedDirectoryReader):
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         self.encodings = check_manifest_fields(manifest, self.schema, where)
+
+    def written_encodings(self, spec: FieldSpec) -> set[str]:
+        return written_encodings(spec)
 
     def scan_split(
         self, split: str, paths: list[str]

@@ -10,6 +10,7 @@ its dtype and shape -- from its header alone, never its data.
 from __future__ import annotations
 
 import io
+import math
 from typing import IO
 
 import numpy as np
@@ -27,11 +28,29 @@ def npy_bytes(arr: np.ndarray) -> bytes:
 
 
 def read_npy(data: bytes, where: str) -> np.ndarray:
-    """The array of an ``.npy`` file's bytes; anything unreadable is one line naming ``where``."""
+    """The array of an ``.npy`` file's bytes; anything unreadable is one line naming
+    ``where``. The bytes its header declares must be there before anything is
+    allocated: a 10 kB member declaring ``(10**12,)`` float64 is refused, not 7 TiB
+    asked of the allocator (numpy's ``MemoryError``)."""
+    dtype, shape = npy_header(io.BytesIO(data), 0, len(data), where)
+    declared = math.prod(shape) * dtype.itemsize
+    held = len(data) - _header_length(data)
+    if declared > held:
+        raise CodecIOError(
+            f"{where}: the .npy declares {dtype} {shape} ({declared:,} bytes) "
+            f"and holds {held:,} bytes of data"
+        )
     try:  # never pickle: an object array is refused by numpy here
         return np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
         raise CodecIOError(f"{where}: not a readable .npy: {e}") from None
+
+
+def _header_length(data: bytes) -> int:
+    """Bytes before an ``.npy``'s data (magic, version, length field and header); the
+    caller checked the version with :func:`npy_header`."""
+    head_at = 10 if data[6] == 1 else 12
+    return head_at + int.from_bytes(data[8:head_at], "little")
 
 
 def npy_header(f: IO[bytes], start: int, size: int, where: str) -> tuple[np.dtype, tuple[int, ...]]:

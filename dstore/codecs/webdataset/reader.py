@@ -13,7 +13,8 @@ from typing import IO, Any
 import numpy as np
 
 from ... import fs
-from ...errors import CodecIOError, SchemaError
+from ...bounded_json import JsonLimitError, max_json_bytes
+from ...errors import CodecIOError
 from ...model import Bytes, Image, String, StringList, Tensor
 from ...model.samples import SampleFields, array_kind, records_batch
 from ...model.schema import DEFAULT_SPLIT, Batch, FieldSpec, SplitSpec
@@ -23,7 +24,14 @@ from ...sharding.spans import SpanShardReader
 from .npy import npy_header
 from .record_bytes import ENCODINGS, decode_record, json_string_list
 from .stored_fields import describe_table, read_field_table
-from .writer import EXT_IMAGE, FORMAT_ID, FieldEncoding
+from .writer import (
+    EXT_IMAGE,
+    FORMAT_ID,
+    JSON_MEDIA_TYPE,
+    MEDIA_TYPE_ATTR,
+    FieldEncoding,
+    written_encodings,
+)
 
 __all__ = ["WebDatasetReader", "is_tar_header"]
 
@@ -31,6 +39,8 @@ BLOCK = 512
 _KEY_RE = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # WebDataset's key / suffix split
 #: what a foreign member's extension makes a field (.npy: array_kind; images: EXT_IMAGE)
 _FOREIGN = {"cls": "cls", "index": "cls", "npy": "npy", "txt": "txt", "json": "json"}
+#: what :func:`_look` says of a ``.json`` member: a list of strings, or other JSON text
+_STRINGS, _TEXT = "strings", "text"
 _REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
 _WHAT = {
     tarfile.LNKTYPE: "hard link",
@@ -113,17 +123,20 @@ def _samples(members: Iterator[TarInfo], path: str) -> list[Sample]:
 
 def _look(f: IO[bytes], at: int, size: int, suffix: str, where: str) -> Any:
     """What a member of a tar dstore did not write says of its field: an ``.npy``'s dtype
-    and shape; a ``.json`` must hold a list of strings."""
+    and shape; a ``.json``, whether it is a list of strings (``_STRINGS``) or other
+    JSON, read as its text (``_TEXT``: also JSON too large to parse, never read here)."""
     ext = suffix.rsplit(".", 1)[-1].lower()
     if ext == "npy":
         return npy_header(f, at, size, where)
     if ext == "json":
+        if size > max_json_bytes():
+            return _TEXT
         f.seek(at)
-        if json_string_list(f.read(size)) is None:
-            raise SchemaError(
-                f"{where}: field {suffix!r} is JSON other than a list of strings, which "
-                "dstore does not read; leave it out of the tars"
-            )
+        try:
+            strings = json_string_list(f.read(size), where)
+        except JsonLimitError:  # not JSON, or nested too deeply: its text all the same
+            return _TEXT
+        return _STRINGS if strings is not None else _TEXT
     return None
 
 
@@ -133,6 +146,10 @@ def _foreign_field(suffix: str, seen: set[Any]) -> tuple[FieldSpec, FieldEncodin
     enc = "encoded" if ext in EXT_IMAGE else _FOREIGN.get(ext, "bin")
     kinds = {"cls": Tensor(np.dtype(np.int64), ()), "txt": String(), "json": StringList()}
     kind = kinds.get(enc, Bytes())
+    if enc == "json" and seen != {_STRINGS}:
+        # per-sample metadata ({"caption": ..., "width": ...}): the JSON text as a string
+        field = FieldSpec(suffix, String(), attrs={MEDIA_TYPE_ATTR: JSON_MEDIA_TYPE})
+        return field, FieldEncoding(suffix, "txt")
     if enc == "encoded":
         kind = Image(np.dtype(np.uint8), None, None, None, EXT_IMAGE[ext])
     elif enc == "npy":
@@ -154,6 +171,9 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         self.encodings = read_field_table(FieldEncoding, manifest, self.schema, ENCODINGS, where)
+
+    def written_encodings(self, spec: FieldSpec) -> set[str]:
+        return written_encodings(spec)
 
     def walk_shard(self, f: IO[bytes], path: str, size: int) -> list[Sample]:
         return _samples(walk(f, path, size), path)

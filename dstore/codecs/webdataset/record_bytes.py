@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ...bounded_json import load_json
 from ...errors import CodecIOError, UnsupportedDtypeError
 from ...images.imagecodec import LOSSY_FORMATS, LossyImage, is_image_like
 from ...images.pixels import decode_pixels
@@ -84,12 +85,11 @@ def encode_record(
     return bytes(png(np.ascontiguousarray(img, dtype=img.dtype.newbyteorder("="))))
 
 
-def json_string_list(data: bytes) -> list[str] | None:
-    """The JSON list of strings ``data`` holds; None when it holds anything else."""
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return None
+def json_string_list(data: bytes, where: str) -> list[str] | None:
+    """The JSON list of strings ``data`` holds; None when it holds other JSON. Text that
+    is not JSON, or not within :mod:`dstore.bounded_json`'s limits, is a
+    :class:`~dstore.bounded_json.JsonLimitError` naming ``where``."""
+    value = load_json(data, where, "JSON")
     ok = isinstance(value, list) and all(isinstance(s, str) for s in value)
     return value if ok else None
 
@@ -102,7 +102,7 @@ def decode_record(
     if encoding in _AS_IS:
         return data
     if encoding in _JSON:
-        strings = json_string_list(data)
+        strings = json_string_list(data, where)
         if strings is None:
             raise CodecIOError(f"{where}: not a JSON list of strings")
         try:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import tarfile
 from collections.abc import Generator, Iterator, Sequence
+from contextlib import suppress
 from typing import Any, ClassVar
 
 from ...abc import Shard
+from ...errors import DstoreError
 from ...images.imagecodec import LossyImage
 from ...images.png import holds_gil, png_encoder
 from ...model import Image, column_len, names, raw_record
@@ -17,12 +19,26 @@ from ...sharding import ShardedDirectoryWriter, encode_chunks
 from .record_bytes import choose_record_encoding, encode_record
 from .stored_fields import StoredField, table_json, table_libraries
 
-__all__ = ["EXT_IMAGE", "FORMAT_ID", "FieldEncoding", "WebDatasetShardWriter", "choose_encoding"]
+__all__ = [
+    "EXT_IMAGE",
+    "FORMAT_ID",
+    "JSON_MEDIA_TYPE",
+    "MEDIA_TYPE_ATTR",
+    "FieldEncoding",
+    "WebDatasetShardWriter",
+    "choose_encoding",
+    "written_encodings",
+]
 
 FORMAT_ID = "dstore-webdataset"
 END = b"\0" * 1024  # a tar's end-of-archive blocks
 #: a member's extension by its encoding (:data:`.record_bytes.ENCODINGS`) where they differ
 _EXT = {"jpeg": "jpg", "json-base64": "json", "tiff": "tif"}
+#: A field attribute naming what a string field's records are: a ``.json`` member read as
+#: its text is a string field of media type :data:`JSON_MEDIA_TYPE` (kept by every
+#: format with the schema), written back as a ``.json`` member.
+MEDIA_TYPE_ATTR = "media_type"
+JSON_MEDIA_TYPE = "application/json"
 #: an encoded image's encoding by its extension (foreign tars)
 EXT_IMAGE = {"png": "png", "jpg": "jpeg", "jpeg": "jpeg", "webp": "webp"}
 
@@ -42,11 +58,29 @@ def tar_member(name: str, data: bytes) -> bytes:
 
 
 def choose_encoding(spec: FieldSpec, lossy: LossyImage | None) -> FieldEncoding:
-    """How ``spec`` is stored; raw images take ``lossy`` (refused by name when they cannot)."""
+    """How ``spec`` is stored; raw images take ``lossy`` (refused by name when they cannot).
+    A field named as its extension is that member alone (``jpg``, ``cls``, ``json``: the
+    fields of a tar webdataset's TarWriter wrote), so a tar read and written comes back
+    with the members it had."""
     enc, quality = choose_record_encoding(spec, lossy, "webdataset")
     ext = spec.kind.encoding if isinstance(spec.kind, Image) and enc == "encoded" else enc
+    if enc == "txt" and spec.attrs.get(MEDIA_TYPE_ATTR) == JSON_MEDIA_TYPE:
+        ext = "json"  # a .json member read as its text goes back as .json
+    ext = _EXT.get(ext, ext)
+    if spec.name == ext:
+        return FieldEncoding(ext, enc, quality)
     # escaped, no "." or "/" left: WebDataset's split at dots finds the key and the field
-    return FieldEncoding(f"{names.escape_dotless(spec.name)}.{_EXT.get(ext, ext)}", enc, quality)
+    return FieldEncoding(f"{names.escape_dotless(spec.name)}.{ext}", enc, quality)
+
+
+def written_encodings(spec: FieldSpec) -> set[str]:
+    """Every encoding :func:`choose_encoding` gives ``spec``, with or without a lossy
+    image codec (what a manifest may say of the field)."""
+    out = set()
+    for lossy in (None, *(LossyImage(f) for f in ("jpeg", "webp"))):
+        with suppress(DstoreError):  # not an image a lossy codec takes
+            out.add(choose_encoding(spec, lossy).encoding)
+    return out
 
 
 class WebDatasetShardWriter(ShardedDirectoryWriter):

@@ -11,7 +11,6 @@ split.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import zipfile
@@ -20,7 +19,8 @@ import numpy as np
 
 from ... import fs
 from ...abc import Codec, Reader, Writer
-from ...errors import SchemaError
+from ...bounded_json import load_json
+from ...errors import CodecIOError, SchemaError
 from ...fs import is_regular_file
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor, names
 from ...model.attrs import for_zarr, target_notes
@@ -78,8 +78,8 @@ _META_MAX = 64 << 20  # more is not metadata zarr wrote
 
 def _is_zarr_metadata(text: bytes) -> bool:
     try:
-        meta = json.loads(text)
-    except ValueError:
+        meta = load_json(text, "zarr metadata")
+    except CodecIOError:
         return False
     return isinstance(meta, dict) and meta.get("zarr_format") in (2, 3)
 
@@ -102,8 +102,8 @@ def _is_array_node(folder: str) -> bool | None:
         return None
     try:
         with open(meta, "rb") as f:
-            node = json.loads(f.read(_META_MAX))
-    except (OSError, ValueError):
+            node = load_json(f.read(_META_MAX), meta)
+    except OSError:  # a CodecIOError too: not JSON, nested too deeply
         return None
     return isinstance(node, dict) and node.get("node_type") == "array"
 

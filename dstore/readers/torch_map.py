@@ -1,0 +1,65 @@
+"""The map-style dataset (``to_torch(..., map_style=True)``): ``ds[i]`` reads record ``i``,
+for ``DataLoader(shuffle=True)`` and samplers."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.utils.data as tud
+
+from ..model import Bytes, Image, String, StringList
+from .split import SplitSource
+from .torch_records import Record, _column
+
+__all__ = ["DstoreMapDataset"]
+
+
+def _ragged_names(source: SplitSource) -> tuple[str, ...]:
+    """Fields whose records are tensors of varying shape (Ragged, raw images of varying size)."""
+    return tuple(
+        name
+        for name, kind in source.kinds().items()
+        if not source.spec.fields[name].dense
+        and not isinstance(kind, (String, Bytes, StringList))
+        and not (isinstance(kind, Image) and kind.encoding != "raw")
+    )
+
+
+class DstoreMapDataset(tud.Dataset):
+    """``len`` and ``ds[i]`` over a random-access split; reads whole ranges, keeps the last."""
+
+    def __init__(self, source: SplitSource) -> None:
+        source.require_random_access("map_style=True", "use the iterable dataset, or ")
+        self.source = source
+        self._starts = [a for a, _ in source.ranges]
+        self._cached: tuple[int, dict[str, Sequence[Any] | torch.Tensor]] | None = None
+
+    def __len__(self) -> int:
+        return self.source.count
+
+    def __getitem__(self, index: int) -> Record:
+        n = self.source.count
+        i = int(index) + n if int(index) < 0 else int(index)
+        if not 0 <= i < n:
+            raise IndexError(f"record {index} out of range for split {self.source.split!r} of {n}")
+        k = bisect.bisect_right(self._starts, i) - 1
+        a, b = self.source.ranges[k]
+        if self._cached is None or self._cached[0] != k:
+            (batch,) = list(self.source.batches(a, b)) or [{}]
+            self._cached = (
+                k,
+                {n_: _column(batch[n_], kind, False) for n_, kind in self.source.kinds().items()},
+            )
+        cols = self._cached[1]
+        return {
+            name: (c[i - a].clone() if isinstance(c, torch.Tensor) else c[i - a])
+            for name, c in cols.items()
+        }
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_cached"] = None
+        return state
