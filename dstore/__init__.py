@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .api.info import info
     from .api.verify import verify
     from .bench import bench
+    from .check import check
     from .engine.dtypes import DtypePolicy, parse_policy
     from .errors import (
         CodecIOError,
@@ -74,6 +75,7 @@ _LAZY = {
     **dict.fromkeys(["FieldSpec", "Schema", "SplitSpec"], "model.schema"),
     "bench": "bench",
     **dict.fromkeys(["CardReport", "card"], "api.card"),
+    "check": "check",
 }
 
 __all__ = [
@@ -99,6 +101,7 @@ __all__ = [
     "available_codecs",
     "bench",
     "card",
+    "check",
     "convert",
     "get_codec",
     "get_codec_class",
@@ -128,14 +131,15 @@ def __dir__() -> list[str]:
 
 
 class _Package(types.ModuleType):
-    """``dstore.bench`` and ``dstore.card`` are the functions: the subpackages of the same
+    """``dstore.bench`` and ``dstore.check`` are functions: the subpackages of the same
     names are bound here when imported (``from dstore.bench import harness``) and would
-    shadow them. ``dstore.card`` (the package) holds the cards' parts below the API; the
-    function is ``dstore.api.card.card``, found on first use (``__getattr__``)."""
+    shadow them. ``dstore.card`` is a function too: the package of that name holds the
+    cards' parts below the API, the function is ``dstore.api.card.card``, found on first
+    use (``__getattr__``)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "bench" and isinstance(value, types.ModuleType):
-            value = value.bench
+        if name in ("bench", "check") and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
         elif name == "card" and isinstance(value, types.ModuleType):
             return  # leaves the name to __getattr__: the function
         super().__setattr__(name, value)

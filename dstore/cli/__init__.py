@@ -21,7 +21,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import DstoreError, Terminated
-from . import card, descriptions
+from . import card
+from .check import add_check_command, add_convert_check, convert_check, finish_convert, leakage_line
+from .descriptions import describe_commands
+from .globs import expanded_glob
+from .index import index_command
 from .version import VersionAction
 from .words import cli_words
 
@@ -108,12 +112,14 @@ def _add_follow_links(p: argparse.ArgumentParser) -> None:
         "--follow-links",
         action="store_true",
         help="read what links lead to outside the input: HDF5 external links and virtual "
-        "datasets, files or folders symlinked out of a zarr store or TFRecord folder, folder "
-        "links in a glob or folder of sources (default: refuse them, naming the link)",
+        "datasets, files or folders symlinked out of a zarr store or a folder of shards, "
+        "files linked out of a glob's or folder's own folder, folder links in a glob or folder "
+        "of sources (default: refuse them, naming the link)",
     )
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
+    observer = convert_check(args)  # --check (dstore.cli.check): sees each batch written
     if args.per_source and args.layout:
         from ..errors import UsageError
 
@@ -158,9 +164,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             keep_encoded=args.keep_encoded,
             follow_links=args.follow_links,
             scan_progress=scan,
+            observe=observer,
         )
     _print_lines(report.summary().splitlines())
-    return 0
+    return finish_convert(observer)
 
 
 def _print_lines(lines: Sequence[str]) -> None:
@@ -182,13 +189,6 @@ def _cmd_info(args: argparse.Namespace) -> int:
         **_drop_options(args),
     )
     _print_lines(report.lines())
-    return 0
-
-
-def _cmd_index(args: argparse.Namespace) -> int:
-    from .. import api
-
-    print(api.index(args.paths, out=args.out, format=args.from_format).summary())
     return 0
 
 
@@ -333,6 +333,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         loader_workers=args.workers,
     )
     print(to_text(report, wide=args.wide))
+    print(leakage_line(args.src))  # dstore check's: leaks change what the probe measures
     if args.report:
         save_report(report, args.report)
         print(f"report: {args.report}")
@@ -529,6 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(listed by 'dstore formats'; default: none, the fields as they are)",
     )
     _fill_help(p._actions[-1], layouts=_layout_names)
+    add_convert_check(p)
     p.set_defaults(func=_cmd_convert)
     _with_lazy_epilog(
         p, lambda: "-o options of each format (KEY=DEFAULT  meaning):\n" + _formats_text()
@@ -545,20 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_info)
     card.add_card_parser(sub, _from_argument)
 
-    p = sub.add_parser(
-        "index",
-        help="write <file>.idx record indexes (DALI's format) for TFRecord files dstore did not "
-        "write, so any record is one seek away",
-    )
-    p.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder of shards, a glob")
-    p.add_argument(
-        "--out", metavar="DIR", help="write the indexes into DIR (default: beside each file)"
-    )
-    _from_argument(
-        p, "input format, one with record indexes: %(formats)s (default: from PATH's extension)"
-    )
-    _fill_help(p._actions[-1], formats=lambda: _codecs_where("frame_indexes"))
-    p.set_defaults(func=_cmd_index)
+    index_command(sub, _add_follow_links, _from_argument, _fill_help, _codecs_where)
 
     p = sub.add_parser(
         "verify",
@@ -585,6 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_follow_links(p)
     p.set_defaults(func=_cmd_verify)
+
+    add_check_command(sub)
 
     p = sub.add_parser(
         "bench",
@@ -727,7 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--records", type=int, default=300, help="sample records to build (default: %(default)s)"
     )
     p.set_defaults(func=_cmd_demo)
-    descriptions.describe_commands(sub.choices)
+    describe_commands(sub.choices)
     for command in sub.choices.values():
         # after the command as well as before it: `dstore convert a b --debug` is how the
         # flag is typed when re-running a failed command
@@ -741,47 +732,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action.choices[name]
-    raise LookupError(name)  # build_parser always adds the subcommands
-
-
-def _expanded_glob(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]
-) -> str | None:
-    """The one-line error for positional arguments beyond those the command takes when
-    they are existing files (a glob the shell expanded: ``feats/*.json`` unquoted), else
-    None. The last one may be a new output (``convert feats/*.json out.npz``)."""
-    if not extra or any(e.startswith("-") for e in extra):
-        return None
-    command = _command_parser(parser, args.command)
-    wanted = [a for a in command._actions if not a.option_strings]
-    given = [getattr(args, a.dest) for a in wanted if isinstance(getattr(args, a.dest), str)]
-    names = [*given, *extra]
-    files = [n for n in names if os.path.exists(n)]
-    if len(files) < len(names) - 1 or not os.path.exists(names[0]):
-        return None
-    takes = " ".join(str(a.metavar or a.dest).upper() for a in wanted)
-    # the glob's files share the first one's folder and extension; an existing output
-    # (convert's DST, out.npz from an earlier run) does not
-    folder, ext = os.path.dirname(files[0]), os.path.splitext(files[0])[1]
-    matched = [f for f in files if os.path.dirname(f) == folder and f.endswith(ext)]
-    pattern = os.path.join(folder, "*" + ext) if len(matched) > 1 else None
-    quote = f', e.g. "{pattern}"' if pattern else ""
-    return (
-        f"{command.prog}: error: {len(names)} paths where it takes {takes} ({files[0]}, "
-        f"{files[1]}, ... {len(matched)} existing files): did the shell expand a glob? "
-        f"quote it{quote}"
-    )
-
-
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """``parser.parse_args``, with one line of advice for an unquoted glob."""
     args, extra = parser.parse_known_args(argv)
     if extra:
-        message = _expanded_glob(parser, args, extra)
+        message = expanded_glob(parser, args, extra)
         if message is not None:
             parser.exit(EXIT_ERROR, message + "\n")
         parser.error(f"unrecognized arguments: {' '.join(extra)}")  # as parse_args says it
