@@ -27,7 +27,6 @@ STILL_LONG = {
     "bench/accuracy.py": 779,
     "bench/harness.py": 745,
     "bench/report.py": 744,
-    "cli/__init__.py": 879,
     "codecs/json/__init__.py": 803,
     "codecs/npz/reader.py": 869,
     "sharding/writer.py": 504,

@@ -4,10 +4,11 @@ Hub README.md), written by :func:`dstore.card` (docs/publish.md)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
-__all__ = ["add_card_parser"]
+from .common import from_argument
+
+__all__ = ["add_card"]
 
 
 def _cmd_card(args: argparse.Namespace) -> int:
@@ -28,8 +29,8 @@ def _cmd_card(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_card_parser(sub: Any, from_argument: Callable[..., None]) -> None:
-    """The ``card`` subcommand on ``sub`` (``from_argument`` adds ``--from``)."""
+def add_card(sub: Any) -> None:
+    """Add ``dstore card`` to the subcommands ``sub``."""
     p = sub.add_parser(
         "card",
         help="write the Croissant 1.1 metadata of a dataset (and a Parquet folder's Hub "

@@ -9,6 +9,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .common import (
+    add_drop,
+    add_follow_links,
+    bars,
+    drop_options,
+    fill_help,
+    from_argument,
+    print_lines,
+)
+
 __all__ = [
     "add_check_command",
     "add_convert_check",
@@ -48,10 +58,9 @@ def finish_convert(observer: Any) -> int:
     """After a conversion: the check's summary line, and its exit status (0 without one)."""
     if observer is None:
         return 0
-    from . import _print_lines
 
     checked = observer.report()
-    _print_lines([checked.summary_line()])
+    print_lines([checked.summary_line()])
     return int(checked.exit_code)
 
 
@@ -70,7 +79,6 @@ def _defaults() -> dict[str, str]:
 
 def add_check_command(sub: Any) -> None:
     """The ``check`` subcommand."""
-    from . import _add_drop, _add_follow_links, _fill_help, _from_argument
 
     p = sub.add_parser(
         "check",
@@ -109,16 +117,16 @@ def add_check_command(sub: Any) -> None:
         "(default: %(cosine)s)",
     )
     for action, key in ((near, "near"), (cosine, "cosine")):
-        _fill_help(action, **{key: lambda key=key: [_defaults()[key]]})
+        fill_help(action, **{key: lambda key=key: [_defaults()[key]]})
     p.add_argument(
         "--workers",
         type=int,
         metavar="N",
         help="threads hashing batches while the next is read (default: one per core)",
     )
-    _from_argument(p, "input format: %(formats)s (default: from PATH's extension)")
-    _add_drop(p)
-    _add_follow_links(p)
+    from_argument(p, "input format: %(formats)s (default: from PATH's extension)")
+    add_drop(p)
+    add_follow_links(p)
     p.set_defaults(func=cmd_check)
 
 
@@ -126,14 +134,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     import json
 
     from ..check import check
-    from . import _bars, _drop_options, _print_lines
 
     settings: dict[str, Any] = {
         k: getattr(args, k) for k in ("near", "cosine") if getattr(args, k) is not None
     }
-    settings.update(_drop_options(args))
+    settings.update(drop_options(args))
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
-    with _bars(("check", "rec")) as (bar,):
+    with bars(("check", "rec")) as (bar,):
         report = check(
             args.path,
             fields=fields,
@@ -146,5 +153,5 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_json()))
     else:
-        _print_lines(report.lines())
+        print_lines(report.lines())
     return int(report.exit_code)

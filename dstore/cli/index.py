@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
-__all__ = ["index_command"]
+from .common import add_follow_links, codecs_where, fill_help, from_argument
+
+__all__ = ["add_index"]
 
 
-def index_command(
-    sub: Any,
-    add_follow_links: Callable[[argparse.ArgumentParser], None],
-    from_argument: Callable[..., None],
-    fill_help: Callable[..., Any],
-    codecs_where: Callable[[str], list[str]],
-) -> None:
-    """Add ``dstore index`` to the subcommands ``sub``, with the parser's shared helpers:
-    ``--follow-links``, ``--from`` and its help listing the formats with indexes."""
+def add_index(sub: Any) -> None:
+    """Add ``dstore index`` to the subcommands ``sub``: ``--from``'s help lists the
+    formats with record indexes."""
     p = sub.add_parser(
         "index",
         help="write record indexes for TFRecord files dstore did not write, so any record is "
