@@ -303,3 +303,32 @@ def test_card_on_the_command_line(tmp_path, source, capsys):
     assert os.path.normpath(tmp_path / file["contentUrl"]) == os.path.normpath(source)
     assert main(["card", source, "--hf"]) == 2
     assert "README.md" in capsys.readouterr().err
+
+
+def test_a_folder_of_files_is_read_as_before_its_cards(tmp_path, source):
+    """dstore's cards in a folder of many files (the folder's croissant.json, a file's
+    f.json.croissant.json beside it) are no source: the folder and a glob of it read the
+    same records after 'dstore card' as before, and the folder's card lists the files."""
+    with dstore.open(source) as ds:
+        train = {n: ds["train"][n][:] for n in ("feat", "label")}
+    folder = tmp_path / "feats"
+    folder.mkdir()
+    for i in range(4):
+        rec = {"feat": train["feat"][i].tolist(), "label": int(train["label"][i])}
+        (folder / f"f{i}.json").write_text(json.dumps(rec))
+
+    def read(spec: str) -> dict[str, list[object]]:
+        with dstore.open(spec) as ds:
+            return {s: [np.asarray(ds[s][n][:]).tolist() for n in ds[s]] for s in ds}
+
+    before = {spec: read(spec) for spec in (str(folder), f"{folder}/*.json")}
+    assert main(["card", str(folder)]) == 0
+    assert main(["card", str(folder / "f0.json")]) == 0
+    assert {"croissant.json", "f0.json.croissant.json"} <= set(os.listdir(folder))
+    for spec, records in before.items():
+        assert read(spec) == records, spec
+    assert main(["card", str(folder)]) == 0  # written again, from the same files
+    doc = _load(folder / "croissant.json")
+    listed = {d["contentUrl"] for d in doc["distribution"] if d["@type"] == "cr:FileObject"}
+    assert listed == {f"f{i}.json" for i in range(4)}
+    mlc.Dataset(jsonld=str(folder / "croissant.json"))

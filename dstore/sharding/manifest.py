@@ -38,6 +38,7 @@ __all__ = [
     "check_shards",
     "foreign_files",
     "is_manifest_of",
+    "is_own_card",
     "load_manifest",
     "manifest_base",
     "manifest_files",
@@ -72,6 +73,20 @@ def card_files(folder: str) -> set[str]:
             except OSError:
                 continue
     return found
+
+
+def is_own_card(path: str) -> bool:
+    """True for a Croissant card dstore wrote (``croissant.json`` in a folder or
+    ``<file>.croissant.json`` beside a file, with :data:`CARD_MARK`): metadata, never one
+    of the files a folder or a glob of many files is read from."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    if not (name == CARD_FILES[0] or name.endswith("." + CARD_FILES[0])):
+        return False
+    try:
+        with fs.open_binary(path) as f:
+            return CARD_MARK in f.read(_CARD_MARK_WITHIN)
+    except OSError:
+        return False
 
 
 def manifest_base(format_id: str, compression: str | None) -> dict[str, Any]:
