@@ -81,6 +81,12 @@ class ConvertJob:
     #: write the dataset's cards into a folder output (croissant.json; the Hub's README.md
     #: for Parquet) as part of its commit (:mod:`dstore.card`)
     card: bool = True
+    #: add the records after the destination's, as its next version (``dstore.api.append``)
+    append: bool = False
+    #: append a source whose content is already in the destination's history
+    append_again: bool = False
+    #: the versions the output's schema records (set by an append that rewrites its dataset)
+    versions: tuple[Mapping[str, Any], ...] = ()
     #: the inputs: an output may never replace one, and a resume checks they did not change
     sources: tuple[str, ...] = ()
     #: how a Dask worker reopens the source (None: this process sends the records)

@@ -141,17 +141,20 @@ def check_listed(
 
 
 def _check_distinct(where: str, root: str, path: str, first: dict[tuple[int, int], str]) -> None:
-    name = os.path.relpath(path, root)
+    # names relative to the folder are made for an error only (relpath per file costs
+    # more than its stat on a manifest of thousands of shards)
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        name = os.path.relpath(path, root)
         raise CodecIOError(f"{where}: {name}: missing (the manifest lists it)") from None
     except OSError as e:
+        name = os.path.relpath(path, root)
         raise CodecIOError(f"{where}: {name}: cannot stat: {e.strerror or e}") from None
     key = (st.st_dev, st.st_ino)
     if key in first:
         raise CodecIOError(
-            f"{where}: {name} is the same file as {first[key]}; each file the manifest lists "
-            "is read once"
+            f"{where}: {os.path.relpath(path, root)} is the same file as "
+            f"{os.path.relpath(first[key], root)}; each file the manifest lists is read once"
         )
-    first[key] = name
+    first[key] = path
