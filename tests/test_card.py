@@ -332,3 +332,23 @@ def test_a_folder_of_files_is_read_as_before_its_cards(tmp_path, source):
     listed = {d["contentUrl"] for d in doc["distribution"] if d["@type"] == "cr:FileObject"}
     assert listed == {f"f{i}.json" for i in range(4)}
     mlc.Dataset(jsonld=str(folder / "croissant.json"))
+
+
+def test_dstore_card_after_an_append_describes_the_new_version(tmp_path, source):
+    """An append leaves the card of the version before (it is not rewritten with the
+    version yet); 'dstore card' then lists every shard and states version 2."""
+    out = str(tmp_path / "out.parquet")
+    dstore.convert(source, out)
+    dstore.convert(source, out, append=True, append_again=True)
+    assert main(["card", out]) == 0
+    doc = _load(os.path.join(out, "croissant.json"))
+    assert doc["version"] == "2.0.0"
+    with dstore.open(out) as ds:
+        counts = {s: ds[s].count for s in ds}
+    assert {rs["@id"]: rs["description"] for rs in doc["recordSet"]} == {
+        s: f"Split '{s}': {n} records." for s, n in counts.items()
+    }
+    for d in doc["distribution"]:
+        if d["@type"] == "cr:FileObject":
+            assert _sha256(os.path.join(out, d["contentUrl"])) == d["sha256"]
+    assert len([d for d in doc["distribution"] if d["@type"] == "cr:FileObject"]) == 4

@@ -79,8 +79,11 @@ class Facts:
 
     @property
     def version(self) -> int:
-        """The dataset's version (1 until it is appended to)."""
-        value = (self.manifest or {}).get("version", 1)
+        """The dataset's version (1 until it is appended to): its schema's last recorded
+        version, else its manifest's."""
+        history = getattr(self.schema, "versions", None) or []
+        last = history[-1] if history and isinstance(history[-1], dict) else {}
+        value = last.get("version", (self.manifest or {}).get("version", 1))
         return value if isinstance(value, int) and value > 0 else 1
 
 
