@@ -59,7 +59,8 @@ class SplitSource:
         #: pickled to the workers with the path: each process opens the source as allowed
         self.follow_links = follow_links
         #: where remote shards are kept between epochs (None: read remotely each time)
-        self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
+        # "~/.cache/x" is the user's home, as everywhere else (not a folder named "~" here)
+        self.cache_dir = None if cache_dir is None else os.path.expanduser(os.fspath(cache_dir))
         self.cache_limit = parse_cache_limit(cache_limit)
         if self.cache_limit is not None and self.cache_dir is None:
             raise ValueError("cache_limit= bounds the shard cache: give cache_dir= with it")

@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -98,6 +99,8 @@ def list_files(path: str, pattern: str, what: str, follow_links: bool) -> list[s
         raise CodecIOError(f"{path}: no {what} files found")
     if root and not fs.is_url(path):
         links.check_inside(root, files, follow_links)
+        for file in files:
+            links.check_regular(root, file)
     return files
 
 
@@ -151,6 +154,12 @@ def _check_distinct(where: str, root: str, path: str, first: dict[tuple[int, int
     except OSError as e:
         name = os.path.relpath(path, root)
         raise CodecIOError(f"{where}: {name}: cannot stat: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CodecIOError(
+            f"{where}: {os.path.relpath(path, root)}: not a regular file (a FIFO, device, "
+            "socket or folder; the "
+            "manifest lists a file); refused"
+        )
     key = (st.st_dev, st.st_ino)
     if key in first:
         raise CodecIOError(

@@ -86,6 +86,8 @@ def is_own_card(path: str) -> bool:
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
     if not (name == CARD_FILES[0] or name.endswith("." + CARD_FILES[0])):
         return False
+    if not is_regular_file(path):  # a FIFO is never opened to look (it would block)
+        return False
     try:
         with fs.open_binary(path) as f:
             return CARD_MARK in f.read(_CARD_MARK_WITHIN)
