@@ -136,6 +136,8 @@ def compact(
                 others = {k: v for k, v in (options or {}).items() if k != "shard_mb"}
                 codec, _ = dataset_codec(path, cls, reader, others)
                 codec.options = dataclasses.replace(codec.options, **_size(options, cls))
+                listed = getattr(reader, "shards", {}).values()  # the shards read, as listed
+                bytes_in = sum(s.size or 0 for shards in listed for s in shards)
                 history = list(reader.schema.versions) or [first_record(path, reader)]
                 after = _same_records(reader.schema)
                 job = ConvertJob(progress=progress, sources=(path,))
@@ -156,8 +158,8 @@ def compact(
         records=schema.records,
         splits=len(schema.splits),
         raw_bytes=schema.nbytes,
-        bytes_in=0,
-        bytes_out=0,
+        bytes_in=bytes_in,
+        bytes_out=run.bytes,
         seconds=time.perf_counter() - t0,
         cast=run.stats,
         shards=run,
