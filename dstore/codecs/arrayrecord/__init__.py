@@ -44,6 +44,7 @@ class ArrayRecordCodec(ShardedCodec):
     """ArrayRecord shards of ``tf.train.Example`` (TFRecord's encoding), random access."""
 
     name = "arrayrecord"
+    media_type = "https://github.com/google/array_record"
     extensions = (".arrayrecord", ".array_record")
     fork_safe = False  # array_record's thread pool: DataLoader workers need 'spawn'
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)

@@ -340,6 +340,7 @@ class TFRecordCodec(Codec):
     """TFRecord shards of ``tf.train.Example``, images as PNG (no TensorFlow needed)."""
 
     name = "tfrecord"
+    media_type = "https://www.tensorflow.org/tutorials/load_data/tfrecord"
     reads_folders = True
     sharded = True
     tensorflow_native = True  # tf.data.TFRecordDataset reads the shards itself
