@@ -5,22 +5,20 @@ does not depend on how a record is encoded:
 
 - the manifest (``dstore.json``): schema, shard list, counts, compression,
   checked once when opened (:func:`~dstore.sharding.manifest.load_manifest`);
-- one shard named inside such a folder (read as its own split, typed by the
-  manifest);
-- files dstore did not write: a folder, a glob or one file, grouped into
-  splits by name, ``-i-of-N`` sets checked for completeness;
-- reading records ``start:stop`` across shard boundaries, record ranges for
-  training workers, integrity checks against the manifest.
+- one shard named inside such a folder (read as its own split, typed by the manifest);
+- files dstore did not write: a folder, a glob or one file, grouped into splits by
+  name, ``-i-of-N`` sets checked for completeness;
+- reading records ``start:stop`` across shard boundaries, or at any positions
+  (:mod:`~dstore.sharding.records`), record ranges for training workers, integrity
+  checks against the manifest.
 
 A format subclasses it and answers three questions only:
 
-- :meth:`~ShardedDirectoryReader.read_shard`: records ``lo:hi`` of one shard,
-  decoded, as batches (the default pulls :meth:`~ShardedDirectoryReader.shard_records`
-  and decodes groups of them with :meth:`~ShardedDirectoryReader.decode_records`
-  on the worker threads);
+- :meth:`~ShardedDirectoryReader.read_shard`: records ``lo:hi`` of one shard, decoded,
+  as batches (the default pulls :meth:`~ShardedDirectoryReader.shard_records` and decodes
+  groups with :meth:`~ShardedDirectoryReader.decode_records` on the worker threads);
 - :meth:`~ShardedDirectoryReader.load_manifest_head`: its own manifest keys;
-- :meth:`~ShardedDirectoryReader.scan_split`: the fields of files it did not
-  write, by inspection.
+- :meth:`~ShardedDirectoryReader.scan_split`: the fields of files it did not write.
 """
 
 from __future__ import annotations
@@ -57,6 +55,7 @@ from ..parallel import default_workers
 from .cache import ShardCache
 from .index import INDEX_SUFFIX, read_index
 from .manifest import MANIFEST, check_compression, check_encodings, check_shards, load_manifest
+from .records import IndexedReads
 
 __all__ = ["ShardFile", "ShardedDirectoryReader", "check_complete", "group_ranges"]
 
@@ -132,7 +131,7 @@ def brace_files(path: str) -> list[str] | None:
     return files
 
 
-class ShardedDirectoryReader(Reader):
+class ShardedDirectoryReader(IndexedReads, Reader):
     """A dataset stored as shard files, with or without dstore's manifest.
 
     Subclasses set :attr:`format_id` (the manifest's ``format``),
@@ -146,9 +145,9 @@ class ShardedDirectoryReader(Reader):
     codec_name: ClassVar[str] = "sharded"
     #: regex on a file name: the files of this format in a folder dstore did not write
     file_pattern: ClassVar[str] = r"$^"
-    #: regex of the extension a shard's name carries (``\.tfrecords?``), when the format
-    #: names shards as dstore (``train-00000-of-00004<ext>``) or TFDS
-    #: (``mnist-train<ext>-00000-of-00004``) do; a trailing ``.gz`` may follow either
+    #: regex of the extension a shard's name carries (``\.tfrecords?``), when named as dstore
+    #: (``train-00000-of-00004<ext>``) or TFDS (``mnist-train<ext>-00000-of-00004``) do;
+    #: a trailing ``.gz`` may follow either
     shard_extension: ClassVar[str | None] = None
     #: the manifest's ``compression`` values this format reads (whole-shard streams)
     compressions: ClassVar[tuple[str | None, ...]] = (None,)
@@ -441,6 +440,7 @@ class ShardedDirectoryReader(Reader):
     def close(self) -> None:
         if self.shard_cache is not None:
             self.shard_cache.close()
+        self.close_kept()
         super().close()
 
     def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:

@@ -51,6 +51,7 @@ from ...sharding import (
     manifest_files,
     plan_by_size,
 )
+from ...sharding.records import pread_spans
 from ..example.fields import (
     ExampleEncoder,
     FieldEncoding,
@@ -244,6 +245,28 @@ class TFRecordReader(ShardedDirectoryReader):
                 yield rec, where
             if hi == shard.records and rf.next_record() is not None:
                 raise CodecIOError(f"{shard.path}: more records than the {shard.records} expected")
+
+    def read_shard_records(
+        self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
+    ) -> Batch:
+        """Records at ``positions`` of an indexed local shard: each frame read where its
+        index puts it (close ones in one read, from a file kept open) and checked
+        against its entry; a shard without an index is walked."""
+        ends = None if fs.is_url(shard.path) else self.frame_offsets(shard)
+        if ends is None:
+            return super().read_shard_records(spec, names, shard, positions, pool)
+        index, pos = shard.index or "", positions.tolist()
+        spans = [(int(ends[p]), int(ends[p + 1])) for p in pos]
+        frames = pread_spans(self.open_files().fd(shard.path), shard.path, spans)
+        raw = (
+            (
+                rio.checked_frame(buf, shard.path, p, a, index),
+                f"{shard.path}: record {p} at byte {a}",
+            )
+            for p, (a, _), buf in zip(pos, spans, frames, strict=True)
+        )
+        encs, n = self.encodings[spec.name], len(pos)
+        return next(read_examples(spec, encs, names, raw, n, n, pool))
 
     def shard_pieces(self, shard: ShardFile, target_bytes: int) -> int:
         """A plain shard is entered mid-way by seeking over record headers (cheap); a
