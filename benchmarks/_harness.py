@@ -95,7 +95,9 @@ def run_result(
     return parse_result(proc.stdout)
 
 
-def run_way(code: str, repeats: int = 1, timeout: int = 3600) -> dict:
+def run_way(
+    code: str, repeats: int = 1, timeout: int = 3600, env_extra: dict | None = None
+) -> dict:
     """Run ``code`` (which must print ``RESULT {json}`` with a "seconds" key) ``repeats`` times.
 
     Returns the median seconds, the max peak RSS in MB, and the last result's extra keys.
@@ -108,6 +110,7 @@ def run_way(code: str, repeats: int = 1, timeout: int = 3600) -> dict:
             else [sys.executable, "-c", textwrap.dedent(code)]
         )
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
+        env.update(env_extra or {})
         proc = subprocess.run(
             cmd, check=False, capture_output=True, text=True, timeout=timeout, env=env
         )

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .api.info import info
     from .api.verify import verify
     from .bench import bench
+    from .check import check
     from .engine.dtypes import DtypePolicy, parse_policy
     from .errors import (
         CodecIOError,
@@ -72,6 +73,7 @@ _LAZY = {
     ),
     **dict.fromkeys(["FieldSpec", "Schema", "SplitSpec"], "model.schema"),
     "bench": "bench",
+    "check": "check",
 }
 
 __all__ = [
@@ -95,6 +97,7 @@ __all__ = [
     "__version__",
     "available_codecs",
     "bench",
+    "check",
     "convert",
     "get_codec",
     "get_codec_class",
@@ -124,12 +127,13 @@ def __dir__() -> list[str]:
 
 
 class _Package(types.ModuleType):
-    """``dstore.bench`` is the function, as it always was: the subpackage of the same name
-    is bound here when imported (``from dstore.bench import harness``) and would shadow it."""
+    """``dstore.bench`` and ``dstore.check`` are functions: the subpackages of the same
+    names are bound here when imported (``from dstore.bench import harness``) and would
+    shadow them."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "bench" and isinstance(value, types.ModuleType):
-            value = value.bench
+        if name in ("bench", "check") and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
         super().__setattr__(name, value)
 
 

@@ -12,6 +12,10 @@ such links make that exponential. So, for local folders:
 * :func:`glob_files` and :func:`walk_files`: many-file sources never follow a
   folder link unless ``follow``, and never walk one real folder twice.
 * :func:`check_distinct`: the same real file named twice is refused by name.
+* :func:`check_inside`: files found in a folder (a folder's shards, a glob's or a
+  brace pattern's matches, an index beside a shard) that are links out of it are
+  refused unless ``follow``: a shard linked in from another dataset would be read
+  as this one's.
 
 URLs have no symlinks; these functions are for local paths only.
 """
@@ -25,12 +29,47 @@ from collections.abc import Callable, Iterator, Sequence
 
 from .errors import UnsafeInputError
 
-__all__ = ["check_distinct", "check_store", "glob_files", "is_inside", "walk_files"]
+__all__ = [
+    "check_distinct",
+    "check_inside",
+    "check_store",
+    "glob_files",
+    "is_inside",
+    "pattern_root",
+    "walk_files",
+]
 
 
 def is_inside(real: str, top: str) -> bool:
     """Is the resolved path ``real`` the folder ``top`` (resolved) or inside it?"""
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def check_inside(root: str, paths: Sequence[str], follow: bool, what: str = "folder") -> None:
+    """Refuse any of ``paths`` (found in the local folder ``root``) that is, or lies
+    behind, a symlink leading out of ``root``, unless ``follow``; name the first."""
+    if follow:
+        return
+    top = os.path.realpath(root)
+    for path in paths:
+        real = os.path.realpath(path)
+        if not is_inside(real, top):
+            name = os.path.relpath(path, root)
+            raise UnsafeInputError(f"{root}: {name!r} is a symlink to {real}, outside the {what}")
+
+
+def pattern_root(pattern: str) -> str:
+    """The fixed leading folders of a glob or brace pattern (``a/b/*/c.tar`` -> ``a/b``),
+    ``.`` when the first component already varies."""
+    parts = pattern.split(os.sep)
+    fixed: list[str] = []
+    for part in parts[:-1]:
+        if _glob.has_magic(part) or "{" in part:
+            break
+        fixed.append(part)
+    if fixed == [""]:
+        return os.sep
+    return os.sep.join(fixed) or os.curdir
 
 
 def _walked(real: str, seen: set[str]) -> str | None:
@@ -106,7 +145,7 @@ def walk_files(
     walked into when ``keep_dir(name)`` says so. Folder links are followed only
     when ``follow``, and then no real folder is walked twice (a loop, a link to an
     ancestor of ``folder``, a second name); the links not followed are appended
-    to ``skipped``."""
+    to ``skipped``. A file link leading out of ``folder`` is refused unless ``follow``."""
     seen = {os.path.realpath(folder)}
     for top, dirs, files in os.walk(folder, followlinks=follow):
         kept = []
@@ -122,7 +161,10 @@ def walk_files(
             kept.append(d)
         dirs[:] = kept  # os.walk descends into what is left, in this order
         for f in sorted(files):
-            yield os.path.join(top, f)
+            path = os.path.join(top, f)
+            if not follow and os.path.islink(path):
+                check_inside(folder, [path], follow)
+            yield path
 
 
 def glob_files(pattern: str, follow: bool, skipped: list[str]) -> list[str]:
@@ -133,7 +175,8 @@ def glob_files(pattern: str, follow: bool, skipped: list[str]) -> list[str]:
 
     The standard glob follows every link: a folder linking to itself made
     ``feats/**/*.json`` read each file once per loop level, and two such links
-    make 2**40 paths."""
+    make 2**40 paths. A matched file that is a link out of the pattern's fixed
+    folder is refused unless ``follow`` (:func:`check_inside`)."""
     parts = pattern.split(os.sep)
     fixed: list[str] = []
     for part in parts[:-1]:
@@ -145,8 +188,9 @@ def glob_files(pattern: str, follow: bool, skipped: list[str]) -> list[str]:
         root = os.sep
     rest = parts[len(fixed) :]
     seen = {os.path.realpath(root or os.curdir)}
-    found = _match(root, rest, follow, skipped, seen)
-    return sorted(p for p in found if os.path.isfile(p))
+    found = sorted(p for p in _match(root, rest, follow, skipped, seen) if os.path.isfile(p))
+    check_inside(root or os.curdir, [p for p in found if os.path.islink(p)], follow)
+    return found
 
 
 def _children(folder: str) -> list[str]:

@@ -65,6 +65,8 @@ def test_lazy_names_and_bench_stays_the_function():
     code = (
         "import dstore\nfrom dstore.bench import harness\n"
         "assert callable(dstore.bench) and dstore.bench is harness.bench\n"
+        "from dstore.check import run\n"
+        "assert callable(dstore.check) and dstore.check is run.check\n"
         "assert dstore.SchemaError.__module__ == 'dstore.errors'\n"
         "assert set(dstore.__all__) <= set(dir(dstore))\n"
         "from dstore import *\n"

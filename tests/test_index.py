@@ -1,9 +1,12 @@
-"""Record indexes: ``<shard>.idx`` beside every plain TFRecord shard dstore writes, and
-``dstore index`` for files it did not write, read by dstore, DALI's format and the
-``tfrecord`` package (in a child process: it must never share one with TensorFlow)."""
+"""Record indexes: ``.dstore-index/<shard>.idx`` for every plain TFRecord shard dstore
+writes, and ``dstore index`` for files it did not write, read by dstore; DALI's format
+(``--out``) read by the ``tfrecord`` package (in a child process: it must never share one
+with TensorFlow). No index sits where a ``<split>-*`` or ``*.tfrecord*`` glob finds it."""
 
 from __future__ import annotations
 
+import fnmatch
+import glob
 import importlib.util
 import json
 import os
@@ -16,8 +19,10 @@ import numpy as np
 import pytest
 
 import dstore
+import dstore.testing
 from dstore.cli import main
 from dstore.errors import CodecIOError
+from dstore.registry import codecs_with, default_extension
 
 pytest.importorskip("imagecodecs")
 
@@ -56,7 +61,7 @@ def test_every_shard_gets_an_index_listed_in_the_manifest(written):
     start = 0
     for s in shards:
         idx = os.path.join(path, s["index"]["file"])
-        assert s["index"]["file"] == s["file"] + ".idx"
+        assert s["index"]["file"] == ".dstore-index/" + s["file"] + ".idx"
         table = np.loadtxt(idx, dtype=np.int64, ndmin=2)  # what the tfrecord package does
         assert len(table) == s["records"]
         # each line: where a frame starts and its whole length; frames tile the file
@@ -119,7 +124,8 @@ def test_dstore_index_makes_foreign_files_random_access(tmp_path, written, capsy
     shard = os.path.join(
         folder, sorted(p for p in os.listdir(folder) if p.endswith(".tfrecord"))[-1]
     )
-    first_frame = int(np.loadtxt(shard + ".idx", dtype=np.int64, ndmin=2)[0, 1])
+    sidecar = os.path.join(folder, ".dstore-index", os.path.basename(shard) + ".idx")
+    first_frame = int(np.loadtxt(sidecar, dtype=np.int64, ndmin=2)[0, 1])
     with open(shard, "rb") as f:
         frame = f.read(first_frame)
     with open(shard, "ab") as f:
@@ -168,7 +174,7 @@ def test_index_of_a_tensorflow_file_read_by_the_tfrecord_package(tmp_path):
         for i in range(50):
             feats = {"k": tf.train.Feature(int64_list=tf.train.Int64List(value=[i] * (i % 4 + 1)))}
             w.write(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
-    assert main(["index", path]) == 0
+    assert main(["index", path, "--out", str(tmp_path)]) == 0  # DALI's files, beside it
     code = textwrap.dedent(
         """
         import sys
@@ -187,3 +193,115 @@ def test_index_of_a_tensorflow_file_read_by_the_tfrecord_package(tmp_path):
     assert out.stdout.strip() == str(list(range(50)))
     with dstore.open(path) as ds:
         assert ds["data"]["k"][37].tolist() == [37] * (37 % 4 + 1)
+
+
+# ------------------------------------------- where indexes live (issue #34, new user)
+
+
+def _two_split_output(tmp_path, tiles, fmt: str) -> str:
+    x, onehot = tiles
+    y = onehot.argmax(axis=1).astype(np.int64)
+    half = len(x) // 2
+    data = {
+        "train": {"x": x[:half], "y": y[:half]},
+        "test": {"x": x[half:], "y": y[half:]},
+    }
+    path = str(tmp_path / f"out{default_extension(fmt)}")
+    dstore.save(data, path, shard_mb="0.05")
+    return path
+
+
+@pytest.mark.parametrize("fmt", codecs_with(lambda c: c.sharded))
+def test_no_file_in_an_outputs_root_is_taken_for_a_shard_by_a_glob(tmp_path, tiles, fmt):
+    """``glob("out/train-*")`` (TFDS, tf.data examples) and ``*.tfrecord*`` match the
+    shards and nothing else; the root holds shards and JSON metadata only."""
+    path = _two_split_output(tmp_path, tiles, fmt)
+    manifest = _manifest(path)
+    shards = {s["file"] for info in manifest["splits"].values() for s in info["shards"]}
+    root = set(os.listdir(path))
+    for pattern in [f"{split}-*" for split in manifest["splits"]] + ["*.tfrecord*"]:
+        matched = {n for n in root if fnmatch.fnmatchcase(n, pattern)}
+        assert matched <= shards, (pattern, sorted(matched - shards))
+    others = {n for n in root - shards if not n.startswith(".")}
+    assert all(n.endswith(".json") for n in others), sorted(others)
+
+
+@pytest.mark.tf
+def test_tensorflow_reads_every_record_through_a_shard_glob(tmp_path, tiles):
+    """An output with record indexes read as TFDS and tf.data examples list shards; the
+    indexes once matched ``train-*`` (DataLossError: corrupted record at 0)."""
+    tf = pytest.importorskip("tensorflow")
+    path = _two_split_output(tmp_path, tiles, "tfrecord")
+    assert any("index" in s for s in _manifest(path)["splits"]["train"]["shards"])
+    spec = {"y": tf.io.FixedLenFeature([], tf.int64)}
+    x, onehot = tiles
+    want = onehot.argmax(axis=1).astype(np.int64)
+    half = len(x) // 2
+    for files, expected in (
+        (sorted(glob.glob(os.path.join(path, "train-*"))), want[:half]),
+        (sorted(glob.glob(os.path.join(path, "*.tfrecord*"))), None),
+        # "every file of the folder but the manifest"
+        (
+            sorted(
+                os.path.join(path, n)
+                for n in os.listdir(path)
+                if n != "dstore.json" and os.path.isfile(os.path.join(path, n))
+            ),
+            None,
+        ),
+    ):
+        got = [
+            int(tf.io.parse_single_example(r, spec)["y"]) for r in tf.data.TFRecordDataset(files)
+        ]
+        if expected is not None:
+            assert got == expected.tolist()
+        else:
+            assert sorted(got) == sorted(want.tolist())
+
+
+def test_outputs_with_indexes_beside_their_shards_still_read(tmp_path, written):
+    """Outputs written before the indexes moved into .dstore-index/ list them beside
+    the shards: read, random access and checked as before."""
+    path, data = written
+    manifest = _manifest(path)
+    for s in manifest["splits"]["train"]["shards"]:
+        old = s["index"]["file"].split("/", 1)[1]
+        os.rename(os.path.join(path, s["index"]["file"]), os.path.join(path, old))
+        s["index"]["file"] = old
+    os.rmdir(os.path.join(path, ".dstore-index"))
+    with open(os.path.join(path, "dstore.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    assert dstore.api.open_reader(path).indexed()
+    with dstore.open(path) as ds:
+        assert int(ds["train"]["k"][len(data["k"]) - 3]) == len(data["k"]) - 3
+    assert dstore.api.check(path).ok
+
+
+def test_dstore_index_writes_into_the_index_folder_by_default(tmp_path, written):
+    folder = _foreign(tmp_path, written)
+    before = set(os.listdir(folder))
+    report = dstore.api.index([folder])
+    assert set(os.listdir(folder)) == before | {".dstore-index"}  # the root is unchanged
+    assert sorted(os.path.basename(p) for p, _ in report.written) == sorted(
+        n + ".idx" for n in before
+    )
+    assert dstore.api.open_reader(folder, format="tfrecord").indexed()
+
+
+def test_a_copy_without_its_index_folder_reads_in_order(tmp_path, written):
+    """``cp out/* copy/`` leaves dot-folders behind: the shards read in order, ``dstore
+    verify`` reports the indexes missing, ``dstore index`` puts them back."""
+    path, data = written
+    copy = tmp_path / "copy.tfrecords"
+    copy.mkdir()
+    for name in os.listdir(path):
+        if not name.startswith("."):
+            shutil.copy(os.path.join(path, name), copy / name)
+    reader = dstore.api.open_reader(str(copy))
+    assert not reader.indexed() and reader.sequential_reason
+    got = dstore.testing.read_all(str(copy))["train"]
+    np.testing.assert_array_equal(got["k"], data["k"])
+    report = dstore.api.check(str(copy))
+    assert not report.ok and any(".idx: missing" in ln for ln in report.lines())
+    dstore.api.index([str(copy)])
+    assert dstore.api.open_reader(str(copy)).indexed() and dstore.api.check(str(copy)).ok

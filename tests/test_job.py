@@ -38,6 +38,16 @@ def _scan(n: int, total: int) -> None:
     pass
 
 
+class _Observer:
+    """A batch observer (``convert --check``'s kind): sees nothing here."""
+
+    def begin(self, schema: Any) -> None:
+        pass
+
+    def __call__(self, split: str, start: int, batch: Any) -> None:
+        pass
+
+
 def test_job_is_frozen_and_replace_makes_a_copy() -> None:
     job = ConvertJob.build(options={"level": "3"})
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -70,6 +80,7 @@ def test_every_keyword_of_convert_lands_in_its_job(monkeypatch: Any, tmp_path: A
         "keep_encoded": True,
         "follow_links": True,
         "scan_progress": _scan,
+        "observe": _Observer(),
     }
     params = inspect.signature(dstore.convert).parameters
     assert set(params) - {"src", "dst"} == set(given)
@@ -87,6 +98,7 @@ def test_every_keyword_of_convert_lands_in_its_job(monkeypatch: Any, tmp_path: A
     assert job.batch_bytes == 12345
     assert job.progress is _progress and job.scan_progress is _scan
     assert job.client == "tcp://nowhere:1" and job.layout == "tf-classification"
+    assert job.observe is given["observe"]
     # dtype as text goes through the same parser as before
     text = ConvertJob.build(dtype=["float16", "x=keep"], on_overflow="clip").policy
     assert text == DtypePolicy("float16", {"x": "keep"}, "clip")

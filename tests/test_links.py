@@ -350,7 +350,9 @@ def test_a_glob_matches_as_the_standard_glob_without_links(tmp_path, monkeypatch
 
 def test_tfrecord_shard_linked_out_of_its_folder_is_refused(tmp_path, capsys):
     """The same rule for a TFRecord folder: a shard that is a link to another
-    dataset's file would be read as this one's."""
+    dataset's file would be read as this one's. Followed, the linked file is read and
+    checked against the manifest like any shard: this dataset's own shard kept
+    elsewhere reads; another dataset's is refused by its sha256."""
     data = {"data": {"x": np.arange(ROWS * 3, dtype=np.float32).reshape(ROWS, 3)}}
     src = str(tmp_path / "in" / "d.tfrecords")
     other = str(tmp_path / "outside" / "d.tfrecords")
@@ -359,11 +361,16 @@ def test_tfrecord_shard_linked_out_of_its_folder_is_refused(tmp_path, capsys):
     dstore.save(data, src)
     dstore.save({"data": {"x": data["data"]["x"] + 100}}, other)
     (shard,) = [n for n in os.listdir(src) if n.endswith(".tfrecord")]
-    os.remove(os.path.join(src, shard))
+    kept = str(tmp_path / "outside" / "kept.tfrecord")
+    os.rename(os.path.join(src, shard), kept)
     os.symlink(os.path.join(other, shard), os.path.join(src, shard))
     _refused(capsys, tmp_path, ["info", src], repr(shard), "outside the folder")
+    with pytest.raises(CodecIOError, match=f"{shard}: .*the manifest lists"):
+        dstore.convert(src, tmp_path / "o.npz", follow_links=True)
+    os.remove(os.path.join(src, shard))
+    os.symlink(kept, os.path.join(src, shard))
     got = read_all(dstore.convert(src, tmp_path / "o.npz", follow_links=True).dst)
-    np.testing.assert_array_equal(got["data"]["x"], data["data"]["x"] + 100)
+    np.testing.assert_array_equal(got["data"]["x"], data["data"]["x"])
 
 
 def test_an_unsafe_input_error_from_a_worker_process_reads_as_raised() -> None:

@@ -310,9 +310,12 @@ def test_npz_keys_that_look_like_paths(tmp_path, fmt, key):
     if fmt == "tfrecord":
         manifest = json.loads((work / "o.tfrecords" / "dstore.json").read_text())
         entries = manifest["splits"][split]["shards"]
-        files = [s["file"] for s in entries] + [s["index"]["file"] for s in entries]
+        files = [s["file"] for s in entries]
         assert all("/" not in f and not f.startswith(".") for f in files)
-        assert sorted(os.listdir(dst)) == sorted([*files, "dstore.json"])
+        # record indexes in the one dot-folder dstore names, never where a glob finds them
+        assert [s["index"]["file"] for s in entries] == [f".dstore-index/{f}.idx" for f in files]
+        assert sorted(os.listdir(dst)) == sorted([*files, ".dstore-index", "dstore.json"])
+        assert sorted(os.listdir(os.path.join(dst, ".dstore-index"))) == [f + ".idx" for f in files]
     if fmt == "npz":  # what unzip would write stays inside its folder too
         members = zipfile.ZipFile(dst).namelist()
         assert all(not m.startswith("/") and ".." not in m.split("/") for m in members)
@@ -335,8 +338,11 @@ def test_cli_convert_of_the_evil_key(tmp_path):
     assert os.listdir(work) == ["o.tfrecords"]
     assert sorted(os.listdir(work / "o.tfrecords")) == [
         "%2E.%2Fevil-00000-of-00001.tfrecord",
-        "%2E.%2Fevil-00000-of-00001.tfrecord.idx",
+        ".dstore-index",
         "dstore.json",
+    ]
+    assert os.listdir(work / "o.tfrecords" / ".dstore-index") == [
+        "%2E.%2Fevil-00000-of-00001.tfrecord.idx"
     ]
     _assert_same({"../evil": {"x": np.arange(3)}}, _read_back(str(work / "o.tfrecords")))
 
@@ -487,10 +493,13 @@ def test_ordinary_names_keep_todays_layout(tmp_path):
         dstore.save(data, str(tmp_path / ("o" + EXT[fmt])))
     assert sorted(np.load(tmp_path / "o.npz").files) == ["x_test", "x_train", "y_test", "y_train"]
     assert sorted(os.listdir(tmp_path / "o.tfrecords")) == [
+        ".dstore-index",
         "dstore.json",
         "test-00000-of-00001.tfrecord",
-        "test-00000-of-00001.tfrecord.idx",
         "train-00000-of-00001.tfrecord",
+    ]
+    assert sorted(os.listdir(tmp_path / "o.tfrecords" / ".dstore-index")) == [
+        "test-00000-of-00001.tfrecord.idx",
         "train-00000-of-00001.tfrecord.idx",
     ]
     with h5py.File(tmp_path / "o.h5") as f:

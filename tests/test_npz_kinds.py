@@ -193,7 +193,7 @@ def test_plain_files_never_reach_the_unpickler(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Only object members go through the (restricted) unpickler; strings and ragged fields never do."""
-    from dstore.codecs.npz import reader as npz
+    from dstore.codecs.npz import archive as npz
 
     path = tmp_path / "p.npz"
     dstore.save({"w": ["a", "b"], "r": [np.arange(2), np.arange(1)]}, path)

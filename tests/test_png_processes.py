@@ -20,15 +20,12 @@ from dstore.demo import photo_tiles
 from dstore.errors import SchemaError
 from dstore.images import png as _png
 from dstore.sharding import processes
+from dstore.testing import file_digests
 
 
 def _shard_digests(folder: str) -> dict[str, str]:
-    out = {}
-    for name in sorted(os.listdir(folder)):
-        if name != "dstore.json":
-            with open(os.path.join(folder, name), "rb") as f:
-                out[name] = hashlib.sha256(f.read()).hexdigest()
-    return out
+    """Every file of the output but its manifest (record indexes in .dstore-index/ too)."""
+    return {k: v for k, v in file_digests(folder).items() if k != "dstore.json"}
 
 
 def test_worker_processes_write_the_threads_bytes(tmp_path, monkeypatch) -> None:

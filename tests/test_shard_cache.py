@@ -38,14 +38,19 @@ def _remote(fmt: str, data, tmp_path, shard_mb: float = 0.1) -> str:
     dstore.save({"train": data}, str(local), shard_mb=shard_mb)
     root = f"/cache-test-{uuid.uuid4().hex}/d{usable_formats()[fmt]}"
     fs = fsspec.filesystem("memory")
-    for name in os.listdir(local):
-        fs.pipe_file(f"{root}/{name}", (local / name).read_bytes())
+    for path in sorted(local.rglob("*")):  # the record indexes in .dstore-index/ too
+        if path.is_file():
+            fs.pipe_file(f"{root}/{path.relative_to(local).as_posix()}", path.read_bytes())
     return f"memory://{root}"
 
 
 def _shards(url: str) -> list[str]:
     fs, root = fsspec.core.url_to_fs(url)
-    return sorted(p for p in fs.ls(root, detail=False) if not p.endswith((".json", ".idx")))
+    return sorted(
+        e["name"]
+        for e in fs.ls(root, detail=True)
+        if e["type"] == "file" and not e["name"].endswith((".json", ".idx"))
+    )
 
 
 def _copies(cache) -> dict[str, int]:
@@ -181,8 +186,9 @@ def test_a_dataset_rewritten_at_the_same_url_is_downloaded_again(tmp_path, data,
     other = {"x": data["x"][::-1].copy(), "k": np.arange(N, dtype=np.int64) + 1000}
     new = _remote(fmt, other, tmp_path / "again")
     fs, root = fsspec.core.url_to_fs(url)
-    for path in fs.ls(fsspec.core.url_to_fs(new)[1], detail=False):
-        fs.pipe_file(f"{root}/{os.path.basename(path)}", fs.cat_file(path))
+    new_root = fsspec.core.url_to_fs(new)[1]
+    for path in fs.find(new_root):  # the record indexes in .dstore-index/ too
+        fs.pipe_file(f"{root}/{path[len(new_root) :].lstrip('/')}", fs.cat_file(path))
     ds = dstore.to_torch(url, "train", cache_dir=cache)
     assert _keys(ds) == list(range(1000, 1000 + N))
     np.testing.assert_array_equal(np.stack([r["x"].numpy() for r in ds]), other["x"])

@@ -8,7 +8,6 @@ does, and fail as a local run fails, leaving nothing behind.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import zipfile
 
@@ -20,16 +19,14 @@ from dstore.demo import photo_tiles
 from dstore.engine import local, run
 from dstore.errors import DstoreError
 from dstore.sharding import processes
+from dstore.testing import file_digests
 
 TILES = 600  # past local.PROCESS_MIN_RECORDS
 
 
 def _digests(folder: str) -> dict[str, str]:
-    out = {}
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name), "rb") as f:
-            out[name] = hashlib.sha256(f.read()).hexdigest()
-    return out
+    """Every file under ``folder`` (record indexes in .dstore-index/ too)."""
+    return file_digests(folder)
 
 
 @pytest.fixture
@@ -225,7 +222,7 @@ def test_an_interrupt_keeps_only_the_journaled_shards_and_resume_matches(
 
         entries = [json.loads(line) for line in f.read().splitlines()[1:]]
     listed = {e["file"] for e in entries} | {e["index"]["file"] for e in entries if "index" in e}
-    assert entries and set(os.listdir(folder)) == listed | {"dstore.journal"}
+    assert entries and set(file_digests(folder)) == listed | {"dstore.journal"}
     dstore.convert(src, dst, to=to, options=opts, resume=True)
     assert _digests(dst) == _digests(str(tmp_path / "whole"))
 

@@ -68,10 +68,12 @@ def _write(path: str, examples: list[bytes]) -> None:
 
 
 def _dir_bytes(path: str) -> dict[str, bytes]:
+    """Every file under ``path`` (record indexes in .dstore-index/ too), by relative name."""
     out = {}
-    for name in sorted(os.listdir(path)):
-        with open(os.path.join(path, name), "rb") as f:
-            out[name] = f.read()
+    for root, _, names in sorted(os.walk(path)):
+        for name in sorted(names):
+            with open(os.path.join(root, name), "rb") as f:
+                out[os.path.relpath(os.path.join(root, name), path)] = f.read()
     return out
 
 

@@ -188,9 +188,10 @@ class Codec(ABC):
         return []
 
     @classmethod
-    def frame_files(cls, path: str) -> list[str]:
+    def frame_files(cls, path: str, follow_links: bool = False) -> list[str]:
         """The files of this format at ``path`` (a file, a folder, a glob) that
-        :meth:`frame_lengths` indexes; formats without framed records refuse."""
+        :meth:`frame_lengths` indexes, none linked in from outside the folder unless
+        ``follow_links``; formats without framed records refuse."""
         raise CodecIOError(f"{path}: {cls.name} files have no record index to write")
 
     @classmethod

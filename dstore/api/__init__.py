@@ -21,7 +21,10 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..images.decoding import decode_column_images
+    from ..sources.decoded_images import DecodedImages
     from ..sources.opening import open_reader
+    from ..sources.unify import SOURCES_ATTR
     from .convert import ConvertReport, Progress, convert, write_dataset
     from .index import IndexReport, index
     from .info import InfoReport, dtype_name, info
@@ -33,6 +36,10 @@ if TYPE_CHECKING:
 # imports the conversion engine, the sharding runner or the multi-file reader.
 _LAZY = {
     "open_reader": "..sources",
+    # for dstore.check, which reads through this layer: encoded images as pixels
+    "DecodedImages": "..sources.decoded_images",
+    "decode_column_images": "..images.decoding",
+    "SOURCES_ATTR": "..sources.unify",
     **dict.fromkeys(["ConvertReport", "Progress", "convert", "write_dataset"], ".convert"),
     **dict.fromkeys(["IndexReport", "index"], ".index"),
     **dict.fromkeys(["InfoReport", "dtype_name", "info"], ".info"),
@@ -71,9 +78,11 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 __all__ = [
+    "SOURCES_ATTR",
     "ArrayReader",
     "ConvertReport",
     "Dataset",
+    "DecodedImages",
     "FieldResult",
     "FieldView",
     "IndexReport",
@@ -83,6 +92,7 @@ __all__ = [
     "VerifyReport",
     "check",
     "convert",
+    "decode_column_images",
     "dtype_name",
     "index",
     "info",

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..abc import Codec, Reader
-from ..engine.cast import Progress, cast_batches, write_splits
+from ..engine.cast import BatchObserver, Progress, cast_batches, write_splits
 from ..engine.dtypes import CastStats, DtypePolicy, OnOverflow
 from ..engine.job import ConvertJob, SourceRef
 from ..engine.rawsize import RawMeter
-from ..errors import CodecIOError, MissingDependencyError, OptionError
+from ..errors import CodecIOError, MissingDependencyError, OptionError, UsageError
 from ..model import concat_columns
 from ..model.checksums import FieldHasher
 from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema
@@ -114,6 +114,9 @@ def write_dataset(
     out_schema = policy.apply_schema(reader.schema)
     out_schema = Schema(out_schema.splits, dict(out_schema.attrs))
     codec.check_schema(out_schema)
+    if job.observe is not None:
+        _check_observable(dst, job)
+        job.observe.begin(out_schema)
 
     def sample(split: str, n: int) -> Batch:
         # the first records as they will be written: through the engine, so a reader
@@ -159,6 +162,7 @@ def write_dataset(
                 hasher,
                 batch_bytes=job.batch_bytes,
                 progress=job.progress,
+                observe=job.observe,
             )
             # stored by close() with the schema, in a slot of their own (not the user's attrs)
             out_schema.checksums = hasher.hexdigests()
@@ -171,6 +175,16 @@ def write_dataset(
                 tasks.cancel()  # no task may write into the output removed next
             raise
     return stats, None
+
+
+def _check_observable(dst: str, job: ConvertJob) -> None:
+    """An observer sees the records this process writes: not those of Dask tasks, nor
+    the shards a resumed run keeps."""
+    if job.client is not None or job.resume:
+        raise UsageError(
+            f"{dst}: a check of the records written (observe=) needs every record written "
+            f"by this process: it does not go with {'resume' if job.resume else 'a Dask client'}"
+        )
 
 
 def _region_tasks(dst: str, codec: Codec, client: Any) -> RegionTasks | None:
@@ -207,6 +221,7 @@ def convert(
     keep_encoded: bool = False,
     follow_links: bool = False,
     scan_progress: Progress | None = None,
+    observe: BatchObserver | None = None,
 ) -> ConvertReport:
     """Convert ``src`` to ``dst``, streaming, with an optional dtype policy.
 
@@ -225,7 +240,8 @@ def convert(
 
     ``progress(records, total)`` is called after each batch written;
     ``scan_progress(1, files)`` after each file of a many-file ``src`` is scanned for its
-    schema, the pass before the first record.
+    schema, the pass before the first record. ``observe`` sees every batch as it is
+    written (:class:`dstore.check.ConvertCheck`: ``convert --check``).
     A source that links to other files (HDF5 external links or virtual datasets,
     zarr symlinks out of the store, folder links in a glob) is refused with
     :class:`~dstore.errors.UnsafeInputError` before anything is written, unless
@@ -249,6 +265,7 @@ def convert(
         keep_encoded=keep_encoded,
         follow_links=follow_links,
         scan_progress=scan_progress,
+        observe=observe,
     )
     return convert_job(os.fspath(src), os.fspath(dst), job)
 

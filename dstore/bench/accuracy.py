@@ -53,6 +53,7 @@ import numpy as np
 
 from ..errors import LabelError, MissingDependencyError, SchemaError, UsageError
 from ..model import Column, Tensor
+from ..model.labels import LABEL_NAMES
 from ..model.schema import FieldSpec, Schema
 
 __all__ = [
@@ -90,7 +91,6 @@ FEATURE_NAMES = (
     "data",
     "inputs",
 )
-LABEL_NAMES = ("labels", "label", "y", "target", "targets", "class", "classes")
 
 #: What the report calls each probe (``Task.kind``).
 PROBES = {

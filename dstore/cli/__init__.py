@@ -10,18 +10,24 @@ quietly with 141.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
-import signal
 import sys
-import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from ..errors import DstoreError, Terminated
+from ..errors import DstoreError
+from .check import add_check_command, leakage_line
+from .common import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED, fill_help
+from .convert import add_convert
+from .demo import add_demo
 from .descriptions import describe_commands
+from .exits import SigtermAsInterrupt, error_line, memory_error_line, warning_line
+from .formats import add_formats
+from .globs import expanded_glob
+from .index import add_index
+from .info import add_info
+from .verify import add_verify
 from .version import VersionAction
 from .words import cli_words
 
@@ -29,263 +35,6 @@ from .words import cli_words
 # --help` and `--version` then start in the time Python itself takes (see docs/benchmarks.md, Start-up).
 
 __all__ = ["main"]
-
-EXIT_ERROR = 2
-EXIT_MISMATCH = 1
-EXIT_INTERRUPTED = 130
-#: 128 + SIGTERM, as a shell reports a process that SIGTERM ended.
-EXIT_TERMINATED = 143
-#: 128 + SIGPIPE, as coreutils exit when the reader of their output goes away (``| head``).
-EXIT_BROKEN_PIPE = 141
-
-
-def _key_values(pairs: Sequence[str] | None) -> dict[str, str]:
-    out = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {pair!r}")
-        out[key.strip()] = value.strip()
-    return out
-
-
-class _ProgressBar:
-    """A tqdm bar on a terminal, created on the first batch (when the total is known)."""
-
-    def __init__(self, desc: str, unit: str = "rec") -> None:
-        self.desc = desc
-        self.unit = unit
-        self.bar: Any = None
-
-    def __call__(self, n: int, total: int) -> None:
-        if self.bar is None:
-            from tqdm import tqdm
-
-            self.bar = tqdm(
-                total=total, desc=self.desc, unit=self.unit, unit_scale=True, leave=False
-            )
-        self.bar.update(n)
-        if self.bar.n >= total:  # done: off the terminal before the next bar (scan, convert)
-            self.close()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
-@contextlib.contextmanager
-def _bars(*specs: tuple[str, str]) -> Iterator[list[_ProgressBar | None]]:
-    """One :class:`_ProgressBar` per ``(desc, unit)`` when stderr is a terminal (else None:
-    a log file gets no bar), all closed at the end, error or not."""
-    bars = [_ProgressBar(desc, unit) if sys.stderr.isatty() else None for desc, unit in specs]
-    try:
-        yield bars
-    finally:
-        for bar in bars:
-            if bar is not None:
-                bar.close()
-
-
-def _drop_options(args: argparse.Namespace) -> dict[str, str]:
-    """``--drop KEY``: the reading codec leaves those keys out (npz's ``drop`` option)."""
-    return {"drop": ",".join(args.drop)} if getattr(args, "drop", None) else {}
-
-
-def _add_drop(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--drop",
-        action="append",
-        metavar="KEY",
-        help="leave key KEY of the input out, repeatable: a member whose record count does not "
-        "line up with the others (pyspacer's npz 'meta'), a 0-d member; other formats: a "
-        "field name, or SPLIT/FIELD (default: keep all)",
-    )
-
-
-def _add_follow_links(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--follow-links",
-        action="store_true",
-        help="read what links lead to outside the input: HDF5 external links and virtual "
-        "datasets, files or folders symlinked out of a zarr store or TFRecord folder, folder "
-        "links in a glob or folder of sources (default: refuse them, naming the link)",
-    )
-
-
-def _cmd_convert(args: argparse.Namespace) -> int:
-    if args.per_source and args.layout:
-        from ..errors import UsageError
-
-        raise UsageError("--per-source and --layout do not go together: convert, then split")
-    if args.per_source:
-        from ..api.per_source import write_per_source
-
-        done = write_per_source(
-            args.src,
-            args.dst,
-            to=args.to,
-            from_format=args.from_format,
-            dtype=args.dtype,
-            on_overflow=args.on_overflow,
-            options=_key_values(args.option),
-            overwrite="foreign" if args.overwrite_foreign else args.overwrite,
-            follow_links=args.follow_links,
-            src_options=_drop_options(args),
-            resume=args.resume,
-            client=args.scheduler,
-            keep_encoded=args.keep_encoded,
-        )
-        _print_lines(done.summary().splitlines())
-        return 0
-    from .. import api
-
-    with _bars(("scan", "file"), ("convert", "rec")) as (scan, bar):
-        report = api.convert(
-            args.src,
-            args.dst,
-            to=args.to,
-            from_format=args.from_format,
-            dtype=args.dtype,
-            on_overflow=args.on_overflow,
-            overwrite="foreign" if args.overwrite_foreign else args.overwrite,
-            options=_key_values(args.option),
-            src_options=_drop_options(args),
-            progress=bar,
-            resume=args.resume,
-            client=args.scheduler,
-            layout=args.layout,
-            keep_encoded=args.keep_encoded,
-            follow_links=args.follow_links,
-            scan_progress=scan,
-        )
-    _print_lines(report.summary().splitlines())
-    return 0
-
-
-def _print_lines(lines: Sequence[str]) -> None:
-    """Report lines, each printed as one line with nothing a terminal acts on: names
-    are quoted where the reports print them, and this catches any a codec's own
-    details (``describe()``) print raw."""
-    from ..model.names import printable
-
-    print("\n".join(printable(line) for line in lines))
-
-
-def _cmd_info(args: argparse.Namespace) -> int:
-    from .. import api
-
-    report = api.info(
-        args.path,
-        format=args.from_format,
-        follow_links=args.follow_links,
-        **_drop_options(args),
-    )
-    _print_lines(report.lines())
-    return 0
-
-
-def _cmd_index(args: argparse.Namespace) -> int:
-    from .. import api
-
-    print(api.index(args.paths, out=args.out, format=args.from_format).summary())
-    return 0
-
-
-def _cmd_verify(args: argparse.Namespace) -> int:
-    from .. import api
-
-    if args.b_format and not args.b:
-        raise argparse.ArgumentTypeError("--from-b needs a second dataset B")
-    with _bars(("scan", "file"), ("verify", "rec")) as (scan, bar):
-        if args.b:
-            b_format = args.b_format or args.from_format
-            report = api.verify(
-                args.a,
-                args.b,
-                a_format=args.from_format,
-                b_format=b_format,
-                follow_links=args.follow_links,
-                progress=bar,
-                scan_progress=scan,
-            )
-        else:
-            report = api.check(
-                args.a,
-                format=args.from_format,
-                follow_links=args.follow_links,
-                progress=bar,
-                scan_progress=scan,
-            )
-    _print_lines(report.lines())
-    return 0 if report.ok else EXIT_MISMATCH
-
-
-def _option_lines(name: str) -> list[str]:
-    """The ``-o KEY=VALUE`` options of codec ``name``: key, default and what it does."""
-    from ..registry import get_codec_class
-
-    try:
-        options = get_codec_class(name).Options
-    except (
-        DstoreError,
-        ImportError,
-    ) as e:  # a codec whose extra is missing: say so instead of its keys
-        return [f"    (options unknown: {str(e).splitlines()[0]})"]
-    return _dataclass_option_lines(options)
-
-
-def _dataclass_option_lines(options: Any) -> list[str]:
-    import dataclasses
-
-    from ..options import option_help
-
-    if not (isinstance(options, type) and dataclasses.is_dataclass(options)):
-        return ["    (no -o options)"]
-    # the keys, their defaults and help come from the codec's option dataclass
-    keys = [(f"-o {key}={shown}", text) for key, shown, text in option_help(options)]
-    width = max((len(k) for k, _ in keys), default=0)
-    return [f"    {k:<{width}}  {h}".rstrip() for k, h in keys]
-
-
-def _formats_text() -> str:
-    from ..registry import available_codecs, get_codec_class, registry
-
-    out = []
-    codecs = available_codecs()
-    width = max(10, *map(len, codecs))  # names line up whatever a codec is called
-    for name, hint in codecs.items():
-        exts = " ".join(registry[name].extensions)
-        state = "usable" if hint is None else f"not installed: {hint}"
-        if hint is None and get_codec_class(name).sharded:
-            state += ", sharded (--resume, Dask)"
-        elif hint is None and get_codec_class(name).region_writes:
-            state += ", Dask (chunk regions)"
-        out.append(f"{name:<{width}} {exts:<32} {state}")
-        out.extend(_option_lines(name))
-    out.extend(_layout_lines())
-    return "\n".join(out)
-
-
-def _layout_lines() -> list[str]:
-    """``--layout`` names with what they write, and their ``-o`` options."""
-    from ..layouts import get_layout_class, layout_names
-
-    out = ["layouts (convert --layout NAME; the same NAME maps such files back):"]
-    for name in layout_names():
-        try:
-            cls = get_layout_class(name)
-        except (DstoreError, ImportError) as e:
-            out.append(f"  {name:<22} (cannot load: {str(e).splitlines()[0]})")
-            continue
-        out.append(f"  {name:<22} {cls.help}")
-        out.extend(_dataclass_option_lines(cls.Options))
-    return out
-
-
-def _cmd_formats(args: argparse.Namespace) -> int:
-    print(_formats_text())
-    return 0
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -333,6 +82,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         loader_workers=args.workers,
     )
     print(to_text(report, wide=args.wide))
+    print(leakage_line(args.src))  # dstore check's: leaks change what the probe measures
     if args.report:
         save_report(report, args.report)
         print(f"report: {args.report}")
@@ -342,84 +92,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
-
-    for line in run_demo(args.dir, records=args.records):
-        print(line)
-    return 0
-
-
-class _HelpList:
-    """A list of names put into a help string by argparse's ``%(name)s`` when help is
-    printed, not when the parser is built: the registries load entry points (and, for
-    what a format can do, its codec module), which ``dstore info x.npz`` never needs."""
-
-    def __init__(self, make: Callable[[], list[str]]) -> None:
-        self.make = make
-
-    def __str__(self) -> str:
-        return ", ".join(self.make())
-
-
-def _codec_names() -> list[str]:
-    from ..registry import codec_names
-
-    return codec_names()
-
-
-def _codecs_where(flag: str) -> list[str]:
-    """The formats whose codec class sets ``flag`` (``sharded``, ``keeps_encoded_images``);
-    a format whose extra is missing cannot say, and is left out."""
-    from ..registry import get_codec_class
-
-    out = []
-    for name in _codec_names():
-        try:
-            if getattr(get_codec_class(name), flag, False):
-                out.append(name)
-        except (DstoreError, ImportError):
-            continue
-    return out
-
-
-def _layout_names() -> list[str]:
-    from ..layouts import layout_names
-
-    return layout_names()
-
-
 def _bench_layouts() -> list[str]:
     """The names ``bench --layout`` reads: dstore's layouts and label-maker's ``ml_type``s."""
     from ..bench.accuracy import LAYOUT_KINDS
 
     return list(LAYOUT_KINDS)
-
-
-def _fill_help(action: argparse.Action, **lists: Callable[[], list[str]]) -> argparse.Action:
-    """Give ``action`` the attributes its help's ``%(name)s`` placeholders name (argparse
-    fills them from the action's own attributes)."""
-    for key, make in lists.items():
-        setattr(action, key, _HelpList(make))
-    return action
-
-
-def _with_lazy_epilog(parser: argparse.ArgumentParser, make: Callable[[], str]) -> None:
-    """Build ``parser``'s epilog only when help is printed (it imports every codec)."""
-    plain = parser.format_help
-
-    def format_help() -> str:
-        parser.epilog = make()
-        return plain()
-
-    # argparse has no hook for a lazy epilog: the instance's bound method is replaced
-    parser.format_help = format_help  # type: ignore[method-assign]
-
-
-def _from_argument(p: argparse.ArgumentParser, help: str, *aliases: str) -> None:
-    """``--from FORMAT`` (and ``aliases``), its help listing the registered formats."""
-    action = p.add_argument("--from", *aliases, dest="from_format", metavar="FORMAT", help=help)
-    _fill_help(action, formats=_codec_names)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -438,153 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser(
-        "convert",
-        help="convert a dataset to another format or dtype",
-        description="Convert SRC to DST, streaming, into a temporary name renamed at the end.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "src",
-        help="input dataset: a path or an fsspec URL; many files as one dataset: a quoted "
-        'glob ("features/*.json"), a folder of files, or @LIST (a file of paths, one a line)',
-    )
-    p.add_argument("dst", help="output path; its extension picks the format unless --to is given")
-    _fill_help(
-        p.add_argument(
-            "--to",
-            metavar="FORMAT",
-            help="output format: %(formats)s (default: from DST's extension)",
-        ),
-        formats=_codec_names,
-    )
-    _from_argument(p, "input format: %(formats)s (default: from SRC's extension)")
-    p.add_argument(
-        "--dtype",
-        action="append",
-        metavar="POLICY",
-        help="floating fields: keep, float32, float16, float64, bfloat16, round:N (N mantissa "
-        "bits kept in float32), int8 or uint8 (codes with a scale and offset; int8:channel "
-        "for one per channel), or per field x=int8; repeatable (default: keep)",
-    )
-    p.add_argument(
-        "--on-overflow",
-        choices=["error", "clip"],
-        default="error",
-        help="a downcast that overflows (|x| > 65504 for float16) is an error or is clipped "
-        "(default: %(default)s)",
-    )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an existing DST, only if it is a dataset of the target format that "
-        "holds nothing but files that format wrote (default: refuse)",
-    )
-    p.add_argument(
-        "--overwrite-foreign",
-        action="store_true",
-        help="like --overwrite, and also delete files inside the DST dataset that its format "
-        "did not write (a README, notes) instead of refusing (default: refuse)",
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="finish an interrupted conversion to a sharded format (%(sharded)s) started "
-        "with the same options, keeping its finished shards (default: start afresh)",
-    )
-    _fill_help(p._actions[-1], sharded=lambda: _codecs_where("sharded"))
-    p.add_argument(
-        "--keep-encoded",
-        action="store_true",
-        help="keep encoded images (PNG/JPEG bytes) encoded in every format (default: "
-        "decode them to pixels, except in %(keeping)s, which keep them byte for byte)",
-    )
-    _fill_help(p._actions[-1], keeping=lambda: _codecs_where("keeps_encoded_images"))
-    p.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help="write each shard (zarr: each block of chunks) as a task on this Dask "
-        "distributed scheduler, e.g. "
-        "tcp://host:8786 (default: this machine)",
-    )
-    p.add_argument(
-        "-o",
-        "--option",
-        action="append",
-        metavar="KEY=VALUE",
-        help="output codec option, repeatable; the keys of each format are listed below "
-        "and by 'dstore formats' (default: the format's defaults)",
-    )
-    _add_drop(p)
-    _add_follow_links(p)
-    p.add_argument(
-        "--per-source",
-        action="store_true",
-        help="write one file per source (the 'source' field of a dataset read from many "
-        "files) into the new folder DST, in --to's format (default: the sources' format)",
-    )
-    p.add_argument(
-        "--layout",
-        metavar="NAME",
-        help="map label-maker arrays to a training layout (%(layouts)s), or back from one "
-        "(listed by 'dstore formats'; default: none, the fields as they are)",
-    )
-    _fill_help(p._actions[-1], layouts=_layout_names)
-    p.set_defaults(func=_cmd_convert)
-    _with_lazy_epilog(
-        p, lambda: "-o options of each format (KEY=DEFAULT  meaning):\n" + _formats_text()
-    )
+    add_convert(sub)
 
-    p = sub.add_parser("info", help="splits, fields, shapes, dtypes, sizes, codec details")
-    p.add_argument("path", help="dataset to describe")
-    _add_drop(p)
-    _add_follow_links(p)
-    # --from names an input's format in every subcommand; --format is the older spelling
-    _from_argument(
-        p, "input format: %(formats)s (default: from PATH's extension or contents)", "--format"
-    )
-    p.set_defaults(func=_cmd_info)
+    add_info(sub)
 
-    p = sub.add_parser(
-        "index",
-        help="write <file>.idx record indexes (DALI's format) for TFRecord files dstore did not "
-        "write, so any record is one seek away",
-    )
-    p.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder of shards, a glob")
-    p.add_argument(
-        "--out", metavar="DIR", help="write the indexes into DIR (default: beside each file)"
-    )
-    _from_argument(
-        p, "input format, one with record indexes: %(formats)s (default: from PATH's extension)"
-    )
-    _fill_help(p._actions[-1], formats=lambda: _codecs_where("frame_indexes"))
-    p.set_defaults(func=_cmd_index)
+    add_index(sub)
 
-    p = sub.add_parser(
-        "verify",
-        help="compare two datasets record by record, or check one alone (exit 1 on any problem)",
-    )
-    p.add_argument("a", help="the reference dataset")
-    p.add_argument(
-        "b",
-        nargs="?",
-        help="the dataset compared with A (default: none: check A alone, checksums, "
-        "then every record decoded)",
-    )
-    _from_argument(
-        p,
-        "input format of A, and of B unless --from-b is given: %(formats)s "
-        "(default: from the paths)",
-        "--format",
-    )
-    p.add_argument(
-        "--from-b",
-        dest="b_format",
-        metavar="FORMAT",
-        help="input format of B (default: --from, else from B's path)",
-    )
-    _add_follow_links(p)
-    p.set_defaults(func=_cmd_verify)
+    add_verify(sub)
+
+    add_check_command(sub)
 
     p = sub.add_parser(
         "bench",
@@ -640,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: told from the labels' shape: class ids or one-hot, (max_boxes, 5) boxes, "
         "masks the tiles' size)",
     )
-    _fill_help(p._actions[-1], layouts=_bench_layouts)
+    fill_help(p._actions[-1], layouts=_bench_layouts)
     p.add_argument(
         "--no-probe",
         action="store_true",
@@ -711,22 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_bench)
 
-    p = sub.add_parser(
-        "formats", help="registered formats, whether each is usable, and their -o options"
-    )
-    p.set_defaults(func=_cmd_formats)
+    add_formats(sub)
 
-    p = sub.add_parser("demo", help="build sample data from real photos and convert it")
-    p.add_argument(
-        "dir",
-        nargs="?",
-        default="dstore-demo",
-        help="folder for the sample data and outputs (default: %(default)s)",
-    )
-    p.add_argument(
-        "--records", type=int, default=300, help="sample records to build (default: %(default)s)"
-    )
-    p.set_defaults(func=_cmd_demo)
+    add_demo(sub)
+
     describe_commands(sub.choices)
     for command in sub.choices.values():
         # after the command as well as before it: `dstore convert a b --debug` is how the
@@ -741,47 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action.choices[name]
-    raise LookupError(name)  # build_parser always adds the subcommands
-
-
-def _expanded_glob(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]
-) -> str | None:
-    """The one-line error for positional arguments beyond those the command takes when
-    they are existing files (a glob the shell expanded: ``feats/*.json`` unquoted), else
-    None. The last one may be a new output (``convert feats/*.json out.npz``)."""
-    if not extra or any(e.startswith("-") for e in extra):
-        return None
-    command = _command_parser(parser, args.command)
-    wanted = [a for a in command._actions if not a.option_strings]
-    given = [getattr(args, a.dest) for a in wanted if isinstance(getattr(args, a.dest), str)]
-    names = [*given, *extra]
-    files = [n for n in names if os.path.exists(n)]
-    if len(files) < len(names) - 1 or not os.path.exists(names[0]):
-        return None
-    takes = " ".join(str(a.metavar or a.dest).upper() for a in wanted)
-    # the glob's files share the first one's folder and extension; an existing output
-    # (convert's DST, out.npz from an earlier run) does not
-    folder, ext = os.path.dirname(files[0]), os.path.splitext(files[0])[1]
-    matched = [f for f in files if os.path.dirname(f) == folder and f.endswith(ext)]
-    pattern = os.path.join(folder, "*" + ext) if len(matched) > 1 else None
-    quote = f', e.g. "{pattern}"' if pattern else ""
-    return (
-        f"{command.prog}: error: {len(names)} paths where it takes {takes} ({files[0]}, "
-        f"{files[1]}, ... {len(matched)} existing files): did the shell expand a glob? "
-        f"quote it{quote}"
-    )
-
-
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """``parser.parse_args``, with one line of advice for an unquoted glob."""
     args, extra = parser.parse_known_args(argv)
     if extra:
-        message = _expanded_glob(parser, args, extra)
+        message = expanded_glob(parser, args, extra)
         if message is not None:
             parser.exit(EXIT_ERROR, message + "\n")
         parser.error(f"unrecognized arguments: {' '.join(extra)}")  # as parse_args says it
@@ -804,84 +295,23 @@ def _run(argv: Sequence[str] | None) -> int:
     except MemoryError as e:  # numpy's _ArrayMemoryError among them: one line, not a traceback
         if args.debug:
             raise
-        print(_memory_error_line(args, e), file=sys.stderr)
+        print(memory_error_line(args, e), file=sys.stderr)
         return EXIT_ERROR
     except (DstoreError, ValueError, OSError, argparse.ArgumentTypeError) as e:
         if args.debug:
             raise
-        print(_error_line(args, e), file=sys.stderr)
+        print(error_line(args, e), file=sys.stderr)
         return EXIT_ERROR
 
 
-def _memory_error_line(args: argparse.Namespace, e: MemoryError) -> str:
-    """``MemoryError: SRC: out of memory (...)``."""
-    from ..model.names import printable
-
-    where = getattr(args, "src", None) or getattr(args, "path", None)
-    detail = str(e).splitlines()[0] if str(e) else ""
-    return f"MemoryError: {f'{where}: ' if where else ''}out of memory" + (
-        f" ({printable(detail)})" if detail else ""
-    )
-
-
-def _error_line(args: argparse.Namespace, e: Exception) -> str:
-    """An error as the one line the CLI prints: ``TYPE: message``."""
-    from ..model.names import printable
-
-    text = cli_words(str(e))  # --overwrite, not the library's overwrite=True
-    # dstore's own messages are one line by construction (a newline is in a name
-    # from the data): shown whole, escaped; a library's may run on over many lines
-    if text and not isinstance(e, DstoreError):
-        text = text.splitlines()[0]
-    message = printable(text) if text else repr(e)
-    if isinstance(e, OSError) and not isinstance(e, DstoreError) and e.filename is None:
-        # a write that ran out of room (errno 28) names no file: name what we wrote
-        where = getattr(args, "dst", None) or getattr(args, "path", None)
-        if where:
-            message = f"{where}: {e.strerror or message} (errno {e.errno})"
-    return f"{type(e).__name__}: {message}"
-
-
-class _SigtermAsInterrupt:
-    """SIGTERM raises :class:`~dstore.errors.Terminated`, a KeyboardInterrupt, in the
-    main thread: every clean-up that Ctrl-C runs (temporary output, writer lock, a
-    sharded run's journal) runs for it too, at once, instead of at the next run.
-    A second SIGTERM during that clean-up is ignored, so that it completes."""
-
-    def __init__(self) -> None:
-        self.received = False
-        self.previous: Any = None
-
-    def handle(self, signum: int, frame: Any) -> None:
-        self.received = True
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Terminated("terminated (SIGTERM): no output was left behind")
-
-    def __enter__(self) -> _SigtermAsInterrupt:
-        self.received = False
-        if threading.current_thread() is threading.main_thread():  # signal() needs it
-            self.previous = signal.signal(signal.SIGTERM, self.handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
-            self.previous = None
-
-
-_sigterm = _SigtermAsInterrupt()
-
-
-def _warning_line(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
-    """A warning from dstore (an old option name...) as one line, not Python's two."""
-    print(f"dstore: warning: {message}", file=sys.stderr)
+_sigterm = SigtermAsInterrupt()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             with _sigterm, warnings.catch_warnings():
-                warnings.showwarning = _warning_line
+                warnings.showwarning = warning_line
                 # shown, whatever filters the caller set (pytest's "error", say): an old
                 # option name must not fail a conversion
                 warnings.filterwarnings("default", category=FutureWarning)

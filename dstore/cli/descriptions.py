@@ -15,10 +15,12 @@ DESCRIPTIONS = {
     "names no split, such as one TFRecord file of another's, is the split 'data'), each "
     "field's kind, dtype, shape and bytes, and what its format adds (a TFRecord's tf.data "
     "snippet, shards, attributes, how the input was read).",
-    "index": "Write a <file>.idx record index (one 'offset length' line per record, as "
-    "NVIDIA DALI and the tfrecord package read it) beside each file of PATH, or into --out, "
-    "so that dstore.open, to_torch's global shuffle and DALI read any record with one "
-    "seek. Each record's CRCs are checked; compressed files are refused.",
+    "index": "Write a record index of each file of PATH (one 'offset length' line per "
+    "record, as NVIDIA DALI and the tfrecord package read it) into .dstore-index/ in the "
+    "file's folder, where no shard glob finds it, or <file>.idx files into --out, so that "
+    "dstore.open, to_torch's global shuffle and DALI read any record with one seek. Each "
+    "record's CRCs are checked; compressed files and files linked in from outside the "
+    "folder are refused.",
     "verify": "With A and B: compare them field by field, record by record (bit for bit, or "
     "within the error a lossy setting declares). With A alone: check its checksums and "
     "decode every record. Exit 0 when all is equal, 1 on any difference.",

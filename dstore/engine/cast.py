@@ -12,18 +12,29 @@ Dependencies go one way: ``dstore.api`` -> ``dstore.engine.run`` -> this module.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from ..abc import Reader, Writer
 from ..errors import SchemaError
 from ..model.checksums import FieldHasher
-from ..model.schema import DEFAULT_BATCH_BYTES, Batch, batch_rows_for, check_batch
+from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema, batch_rows_for, check_batch
 from ..parallel import prefetch
 from .dtypes import CastStats, DtypePolicy
 
-__all__ = ["Progress", "cast_batches", "write_splits"]
+__all__ = ["BatchObserver", "Progress", "cast_batches", "write_splits"]
 
 #: Called after each batch with (records in the batch, records in the whole dataset).
 Progress = Callable[[int, int], None]
+
+
+class BatchObserver(Protocol):
+    """Sees every record a conversion writes, once, without a second read
+    (``convert --check``: :class:`dstore.check.ConvertCheck`): :meth:`begin` with the
+    output schema, then a call per batch as cast, from any thread."""
+
+    def begin(self, schema: Schema) -> None: ...
+
+    def __call__(self, split: str, start: int, batch: Batch) -> None: ...
 
 
 def cast_batches(
@@ -35,6 +46,7 @@ def cast_batches(
     start: int = 0,
     stop: int | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    observe: BatchObserver | None = None,
 ) -> Iterator[Batch]:
     """Records ``start:stop`` of ``split`` (default: all), checked against the
     reader's schema and cast by ``policy``, exactly as they will be written.
@@ -52,7 +64,10 @@ def cast_batches(
         batch_rows=batch_rows_for(spec, batch_bytes, reader.stored_record_bytes(split)),
     ):
         n = check_batch(spec, batch)
-        yield policy.apply(spec, batch, pos, stats, reader.path)
+        out = policy.apply(spec, batch, pos, stats, reader.path)
+        if observe is not None:  # convert --check: the records as written
+            observe(split, pos, out)
+        yield out
         pos += n
     if pos != stop:
         raise SchemaError(
@@ -70,6 +85,7 @@ def write_splits(
     *,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
     progress: Progress | None = None,
+    observe: BatchObserver | None = None,
 ) -> None:
     """Every split of ``reader``, in schema order, through :func:`cast_batches` into
     ``writer``, hashing each field's values as written; the next batch is read in a
@@ -77,7 +93,9 @@ def write_splits(
     total = reader.schema.records
     for split in reader.schema.splits.values():
         for batch in prefetch(
-            cast_batches(reader, split.name, policy, stats, batch_bytes=batch_bytes)
+            cast_batches(
+                reader, split.name, policy, stats, batch_bytes=batch_bytes, observe=observe
+            )
         ):
             hasher.update(split.name, batch)
             writer.write(split.name, batch)

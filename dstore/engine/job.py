@@ -23,7 +23,7 @@ from .dtypes import DtypePolicy, OnOverflow, parse_policy
 if TYPE_CHECKING:
     from ..abc import Reader
     from ..output import Overwrite
-    from .cast import Progress
+    from .cast import BatchObserver, Progress
 
 __all__ = ["ConvertJob", "SourceRef"]
 
@@ -98,6 +98,9 @@ class ConvertJob:
     keep_encoded: bool = False
     #: called with (1, files) after each file of a many-file source is scanned
     scan_progress: Progress | None = None
+    #: sees each batch as written (``convert --check``); shards are then written on
+    #: threads of this process, not in worker processes or on Dask
+    observe: BatchObserver | None = None
 
     @classmethod
     def build(

@@ -37,6 +37,8 @@ def worker_processes(
     records are few, the source cannot be reopened by range, or this is a worker."""
     if job.client is not None or job.source is None or not reader.random_access:
         return None
+    if job.observe is not None:  # convert --check sees the records here, not in children
+        return None
     gil_bound = sum(s.records for s in shards if writer.gil_bound(s.split))
     workers = writer.workers or default_workers()
     if gil_bound < PROCESS_MIN_RECORDS or workers < 2:

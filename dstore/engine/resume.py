@@ -17,7 +17,7 @@ from ..abc import Codec, Reader, Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError, OutputExistsError
 from ..fs import is_url, url_fs
 from ..model.schema import Schema
-from ..sharding.index import INDEX_SUFFIX
+from ..sharding.index import INDEX_DIR, INDEX_SUFFIX, index_name
 from .job import ConvertJob
 from .journal import JOURNAL, append_journal, read_journal, still_good
 
@@ -132,7 +132,7 @@ def check_unchanged(
 def remove_unjournaled(root: str, shards: Sequence[Shard]) -> None:
     """The files of ``shards`` (and their index and ``.part``), written or not."""
     for shard in shards:
-        for name in (shard.file, shard.file + INDEX_SUFFIX):
+        for name in (shard.file, index_name(shard.file), shard.file + INDEX_SUFFIX):
             for path in (name, name + ".part"):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(root, path))
@@ -175,10 +175,23 @@ def keep_finished_shards(
     planned = {s.file for s in plan}
     kept = {f: e for f, e in done_before.items() if f in planned and still_good(root, e)}
     keep = set(kept) | {e["index"]["file"] for e in kept.values() if "index" in e}
-    for name in os.listdir(root):  # partial shards and the old journal, rewritten below
+    # partial shards and indexes, and the old journal (rewritten below)
+    for name in _files_below(root):
         if name not in keep:
             os.remove(os.path.join(root, name))
     append_journal(journal, header)
     for entry in kept.values():
         append_journal(journal, entry)
     return kept, journal
+
+
+def _files_below(root: str) -> list[str]:
+    """The files of a run's folder (its root and its ``.dstore-index/``), relative to it."""
+    out = []
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if name == INDEX_DIR and os.path.isdir(path) and not os.path.islink(path):
+            out += [f"{INDEX_DIR}/{f}" for f in os.listdir(path)]
+        else:
+            out.append(name)
+    return out

@@ -76,6 +76,7 @@ def shard_streams(
             start=run[0].start,
             stop=run[-1].stop,
             batch_bytes=job.batch_bytes,
+            observe=job.observe,
         )
         yield from zip(
             run, _cut(prefetch(stream) if ahead else stream, [s.records for s in run]), strict=True

@@ -1,6 +1,8 @@
 """Class labels: an integer scalar field whose values index a list of class names
 (a Hugging Face or TFDS ``ClassLabel``; -1 is "no label", as ``datasets`` has it), or a
-one-hot field of one value per class name (label-maker's), stored as the index of its 1."""
+one-hot field of one value per class name (label-maker's), stored as the index of its 1;
+and which fields are labels by their name (``dstore bench``'s probe and ``dstore
+check`` both ask :func:`is_label_name`)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,27 @@ from ..errors import CodecIOError, SchemaError
 from .kinds import Image
 from .schema import FieldSpec, Schema
 
-__all__ = ["check_labels", "from_one_hot", "is_one_hot", "label_field", "to_one_hot"]
+__all__ = [
+    "LABEL_NAMES",
+    "LABEL_PREFIXES",
+    "check_labels",
+    "from_one_hot",
+    "is_label_name",
+    "is_one_hot",
+    "label_field",
+    "to_one_hot",
+]
+
+#: names of label fields: ``y`` of label-maker, ``labels`` of CoralNet's features...
+LABEL_NAMES = ("labels", "label", "y", "target", "targets", "class", "classes")
+#: what the training layouts (:mod:`dstore.layouts.tiles`) annotate an image with: boxes,
+#: class ids and texts (``image/object/...``), class masks (``image/segmentation/...``)
+LABEL_PREFIXES = ("image/object/", "image/segmentation/")
+
+
+def is_label_name(name: str) -> bool:
+    """True for a field that labels records rather than holding their data."""
+    return name in LABEL_NAMES or name.startswith(LABEL_PREFIXES)
 
 
 def _is_label(spec: FieldSpec) -> bool:

@@ -132,7 +132,7 @@ def _tfrecord_dataset(
     shuffle, seed, ordered = order.buffer, order.seed, order.ordered
     reader = source.reader()
     encs = reader.encodings[source.split]
-    files = [s.path for s in reader.shards[source.split]]
+    files = reader.sized_paths(source.split)  # tf.data reads them: their sizes checked here
     compression = reader.tf_compression_types(source.split)  # per shard: may be mixed
     names = source.fields
     description: dict[str, Any] = {}

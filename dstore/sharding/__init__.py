@@ -12,8 +12,12 @@ about it that does not depend on how records become bytes:
 - :mod:`~dstore.sharding.reader`: the manifest, the shard list, reading
   across shard boundaries, record ranges, completeness of ``-of-N`` sets,
   integrity checks and ``owns`` (:class:`ShardedDirectoryReader`);
+- :mod:`~dstore.sharding.files`: which files a folder, glob or brace pattern
+  names, none linked in from outside; the manifest's files distinct and present;
+- :mod:`~dstore.sharding.checked`: shards against their manifest entry (size,
+  sha256 when read whole) and record indexes against the shards' frames;
 - :mod:`~dstore.sharding.cache`, :mod:`~dstore.sharding.index`: a bounded local
-  cache of remote shards, and record indexes of TFRecord shards.
+  cache of remote shards, and record indexes of TFRecord shards (``.dstore-index/``).
 
 The container names no format and runs no conversion: the conversion itself,
 shard by shard, local or on Dask, resumable, with its journal, is the engine's

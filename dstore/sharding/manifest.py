@@ -10,6 +10,7 @@ relative to its folder and never lead outside it.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,9 @@ __all__ = [
     "MANIFEST",
     "check_compression",
     "check_encodings",
+    "check_entries",
+    "check_listed_file",
+    "check_shard_file",
     "check_shards",
     "foreign_files",
     "is_manifest_of",
@@ -41,6 +45,7 @@ MANIFEST = "dstore.json"
 FORMAT_VERSION = 1
 #: the manifest entry of one shard, in the order it is written
 ENTRY_KEYS = ("file", "records", "bytes", "sha256")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def manifest_base(format_id: str, compression: str | None) -> dict[str, Any]:
@@ -54,30 +59,21 @@ def manifest_base(format_id: str, compression: str | None) -> dict[str, Any]:
 
 
 def load_manifest(path: str) -> dict[str, Any]:
-    """The manifest at ``path``, its shard list checked: names inside its folder,
-    positive record counts adding up to each split's count.
+    """The manifest at ``path``, its shard list checked (:func:`check_entries`): names
+    inside its folder, each listed once, positive record counts adding up to each
+    split's count, sizes and sha256 of the right types.
 
     Raises :class:`~dstore.errors.CodecIOError` naming the file for anything else."""
     try:
         m = load_json_file(path, "manifest")
+        if not isinstance(m, dict):
+            raise CodecIOError(f"{path}: unreadable manifest: not a JSON object")
         root = path.rsplit("/", 1)[0] if fs.is_url(path) else (os.path.dirname(path) or ".")
-        for split, info in m["splits"].items():
-            total = 0
-            for s in info["shards"]:
-                names.check_relative(root, s["file"])  # never sends a reader outside its folder
-                if "index" in s:
-                    names.check_relative(root, s["index"]["file"])
-                if int(s["records"]) <= 0:  # dstore never writes an empty shard
-                    raise CodecIOError(f"{path}: shard {s['file']} claims {s['records']} records")
-                total += int(s["records"])
-            if total != int(info["count"]):
-                raise CodecIOError(f"{path}: split {split!r}: shard counts do not add up")
+        check_entries(path, root, m)
     except CodecIOError:
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise CodecIOError(f"{path}: unreadable manifest: {e}") from None
-    if not isinstance(m, dict):
-        raise CodecIOError(f"{path}: unreadable manifest: not a JSON object")
     return m
 
 
@@ -120,6 +116,64 @@ def check_encodings(
                     f"not hold {spec.kind.describe()} ({codec} stores it as "
                     f"{' or '.join(sorted(allowed))}; corrupt manifest)"
                 )
+
+
+def check_entries(path: str, root: str, m: Mapping[str, Any]) -> None:
+    """Refuse a manifest (at ``path``, its names relative to ``root``) that lists a file
+    twice (as shard or index, under names equal but for case too: one file on macOS
+    and Windows), names the manifest itself, or whose entries do not add up."""
+    seen: dict[str, str] = {MANIFEST.casefold(): f"the manifest {MANIFEST}"}
+    for split, info in m["splits"].items():
+        total = 0
+        for s in info["shards"]:
+            entries = [("shard", s), *([("index", s["index"])] if "index" in s else [])]
+            for role, entry in entries:
+                _check_entry(path, root, entry, role)
+                key = str(entry["file"]).casefold()
+                if key in seen:
+                    raise CodecIOError(
+                        f"{path}: {role} {entry['file']} is listed twice (also as {seen[key]}); "
+                        "each file is read once"
+                    )
+                seen[key] = f"{role} {entry['file']} of split {split!r}"
+            records = s["records"]
+            if isinstance(records, bool) or not isinstance(records, int) or records <= 0:
+                # dstore never writes an empty shard
+                raise CodecIOError(f"{path}: shard {s['file']} claims {records!r} records")
+            total += records
+        if total != int(info["count"]):
+            raise CodecIOError(f"{path}: split {split!r}: shard counts do not add up")
+
+
+def _check_entry(path: str, root: str, entry: Mapping[str, Any], role: str) -> None:
+    """One shard's or index's entry: a name inside the folder, a size and a sha256."""
+    name = entry["file"]
+    if not isinstance(name, str):
+        raise CodecIOError(f"{path}: a {role} entry's file is {name!r}, not a name")
+    names.check_relative(root, name)  # never sends a reader outside its folder
+    size, sha = entry["bytes"], entry["sha256"]
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise CodecIOError(f"{path}: {role} {name}: bytes is {size!r}, not a size")
+    if not isinstance(sha, str) or not _SHA256.fullmatch(sha):
+        raise CodecIOError(f"{path}: {role} {name}: sha256 is {sha!r}, not a sha256 digest")
+
+
+def check_shard_file(path: str, entry: Mapping[str, Any]) -> None:
+    """Refuse the file at ``path`` unless its size and sha256 are ``entry``'s (a manifest
+    entry: ``bytes``, ``sha256``): a shard read whole, a downloaded copy (the shard
+    cache calls this on each file it fetches)."""
+    try:
+        size, sha = fs.sha256_file(path)
+    except FileNotFoundError:
+        raise CodecIOError(f"{path}: missing (the manifest lists it)") from None
+    except OSError as e:
+        raise CodecIOError(f"{path}: cannot read: {e.strerror or e}") from None
+    if size != entry["bytes"] or sha != entry["sha256"]:
+        raise CodecIOError(
+            f"{path}: {size} bytes with sha256 {sha[:16]}..., the manifest lists "
+            f"{entry['bytes']} bytes with sha256 {str(entry['sha256'])[:16]}... (not this "
+            "dataset's shard, or damaged)"
+        )
 
 
 def is_manifest_of(folder: str, format_id: str) -> bool:
@@ -182,11 +236,12 @@ def check_shards(root: str, manifest: Mapping[str, Any]) -> list[tuple[bool, str
     for split, info in manifest["splits"].items():
         for shard in info["shards"]:
             files = [shard, *([shard["index"]] if "index" in shard else [])]
-            results.extend(_check_file(root, f, split) for f in files)
+            results.extend(check_listed_file(root, f, split) for f in files)
     return results
 
 
-def _check_file(root: str, entry: Mapping[str, Any], split: str) -> tuple[bool, str]:
+def check_listed_file(root: str, entry: Mapping[str, Any], split: str) -> tuple[bool, str]:
+    """One file a manifest entry lists (under ``root``), checked: ``(ok, what was found)``."""
     path = fs.join(root, entry["file"])
     if not fs.exists(path):
         return False, f"{entry['file']}: missing"

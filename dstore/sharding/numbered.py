@@ -10,7 +10,7 @@ from typing import ClassVar
 from ..abc import Shard
 from ..model import names
 from ..model.schema import KNOWN_SPLITS
-from .reader import ShardedDirectoryReader, brace_files
+from .reader import ShardedDirectoryReader
 
 __all__ = ["NumberedShardReader", "numbered_name", "numbered_names", "numbered_split"]
 
@@ -33,13 +33,11 @@ def numbered_split(filename: str, suffix: str) -> str | None:
 
 
 class NumberedShardReader(ShardedDirectoryReader):
-    """A sharded reader of shards numbered without a total, whose files dstore did not
-    write may be named by a brace pattern; they end in :attr:`shard_suffix`."""
+    """A sharded reader of shards numbered without a total (files dstore did not write
+    may be named by a brace pattern, as for any sharded reader); they end in
+    :attr:`shard_suffix`."""
 
     shard_suffix: ClassVar[str]
 
     def split_of(self, filename: str) -> str:
         return numbered_split(filename, self.shard_suffix) or super().split_of(filename)
-
-    def find_files(self, path: str) -> list[str]:
-        return brace_files(path) or super().find_files(path)

@@ -5,12 +5,15 @@ does not depend on how a record is encoded:
 
 - the manifest (``dstore.json``): schema, shard list, counts, compression,
   checked once when opened (:func:`~dstore.sharding.manifest.load_manifest`);
-- one shard named inside such a folder (read as its own split, typed by the manifest);
-- files dstore did not write: a folder, a glob or one file, grouped into splits by
-  name, ``-i-of-N`` sets checked for completeness;
+- one shard named inside such a folder (read as its own split, typed by the
+  manifest);
+- files dstore did not write: a folder, a glob or one file, grouped into
+  splits by name, ``-i-of-N`` sets checked for completeness;
 - reading records ``start:stop`` across shard boundaries, or at any positions
   (:mod:`~dstore.sharding.records`), record ranges for training workers, integrity
-  checks against the manifest.
+  checks against the manifest (:class:`~dstore.sharding.checked.CheckedShards`:
+  sizes, sha256 of shards read whole, record indexes walked against the frames), no file linked in from
+  outside its folder (:mod:`~dstore.sharding.files`).
 
 A format subclasses it and answers three questions only:
 
@@ -24,11 +27,10 @@ A format subclasses it and answers three questions only:
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
 import re
 from abc import abstractmethod
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -36,10 +38,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .. import fs
+from .. import fs, links
 from ..abc import RANGE_BYTES, Reader, even_ranges
 from ..errors import CodecIOError
-from ..model import column_len, concat_columns
+from ..model import concat_columns
 from ..model.checksums import CHECKSUM_ATTR
 from ..model.schema import (
     DEFAULT_SPLIT,
@@ -47,22 +49,28 @@ from ..model.schema import (
     Batch,
     FieldSpec,
     Schema,
-    SerializedBatch,
     SplitSpec,
-    slice_batch,
 )
 from ..parallel import default_workers
+from .batches import group_ranges, group_slices, rebatch
 from .cache import ShardCache
-from .index import INDEX_SUFFIX, read_index
-from .manifest import MANIFEST, check_compression, check_encodings, check_shards, load_manifest
+from .checked import CheckedShards
+from .files import brace_files, check_complete, check_listed, list_files, with_sidecar
+from .manifest import MANIFEST, check_compression, check_encodings, load_manifest
 from .records import IndexedReads
 
-__all__ = ["ShardFile", "ShardedDirectoryReader", "check_complete", "group_ranges"]
+__all__ = [
+    "ShardFile",
+    "ShardedDirectoryReader",
+    "brace_files",
+    "check_complete",
+    "group_ranges",
+    "group_slices",
+]
 
 #: records per group handed to a decoding thread
 DECODE_GROUP = 16
 
-_OF_RE = re.compile(r"-(\d+)-of-(\d+)")
 _OURS_RE = re.compile(r"^(?P<split>.+?)-\d+-of-\d+")
 
 
@@ -76,62 +84,25 @@ class ShardFile:
     compression: str | None = None
     #: its record index (``<shard>.idx``, :mod:`dstore.sharding.index`), if it has one
     index: str | None = None
-    #: its size and sha256 as the manifest lists them (None: no manifest)
+    #: its size and sha256 as the manifest lists them (None for files dstore did not write)
     size: int | None = None
     sha256: str | None = None
-
-
-def check_complete(split: str, paths: Sequence[str]) -> None:
-    """Shards named ``-i-of-N`` must all be there: a partial set must not look complete."""
-    numbered = [
-        (int(m.group(1)), int(m.group(2)))
-        for p in paths
-        if (m := _OF_RE.search(os.path.basename(p)))
-    ]
-    if not numbered:
-        return
-    totals = {n for _, n in numbered}
-    have = {i for i, _ in numbered}
-    total = max(totals)
-    missing = [i for i in range(total) if i not in have]
-    if len(totals) > 1 or missing:
-        shown = ", ".join(f"{i:05d}" for i in missing[:5]) + (" ..." if len(missing) > 5 else "")
-        raise CodecIOError(
-            f"{os.path.dirname(paths[0]) or '.'}: split {split!r} is incomplete: "
-            f"{len(have)} of {total} shards present" + (f" (missing {shown})" if missing else "")
-        )
 
 
 def _parent(path: str) -> str:
     return (path.rsplit("/", 1)[0] if fs.is_url(path) else os.path.dirname(path)) or "."
 
 
-_BRACE_RE = re.compile(r"\{(\d+)\.\.(\d+)\}")
+def _shard_file(root: str, entry: dict[str, Any], compression: str | None) -> ShardFile:
+    """A shard as a manifest entry lists it (names relative to ``root``)."""
+    index = fs.join(root, entry["index"]["file"]) if "index" in entry else None
+    path = fs.join(root, entry["file"])
+    return ShardFile(
+        path, int(entry["records"]), compression, index, entry["bytes"], entry["sha256"]
+    )
 
 
-def brace_files(path: str) -> list[str] | None:
-    """The files a ``{000000..000009}`` brace pattern names (the shard URLs of WebDataset
-    and tf.data), each of which must exist; None for a path without one."""
-    if not _BRACE_RE.search(path):
-        return None
-    pieces = _BRACE_RE.split(path)  # text, lo, hi, text, lo, hi, ..., text
-    ranges = [
-        [f"{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1)]
-        for lo, hi in zip(pieces[1::3], pieces[2::3], strict=True)
-    ]
-    files = []
-    for combo in itertools.product(*ranges):
-        parts = [pieces[0]]
-        for value, text in zip(combo, pieces[3::3], strict=True):
-            parts += [value, text]
-        files.append("".join(parts))
-    missing = [f for f in files if not fs.exists(f)]
-    if missing or not files:
-        raise CodecIOError(f"{path}: {missing[0] if missing else 'no file'} does not exist")
-    return files
-
-
-class ShardedDirectoryReader(IndexedReads, Reader):
+class ShardedDirectoryReader(IndexedReads, CheckedShards, Reader):
     """A dataset stored as shard files, with or without dstore's manifest.
 
     Subclasses set :attr:`format_id` (the manifest's ``format``),
@@ -152,9 +123,17 @@ class ShardedDirectoryReader(IndexedReads, Reader):
     #: the manifest's ``compression`` values this format reads (whole-shard streams)
     compressions: ClassVar[tuple[str | None, ...]] = (None,)
 
-    def __init__(self, path: str, workers: int = 0) -> None:
+    def __init__(self, path: str, workers: int = 0, follow_links: bool = False) -> None:
         self.path = path
         self.workers = workers or default_workers()
+        #: read shards and indexes linked in from outside their folder (else refused)
+        self.follow_links = follow_links
+        #: local shards whose size and sha256 matched the manifest, by path: the file's
+        #: identity and times then (any rewrite or replacement changes them)
+        self._checked_files: dict[str, tuple[int, ...]] = {}
+        self._hashing: dict[str, Any] = {}
+        self._hasher: ThreadPoolExecutor | None = None
+        self._hasher_pid = 0
         #: the manifest when dstore wrote the folder, else None (read by inspection)
         self.manifest: dict[str, Any] | None = None
         self.root = path  # the folder shard names in a manifest are relative to
@@ -165,6 +144,7 @@ class ShardedDirectoryReader(IndexedReads, Reader):
         manifest_path = fs.join(path, MANIFEST)
         if fs.isdir(path) and fs.exists(manifest_path):
             self._open_manifest(manifest_path)
+            self.shards = check_listed(manifest_path, self.root, self.shards)
         elif not self._open_listed_shard(path):
             files = self.find_files(path)
             # one file named by the user is what they asked for, not an incomplete set
@@ -290,17 +270,7 @@ class ShardedDirectoryReader(IndexedReads, Reader):
         try:
             self.schema = Schema.from_json(m["schema"])
             self.shards = {
-                split: [
-                    ShardFile(
-                        fs.join(self.root, s["file"]),
-                        int(s["records"]),
-                        comp,
-                        fs.join(self.root, s["index"]["file"]) if "index" in s else None,
-                        s.get("bytes"),
-                        s.get("sha256"),
-                    )
-                    for s in info["shards"]
-                ]
+                split: [_shard_file(self.root, s, comp) for s in info["shards"]]
                 for split, info in m["splits"].items()
             }
         except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -346,31 +316,24 @@ class ShardedDirectoryReader(IndexedReads, Reader):
         self.schema = Schema(
             {split: SplitSpec(split, records, self.schema.splits[split].fields)}, attrs
         )
-        index = fs.join(root, entry["index"]["file"]) if "index" in entry else None
-        sums = (entry.get("bytes"), entry.get("sha256"))
-        self.shards = {split: [ShardFile(path, records, m.get("compression"), index, *sums)]}
+        shard = dataclasses.replace(_shard_file(root, entry, m.get("compression")), path=path)
+        if shard.index is not None and not fs.is_url(root):
+            # the index is read because of the folder, not named by the user: its rule
+            links.check_inside(root, [shard.index], self.follow_links)
+        self.shards = check_listed(manifest_path, root, {split: [shard]})
         assert self.manifest is not None
         self.manifest = {**self.manifest, "splits": {split: {"count": records, "shards": [entry]}}}
         return True
 
     def find_files(self, path: str) -> list[str]:
-        """The files of a folder (those :attr:`file_pattern` matches), a glob, or one file."""
-        return self.find_files_at(path)
+        """The files of a folder (those :attr:`file_pattern` matches), a glob, a brace
+        pattern or one file; none linked in from outside unless :attr:`follow_links`."""
+        return self.find_files_at(path, self.follow_links)
 
     @classmethod
-    def find_files_at(cls, path: str) -> list[str]:
+    def find_files_at(cls, path: str, follow_links: bool = False) -> list[str]:
         """:meth:`find_files` without a reader (``dstore index`` lists files with it)."""
-        if fs.isdir(path):
-            files = sorted(
-                fs.join(path, f) for f in fs.listdir(path) if re.search(cls.file_pattern, f)
-            )
-        elif any(c in path for c in "*?["):
-            files = sorted(fs.glob(path))
-        else:
-            files = [path] if fs.exists(path) else []
-        if not files:
-            raise CodecIOError(f"{path}: no {cls.codec_name} files found")
-        return files
+        return list_files(path, cls.file_pattern, cls.codec_name, follow_links)
 
     def _inspect(self, files: list[str], whole_sets: bool = True) -> None:
         by_split: dict[str, list[str]] = {}
@@ -382,7 +345,7 @@ class ShardedDirectoryReader(IndexedReads, Reader):
         splits = {}
         for split, paths in by_split.items():
             fields, shards = self.scan_split(split, paths)
-            self.shards[split] = [_with_sidecar(s) for s in shards]
+            self.shards[split] = [with_sidecar(s, self.follow_links) for s in shards]
             splits[split] = SplitSpec(split, sum(s.records for s in self.shards[split]), fields)
         self.schema = Schema(splits)
 
@@ -395,16 +358,6 @@ class ShardedDirectoryReader(IndexedReads, Reader):
             for shards in self.shards.values()
             for s in shards
         )
-
-    def frame_offsets(self, shard: ShardFile) -> np.ndarray | None:
-        """Where each record of ``shard`` starts (and, last, where the shard ends), from
-        its record index, checked against the shard; None without an index."""
-        if shard.index is None or shard.compression is not None:
-            return None
-        offsets = self._offsets.get(shard.path)
-        if offsets is None:
-            offsets = self._offsets[shard.path] = read_index(shard.index, shard.path, shard.records)
-        return offsets
 
     # ------------------------------------------------------------ reading
 
@@ -423,21 +376,55 @@ class ShardedDirectoryReader(IndexedReads, Reader):
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
-        slices: Iterable[tuple[ShardFile, int, int]] = self.shard_slices(spec.name, start, stop)
+        listed = self.shard_slices(spec.name, start, stop)
+        slices: Iterable[tuple[ShardFile, int, int]] = listed
         if self.shard_cache is not None:
-            slices = self.shard_cache.local_slices(self.shard_slices(spec.name, start, stop))
+            # copies the cache verified against the manifest as it fetched them
+            slices = (
+                (dataclasses.replace(shard, size=None, sha256=None), lo, hi)
+                for shard, lo, hi in self.shard_cache.local_slices(listed)
+            )
+        else:  # each shard read whole is hashed while the one before it is read
+            slices = self._hashed_ahead(listed)
         with ThreadPoolExecutor(self.workers, thread_name_prefix="dstore-decode") as pool:
             per_shard = (
                 batch
                 for shard, lo, hi in slices
-                for batch in self.read_shard(spec, names, shard, lo, hi, rows, pool)
+                for batch in self._read_checked(spec, names, shard, lo, hi, rows, pool)
             )
             if not names:
                 yield from per_shard
             else:
-                yield from _rebatch(per_shard, spec, names, rows)
+                yield from rebatch(per_shard, spec, names, rows)
+
+    def _read_checked(
+        self,
+        spec: SplitSpec,
+        names: list[str],
+        shard: ShardFile,
+        lo: int,
+        hi: int,
+        rows: int,
+        pool: Executor,
+    ) -> Iterator[Batch]:
+        """:meth:`read_shard`, once the shard agrees with its manifest entry (its sha256
+        when it is read whole)."""
+        self.check_shard(shard, whole=lo == 0 and hi == shard.records)
+        yield from self.read_shard(spec, names, shard, lo, hi, rows, pool)
+
+    def _hashed_ahead(
+        self, slices: list[tuple[ShardFile, int, int]]
+    ) -> Iterator[tuple[ShardFile, int, int]]:
+        """The slices, the next one's shard hashed ahead when it is to be read whole."""
+        for i, (shard, lo, hi) in enumerate(slices):
+            if i + 1 < len(slices):
+                after, a, b = slices[i + 1]
+                if a == 0 and b == after.records:
+                    self.hash_ahead(after)
+            yield shard, lo, hi
 
     def close(self) -> None:
+        self.close_checks()
         if self.shard_cache is not None:
             self.shard_cache.close()
         self.close_kept()
@@ -475,14 +462,6 @@ class ShardedDirectoryReader(IndexedReads, Reader):
             if (lossy := getattr(enc, "lossy", None)) is not None
         }
 
-    def check_integrity(self) -> list[tuple[bool, str]]:
-        """Every shard the manifest lists: present, of its size, with its sha256."""
-        if self.manifest is None:
-            return [
-                (True, f"no dstore manifest: {self.codec_name} records decoded and checked only")
-            ]
-        return check_shards(self.root, self.manifest)
-
     def check_count(self, shard: ShardFile, count: int, what: str = "records") -> None:
         """Refuse a shard holding another number of records than its listing says."""
         if count != shard.records:
@@ -491,74 +470,3 @@ class ShardedDirectoryReader(IndexedReads, Reader):
     def pieces_by_size(self, shard: ShardFile, target_bytes: int) -> int:
         """Pieces of about ``target_bytes`` of stored bytes (for formats entered cheaply)."""
         return -(-fs.getsize(shard.path) // max(1, target_bytes))
-
-
-def _join(spec: SplitSpec, names: list[str], parts: list[Batch]) -> Batch:
-    """One batch from consecutive ones, keeping serialized records a writer may copy."""
-    if len(parts) == 1:
-        return parts[0]
-    cols = {n: concat_columns(spec.fields[n].kind, [p[n] for p in parts]) for n in names}
-    first = parts[0]
-    if isinstance(first, SerializedBatch) and all(
-        isinstance(p, SerializedBatch) and p.signature == first.signature for p in parts
-    ):
-        records = [r for p in parts for r in p.records]  # type: ignore[attr-defined]
-        return SerializedBatch(cols, records, first.signature)
-    return cols
-
-
-def _rebatch(
-    batches: Iterator[Batch], spec: SplitSpec, names: list[str], rows: int
-) -> Iterator[Batch]:
-    """Batches of exactly ``rows`` records (the last may be shorter) from per-shard ones.
-
-    Readers promise batches of ``rows`` across shard boundaries (``verify`` walks
-    two readers side by side); a batch inside one shard passes through uncopied."""
-    pending: list[Batch] = []
-    have = 0
-    for batch in batches:
-        n = column_len(batch[names[0]])
-        off = 0
-        while off < n:
-            if not pending and n - off >= rows:
-                yield batch if (off, n) == (0, rows) else slice_batch(batch, off, off + rows)
-                off += rows
-                continue
-            take = min(rows - have, n - off)
-            pending.append(batch if (off, take) == (0, n) else slice_batch(batch, off, off + take))
-            have += take
-            off += take
-            if have == rows:
-                yield _join(spec, names, pending)
-                pending, have = [], 0
-    if pending:
-        yield _join(spec, names, pending)
-
-
-def group_ranges(
-    shards_groups: Iterable[Iterable[tuple[int, int]]], target_bytes: int
-) -> list[tuple[int, int]]:
-    """Record ranges of a split whose shards are read a group at a time (Parquet row
-    groups): whole groups, ``(records, bytes)`` each, gathered to about ``target_bytes``."""
-    ranges: list[tuple[int, int]] = []
-    first = 0
-    for groups in shards_groups:
-        start, size = first, 0
-        for records, nbytes in groups:
-            first += records
-            size += nbytes
-            if size >= target_bytes:
-                ranges.append((start, first))
-                start, size = first, 0
-        if first > start:
-            ranges.append((start, first))
-    return ranges
-
-
-def _with_sidecar(shard: ShardFile) -> ShardFile:
-    """A shard dstore did not write, with the ``<shard>.idx`` beside it if there is one
-    (``dstore index`` writes them; DALI's ``tfrecord2idx`` too)."""
-    sidecar = shard.path + INDEX_SUFFIX
-    if shard.index is None and not fs.is_url(shard.path) and os.path.isfile(sidecar):
-        return dataclasses.replace(shard, index=sidecar)
-    return shard

@@ -36,9 +36,9 @@ class Span(Protocol):
 class SpanShardReader(ShardedDirectoryReader):
     """A sharded reader whose format finds its records' spans with :meth:`walk_shard`."""
 
-    def __init__(self, path: str, workers: int = 0) -> None:
+    def __init__(self, path: str, workers: int = 0, follow_links: bool = False) -> None:
         self._spans: dict[str, list[Any]] = {}
-        super().__init__(path, workers)
+        super().__init__(path, workers, follow_links)
 
     @abstractmethod
     def walk_shard(self, f: IO[bytes], path: str, size: int) -> list[Any]:

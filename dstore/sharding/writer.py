@@ -21,7 +21,8 @@ records become bytes:
   library writes by path (``writes_paths``: a C++ writer, :mod:`~dstore.sharding.native`), and
   ``manifest_head``;
 - record indexes (``record_index``): each frame's length noted as it is
-  written, a ``<shard>.idx`` beside the shard (:mod:`dstore.sharding.index`).
+  written, a ``.dstore-index/<shard>.idx`` (:mod:`dstore.sharding.index`): never
+  in the folder's root, where a ``<split>-*`` glob would take it for a shard.
 
 The reading half is :mod:`dstore.sharding.reader`, the manifest
 :mod:`dstore.sharding.manifest`, the resume journal :mod:`dstore.engine.journal`.
@@ -50,7 +51,7 @@ from ..model import names
 from ..model.schema import Batch, Schema, slice_batch
 from ..options import options_json
 from ..parallel import default_workers, ordered_map
-from .index import INDEX_SUFFIX, format_index
+from .index import write_index
 from .manifest import ENTRY_KEYS, MANIFEST, manifest_base
 
 __all__ = [
@@ -309,7 +310,7 @@ class ShardedDirectoryWriter(ShardWriter):
     #: the codec's name, which starts every error message
     codec_name: ClassVar[str] = "sharded"
     #: True when each encoded record is one frame a reader can seek to: an
-    #: uncompressed shard then gets a ``<shard>.idx`` record index (``sharding.index``)
+    #: uncompressed shard then gets a ``.dstore-index/<shard>.idx`` record index
     record_index: ClassVar[bool] = False
     #: True when the format's library writes a shard itself, given a path (a C++ writer):
     #: ``write_shard`` then calls :meth:`write_shard_file` on the ``.part`` path and
@@ -444,16 +445,8 @@ class ShardedDirectoryWriter(ShardWriter):
             "sha256": sha,
         }
         if lengths is not None:
-            entry["index"] = self._write_index(root, shard.file + INDEX_SUFFIX, lengths)
+            entry["index"] = write_index(root, shard.file, lengths, open_for_write)
         return entry
-
-    @staticmethod
-    def _write_index(root: str, name: str, lengths: list[int]) -> dict[str, Any]:
-        """The record index of a shard just written, committed the same way, with its hash."""
-        data = format_index(lengths)
-        with open_for_write(root, name) as f:
-            f.write(data)
-        return {"file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
     def _write_shard_path(
         self,

@@ -48,12 +48,12 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
     file_pattern = r"\.array_?record(-\d+-of-\d+)?$"
     shard_extension = r"\.array_?record"
 
-    def __init__(self, path: str, workers: int = 0) -> None:
+    def __init__(self, path: str, workers: int = 0, follow_links: bool = False) -> None:
         self.encodings: dict[str, dict[str, FieldEncoding]] = {}
         self._files: dict[str, Any] = {}  # open library readers by path
         self._counted: set[str] = set()  # shards whose record count was checked
         self._lock = threading.Lock()
-        super().__init__(path, workers)
+        super().__init__(path, workers, follow_links)
 
     def scan_split(
         self, split: str, paths: list[str]

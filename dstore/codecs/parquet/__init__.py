@@ -108,7 +108,9 @@ class ParquetCodec(ShardedCodec):
             links.check_store(path, self.follow_links, "folder")
         from .reader import ParquetReader
 
-        return ParquetReader(path, self.options.workers, self.options.drop_unmapped)
+        return ParquetReader(
+            path, self.options.workers, self.options.drop_unmapped, self.follow_links
+        )
 
     def record_sizes(self, writer: Any, split: str, records: Batch) -> list[int]:
         return [int(n) for n in writer.encode_chunk(split, records)[1]]

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ... import fs
+from ... import fs, links
 from ...abc import RANGE_BYTES, runs_of
 from ...errors import CodecIOError, SchemaError
 from ...images.pixels import decode_pixel_column, image_format
@@ -35,9 +35,11 @@ def _one_line(e: Exception) -> str:
 
 
 def open_parquet(path: str) -> pq.ParquetFile:
-    """``path`` opened by pyarrow; anything unreadable is one line naming it."""
+    """``path`` opened by pyarrow, every page that carries a CRC (dstore writes them)
+    checked as it is read; anything unreadable is one line naming it."""
     try:
-        return pq.ParquetFile(fs.open_binary(path) if fs.is_url(path) else path)
+        source = fs.open_binary(path) if fs.is_url(path) else path
+        return pq.ParquetFile(source, page_checksum_verification=True)
     except (pa.ArrowException, OSError) as e:
         raise CodecIOError(f"{path}: not a readable Parquet file: {_one_line(e)}") from None
 
@@ -48,7 +50,13 @@ class ParquetReader(ShardedDirectoryReader):
     file_pattern = r"\.parquet$"
     field_encoding = Storage
 
-    def __init__(self, path: str, workers: int = 0, drop_unmapped: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        workers: int = 0,
+        drop_unmapped: bool = False,
+        follow_links: bool = False,
+    ) -> None:
         self.encodings: dict[str, dict[str, Storage]] = {}
         self.drop_unmapped = drop_unmapped
         self.notes: list[str] = []
@@ -56,7 +64,7 @@ class ParquetReader(ShardedDirectoryReader):
         self._units: dict[str, np.ndarray] = {}
         self._kept_files: dict[str, pq.ParquetFile] = {}
         self._pid = os.getpid()
-        super().__init__(path, workers)
+        super().__init__(path, workers, follow_links)
 
     def _open(self, path: str) -> pq.ParquetFile:
         """``path`` opened, its footer's counts checked (once per reader)."""
@@ -79,6 +87,8 @@ class ParquetReader(ShardedDirectoryReader):
         """A folder's ``*.parquet`` files, else those of its ``data/`` (the Hub's layout)."""
         data = fs.join(path, "data")
         hub = fs.isdir(data) and not any(f.endswith(".parquet") for f in fs.listdir(path))
+        if hub and not fs.is_url(path):
+            links.check_inside(path, [data], self.follow_links)  # data/ itself linked in
         return super().find_files(data if hub else path)
 
     def _groups(self, shard: ShardFile) -> list[Any]:

@@ -143,6 +143,7 @@ class ParquetShardWriter(ShardedDirectoryWriter):
             compression_level=level,
             write_statistics=True,
             store_schema=True,
+            write_page_checksum=True,  # a CRC per page: a flipped bit is an error on read
         )
 
         def encode(_: int, chunk: Batch) -> tuple[dict[str, pa.Array], np.ndarray]:

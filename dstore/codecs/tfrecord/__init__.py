@@ -191,9 +191,9 @@ class TFRecordReader(ShardedDirectoryReader):
     shard_extension = r"\.tfrecords?"
     compressions = (None, "gzip")  # what the writer's compression option writes
 
-    def __init__(self, path: str, workers: int = 0) -> None:
+    def __init__(self, path: str, workers: int = 0, follow_links: bool = False) -> None:
         self.encodings: dict[str, dict[str, FieldEncoding]] = {}
-        super().__init__(path, workers)
+        super().__init__(path, workers, follow_links)
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         self.encodings = check_manifest_fields(manifest, self.schema, where)
@@ -231,8 +231,8 @@ class TFRecordReader(ShardedDirectoryReader):
         """Raw records lo:hi of one shard with their location, CRCs checked."""
         offsets = self.frame_offsets(shard) if lo else None
         with rio.RecordFile(shard.path, shard.compression) as rf:
-            if offsets is not None:
-                rf.seek_record(lo, int(offsets[lo]))  # one seek, not a walk over lo frames
+            if offsets is not None:  # one seek, not a walk over lo frames
+                rf.seek_record(lo, offsets, shard.index or "")
             else:
                 rf.skip(lo)
             for _ in range(lo, hi):
@@ -267,6 +267,9 @@ class TFRecordReader(ShardedDirectoryReader):
         )
         encs, n = self.encodings[spec.name], len(pos)
         return next(read_examples(spec, encs, names, raw, n, n, pool))
+
+    def walk_frames(self, shard: ShardFile) -> list[int]:
+        return rio.frame_ends(shard.path)
 
     def shard_pieces(self, shard: ShardFile, target_bytes: int) -> int:
         """A plain shard is entered mid-way by seeking over record headers (cheap); a
@@ -378,8 +381,8 @@ class TFRecordCodec(Codec):
         return {"compression": "gzip"} if path.rstrip("/").lower().endswith(".gz") else {}
 
     @classmethod
-    def frame_files(cls, path: str) -> list[str]:
-        return TFRecordReader.find_files_at(path)
+    def frame_files(cls, path: str, follow_links: bool = False) -> list[str]:
+        return TFRecordReader.find_files_at(path, follow_links)
 
     @classmethod
     def frame_lengths(cls, path: str) -> list[int]:
@@ -417,7 +420,7 @@ class TFRecordCodec(Codec):
         if not fs.is_url(path) and os.path.isdir(path):
             # a shard linked out of the folder would be read as this dataset's
             links.check_store(path, self.follow_links, "folder")
-        return TFRecordReader(path, self.options.workers)
+        return TFRecordReader(path, self.options.workers, self.follow_links)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         raise NotImplementedError(

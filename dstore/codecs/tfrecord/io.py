@@ -19,10 +19,11 @@ import gzip
 import os
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Protocol
 
 import google_crc32c
+import numpy as np
 
 from ...errors import CodecIOError
 from ...fs import is_url, open_binary
@@ -30,7 +31,15 @@ from ...fs import is_url, open_binary
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["RecordFile", "checked_frame", "detect_compression", "frame", "is_gzip", "masked_crc"]
+__all__ = [
+    "RecordFile",
+    "checked_frame",
+    "detect_compression",
+    "frame",
+    "frame_ends",
+    "is_gzip",
+    "masked_crc",
+]
 
 _MASK_DELTA = 0xA282EAD8
 _LEN = struct.Struct("<Q")
@@ -176,6 +185,9 @@ class RecordFile:
         self.compressed = compression in ("gzip", "zlib")
         self.index = 0  # records read so far
         self.offset = 0  # byte offset of the next record in the uncompressed stream
+        #: after :meth:`seek_record`: the frame ends its record index lists, and its path
+        self._ends: Sequence[int] | np.ndarray | None = None
+        self._index_path = ""
 
     def _read(self, n: int) -> bytes:
         try:
@@ -197,6 +209,15 @@ class RecordFile:
             raise CodecIOError(f"{where}: bad length CRC (not a TFRecord file, or corrupt)")
         if length > MAX_RECORD_BYTES:
             raise CodecIOError(f"{where}: record length {length} is implausible")
+        ends = self._ends
+        if ends is not None and self.index + 1 < len(ends):
+            listed = int(ends[self.index + 1]) - self.offset
+            if listed != 16 + length:  # every read by an index checks its entry
+                raise CodecIOError(
+                    f"{self._index_path}: record {self.index} is listed as {listed} bytes at "
+                    f"byte {self.offset} of {self.path}, where a frame of {16 + length} bytes "
+                    "starts; rebuild the index with 'dstore index'"
+                )
         return length
 
     def header_ok(self) -> bool:
@@ -240,13 +261,16 @@ class RecordFile:
             self.index += 1
             self.offset += 16 + length
 
-    def seek_record(self, index: int, offset: int) -> None:
-        """Go to record ``index``, whose frame starts at byte ``offset`` (from a record
-        index); plain files only. The next read checks its frame as usual."""
+    def seek_record(self, index: int, ends: Sequence[int] | np.ndarray, index_path: str) -> None:
+        """Go to record ``index`` by the frame ends a record index lists (``ends[i]`` is
+        where record ``i`` starts, the last one the end of the file); plain files only.
+        Each frame read from here must be exactly its entry's length."""
         if self.compressed:
             raise CodecIOError(f"{self.path}: a {self.compression} file cannot be entered mid-way")
+        offset = int(ends[index])
         self._raw.seek(offset)
         self.index, self.offset = index, offset
+        self._ends, self._index_path = ends, index_path
 
     def frame_lengths(self) -> list[int]:
         """Each remaining record's whole frame length (16 + data), every CRC checked:
@@ -291,6 +315,30 @@ class RecordFile:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def frame_ends(path: str) -> list[int]:
+    """Where each frame of the plain TFRecord file at ``path`` starts, then where the file
+    ends: its headers walked (each length and its CRC checked, the data seeked over),
+    what an index of the file must list."""
+    try:
+        raw = open_binary(path) if is_url(path) else open(path, "rb", buffering=0)  # noqa: SIM115
+    except OSError as e:
+        raise CodecIOError(f"{path}: cannot open: {e.strerror or e}") from None
+    with raw as f:
+        size = _size(f)
+        ends = [0]
+        while (pos := ends[-1]) < size:
+            f.seek(pos)
+            head = f.read(12)
+            where = f"{path}: record {len(ends) - 1} at byte {pos}"
+            if len(head) < 12 or masked_crc(head[:8]) != _CRC.unpack_from(head, 8)[0]:
+                raise CodecIOError(f"{where}: not a whole TFRecord frame header")
+            end = pos + 16 + _LEN.unpack_from(head)[0]
+            if end > size:
+                raise CodecIOError(f"{where}: truncated record (the file ends at byte {size})")
+            ends.append(end)
+    return ends
 
 
 def _size(f: IO[bytes]) -> int:

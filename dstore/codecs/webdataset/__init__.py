@@ -65,7 +65,7 @@ class WebDatasetCodec(ShardedCodec):
         if not fs.is_url(path) and os.path.isdir(path):
             # a shard linked out of the folder would be read as this dataset's (as TFRecord)
             links.check_store(path, self.follow_links, "folder")
-        return WebDatasetReader(path, self.options.workers)
+        return WebDatasetReader(path, self.options.workers, self.follow_links)
 
     def record_sizes(self, writer: Any, split: str, records: Batch) -> list[int]:
         return [len(r) for r in writer.encode_chunk(writer.schema.splits[split], 0, records)]

@@ -165,9 +165,9 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
     file_pattern = r"\.tar$"
     shard_suffix = ".tar"
 
-    def __init__(self, path: str, workers: int = 0) -> None:
+    def __init__(self, path: str, workers: int = 0, follow_links: bool = False) -> None:
         self.encodings: dict[str, dict[str, FieldEncoding]] = {}
-        super().__init__(path, workers)
+        super().__init__(path, workers, follow_links)
 
     def load_manifest_head(self, manifest: dict[str, Any], where: str) -> None:
         self.encodings = read_field_table(FieldEncoding, manifest, self.schema, ENCODINGS, where)
