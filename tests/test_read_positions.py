@@ -51,7 +51,7 @@ def test_map_style_reads_the_records_asked_not_their_range(tmp_path, data):
         np.testing.assert_array_equal(rec["x"].numpy(), data["x"][i])
     got = ds.__getitems__([8, 3, 8, 50])  # a DataLoader batch: in the order asked
     assert [int(r["k"]) for r in got] == [8, 3, 8, 50]
-    with pytest.raises(CodecIOError, match="record 7 .*bad data CRC"):
+    with pytest.raises(CodecIOError, match=r"record 7 .*bad data CRC"):
         ds[7]
 
 
