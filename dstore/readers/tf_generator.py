@@ -58,16 +58,19 @@ class ReadOrder:
                 "ordered=True without a shuffle buffer (a buffer's order depends on the "
                 "records already read)"
             )
-        if (rank is None) != (world_size is None):
-            raise ValueError("give rank= and world_size= together")
-        if rank is not None and not is_global:
-            raise ValueError(
-                "rank= and world_size= deal a shuffle='global' or 'block' epoch to ranks"
-            )
-        if world_size is not None and rank is not None and not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
+        _check_ranks(rank, world_size, is_global)
         kind = str(shuffle) if is_global else ""
         return cls(buffer, is_global, seed, epoch, skip, ordered, rank or 0, world_size or 1, kind)
+
+
+def _check_ranks(rank: int | None, world_size: int | None, is_global: bool) -> None:
+    """Refuse ``rank``/``world_size`` apart, out of range, or without a seeded order."""
+    if (rank is None) != (world_size is None):
+        raise ValueError("give rank= and world_size= together")
+    if rank is not None and not is_global:
+        raise ValueError("rank= and world_size= deal a shuffle='global' or 'block' epoch to ranks")
+    if world_size is not None and rank is not None and not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
 
 
 def batched(source: Any, ds: Any, batch_size: int, drop_remainder: bool) -> Any:
