@@ -52,8 +52,8 @@ from ...sharding import (
     plan_by_size,
 )
 from ...sharding.records import pread_spans
+from ..example.encoder import ExampleEncoder
 from ..example.fields import (
-    ExampleEncoder,
     FieldEncoding,
     check_manifest_fields,
     choose_encoding,
