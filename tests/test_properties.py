@@ -73,7 +73,7 @@ def test_json_numbers_follow_one_rule_whichever_parser_runs(text):
     """Issue #26: 1e400 became inf, and 2**64 a float64 under orjson but an exact int under
     the standard library. The reader (orjson, which misreads huge integers, when
     installed) and the standard library's checked parser both follow one rule."""
-    from dstore.codecs.json import JsonRangeError, _stdlib_loads
+    from dstore.codecs.json.parse import JsonRangeError, _stdlib_loads
 
     kind, want = _json_number_rule(text)
     with tempfile.TemporaryDirectory() as tmp:

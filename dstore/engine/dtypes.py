@@ -97,6 +97,17 @@ class DtypePolicy:
             return prec.Target("bfloat16", "bfloat16")
         return t
 
+    def changes(self, spec: FieldSpec) -> bool:
+        """Whether this policy stores ``spec``'s values otherwise than they are: a cast to
+        another dtype or a lossy encoding (a cast to the dtype the field has, or bfloat16
+        of a bfloat16 field, changes nothing; ``dstore bench`` measures no such cell)."""
+        t = self._target(spec)
+        if t.op == "keep":
+            return False
+        if t.op == "cast":
+            return t.dtype is None or t.dtype.newbyteorder("=") != spec.dtype.newbyteorder("=")
+        return not (t.op == "bfloat16" and spec.dtype.name == "bfloat16")
+
     def _bf16_storage(self) -> np.dtype:
         if self.bfloat16_as is None:
             raise DtypePolicyError("bfloat16: the policy was not prepared for an output format")

@@ -42,6 +42,10 @@ class ZarrOptions(ImageOptions):
     image_codec: str = image_codec_option(IMAGE_CODECS, default="none")
     quality: int = quality_option()
 
+    def compressor(self) -> str:
+        """What compresses the arrays, for reports ("blosc zstd 3")."""
+        return f"blosc {self.cname} {self.clevel}"
+
     def validate(self) -> None:
         if self.cname not in ("zstd", "lz4", "lz4hc", "blosclz", "zlib"):
             raise ValueError(f"zarr: unknown blosc cname {self.cname!r}")
