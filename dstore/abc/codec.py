@@ -99,6 +99,11 @@ class Codec(ABC):
     #: used (a C++ thread pool, :mod:`dstore.sharding.native`): DataLoader workers then
     #: need 'spawn'.
     fork_safe: ClassVar[bool] = True
+    #: For a format that is not ``fork_safe``: the module whose use starts that thread
+    #: pool. A process that has not imported it has no pool to lose, so its DataLoader
+    #: workers may be forked (a spawned worker costs seconds before its first batch).
+    #: None: always 'spawn'.
+    fork_unsafe_module: ClassVar[str | None] = None
     #: When this format's files read single records at random (``ds[i]``): "" always,
     #: else the condition ("uncompressed"); messages that suggest a random-access form
     #: list the formats from these.

@@ -52,6 +52,7 @@ from ...sharding import (
     plan_by_size,
     shard_name,
 )
+from ...sharding.records import pread_spans
 from ..example.encoder import ExampleEncoder
 from ..example.fields import (
     FieldEncoding,
@@ -245,6 +246,28 @@ class TFRecordReader(ShardedDirectoryReader):
                 yield rec, where
             if hi == shard.records and rf.next_record() is not None:
                 raise CodecIOError(f"{shard.path}: more records than the {shard.records} expected")
+
+    def read_shard_records(
+        self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
+    ) -> Batch:
+        """Records at ``positions`` of an indexed local shard: each frame read where its
+        index puts it (close ones in one read, from a file kept open) and checked
+        against its entry; a shard without an index is walked."""
+        ends = None if fs.is_url(shard.path) else self.frame_offsets(shard)
+        if ends is None:
+            return super().read_shard_records(spec, names, shard, positions, pool)
+        index, pos = shard.index or "", positions.tolist()
+        spans = [(int(ends[p]), int(ends[p + 1])) for p in pos]
+        frames = pread_spans(self.open_files().fd(shard.path), shard.path, spans)
+        raw = (
+            (
+                rio.checked_frame(buf, shard.path, p, a, index),
+                f"{shard.path}: record {p} at byte {a}",
+            )
+            for p, (a, _), buf in zip(pos, spans, frames, strict=True)
+        )
+        encs, n = self.encodings[spec.name], len(pos)
+        return next(read_examples(spec, encs, names, raw, n, n, pool))
 
     def walk_frames(self, shard: ShardFile) -> list[int]:
         return rio.frame_ends(shard.path)
