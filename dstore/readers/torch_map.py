@@ -29,13 +29,18 @@ def _ragged_names(source: SplitSource) -> tuple[str, ...]:
 
 
 class DstoreMapDataset(tud.Dataset):
-    """``len`` and ``ds[i]`` over a random-access split; reads whole ranges, keeps the last."""
+    """``len`` and ``ds[i]`` over a random-access split. In sequential order (``i`` right
+    after the last) it reads the whole range holding ``i`` and keeps it; in any other order
+    (``DataLoader(shuffle=True)``, samplers) it reads record ``i`` alone, since decoding a
+    range of tens of records to hand out one made a shuffled epoch tens of times slower."""
 
     def __init__(self, source: SplitSource) -> None:
         source.require_random_access("map_style=True", "use the iterable dataset, or ")
         self.source = source
         self._starts = [a for a, _ in source.ranges]
-        self._cached: tuple[int, dict[str, Sequence[Any] | torch.Tensor]] | None = None
+        # (first, stop, columns) of the records read last; -1: no index asked yet
+        self._cached: tuple[int, int, dict[str, Sequence[Any] | torch.Tensor]] | None = None
+        self._last = -1
 
     def __len__(self) -> int:
         return self.source.count
@@ -45,15 +50,16 @@ class DstoreMapDataset(tud.Dataset):
         i = int(index) + n if int(index) < 0 else int(index)
         if not 0 <= i < n:
             raise IndexError(f"record {index} out of range for split {self.source.split!r} of {n}")
-        k = bisect.bisect_right(self._starts, i) - 1
-        a, b = self.source.ranges[k]
-        if self._cached is None or self._cached[0] != k:
+        if self._cached is None or not self._cached[0] <= i < self._cached[1]:
+            if i == self._last + 1:
+                a, b = self.source.ranges[bisect.bisect_right(self._starts, i) - 1]
+            else:
+                a, b = i, i + 1
             (batch,) = list(self.source.batches(a, b)) or [{}]
-            self._cached = (
-                k,
-                {n_: _column(batch[n_], kind, False) for n_, kind in self.source.kinds().items()},
-            )
-        cols = self._cached[1]
+            cols = {n_: _column(batch[n_], kind, False) for n_, kind in self.source.kinds().items()}
+            self._cached = (a, b, cols)
+        self._last = i
+        a, _, cols = self._cached
         return {
             name: (c[i - a].clone() if isinstance(c, torch.Tensor) else c[i - a])
             for name, c in cols.items()
@@ -61,5 +67,5 @@ class DstoreMapDataset(tud.Dataset):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_cached"] = None
+        state["_cached"], state["_last"] = None, -1
         return state
