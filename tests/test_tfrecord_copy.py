@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dstore
-from dstore.codecs.example import fields as fields_mod
+from dstore.codecs.example import encoder as encoder_mod
 from dstore.codecs.example.canonical import decode_canonical, is_canonical_example
 from dstore.codecs.example.signature import scan_example, signature_of
 from dstore.codecs.example.wire import (
@@ -166,12 +166,12 @@ def test_pass_through_copies_every_record_byte_for_byte(tmp_path):
 
     # the same bytes as encoding every record (the copy disabled)
     slow = str(tmp_path / "slow.tfrecords")
-    original = fields_mod.batch_signature
+    original = encoder_mod.batch_signature
     try:
-        fields_mod.batch_signature = lambda *a: None  # type: ignore[assignment]
+        encoder_mod.batch_signature = lambda *a: None  # type: ignore[assignment]
         dstore.convert(src, slow)
     finally:
-        fields_mod.batch_signature = original
+        encoder_mod.batch_signature = original
     assert _dir_bytes(out) == _dir_bytes(slow)
 
 

@@ -23,6 +23,7 @@ from ..options import option
 from .imagecodec import LOSSY_FORMATS, LossyImage, check_quality, is_image_like, record_channels
 
 __all__ = [
+    "NAMED_PNG_LEVELS",
     "PNG_LEVEL_HELP",
     "ImageOptions",
     "check_images_named",
@@ -64,18 +65,26 @@ def check_pixels(spec: FieldSpec, where: str) -> None:
         )
 
 
+#: the ``png_level`` names besides zlib's 0-9, fastest first (encoders: ``png.png_encoder``)
+NAMED_PNG_LEVELS = ("fastest", "fast", "balanced", "small")
+
 #: the ``png_level`` option's help, the same in every format that has it
 PNG_LEVEL_HELP = (
     "fast (fpng in two passes; gray/16-bit: UP filter + libdeflate 1), fastest (fpng in "
-    "one pass: ~1.6x faster, ~6% larger) or libpng zlib level 0-9 (6: TensorFlow's sizes)"
+    "one pass: ~1.6x faster, ~6% larger), balanced (SUB/UP rows + libdeflate 1: ~1.05x "
+    "TensorFlow's sizes, satellite tiles too, ~1/4 of fast's speed), small (libpng's "
+    "filters + libdeflate: Pillow's sizes) or libpng zlib level 0-9 (6: TensorFlow's sizes)"
 )
 
 
 def check_png_level(level: object, codec: str) -> None:
-    """``fast`` or ``fastest`` (fpng in two passes or one) or a zlib level 0..9."""
+    """One of :data:`NAMED_PNG_LEVELS` or a zlib level 0..9."""
     text = str(level)
-    if text not in ("fast", "fastest") and not (text.isdigit() and 0 <= int(text) <= 9):
-        raise ValueError(f"{codec}: png_level must be fast, fastest or 0..9. Got {text!r} instead.")
+    if text not in NAMED_PNG_LEVELS and not (text.isdigit() and 0 <= int(text) <= 9):
+        raise ValueError(
+            f"{codec}: png_level must be {', '.join(NAMED_PNG_LEVELS)} or 0..9. "
+            f"Got {text!r} instead."
+        )
 
 
 #: what each ``image_codec`` value does, for the option's help

@@ -19,7 +19,7 @@ from ...abc import Shard
 from ...model.schema import Batch, Schema
 from ...sharding import ShardedDirectoryWriter
 from ...sharding.native import write_in_child
-from ..example.fields import ExampleEncoder
+from ..example.encoder import ExampleEncoder
 from .options import ArrayRecordOptions
 
 __all__ = ["FORMAT_ID", "ArrayRecordShardWriter"]

@@ -51,8 +51,8 @@ from ...sharding import (
     manifest_files,
     plan_by_size,
 )
+from ..example.encoder import ExampleEncoder
 from ..example.fields import (
-    ExampleEncoder,
     FieldEncoding,
     check_manifest_fields,
     choose_encoding,
