@@ -38,9 +38,9 @@ class DstoreMapDataset(tud.Dataset):
         source.require_random_access("map_style=True", "use the iterable dataset, or ")
         self.source = source
         self._starts = [a for a, _ in source.ranges]
-        # (first, stop, columns) of the records read last; -1: no index asked yet
+        # (first, stop, columns) of the records read last
         self._cached: tuple[int, int, dict[str, Sequence[Any] | torch.Tensor]] | None = None
-        self._last = -1
+        self._last = -1  # the index asked last; -1: none yet, so ds[0] reads its range
 
     def __len__(self) -> int:
         return self.source.count
