@@ -226,6 +226,14 @@ def test_map_style_shuffled_reads_one_record_per_index(stores, data, fmt):
     for i in range(N):
         np.testing.assert_array_equal(ds[i]["x"].numpy(), data["x"][i])
     assert sorted(asked) == list(ds.source.ranges)
+    # a worker's batch starting mid-range: the record alone, then on to the range's end
+    asked.clear()
+    ds = dataset()
+    a, b = ds.source.ranges[1]
+    for i in range(a + 1, b + 1):
+        np.testing.assert_array_equal(ds[i]["x"].numpy(), data["x"][i])
+    in_order = [(a + 2, b)] if a + 2 < b else []
+    assert asked == [(a + 1, a + 2), *in_order, (b, ds.source.ranges[2][1])]
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))

@@ -30,7 +30,7 @@ def _ragged_names(source: SplitSource) -> tuple[str, ...]:
 
 class DstoreMapDataset(tud.Dataset):
     """``len`` and ``ds[i]`` over a random-access split. In sequential order (``i`` right
-    after the last) it reads the whole range holding ``i`` and keeps it; in any other order
+    after the last) it reads from ``i`` to the end of its range and keeps that; in any other order
     (``DataLoader(shuffle=True)``, samplers) it reads record ``i`` alone, since decoding a
     range of tens of records to hand out one made a shuffled epoch tens of times slower."""
 
@@ -51,10 +51,10 @@ class DstoreMapDataset(tud.Dataset):
         if not 0 <= i < n:
             raise IndexError(f"record {index} out of range for split {self.source.split!r} of {n}")
         if self._cached is None or not self._cached[0] <= i < self._cached[1]:
+            # in order: on to the end of i's range (a worker's next batch may start mid-range)
+            a, b = i, i + 1
             if i == self._last + 1:
-                a, b = self.source.ranges[bisect.bisect_right(self._starts, i) - 1]
-            else:
-                a, b = i, i + 1
+                b = self.source.ranges[bisect.bisect_right(self._starts, i) - 1][1]
             (batch,) = list(self.source.batches(a, b)) or [{}]
             cols = {n_: _column(batch[n_], kind, False) for n_, kind in self.source.kinds().items()}
             self._cached = (a, b, cols)
