@@ -41,8 +41,8 @@ def label_maker_npz(tmp_path, tiles) -> str:
 
 
 # A child process running the real `dstore` command that stops at each point of
-# progress -- every batch reported, and the start of every TFRecord shard -- until
-# the test lets it go on. Tests that kill or interrupt a conversion pick their
+# progress -- every batch reported -- until the test lets it go on (a sharded
+# format's kills: dstore.testing.ConversionChild, which registers the codec too). Tests that kill or interrupt a conversion pick their
 # moment from this progress, never from wall time, so a busy machine cannot make
 # the conversion finish before the signal (or a second writer start too late).
 _STEPPED_DRIVER = r"""
@@ -75,16 +75,6 @@ def stepped_convert(*args, **kwargs):
 
 
 api.convert = stepped_convert
-if any(a.endswith((".tfrecords", ".tfrecord")) for a in argv):
-    from dstore.codecs.tfrecord import TFRecordShardWriter
-
-    write_shard = TFRecordShardWriter.write_shard
-
-    def stepped_write_shard(self, *args, **kwargs):
-        pause()
-        return write_shard(self, *args, **kwargs)
-
-    TFRecordShardWriter.write_shard = stepped_write_shard
 sys.exit(cli.main(argv))
 """
 

@@ -13,7 +13,6 @@ import glob
 import importlib.util
 import json
 import os
-import signal
 
 import numpy as np
 import pytest
@@ -189,25 +188,6 @@ def test_verify_and_info_across_formats(tmp_path, tiles_npz, capsys):
     assert main(["info", out]) == 0
     text = capsys.readouterr().out
     assert "arrayrecord" in text and "ArrayRecordDataSource(" in text
-
-
-@pytest.mark.slow  # kills a conversion and resumes it (~6 s)
-def test_resume_after_sigkill_is_byte_identical(tmp_path, tiles):
-    from test_resume import resume, start_and_stop_after  # tests/ is on sys.path (rootdir)
-
-    x, y = tiles
-    src = str(tmp_path / "data.npz")
-    np.savez(src, x_train=np.tile(x, (30, 1, 1, 1)), y_train=np.tile(y, (30, 1)))
-    ref = str(tmp_path / "ref.arrayrecord")
-    assert main(["convert", src, ref, "-o", "shard_mb=1", "-o", "png_level=9"]) == 0
-    dst = str(tmp_path / "out.arrayrecord")
-    start_and_stop_after(src, dst, 3, signal.SIGKILL)
-    assert not os.path.exists(dst)
-    res = resume(src, dst)
-    assert res.returncode == 0, res.stderr
-    assert int(res.stdout.split("resumed: ")[1].split(" of ")[0]) >= 3
-    assert file_digests(dst) == file_digests(ref)
-    assert not glob.glob(str(tmp_path / ".out.arrayrecord.dstore-tmp-*"))
 
 
 @pytest.mark.tf

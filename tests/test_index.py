@@ -1,7 +1,9 @@
-"""Record indexes: ``.dstore-index/<shard>.idx`` for every plain TFRecord shard dstore
-writes, and ``dstore index`` for files it did not write, read by dstore; DALI's format
-(``--out``) read by the ``tfrecord`` package (in a child process: it must never share one
-with TensorFlow). No index sits where a ``<split>-*`` or ``*.tfrecord*`` glob finds it."""
+"""Record indexes: ``dstore index`` for TFRecord files dstore did not write, read by
+dstore; DALI's format (``--out``) read by the ``tfrecord`` package (in a child process: it
+must never share one with TensorFlow). No index sits where a ``<split>-*`` or
+``*.tfrecord*`` glob finds it. The ``.dstore-index/<shard>.idx`` of every plain shard
+dstore writes (listed, tiling the shard, read at random, named when damaged) is tested
+for every format that keeps one by the sharded suite (``dstore.testing.ShardedCodecSuite``)."""
 
 from __future__ import annotations
 
@@ -51,61 +53,6 @@ def _foreign(tmp_path, written) -> str:
 def _manifest(path: str) -> dict:
     with open(os.path.join(path, "dstore.json")) as f:
         return json.load(f)
-
-
-def test_every_shard_gets_an_index_listed_in_the_manifest(written):
-    path, data = written
-    manifest = _manifest(path)
-    shards = manifest["splits"]["train"]["shards"]
-    assert len(shards) > 2
-    start = 0
-    for s in shards:
-        idx = os.path.join(path, s["index"]["file"])
-        assert s["index"]["file"] == ".dstore-index/" + s["file"] + ".idx"
-        table = np.loadtxt(idx, dtype=np.int64, ndmin=2)  # what the tfrecord package does
-        assert len(table) == s["records"]
-        # each line: where a frame starts and its whole length; frames tile the file
-        assert table[0, 0] == 0 and table[-1].sum() == os.path.getsize(
-            os.path.join(path, s["file"])
-        )
-        assert (table[1:, 0] == table[:-1].sum(axis=1)).all()
-        start += s["records"]
-    assert start == len(data["k"])
-    assert dstore.api.check(path).ok
-
-
-def test_random_records_read_through_the_index(written):
-    path, data = written
-    reader = dstore.api.open_reader(path)
-    assert reader.sequential_reason is None  # indexed: one seek per record
-    with dstore.open(path) as ds:
-        for i in (0, 7, len(data["k"]) - 1, 31, 12):
-            np.testing.assert_array_equal(ds["train"]["x"][i], data["x"][i])
-            assert int(ds["train"]["k"][i]) == i
-
-
-def test_map_style_torch_reads_an_indexed_tfrecord(written):
-    torch = pytest.importorskip("torch")
-    path, data = written
-    ds = dstore.to_torch(path, "train", map_style=True)
-    assert len(ds) == len(data["k"])
-    rec = ds[33]
-    assert int(rec["k"]) == 33 and torch.equal(rec["x"], torch.from_numpy(data["x"][33]))
-
-
-def test_a_damaged_index_is_named_by_check_and_by_reading(written):
-    path, _ = written
-    manifest = _manifest(path)
-    idx = os.path.join(path, manifest["splits"]["train"]["shards"][1]["index"]["file"])
-    with open(idx) as f:
-        lines = f.read().splitlines()
-    lines[2] = lines[2].replace(" ", "1 ", 1)  # an offset off by a digit
-    with open(idx, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    report = dstore.api.check(path)
-    assert not report.ok
-    with dstore.open(path) as ds, pytest.raises(CodecIOError, match=r"\.idx: index does not match"):
-        ds["train"]["x"][manifest["splits"]["train"]["shards"][0]["records"] + 3]
 
 
 def test_dstore_index_makes_foreign_files_random_access(tmp_path, written, capsys):

@@ -1,7 +1,9 @@
-"""SIGKILL at random moments of a conversion, for every format, fresh and over an old output.
+"""SIGKILL at random moments of a conversion written by one writer (npz, zarr, HDF5),
+fresh and over an old output; sharded formats are killed by the sharded suite
+(``dstore.testing.ShardedCodecSuite``: at random progress, over an old output).
 
 The moments are points of the run's own progress (the ``stepped`` fixture: the
-child stops at each batch and at the start of each TFRecord shard): the child
+child stops at each batch): the child
 is killed while stopped there, or at a random instant after it was let go on,
 before it can reach its next step. So every kill lands mid-run, however busy
 the machine is, and a kill after the last step lands in the final commit.
@@ -33,15 +35,13 @@ OPTIONS = {
     ".npz": ["-o", "level=9"],
     ".zarr": ["-o", "clevel=9"],
     ".h5": ["-o", "level=9"],
-    ".tfrecords": ["-o", "png_level=9", "-o", "shard_mb=0.5"],
 }
+# Sharded formats: the sharded suite's kill tests (dstore.testing.ShardedCodecSuite)
 
 
 @pytest.mark.parametrize("ext", list(OPTIONS))
 @pytest.mark.parametrize("over_old", [False, True], ids=["fresh", "overwrite"])
 def test_sigkill_at_random_moments(tmp_path, tiles, stepped, ext, over_old):
-    if ext == ".tfrecords":
-        pytest.importorskip("imagecodecs")
     if ext == ".h5":
         pytest.importorskip("h5py")
     x, y = tiles

@@ -292,7 +292,9 @@ def test_verify_npz_parquet_npz_and_to_torch(tmp_path, label_maker_npz):
     np.testing.assert_array_equal(got, x)
 
 
-def test_resume_after_sigkill_is_byte_identical(tmp_path, tiles, stepped):
+def test_resume_after_sigkill_between_row_groups_is_byte_identical(tmp_path, tiles, stepped):
+    """Shards of several row groups killed between them (resume of every sharded format
+    at its default options: the sharded suite)."""
     x, y = tiles
     src = str(tmp_path / "data.npz")
     np.savez(src, x_train=np.tile(x, (10, 1, 1, 1)), y_train=np.tile(y, (10, 1)))

@@ -7,8 +7,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
-import signal
 import subprocess
 import tarfile
 
@@ -505,7 +503,7 @@ def test_random_access_ranges_and_map_style_torch(written):
     assert labels == want
 
 
-# ------------------------------------------------------------------ CLI, resume, Dask
+# ------------------------------------------------------------------ CLI
 
 
 def test_cli_convert_info_verify_across_formats(tmp_path, label_maker_npz):
@@ -525,52 +523,6 @@ def test_cli_convert_info_verify_across_formats(tmp_path, label_maker_npz):
     assert dstore.verify(label_maker_npz, back).ok
     with open(os.path.join(dst, "dstore.json")) as f:
         assert json.load(f)["format"] == "dstore-webdataset"
-
-
-def test_resume_after_kill_is_byte_identical(tmp_path, tiles):
-    from conftest import Stepped
-
-    x, y = tiles
-    src = str(tmp_path / "data.npz")
-    np.savez(src, x_train=np.tile(x, (4, 1, 1, 1)), y_train=np.tile(y, (4, 1)))
-    options = ["-o", "shard_mb=0.05"]
-    ref = str(tmp_path / "ref.wds")
-    dstore.convert(src, ref, options={"shard_mb": "0.05"})
-    dst = str(tmp_path / "out.wds")
-    run = Stepped(["convert", src, dst, *options], batch_bytes=20_000)
-    journal = None
-    while run.next_step():
-        tmps = [d for d in os.listdir(tmp_path) if d.startswith(".out.wds.dstore-tmp")]
-        journal = os.path.join(tmp_path, tmps[0], "dstore.journal") if tmps else None
-        if journal and os.path.exists(journal):
-            with open(journal) as f:
-                if len(f.read().splitlines()) > 2:  # its header and two finished shards
-                    break
-        run.go()
-    run.signal(signal.SIGKILL)
-    run.finish()
-    assert journal and not os.path.exists(dst)
-    res = subprocess.run(
-        cli_command("convert", src, dst, *options, "--resume"),
-        check=False,
-        capture_output=True,
-        text=True,
-    )
-    assert res.returncode == 0, res.stderr
-    kept = re.search(r"resumed: (\d+) of \d+ shards kept", res.stdout)
-    assert kept and int(kept.group(1)) >= 2, res.stdout
-    assert file_digests(dst) == file_digests(ref)
-
-
-def test_dask_run_is_byte_identical(tmp_path, tiles):
-    distributed = pytest.importorskip("distributed")
-    x, y = tiles
-    src = str(tmp_path / "data.npz")
-    np.savez(src, x_train=x, y_train=y)
-    dstore.convert(src, tmp_path / "local.wds", options={"shard_mb": "0.05"})
-    with distributed.Client(processes=False, dashboard_address=":0") as client:
-        dstore.convert(src, tmp_path / "dask.wds", options={"shard_mb": "0.05"}, client=client)
-    assert file_digests(tmp_path / "local.wds") == file_digests(tmp_path / "dask.wds")
 
 
 def test_overwrite_replaces_only_a_webdataset_output(tmp_path, tiles):
