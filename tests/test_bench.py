@@ -19,7 +19,7 @@ import pytest
 
 import dstore
 from dstore.bench import save_plot, save_report
-from dstore.bench.report import recommend
+from dstore.bench.recommend import recommend
 from dstore.bench.results import BenchReport, Cell
 from dstore.cli import main
 from dstore.demo import hog_features
@@ -132,10 +132,14 @@ def test_user_evaluate_replaces_probe(feats_npz):
     report = dstore.bench(
         path, formats=["npz"], dtypes=["keep", "float16"], evaluate=evaluate, repeats=1
     )
-    # the original twice (the first call pays the imports; the second is timed), each cell once
-    assert calls[0] == ["test", "train"] and len(calls) == 4
+    # the original twice (the first call pays the imports; the second is timed), then the
+    # float16 cell; the keep cell reads back the original's records byte for byte, so it
+    # gets the original's score without another call
+    assert calls[0] == ["test", "train"] and len(calls) == 3
     assert report.task is None
-    assert report.cells[0].accuracy == report.baseline_accuracy
+    keep, half = report.cells
+    assert keep.accuracy == report.baseline_accuracy and keep.probe_reused == "the original's"
+    assert half.probe_reused == "" and half.accuracy != report.baseline_accuracy
 
 
 @pytest.mark.slow  # a full bench through the CLI (~7 s)
@@ -158,8 +162,13 @@ def test_cli_bench(feats_npz, tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert "recommendation:" in out and "float16" in out and "zarr" in out
-    (line,) = [ln for ln in out.splitlines() if ln.startswith("recommendation:")]
-    assert f"; dstore convert {shlex.quote(path)} out." in line and "SRC" not in line
+    lines = out.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("recommendation:"))
+    block = lines[at : at + 3]  # what, why, the command: three short lines
+    assert block[1].startswith("  why: ") and block[2].startswith("  run: ")
+    assert block[2].startswith(f"  run: dstore convert {shlex.quote(path)} out.")
+    assert "SRC" not in block[2]
+    assert all(len(ln) <= 120 for ln in block[:2])
     assert (tmp_path / "b.md").read_text().count("|") > 20
 
 
@@ -245,7 +254,8 @@ def test_missing_probe_field_lists_the_fields(feats_npz, capsys, option, name):
         (["--evaluate", ":score"], "evaluate must be MODULE:FUNCTION"),
         (["--formats", "npz,lance"], "UnknownCodecError: unknown format 'lance'"),
         (["--repeats", "0"], "repeats must be >= 1"),
-        (["--sample", "0"], "sample must be >= 1"),
+        (["--sample", "-5"], "sample must be >= 1"),
+        (["--resume"], "--resume continues the report of --report FILE.json"),
         (["--report", "bench.txt"], "--report must end in .json, .csv or .md"),
     ],
 )
@@ -359,10 +369,12 @@ def test_no_accuracy_never_recommends_a_lossy_cast(feats_npz, tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert rc == 0
-    (line,) = [ln for ln in out.splitlines() if ln.startswith("recommendation:")]
-    assert "no accuracy measured, lossy casts not considered" in line
-    assert "float16" not in line and " keep " in line
-    assert f"; dstore convert {shlex.quote(path)} out." in line
+    lines = out.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("recommendation:"))
+    what, why, run = lines[at : at + 3]
+    assert "no accuracy measured, lossy casts not considered" in why
+    assert "float16" not in what + run and " keep" in what
+    assert run.startswith(f"  run: dstore convert {shlex.quote(path)} out.")
     report = dstore.bench(path, formats=["npz", "zarr"], dtypes=["keep", "float16"], repeats=1)
     half = [c for c in report.cells if c.dtype == "float16"]
     assert all(c.error is None and c.bytes < report.recommendation.bytes for c in half)
@@ -384,6 +396,7 @@ def test_recommend_without_accuracy_picks_among_lossless_cells():
                 records=10,
                 write_s=rng.random(),
                 read_s=rng.random(),
+                exact=exact,
                 bit_exact=exact,
             )
             if rng.random() < 0.1:
@@ -391,7 +404,8 @@ def test_recommend_without_accuracy_picks_among_lossless_cells():
             cells.append(cell)
         report = BenchReport("d.npz", None, float("nan"), float("nan"), float("nan"), cells, {}, {})
         objective = rng.choice(["size", "write", "read"])
-        best, reason = recommend(report, objective, 0.1)
+        best, reason, keep = recommend(report, objective, 0.1)
+        assert not keep  # no input row: nothing to keep
         lossless = [c for c in cells if c.bit_exact and c.error is None]
         assert "no accuracy measured, lossy casts not considered" in reason, trial
         if not lossless:

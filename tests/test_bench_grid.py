@@ -16,8 +16,11 @@ import dstore
 from dstore.bench import save_plot
 from dstore.bench.accuracy import Score, Task, band_points, image_features, run_probe, to_score
 from dstore.bench.grid import dtype_support, image_options, parse_dtypes, parse_images
-from dstore.bench.report import acceptable, pareto, recommend, to_text
+from dstore.bench.plot import pareto
+from dstore.bench.recommend import acceptable, recommend
+from dstore.bench.report import to_text
 from dstore.bench.results import BenchReport, Cell
+from dstore.bench.scan import Comparison
 from dstore.cli import main
 from dstore.demo import hog_features, photo_tiles
 from dstore.errors import UsageError
@@ -68,7 +71,8 @@ def feats_npz(tmp_path_factory):
         ("jpeg:0", "give a quality 1..100"),
         ("jpeg:101", "give a quality 1..100"),
         ("webp:high", "give a quality 1..100"),
-        ("png:9", "png is lossless and takes no quality"),
+        ("png:11", "png takes a level, not a quality"),
+        ("png:best", "png takes a level, not a quality"),
         ("png,jpeg:90,jpeg:90", "'jpeg:90' is given twice"),
         (",", "give at least one image encoding"),
     ],
@@ -121,10 +125,30 @@ def test_image_options_follow_what_each_codec_declares():
     assert image_options(get_codec_class("npz"), "npz", parse_images(["png"])[0]) == {}
 
 
+def test_png_levels_are_every_level_the_formats_take(tiles_npz, tmp_path):
+    """``--images png:LEVEL`` takes each ``png_level`` a format takes (balanced and small
+    were refused while bench kept a list of its own), and the cell writes at that level."""
+    from dstore.images.options import NAMED_PNG_LEVELS
+
+    for level in (*NAMED_PNG_LEVELS, "0", "9"):
+        (enc,) = parse_images([f"png:{level}"])
+        assert image_options(get_codec_class("tfrecord"), "tfrecord", enc) == {"png_level": level}
+    with pytest.raises(UsageError, match="png:balanced"):
+        parse_images(["png:90"])
+    report = dstore.bench(
+        tiles_npz, formats=["tfrecord"], images=["png:small"], dtypes=["keep"], probe=False
+    )
+    (cell,) = report.cells
+    assert cell.error is None and cell.exact and cell.stored == "PNG small", cell
+
+
 # ---------------------------------------------------------------- the grid on tiles
 
 
-def test_grid_on_photo_tiles_reports_unsupported_cells(tiles_npz, capsys):
+def test_grid_on_photo_tiles_measures_only_choices_that_differ(tiles_npz, capsys):
+    """Tiles hold no float: a dtype policy would repeat keep's cell, so none is measured (one
+    line says so); the image choices are measured where the format has them (npz has no
+    lossy image codec: one line), and the images column says what is stored."""
     rc = main(
         [
             "bench",
@@ -134,50 +158,48 @@ def test_grid_on_photo_tiles_reports_unsupported_cells(tiles_npz, capsys):
             "--images",
             "png,jpeg:90",
             "--dtypes",
-            "keep,bfloat16",
+            "keep,float16,bfloat16",
             "--repeats",
             "1",
-            "--wide",  # each note whole in its row (the 120-column table footnotes long ones)
+            "--wide",
         ]
     )
     out = capsys.readouterr().out
     assert rc == 0
-    lines = out.splitlines()
-    header = next(i for i, ln in enumerate(lines) if ln.startswith("format"))
-    rows = lines[header + 1 : header + 1 + 1 + 2 * 2 * 2]
-    assert rows[0].startswith("input (npz)") and "your input as it is" in rows[0]
+    assert "dtypes not measured: float16, bfloat16: no field is floating" in out
+    assert "images jpeg:90 not measured on npz: the format cannot store it" in out
     report = dstore.bench(
         tiles_npz,
         formats=["npz", "tfrecord"],
         images=["png", "jpeg:90"],
-        dtypes=["keep", "bfloat16"],
+        dtypes=["keep", "float16", "bfloat16"],
         repeats=1,
     )
-    assert len(report.cells) == 8
+    got = [(c.format, c.images, c.dtype, c.stored) for c in report.cells]
+    assert got == [
+        ("npz", "png", "keep", "raw + deflate 6"),
+        ("tfrecord", "png", "keep", "PNG"),
+        ("tfrecord", "jpeg:90", "keep", "JPEG q90"),
+    ]
     assert report.input.bytes == os.path.getsize(tiles_npz) and report.input.bit_exact
     assert report.input.accuracy == report.baseline_accuracy
-    bf16 = dtype_support("bfloat16")
     for cell in report.cells:
-        assert cell.error is None, cell.error
-        lossy = cell.images != "png"
-        if cell.dtype == "bfloat16" and bf16:
-            # the tiles hold no floats, but a policy this dstore lacks is named, not run
-            assert cell.unsupported == bf16
-        elif lossy and not _declares(cell.format, "image_codec"):
-            assert cell.unsupported.startswith(f"{cell.format} has no -o image_codec")
-        else:
-            assert cell.unsupported is None and cell.bytes > 0
-            if not lossy:  # PNG or raw: lossless, the same accuracy to the last example
-                assert cell.bit_exact and cell.accuracy == report.baseline_accuracy
-                assert cell.band == 0 and cell.within_noise
-        row = next(r for r in out.splitlines() if r.startswith(cell.format))
-        assert row  # every cell has its row
-    for cell in report.cells:
-        if cell.unsupported:
-            assert f"not supported: {cell.unsupported}" in out
-    assert report.recommendation.unsupported is None and not report.recommendation.is_input
+        assert cell.error is None and cell.unsupported is None, cell.error
+        if cell.images == "png":  # PNG or raw: lossless, the same accuracy to the last example
+            assert cell.exact and cell.bit_exact and cell.max_abs_error == 0
+            assert cell.accuracy == report.baseline_accuracy and cell.probe_reused
+            assert cell.band == 0 and cell.within_noise
+        else:  # exact and max err agree: JPEG changes pixels, by a measured amount
+            assert not cell.exact and cell.max_abs_error > 0 and not cell.probe_reused
+    lines = out.splitlines()
+    header = next(i for i, ln in enumerate(lines) if ln.startswith("format"))
+    rows = lines[header + 1 : header + 1 + 4]
+    assert rows[0].startswith("input (npz)") and "your input as it is" in rows[0]
+    assert [r.split()[0] for r in rows[1:]] == ["npz", "tfrecord", "tfrecord"]
+    assert "raw + deflate 6" in rows[1] and "PNG" in rows[2] and "JPEG q90" in rows[3]
     # a lossy image cell is recommended only within the bound or the noise (png rows are exact)
-    assert acceptable(report.recommendation, 0.1)
+    best = report.recommendation
+    assert best is not None and (report.keep_input or acceptable(best, 0.1))
 
 
 def test_image_probe_sees_heavy_jpeg_and_not_light():
@@ -327,6 +349,7 @@ def _random_report(rng: random.Random, banded: bool) -> BenchReport:
             records=10,
             write_s=rng.random(),
             read_s=rng.random(),
+            exact=exact,
             bit_exact=exact,
             accuracy=0.9 + delta / 100,
             accuracy_delta=delta,
@@ -347,7 +370,8 @@ def test_recommendation_never_flips_on_noise():
         report = _random_report(rng, banded)
         objective = rng.choice(["size", "write", "read"])
         max_drop = rng.choice([0.1, 1.0, 3.0])
-        best, reason = recommend(report, objective, max_drop)
+        best, reason, keep = recommend(report, objective, max_drop)
+        assert not keep  # no input row: nothing to keep
         ok = [c for c in report.cells if c.unsupported is None and acceptable(c, max_drop)]
         for c in ok:  # acceptable: exact, or a judged drop within the bound or the noise
             assert c.bit_exact or (
@@ -427,23 +451,41 @@ def test_pyspacer_example_evaluator_gets_a_band(feats_npz, capsys):
         ]
     )
     out = capsys.readouterr().out
-    assert rc == 0 and "user evaluation on the original data" in out and "noise +/-" in out
+    assert (
+        rc == 0
+        and "user evaluation on the original data" in out
+        and "+/-: the noise of delta" in out
+    )
     assert "cannot be judged" not in out
     (line,) = [ln for ln in out.splitlines() if ln.startswith("recommendation:")]
     assert "npz" in line
 
 
-def test_pixel_error_is_measured():
-    """A JPEG'd tile field reports its pixel error (not 0), chunk by chunk."""
-    from dstore.bench.harness import _errors
+def _compare(a: np.ndarray, b: np.ndarray) -> Comparison:
+    comp = Comparison()
+    for i in range(0, len(a), 16):  # batch by batch, as the scan compares
+        comp.add("field 'x'", a[i : i + 16], b[i : i + 16])
+    return comp
 
+
+def test_pixel_error_is_measured():
+    """A JPEG'd tile field reports its pixel error (not 0), batch by batch; exact and max
+    err agree; a widened dtype holding the same values is exact but not bit-exact; a NaN
+    where a number was is an infinite error."""
     x, _ = photo_tiles(40, 64, seed=2)
     for q in (20, 95):
         j = np.stack([imagecodecs.jpeg8_decode(imagecodecs.jpeg8_encode(t, level=q)) for t in x])
-        max_abs, _, exact = _errors({"s": {"x": x}}, {"s": {"x": j}})
+        comp = _compare(x, j)
         want = np.abs(x.astype(np.int16) - j.astype(np.int16)).max()
-        assert not exact and max_abs == want > 0
-    assert _errors({"s": {"x": x}}, {"s": {"x": x.copy()}}) == (0.0, 0.0, True)
+        assert not comp.exact and not comp.bit_exact and comp.max_abs == want > 0
+    same = _compare(x, x.copy())
+    assert (same.max_abs, same.max_rel, same.exact, same.bit_exact) == (0.0, 0.0, True, True)
+    wide = _compare(x, x.astype(np.uint16))
+    assert wide.exact and not wide.bit_exact and wide.max_abs == 0
+    f = np.linspace(0, 1, 64, dtype=np.float32).reshape(4, 16)
+    g = f.copy()
+    g[2, 3] = np.nan
+    assert _compare(f, g).max_abs == math.inf and not _compare(f, g).exact
 
 
 def test_string_fields_ride_along(feats_npz, tmp_path):

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import random
+import re
 
 import numpy as np
 import pytest
 
+from dstore.bench import plot as plot_mod
 from dstore.bench import report as report_mod
 from dstore.bench.accuracy import Task, class_presence, run_probe
 from dstore.bench.results import BenchReport, Cell
@@ -43,10 +44,11 @@ def seg_npz(tmp_path_factory) -> str:
 
 
 def _table(out: str) -> list[str]:
-    """The table's lines: its heading row to the line before the recommendation."""
+    """The table's lines: its heading row to the footnotes, the legend or the recommendation."""
     lines = out.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("format "))
-    end = next(i for i, ln in enumerate(lines) if ln.startswith("recommendation:"))
+    ends = ("[", "images:", "compression:", "recommendation:")
+    end = next(i for i, ln in enumerate(lines) if i > start and ln.startswith(ends))
     return lines[start:end]
 
 
@@ -78,12 +80,15 @@ def test_object_detection_end_to_end(od_npz, tmp_path, capsys):
     (cell,) = data["cells"]
     assert cell["bit_exact"] and cell["accuracy"] == data["baseline_accuracy"]
     assert cell["accuracy_delta"] == 0 and cell["band"] == 0
-    # progress on stderr (not a terminal here): the header first, then one line per cell
+    # progress on stderr (not a terminal here): the plan first (cells, records, an estimate
+    # of the time), the original's score, then one line per cell with the time left
     lines = err.splitlines()
-    assert lines[0] == f"dstore bench {od_npz}: 90 records, 1.1 MB raw"
-    assert lines[1].startswith("probe: object detection (classes present): original data ")
-    assert lines[2].startswith("[1/2] input (npz): ") and "accuracy" in lines[2]
-    assert lines[3].startswith("[2/2] npz keep: ") and "delta +0.00 pts" in lines[3]
+    assert re.fullmatch(
+        rf"dstore bench {re.escape(od_npz)}: 1 cells on all 90 records, about \d+ s", lines[0]
+    )
+    assert lines[1].startswith("probe: object detection (classes present) on 62 train and 19 test")
+    assert lines[2].startswith("[0/1] input (npz): 1.1 MB, read ")
+    assert lines[3].startswith("[1/1] npz png: ") and "delta +0.00 pts" in lines[3]
     assert len(lines) == 4
     assert all(len(ln) <= 120 for ln in _table(out))
 
@@ -124,7 +129,7 @@ def test_segmentation_probe_scores_the_same_pixels_and_sees_damage():
 def test_classification_end_to_end(label_maker_npz, capsys):
     out, err = _run(capsys, ["bench", label_maker_npz, *FAST])
     assert "probe: classification: SGD log-loss classifier on 'x' -> 'y'" in out
-    assert err.splitlines()[1].startswith("probe: classification: original data ")
+    assert err.splitlines()[1].startswith("probe: classification on 40 train and 10 test records")
 
 
 @pytest.mark.parametrize(
@@ -222,7 +227,9 @@ def test_unusable_labels_are_one_line(tmp_path, capsys, case, contains):
 # ------------------------------------------------------------ the table, the plot
 
 
-def _crowded_report(seed: int) -> BenchReport:
+def _crowded_report(
+    seed: int, loader: bool = False, source: str = "/data/label-maker/data.npz"
+) -> BenchReport:
     """A --grid-sized report: long labels, long notes, cells that coincide or nearly do."""
     rng = random.Random(seed)
     cells = []
@@ -239,8 +246,18 @@ def _crowded_report(seed: int) -> BenchReport:
                 cell = Cell(fmt, dtype, dict(opts), images=images, raw_bytes=10**8, records=7000)
                 cell.bytes = rng.choice([4, 4, 5, 9, 12]) * 10**6 if lossy else 2 * 10**7
                 cell.write_s, cell.read_s, cell.peak_write_mb = rng.random() * 30, 1.25, 812.0
-                cell.bit_exact = not lossy
+                cell.exact = cell.bit_exact = not lossy
+                cell.stored = "PNG" if fmt == "tfrecord" else "raw + gzip 9"
+                cell.stored = (
+                    images.replace("jpeg:", "JPEG q").replace("webp:", "WebP q")
+                    if lossy
+                    else cell.stored
+                )
                 cell.max_abs_error = 0.0 if not lossy else 37.0
+                cell.loader_rps, cell.shuffled_rps = rng.uniform(200, 900), rng.uniform(100, 800)
+                cell.shuffle_quality, cell.ordered_quality = rng.uniform(0.9, 1.0), 0.01
+                cell.sampled = 1000
+                cell.intervals = {"bytes": [0.98 * cell.bytes, 1.02 * cell.bytes]}
                 cell.accuracy = 0.9 - (rng.choice([0, 0, 0.01, 0.03]) if lossy else 0)
                 cell.accuracy_delta, cell.band = 100 * (cell.accuracy - 0.9), 2.5
                 cell.within_noise, cell.probe_s, cell.probe_dtype = True, 1.5, "float32"
@@ -253,8 +270,12 @@ def _crowded_report(seed: int) -> BenchReport:
                 cells.append(cell)
     cells[-1].error = "CodecIOError: " + "a long error message that goes on " * 6
     task = Task("train", "test", "x", "y", "detection")
-    report = BenchReport("/data/label-maker/data.npz", task, 0.9, 1.5, 2.5, cells, {}, {})
+    settings = {"loader": "torch"} if loader else {}
+    report = BenchReport(source, task, 0.9, 1.5, 2.5, cells, {}, settings)
     report.input = Cell("npz", "as is", {}, bytes=10**8, is_input=True, accuracy=0.9)
+    report.input.read_s, report.input.loader_rps = 1.0, 700.0
+    report.sample = "sample: 1,000 of 7,000 records (seed 0, stratified by split, 6 parts)"
+    report.planned = len(cells)
     return report
 
 
@@ -267,32 +288,79 @@ def test_table_fits_120_columns_and_wide_has_all():
     # the long notes went below the table, numbered, whole
     assert "CodecIOError: a long error message" in narrow.replace("\n    ", " ")
     assert any(row.endswith("  [1]") for row in table) and "[1] not supported: " in narrow
+    # one noise figure, defined in the legend below the table
+    assert "+/-: the noise of delta: twice the standard error" in narrow
+    assert "noise" not in "\n".join(narrow.splitlines()[: narrow.splitlines().index(table[0])])
     wide = report_mod.to_text(report, wide=True)
     heading = _table(wide)[0]
-    for name in ("bytes/record", "write peak RSS MB", "train s", "trained as", "noise +/-"):
+    for name in ("bytes/record", "write peak RSS MB", "train s", "trained as", "+/- pts"):
         assert name in heading
+    assert "95% interval" in heading and "+/- bytes 2%" in _table(wide)[1 + 1]
     assert "dtype policy 'bfloat16' is not in this dstore" in _table(wide)[4]
 
 
-def test_plot_numbers_never_overlap(tmp_path):
-    from matplotlib.transforms import Bbox  # noqa: F401  # matplotlib: the bench extra
+def _drawn_tick_labels(ax) -> list:
+    """The tick labels matplotlib draws: ticks inside the view limits, label shown."""
+    out = []
+    for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        lo, hi = min(limits), max(limits)
+        for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+            if lo <= tick.get_loc() <= hi:
+                out += [lb for lb in (tick.label1, tick.label2) if lb.get_visible()]
+    return out
 
+
+def _text_boxes(fig) -> list[tuple[str, object]]:
+    """Every text the figure draws (title, axis labels, ticks, numbers, key, colour bar),
+    with its box on the canvas."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = [*fig.texts, fig._suptitle]
+    for ax in fig.axes:
+        texts += [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts, *_drawn_tick_labels(ax)]
+        if ax.get_legend() is not None:
+            texts += ax.get_legend().get_texts()
+    unique = list({id(t): t for t in texts if t is not None}.values())  # suptitle is a fig text
+    return [
+        (t.get_text(), t.get_window_extent(renderer))
+        for t in unique
+        if t.get_visible() and t.get_text().strip()
+    ]
+
+
+@pytest.mark.parametrize("loader", [False, True])
+def test_plot_text_never_overlaps(tmp_path, loader):
+    """Numbers, key, ticks, axis labels, colour bar and title: no two text boxes overlap
+    (as the renderer lays them out), on crowded reports with one panel or two."""
     for seed in range(3):
-        report = _crowded_report(seed)
-        fig = report_mod._figure(report)
-        fig.canvas.draw()
-        renderer = fig.canvas.get_renderer()
-        labels = [t for t in fig.axes[0].texts if t.get_gid() == "cell-number"]
-        boxes = [t.get_window_extent(renderer) for t in labels]
-        for i, a in enumerate(boxes):
-            for b in boxes[i + 1 :]:
-                assert not a.overlaps(b), (seed, a, b)
-        numbered = sorted(int(n) for t in labels for n in t.get_text().split(","))
+        report = _crowded_report(seed, loader=loader)
+        fig = plot_mod.figure(report)
+        boxes = _text_boxes(fig)
+        for i, (ta, a) in enumerate(boxes):
+            for tb, b in boxes[i + 1 :]:
+                assert not a.overlaps(b), (seed, ta, tb)
+        axes = [ax for ax in fig.axes if ax.get_xlabel().startswith("size")]
+        assert len(axes) == (2 if loader else 1)
+        assert axes[0].get_ylabel() == "write time (s)"
+        if loader:
+            assert axes[1].get_ylabel() == "torch loader (records/s)"
         measured = [c for c in report.cells if c.measured]
-        assert numbered == list(range(1, len(measured) + 1))  # every cell, once
-        key = fig.axes[0].get_legend().get_texts()
+        for ax in axes:
+            labels = [t for t in ax.texts if t.get_gid() == "cell-number"]
+            numbered = sorted(int(n) for t in labels for n in t.get_text().split(","))
+            assert numbered == list(range(1, len(measured) + 1))  # every cell, once
+        key = next(ax for ax in fig.axes if ax.get_legend() is not None).get_legend().get_texts()
         assert sum(1 for t in key if t.get_text()[:1].isdigit()) == len(measured)
-        assert not math.isnan(report.baseline_accuracy)
-    report_mod.save_plot(report, str(tmp_path / "p.png"))
+        assert (
+            fig._suptitle.get_text()
+            == "dstore bench: data.npz, probe: object detection (classes present)"
+        )
+    plot_mod.save_plot(report, str(tmp_path / "p.png"))
     with open(tmp_path / "p.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_title_names_a_folder_input():
+    for source, name in (("/data/tiles/", "tiles"), ("tiles", "tiles"), ("data/*.json", "*.json")):
+        fig = plot_mod.figure(_crowded_report(0, source=source))
+        assert fig._suptitle.get_text().startswith(f"dstore bench: {name}, probe:")

@@ -1,8 +1,12 @@
 """``dstore bench``: size, speed, memory, fidelity and accuracy impact of each format on your data.
 
-Formats x image encodings x dtype policies (:mod:`.grid`), measured by
-:mod:`.harness` against the input as it is, the accuracy probe and noise bands
-in :mod:`.accuracy`, tables, recommendation and plot in :mod:`.report`;
+:mod:`.plan` keeps the cells that change what is stored (formats x image choices x
+dtype policies, :mod:`.grid`'s vocabulary); :mod:`.sample` picks the records (a
+seeded, stratified sample of large data, extrapolated by :mod:`.extrapolate`);
+:mod:`.harness` runs them (:mod:`.measure`, :mod:`.scan`, :mod:`.scoring`,
+:mod:`.loader`), saving as it goes (:mod:`.progress`); :mod:`.recommend` judges
+them against the input as it is; :mod:`.report` and :mod:`.plot` show them. The
+accuracy probe is :mod:`.accuracy`'s (tasks, features, probe, noise bands);
 :mod:`.examples` holds evaluation functions for ``--evaluate``. Needs the
 ``bench`` extra (scikit-learn for the probe, matplotlib for plots).
 """
@@ -10,7 +14,8 @@ in :mod:`.accuracy`, tables, recommendation and plot in :mod:`.report`;
 from __future__ import annotations
 
 from .harness import bench
-from .report import save_plot, save_report, to_markdown, to_text
+from .plot import save_plot
+from .report import save_report, to_markdown, to_text
 from .results import BenchReport, Cell
 
 __all__ = ["BenchReport", "Cell", "bench", "save_plot", "save_report", "to_markdown", "to_text"]

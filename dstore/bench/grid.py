@@ -19,6 +19,7 @@ from typing import Any
 
 from ..engine.dtypes import parse_policy
 from ..errors import DstoreError, UsageError
+from ..images.options import NAMED_PNG_LEVELS
 
 __all__ = [
     "DTYPE_VOCABULARY",
@@ -40,14 +41,22 @@ _ROUND = re.compile(r"round:(\d+)$")
 _QUANT = re.compile(r"u?int8(:channel)?$")
 
 
+#: ``png:LEVEL`` values: the formats' ``png_level`` names, or a zlib level.
+PNG_LEVELS = (*NAMED_PNG_LEVELS, *map(str, range(10)))
+
+
 @dataclass(frozen=True)
 class ImageEncoding:
-    """One value of ``--images``: an encoding and, for lossy ones, a quality 1..100."""
+    """One value of ``--images``: an encoding and, for lossy ones, a quality 1..100;
+    ``png`` may name a level (``png:fastest``, ``png:6``)."""
 
     name: str
     quality: int | None = None
+    level: str | None = None  # png only
 
     def __str__(self) -> str:
+        if self.level is not None:
+            return f"{self.name}:{self.level}"
         return self.name if self.quality is None else f"{self.name}:{self.quality}"
 
     @property
@@ -65,13 +74,16 @@ def parse_images(values: Sequence[str]) -> list[ImageEncoding]:
         name, sep, q = text.partition(":")
         if name not in IMAGE_ENCODINGS:
             raise UsageError(
-                f"--images: {raw!r} is not an image encoding; valid: png, jpeg:Q, webp:Q, jxl:Q "
-                "(Q = quality 1..100)"
+                f"--images: {raw!r} is not an image encoding; valid: png, png:LEVEL, jpeg:Q, "
+                "webp:Q, jxl:Q (Q = quality 1..100)"
             )
         if name == "png":
-            if sep:
-                raise UsageError(f"--images: {raw!r}: png is lossless and takes no quality")
-            enc = ImageEncoding("png")
+            if sep and q not in PNG_LEVELS:
+                raise UsageError(
+                    f"--images: {raw!r}: png takes a level, not a quality: "
+                    f"png:{', png:'.join(NAMED_PNG_LEVELS)} or png:0..9"
+                )
+            enc = ImageEncoding("png", level=q if sep else None)
         else:
             if not q.isdigit() or not 1 <= int(q) <= 100:
                 raise UsageError(
@@ -127,19 +139,24 @@ def parse_dtypes(values: Sequence[str]) -> list[str]:
 def image_options(codec_cls: Any, fmt: str, enc: ImageEncoding) -> dict[str, Any] | str:
     """The ``-o`` options that make format ``fmt`` store images as ``enc``, or why it can't.
 
-    ``png`` is each format's lossless default (no option). A lossy encoding maps
-    to ``image_codec`` + ``quality``; a codec whose options lack them, or that
+    ``png`` is each format's lossless default (no option); ``png:LEVEL`` maps to
+    ``png_level`` where the format encodes PNGs of a chosen level. A lossy encoding
+    maps to ``image_codec`` + ``quality``; a codec whose options lack them, or that
     refuses the values, cannot take it here.
     """
-    if enc.lossless:
-        return {}
-    key = _IMAGE_OPTION
     options_cls = getattr(codec_cls, "Options", None)
     fields = (
         {f.name for f in dataclasses.fields(options_cls)}
         if options_cls is not None and dataclasses.is_dataclass(options_cls)
         else set()
     )
+    if enc.lossless:
+        if enc.level is None:
+            return {}
+        if "png_level" not in fields:
+            return f"{fmt} has no -o png_level= option (no PNG levels)"
+        return {"png_level": enc.level}
+    key = _IMAGE_OPTION
     if key not in fields or "quality" not in fields:
         return f"{fmt} has no -o {key}=/quality= option (no lossy image encodings)"
     options = {key: enc.name, "quality": enc.quality}

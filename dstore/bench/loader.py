@@ -14,13 +14,21 @@ from __future__ import annotations
 
 import importlib
 import os
-import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LOADERS", "LoaderRead", "LoaderSpeed", "measure_loader"]
+import numpy as np
+
+__all__ = [
+    "LOADERS",
+    "LoaderPass",
+    "LoaderRead",
+    "drop_from_page_cache",
+    "import_loader",
+    "loader_pass",
+]
 
 #: the training loaders ``--read`` measures
 LOADERS = ("torch", "tf")
@@ -33,13 +41,6 @@ class LoaderRead:
     loader: str  # one of LOADERS
     workers: int = 2
     batch_size: int = 64
-
-
-@dataclass(frozen=True)
-class LoaderSpeed:
-    records_per_s: float  # warm page cache, median pass
-    mb_per_s: float  # the cell's bytes on disk per second, warm
-    cold_records_per_s: float  # NaN where the page cache cannot be dropped
 
 
 def _files(path: str) -> Iterator[str]:
@@ -64,52 +65,65 @@ def drop_from_page_cache(path: str) -> bool:
     return True
 
 
-def _torch_pass(path: str, fmt: str, splits: list[str], how: LoaderRead) -> int:
+@dataclass(frozen=True)
+class LoaderPass:
+    """One pass of a loader over every split: records, seconds, and the fingerprints
+    of the records of ``keys_split`` in the order they came (:mod:`.shuffle`)."""
+
+    records: int
+    seconds: float
+    keys: list[bytes]
+
+
+def _torch_batches(path: str, fmt: str, split: str, how: LoaderRead, shuffle: bool) -> Any:
     import dstore
     from dstore.readers.torch import data_loader
 
-    records = 0
-    for split in splits:
-        ds = dstore.to_torch(path, split, format=fmt)
-        # a format whose library cannot run in forked workers starts them with spawn
-        loader = data_loader(
-            ds, batch_size=how.batch_size, num_workers=how.workers, collate_fn=ds.collate_fn()
-        )
-        for batch in loader:
-            records += len(next(iter(batch.values())))
-    return records
+    ds = dstore.to_torch(path, split, format=fmt, shuffle="global" if shuffle else 0, seed=0)
+    # a format whose library cannot run in forked workers starts them with spawn
+    return data_loader(
+        ds, batch_size=how.batch_size, num_workers=how.workers, collate_fn=ds.collate_fn()
+    )
 
 
-def _tf_pass(path: str, fmt: str, splits: list[str], how: LoaderRead) -> int:
+def _tf_batches(path: str, fmt: str, split: str, how: LoaderRead, shuffle: bool) -> Any:
     import dstore
 
+    return dstore.to_tf_dataset(
+        path,
+        split,
+        batch_size=how.batch_size,
+        format=fmt,
+        shuffle="global" if shuffle else 0,
+        ordered=not shuffle,
+    )
+
+
+def loader_pass(
+    path: str,
+    fmt: str,
+    splits: list[str],
+    how: LoaderRead,
+    *,
+    shuffle: bool = False,
+    keys_split: str | None = None,
+) -> LoaderPass:
+    """Time one pass of ``how.loader`` over the splits (``shuffle``: ``shuffle="global"``)."""
+    from .scan import fingerprints
+
+    batches_of = _torch_batches if how.loader == "torch" else _tf_batches
     records = 0
+    keys: list[bytes] = []
+    t = time.perf_counter()
     for split in splits:
-        ds = dstore.to_tf_dataset(path, split, batch_size=how.batch_size, format=fmt)
-        for batch in ds:
-            value: Any = next(iter(batch.values()))
-            records += int(value.shape[0])
-    return records
+        for batch in batches_of(path, fmt, split, how, shuffle):
+            values = {k: np.asarray(v) for k, v in batch.items() if hasattr(v, "shape")}
+            records += len(next(iter(values.values())))
+            if split == keys_split:
+                keys.extend(fingerprints(values))
+    return LoaderPass(records, time.perf_counter() - t, keys)
 
 
-def measure_loader(
-    path: str, fmt: str, splits: list[str], nbytes: int, how: LoaderRead, repeats: int
-) -> LoaderSpeed:
-    """Records/s and MB/s of ``how.loader`` over every split of the cell at ``path``."""
-    one_pass = _torch_pass if how.loader == "torch" else _tf_pass
-    # the library's import (TensorFlow: seconds) is not part of any pass
+def import_loader(how: LoaderRead) -> None:
+    """The library's import (TensorFlow: seconds) is paid before any timed pass."""
     importlib.import_module("torch" if how.loader == "torch" else "tensorflow")
-    cold = float("nan")
-    if drop_from_page_cache(path):
-        t = time.perf_counter()
-        records = one_pass(path, fmt, splits, how)
-        cold = records / (time.perf_counter() - t)
-    else:
-        records = one_pass(path, fmt, splits, how)  # untimed: warms the cache and imports
-    times = []
-    for _ in range(max(1, repeats)):
-        t = time.perf_counter()
-        one_pass(path, fmt, splits, how)
-        times.append(time.perf_counter() - t)
-    seconds = statistics.median(times)
-    return LoaderSpeed(records / seconds, nbytes / seconds / 1e6, cold)

@@ -1,9 +1,12 @@
 """One benchmark cell's writes, in a process of their own.
 
-``python -m dstore.bench.write_child REQUEST.json`` converts the bench's source
-once untimed (the warm-up: imports, allocator and page-cache state) and then
-``repeats`` timed times, and writes ``{"write_s": [...], "peak_rss": bytes}``
-(or ``{"error": "Type: message"}``) to the request's ``result`` path. A fresh
+``python -m dstore.bench.write_child REQUEST.json`` runs the request's ``writes`` in
+order: each converts a working copy (``source``) to ``out`` ``repeats`` times, timed
+(0: once, untimed -- the warm-up that pays imports, allocator and page-cache
+state); the output of a write's last run is kept. It writes ``{"writes": [[[wall,
+cpu], ...], ...], "peak_rss": bytes}`` (or ``{"error": "Type: message"}``) to the
+request's ``result`` path. CPU seconds are this process's and its finished
+children's (worker processes), user and system. A fresh
 process per cell makes the peak resident set that of this cell's writes (plus
 the interpreter and the codec's libraries), not growth over whatever the
 parent already held, which printed 0.
@@ -49,33 +52,75 @@ def _register(fmt: str, target: str | None) -> None:
     register_codec(getattr(importlib.import_module(module), attr), name=fmt)
 
 
+def _live_descendants_cpu() -> float:
+    """CPU seconds of this process's descendants still running (a pool of worker
+    processes lives across writes: ``RUSAGE_CHILDREN`` counts a child only once it is
+    reaped). Read from ``/proc``; 0 where there is none."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        names = [n for n in os.listdir("/proc") if n.isdigit()]
+    except (OSError, ValueError):
+        return 0.0
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for name in names:
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        parent[int(name)] = int(fields[1])
+        cpu[int(name)] = (int(fields[11]) + int(fields[12])) / ticks
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        kids = [p for p, pp in parent.items() if pp == pid and p not in mine]
+        mine.update(kids)
+        todo += kids
+    return sum(cpu[p] for p in mine)
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU seconds and its descendants' (threads, reaped and live workers)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (
+        me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime + _live_descendants_cpu()
+    )
+
+
 def run(request: dict[str, Any]) -> dict[str, Any]:
     from .. import api
+    from ..engine import local as engine_local
     from ..engine.dtypes import parse_policy
     from ..errors import DstoreError
     from ..output import remove_path
 
-    out = request["out"]
-    times: list[float] = []
+    done: list[list[list[float]]] = []
+    if request.get("whole_records", 0) >= engine_local.PROCESS_MIN_RECORDS:
+        # a sample's parts are written as the whole data would be: in the worker
+        # processes a sharded conversion of that many records starts (threads below)
+        engine_local.PROCESS_MIN_RECORDS = 1
     try:
         _register(request["format"], request.get("codec_target"))
         policy = parse_policy(request["dtype"])
-        for i in range(1 + max(1, int(request["repeats"]))):
-            if i:
-                remove_path(out)
-            t = time.perf_counter()
-            api.convert(
-                request["source"],
-                out,
-                to=request["format"],
-                dtype=policy,
-                options=request["options"],
-            )
-            if i:  # the first write is the warm-up
-                times.append(time.perf_counter() - t)
+        for write in request["writes"]:
+            times: list[list[float]] = []
+            for _ in range(max(1, int(write["repeats"]))):
+                remove_path(write["out"])
+                t, cpu = time.perf_counter(), _cpu_seconds()
+                api.convert(
+                    write["source"],
+                    write["out"],
+                    to=request["format"],
+                    dtype=policy,
+                    options=request["options"],
+                )
+                times.append([time.perf_counter() - t, _cpu_seconds() - cpu])
+            done.append(times if write["repeats"] else [])
     except DstoreError as e:
         return {"error": f"{type(e).__name__}: {e}", "peak_rss": _peak_rss_bytes()}
-    return {"write_s": times, "peak_rss": _peak_rss_bytes()}
+    return {"writes": done, "peak_rss": _peak_rss_bytes()}
 
 
 def main(argv: list[str]) -> int:

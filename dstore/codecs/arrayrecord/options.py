@@ -42,6 +42,14 @@ class ArrayRecordOptions(ImageOptions):
     quality: int = quality_option()
     workers: int = workers_option()
 
+    def compressor(self) -> str:
+        """What compresses each chunk, for reports ("zstd 3", "uncompressed")."""
+        return (
+            f"{self.compression} {self.level}"
+            if self.compression in ("zstd", "brotli")
+            else self.compression
+        )
+
     def validate(self) -> None:
         self.check_image_options("arrayrecord")
         if self.group_size < 1:

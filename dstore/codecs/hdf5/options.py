@@ -80,6 +80,12 @@ class HDF5Options(ImageOptions):
     image_codec: str = image_codec_option(IMAGE_CODECS, default="none")
     quality: int = quality_option()
 
+    def compressor(self) -> str:
+        """What compresses the arrays, for reports ("gzip 4", "lzf", "none")."""
+        if self.compression in ("none", "lzf"):
+            return self.compression
+        return f"{self.compression} {self.level}"
+
     def validate(self) -> None:
         self.check_image_options("hdf5")
         if self.compression not in ("gzip", "lzf", "none", "blosc", "zstd"):

@@ -38,6 +38,10 @@ class NpzOptions:
         },
     )
 
+    def compressor(self) -> str:
+        """What compresses the arrays, for reports ("deflate 6"; "none": stored)."""
+        return f"deflate {self.level}" if self.compress else "none"
+
     def validate(self) -> None:
         if not 0 <= self.level <= 9:
             raise ValueError(f"npz: level must be 0..9. Got {self.level} instead.")

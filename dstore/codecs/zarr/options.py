@@ -19,6 +19,9 @@ from ...model.schema import (
 __all__ = ["ZarrOptions", "lossy_fields"]
 
 _ATTR = "dstore_schema"
+#: the root attribute marking a store an append is writing (or a killed one wrote):
+#: its arrays may hold records after the committed counts (:mod:`.append`)
+GROWING = "dstore_appending"
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,10 @@ class ZarrOptions(ImageOptions):
     # lossy: one chunk per image; zarr users open them with imagecodecs (docs/formats/zarr.md)
     image_codec: str = image_codec_option(IMAGE_CODECS, default="none")
     quality: int = quality_option()
+
+    def compressor(self) -> str:
+        """What compresses the arrays, for reports ("blosc zstd 3")."""
+        return f"blosc {self.cname} {self.clevel}"
 
     def validate(self) -> None:
         if self.cname not in ("zstd", "lz4", "lz4hc", "blosclz", "zlib"):
