@@ -20,6 +20,7 @@ from dstore.cli import main
 from dstore.registry import available_codecs, codec_names, default_extension, get_codec_class
 
 mlc = pytest.importorskip("mlcroissant")
+datasets = pytest.importorskip("datasets")
 
 FORMATS = [n for n in codec_names() if available_codecs()[n] is None]
 
@@ -334,15 +335,18 @@ def test_a_folder_of_files_is_read_as_before_its_cards(tmp_path, source):
     mlc.Dataset(jsonld=str(folder / "croissant.json"))
 
 
-def test_dstore_card_after_an_append_describes_the_new_version(tmp_path, source):
-    """An append leaves the card of the version before (it is not rewritten with the
-    version yet); 'dstore card' then lists every shard and states version 2."""
+def test_an_append_rewrites_the_cards_with_its_version(tmp_path, source):
+    """The append itself rewrites the cards dstore wrote: Croissant states version 2,
+    every shard with its sha256 and the new counts, keeps the name and license given
+    earlier, and mlcroissant reads it; the Hub's README counts the new records (the
+    append left version 1's cards before). 'dstore card' then changes nothing."""
     out = str(tmp_path / "out.parquet")
     dstore.convert(source, out)
+    assert main(["card", out, "--name", "tiles", "--license", "cc-by-4.0"]) == 0
     dstore.convert(source, out, append=True, append_again=True)
-    assert main(["card", out]) == 0
     doc = _load(os.path.join(out, "croissant.json"))
     assert doc["version"] == "2.0.0"
+    assert (doc["name"], doc["license"]) == ("tiles", "cc-by-4.0")
     with dstore.open(out) as ds:
         counts = {s: ds[s].count for s in ds}
     assert {rs["@id"]: rs["description"] for rs in doc["recordSet"]} == {
@@ -352,3 +356,15 @@ def test_dstore_card_after_an_append_describes_the_new_version(tmp_path, source)
         if d["@type"] == "cr:FileObject":
             assert _sha256(os.path.join(out, d["contentUrl"])) == d["sha256"]
     assert len([d for d in doc["distribution"] if d["@type"] == "cr:FileObject"]) == 4
+    assert not mlc.Dataset(jsonld=os.path.join(out, "croissant.json")).metadata.ctx.issues.errors
+    hub = datasets.load_dataset(out)
+    assert {s: len(hub[s]) for s in hub} == counts
+    with open(os.path.join(out, "README.md")) as f:
+        readme = f.read()
+    for n in counts.values():
+        assert f"num_examples: {n}" in readme
+    before = _load(os.path.join(out, "croissant.json"))
+    assert main(["card", out]) == 0
+    after = _load(os.path.join(out, "croissant.json"))
+    after.pop("datePublished", None), before.pop("datePublished", None)
+    assert after == before

@@ -81,12 +81,29 @@ def append_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
     for attempt in range(1, ATTEMPTS + 1):
         try:
             with append_lock(dst) if not fs.is_url(dst) else contextlib.nullcontext():
-                return _append_once(src, dst, cls, job)
+                report = _append_once(src, dst, cls, job)
+                _refresh_cards(dst, cls)
+                return report
         except AppendConflictError as e:
             if attempt == ATTEMPTS or not cls.sharded:
                 raise
             _log.warning("%s; appending again after it (attempt %d)", e, attempt + 1)
     raise AssertionError("unreachable")
+
+
+def _refresh_cards(dst: str, cls: Any) -> None:
+    """The cards dstore wrote for ``dst`` describe the version just committed (#38):
+    rewritten after the commit, keeping what the earlier card said (name, license, ...)
+    and taking the shards' hashes from the manifest dstore just wrote. A crash between
+    the commit and this leaves the previous version's card, whole; ``dstore card``
+    rewrites it."""
+    from ..card.build import card_of, describe
+    from .views import open as open_dataset
+
+    if card_of(dst, cls) is None:
+        return
+    with open_dataset(dst, format=cls.name) as ds:
+        describe(dst, cls, ds.reader, trusted=True)
 
 
 @contextlib.contextmanager

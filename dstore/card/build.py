@@ -274,10 +274,13 @@ def describe(
     about: Mapping[str, str | None] | None = None,
     measured: tuple[Written, Mapping[tuple[str, str], Mapping[str, float]]] | None = None,
     bench: str | os.PathLike[str] | None = None,
+    trusted: bool = False,
 ) -> CardReport:
     """Write the cards of the dataset ``reader`` reads at ``path`` (its ``codec``):
     :func:`dstore.card`'s work once the dataset is open and, with ``measured``, its
-    errors against the source are known (the written source and ``verify``'s figures)."""
+    errors against the source are known (the written source and ``verify``'s figures).
+    ``trusted``: the shards' sizes and sha256 are taken from the manifest, not hashed
+    again (only right just after dstore wrote them: :func:`refresh_after_version`)."""
     folder = fs.isdir(path)
     if hf and not (folder and codec.hub_card):
         raise UsageError(
@@ -285,7 +288,7 @@ def describe(
             f"it is (Parquet); this is {codec.name} {'folder' if folder else 'file'}"
         )
     target = _target(path, out, inside=folder and not codec.card_beside)
-    facts = gather(reader, path, _folder_of(target), codec)
+    facts = gather(reader, path, _folder_of(target), codec, trusted=trusted)
     written, verified = measured if measured is not None else (None, None)
     source = written.source if written is not None else None
     bench_text = bench_lines(os.fspath(bench), facts.format) if bench is not None else []
@@ -303,3 +306,10 @@ def describe(
         _write(readme_path, readme, replace=True)
         report.written.append(readme_path)
     return report
+
+
+def card_of(path: str, codec: Any) -> str | None:
+    """The Croissant card dstore wrote for the dataset at ``path``, where it is, or None
+    (none there, or one dstore did not write)."""
+    target = _target(path, None, inside=fs.isdir(path) and not codec.card_beside)
+    return target if fs.exists(target) and _is_ours(target) else None
