@@ -74,6 +74,10 @@ class Codec(ABC):
     #: True when the output is cut into shards any process writes alone
     #: (:meth:`plan_shards`): resumable, distributable on Dask.
     sharded: ClassVar[bool] = False
+    #: Records per split a sharded conversion encodes once more, before writing, to size
+    #: its shards (:meth:`plan_shards`); 0 when nothing is encoded twice. ``dstore bench``
+    #: counts them when it extrapolates a small sample's write time to the whole data.
+    plan_sample: ClassVar[int] = 0
     #: True when the writer creates every array at its final shape and can hand its
     #: chunk-aligned blocks to other processes (:meth:`Writer.write_regions`): a Dask
     #: client writes them as tasks. A single-file format (one writer) leaves it False.

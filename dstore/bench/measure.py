@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,11 +29,11 @@ from .. import api
 from ..bounded_json import load_json_file
 from ..errors import DstoreError
 from ..output import path_size, remove_path
-from ..registry import default_extension, registry
+from ..registry import default_extension, get_codec_class, registry
 from .extrapolate import Estimate, extrapolate, extrapolate_ratio
 from .loader import LoaderRead, drop_from_page_cache, loader_pass
 from .results import Cell
-from .sample import SamplePlan
+from .sample import SamplePlan, encoded_records
 from .scan import ScanResult, scan
 from .shuffle import delivered_order, relative_quality, units_of
 
@@ -152,15 +152,23 @@ def _median(runs: Sequence[Sequence[float]], i: int) -> float:
     return statistics.median(r[i] for r in runs)
 
 
-def _figure(ws: Workspace, tiny_x: float | None, part_x: Sequence[float]) -> Estimate:
+def _figure(
+    ws: Workspace, tiny_x: float | None, part_x: Sequence[float], plan_sample: int = 0
+) -> Estimate:
     """The whole data's figure from a sample's measurements (or the whole's as it is);
-    ``tiny_x`` None: no fixed cost (sizes)."""
+    ``tiny_x`` None: no fixed cost (sizes). ``plan_sample``: a write's cost goes by the
+    records it encodes (:func:`.sample.encoded_records`), not the records it stores."""
     plan = ws.plan
     if not plan.sampled:
         return Estimate(part_x[0])
-    parts = [(plan.part_records(j), x) for j, x in enumerate(part_x)]
-    tiny = None if tiny_x is None else (plan.tiny_records, tiny_x)
-    return extrapolate(plan.total, tiny, parts)
+
+    def work(picks: Mapping[str, Any]) -> int:
+        return encoded_records((len(ix) for ix in picks.values()), plan_sample)
+
+    parts = [(work(picks), x) for picks, x in zip(plan.parts, part_x, strict=True)]
+    tiny = None if tiny_x is None or plan.tiny is None else (work(plan.tiny), tiny_x)
+    whole = encoded_records(plan.counts.values(), plan_sample)
+    return extrapolate(whole, tiny, parts)
 
 
 def _set(cell: Cell, name: str, est: Estimate) -> None:
@@ -219,8 +227,9 @@ def _measure(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, index
         _set(cell, "bytes", Estimate(path_size(outs[0])))
     else:
         parts = [w[0] for w in writes[2:]]
-        _set(cell, "write_s", _figure(ws, _median(timed, 0), [p[0] for p in parts]))
-        _set(cell, "write_cpu_s", _figure(ws, _median(timed, 1), [p[1] for p in parts]))
+        planned = get_codec_class(cell.format).plan_sample
+        _set(cell, "write_s", _figure(ws, _median(timed, 0), [p[0] for p in parts], planned))
+        _set(cell, "write_cpu_s", _figure(ws, _median(timed, 1), [p[1] for p in parts], planned))
         sizes = [path_size(o) for o in outs]
         plan = ws.plan
         pairs = list(zip(sizes, plan.proxy_parts, strict=True))

@@ -32,8 +32,7 @@ class ShardedCodec(Codec):
     reads_folders = True
     #: the shard files' suffix in the size plan's names
     shard_suffix: ClassVar[str] = ""
-    #: records encoded to size the shards
-    plan_sample: ClassVar[int] = 64
+    plan_sample = 64  # records per split encoded to size the shards
     #: the manifest's ``format`` value (``dstore-webdataset``)
     format_id: ClassVar[str]
 

@@ -341,6 +341,7 @@ class TFRecordCodec(Codec):
     name = "tfrecord"
     reads_folders = True
     sharded = True
+    plan_sample = _PLAN_SAMPLE
     tensorflow_native = True  # tf.data.TFRecordDataset reads the shards itself
     frame_indexes = True  # dstore index: <file>.idx for TFRecord files others wrote
     extensions = (".tfrecords", ".tfrecord")
@@ -417,7 +418,7 @@ class TFRecordCodec(Codec):
             sample,
             lambda split, first: [len(r) for r in writer.encode_chunk(split, first)],
             target_bytes=self.options.shard_mb * 1024 * 1024,
-            sample_records=_PLAN_SAMPLE,
+            sample_records=self.plan_sample,
             suffix=".tfrecord",
         )
 
