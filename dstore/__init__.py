@@ -21,10 +21,13 @@ if TYPE_CHECKING:
     from .api.convert import convert
     from .api.info import info
     from .api.verify import verify
+    from .api.versions import LogReport, PruneReport, compact, log, prune
     from .bench import bench
     from .check import check
     from .engine.dtypes import DtypePolicy, parse_policy
     from .errors import (
+        AppendConflictError,
+        AppendError,
         CodecIOError,
         DstoreError,
         DtypePolicyError,
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
         UnknownCodecError,
         UnsafeInputError,
         UnsupportedDtypeError,
+        VersionError,
     )
     from .model.schema import FieldSpec, Schema, SplitSpec
     from .registry import (
@@ -51,9 +55,12 @@ _LAZY = {
         ["ConvertReport", "Dataset", "VerifyReport", "convert", "info", "open", "save", "verify"],
         "api",
     ),
+    **dict.fromkeys(["LogReport", "PruneReport", "compact", "log", "prune"], "api.versions"),
     **dict.fromkeys(["DtypePolicy", "parse_policy"], "engine.dtypes"),
     **dict.fromkeys(
         [
+            "AppendConflictError",
+            "AppendError",
             "CodecIOError",
             "DstoreError",
             "DtypePolicyError",
@@ -64,6 +71,7 @@ _LAZY = {
             "UnknownCodecError",
             "UnsafeInputError",
             "UnsupportedDtypeError",
+            "VersionError",
         ],
         "errors",
     ),
@@ -77,6 +85,8 @@ _LAZY = {
 }
 
 __all__ = [
+    "AppendConflictError",
+    "AppendError",
     "CodecIOError",
     "ConvertReport",
     "Dataset",
@@ -84,9 +94,11 @@ __all__ = [
     "DtypePolicy",
     "DtypePolicyError",
     "FieldSpec",
+    "LogReport",
     "MissingDependencyError",
     "OldOutputLeftError",
     "OutputExistsError",
+    "PruneReport",
     "Schema",
     "SchemaError",
     "SplitSpec",
@@ -94,17 +106,21 @@ __all__ = [
     "UnsafeInputError",
     "UnsupportedDtypeError",
     "VerifyReport",
+    "VersionError",
     "__version__",
     "available_codecs",
     "bench",
     "check",
+    "compact",
     "convert",
     "get_codec",
     "get_codec_class",
     "infer_codec",
     "info",
+    "log",
     "open",
     "parse_policy",
+    "prune",
     "register_codec",
     "save",
     "to_tf_dataset",

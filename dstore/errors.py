@@ -13,6 +13,8 @@ from typing import Any
 from ._dist import install_hint
 
 __all__ = [
+    "AppendConflictError",
+    "AppendError",
     "CodecIOError",
     "DstoreError",
     "DtypePolicyError",
@@ -29,6 +31,7 @@ __all__ = [
     "UnsafePathError",
     "UnsupportedDtypeError",
     "UsageError",
+    "VersionError",
 ]
 
 
@@ -132,6 +135,24 @@ class OutputExistsError(DstoreError, FileExistsError):
 
     The message names the library's ``overwrite=True``; the command line says
     ``--overwrite`` (:mod:`dstore.cli.words`)."""
+
+
+class AppendError(DstoreError, ValueError):
+    """Records that cannot be appended to a dataset as asked: their schema disagrees
+    with the dataset's after its dtype policy, a setting conflicts with the dataset's
+    own, or the source is already in the dataset's history (``append_again=True``
+    appends it again). Nothing was written."""
+
+
+class AppendConflictError(DstoreError, FileExistsError):
+    """Another writer committed a version (or holds the claim to the next one) of the
+    dataset this append was writing: nothing of this append was kept, and running it
+    again appends after the other one."""
+
+
+class VersionError(DstoreError, LookupError):
+    """A version of a dataset that does not exist, was pruned, or was replaced by a
+    rewrite (npz, HDF5, JSON keep their latest version only)."""
 
 
 class OldOutputLeftError(CodecIOError):

@@ -15,6 +15,7 @@ from typing import IO, Any
 from .errors import MissingDependencyError
 
 __all__ = [
+    "create_exclusive",
     "exists",
     "getsize",
     "glob",
@@ -27,6 +28,7 @@ __all__ = [
     "read_at",
     "sha256_file",
     "url_fs",
+    "write_replacing",
 ]
 
 #: reads from object storage fetch this much per request (sequential scans)
@@ -136,3 +138,70 @@ def read_at(path: str, offset: int, n: int) -> bytes:
             return f.read(n)
     except OSError:
         return b""
+
+
+#: fsspec filesystems whose ``pipe_file(mode="create")`` is one atomic create-if-absent
+#: (S3's conditional PUT ``If-None-Match: *``; a dict in one process). fsspec's default
+#: checks ``exists`` and then writes: two writers can both pass the check, so a store
+#: not listed here offers no exclusive create and dstore says so instead of using it.
+EXCLUSIVE_CREATE = ("s3fs.core.S3FileSystem", "fsspec.implementations.memory.MemoryFileSystem")
+
+
+def offers_exclusive_create(path: str) -> bool:
+    """True when a file can be created at ``path`` only if absent, atomically."""
+    if not is_url(path):
+        return True
+    fs, _ = url_fs(path)
+    return any(f"{c.__module__}.{c.__qualname__}" in EXCLUSIVE_CREATE for c in type(fs).__mro__)
+
+
+def create_exclusive(path: str, data: bytes) -> None:
+    """Create the file ``path`` holding ``data``, complete, only if nothing is there:
+    :class:`FileExistsError` when something is (another writer won).
+
+    Locally the bytes go to a temporary file, fsynced, then hard-linked to ``path``
+    (``link`` fails on an existing name), so the file is never seen half written; on
+    an object store, one conditional PUT (:data:`EXCLUSIVE_CREATE`)."""
+    if is_url(path):
+        if not offers_exclusive_create(path):
+            raise NotImplementedError(f"{path}: this store offers no create-if-absent write")
+        fs, p = url_fs(path)
+        fs.pipe_file(p, data, mode="create")
+        return
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.part")
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)
+    finally:
+        with _suppress_missing():
+            os.remove(tmp)
+
+
+def write_replacing(path: str, data: bytes) -> None:
+    """Write ``path`` whole: readers see the old bytes or the new ones, never a mix
+    (a temporary file renamed over it locally; one PUT on an object store)."""
+    if is_url(path):
+        fs, p = url_fs(path)
+        fs.pipe_file(p, data)
+        return
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.part")
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        with _suppress_missing():
+            os.remove(tmp)
+
+
+def _suppress_missing() -> Any:
+    import contextlib
+
+    return contextlib.suppress(FileNotFoundError)

@@ -16,6 +16,9 @@ such links make that exponential. So, for local folders:
   brace pattern's matches, an index beside a shard) that are links out of it are
   refused unless ``follow``: a shard linked in from another dataset would be read
   as this one's.
+* :func:`check_regular`: a FIFO, device or socket among a folder's files is
+  refused: opening one blocks for ever (a FIFO nobody writes, and a C reader
+  such as Arrow's cannot even be interrupted) or never ends (``/dev/zero``).
 
 URLs have no symlinks; these functions are for local paths only.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 import fnmatch
 import glob as _glob
 import os
+import stat
 from collections.abc import Callable, Iterator, Sequence
 
 from .errors import UnsafeInputError
@@ -32,6 +36,7 @@ from .errors import UnsafeInputError
 __all__ = [
     "check_distinct",
     "check_inside",
+    "check_regular",
     "check_store",
     "glob_files",
     "is_inside",
@@ -56,6 +61,22 @@ def check_inside(root: str, paths: Sequence[str], follow: bool, what: str = "fol
         if not is_inside(real, top):
             name = os.path.relpath(path, root)
             raise UnsafeInputError(f"{root}: {name!r} is a symlink to {real}, outside the {what}")
+
+
+def check_regular(root: str, path: str) -> None:
+    """Refuse ``path`` (found in the local folder ``root``, not named by the user) when
+    it is a FIFO, a device or a socket."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing or unreadable: the format's reader says so in its own words
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    name = os.path.relpath(path, root) if root else path
+    raise UnsafeInputError(
+        f"{root}: {name!r} is not a regular file (a FIFO, device or socket); refused",
+        hint=False,
+    )
 
 
 def pattern_root(pattern: str) -> str:

@@ -21,11 +21,6 @@ import dstore
 PACKAGE = pathlib.Path(dstore.__file__).parent
 #: the ceiling for one module: past it a file holds more than one job (STYLE.md §3)
 MAX_LINES = 500
-#: modules still being split (issue #36), at most their size when this list was made:
-#: the list may only shrink, and none of them may grow
-STILL_LONG = {
-    "sharding/writer.py": 504,
-}
 
 
 def _modules() -> list[pathlib.Path]:
@@ -34,11 +29,7 @@ def _modules() -> list[pathlib.Path]:
 
 def test_no_module_exceeds_the_line_ceiling() -> None:
     sizes = {p: len(p.read_text(encoding="utf-8").splitlines()) for p in _modules()}
-    too_long = {
-        str(p.relative_to(PACKAGE)): n
-        for p, n in sizes.items()
-        if n > STILL_LONG.get(str(p.relative_to(PACKAGE)), MAX_LINES)
-    }
+    too_long = {str(p.relative_to(PACKAGE)): n for p, n in sizes.items() if n > MAX_LINES}
     assert not too_long, f"modules over {MAX_LINES} lines (split them by job): {too_long}"
     assert len(sizes) > 50  # the walk found the package, not an empty folder
 

@@ -103,6 +103,22 @@ def test_json_schema_and_counts(labelled, leaky_npz, capsys):
     assert s["label_conflicts"] == {"exact": 0, "near": 0}
 
 
+def test_summary_line_of_several_leaks_stays_short(leaky_npz):
+    """Leaks from two evaluation splits: one short figure each, every one of them
+    (bench prints this line; three splits made it 400 characters)."""
+    report = dstore.check(leaky_npz)
+    leaks = [(s, o, c) for s, per in report.leakage.items() for o, c in per.items()]
+    leaks = [(s, o, c) for s, o, c in leaks if s != report.training and c["records"]]
+    assert len(leaks) >= 2
+    line = report.summary_line()
+    assert len(line) <= 160, line
+    for split, other, c in leaks:
+        assert (
+            f"{split} {c['records']}/{report.records[split]} ({c['percent']:.1f}%) dup {other}"
+            in line
+        )
+
+
 def test_exit_status(labelled, tmp_path, capsys):
     clean = {s: {k: v[: len(v) - 30] for k, v in d.items()} for s, d in labelled.splits.items()}
     clean["test"] = {k: v[: len(v) - 60] for k, v in labelled.splits["test"].items()}

@@ -44,3 +44,22 @@ def test_a_library_caller_is_told_resume_true_not_the_flag(tmp_path) -> None:
     with pytest.raises(dstore.DstoreError) as err:
         dstore.convert(src, tmp_path / "b.npz", resume=True)
     assert "resume=True" in str(err.value) and "--resume" not in str(err.value)
+
+
+def test_a_source_appended_twice_is_refused_with_the_flag_on_the_command_line(
+    tmp_path, capsys
+) -> None:
+    """``append_again=True`` to a library caller, ``--append-again`` to the command line."""
+    src, dst = tmp_path / "a.npz", tmp_path / "d.tfrecords"
+    np.savez(src, x_train=np.arange(6, dtype=np.int32))
+    dstore.convert(src, dst)
+    more = tmp_path / "more.npz"
+    np.savez(more, x_train=np.arange(6, 12, dtype=np.int32))
+    dstore.convert(more, dst, append=True)
+    with pytest.raises(dstore.AppendError) as err:
+        dstore.convert(more, dst, append=True)
+    assert "append_again=True" in str(err.value) and "--append-again" not in str(err.value)
+    assert main(["convert", str(more), str(dst), "--append"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "use --append-again" in line and "append_again=True" not in line, line
+    assert "version 2" in line and len(line.splitlines()) == 1

@@ -210,3 +210,45 @@ def test_to_tf_dataset_refuses_a_shard_linked_in(tmp_path, tiles, fmt):
     folder, link = _linked_folder(tmp_path, tiles, fmt)
     with pytest.raises(UnsafeInputError, match=link):
         list(dstore.to_tf_dataset(folder, "train", format=fmt))
+
+
+_FIFO_CHILD = r"""
+import sys
+from dstore.cli import main
+folder, out = sys.argv[1], sys.argv[2]
+print(main(["info", folder]), main(["convert", folder, out]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("described", [False, True], ids=["no manifest", "manifest"])
+@pytest.mark.parametrize("fmt", SHARDED)
+def test_a_fifo_among_a_folders_shards_is_refused_not_waited_on(tmp_path, tiles, fmt, described):
+    """A FIFO with a shard's name: opening it blocked for ever (info, convert; Arrow's
+    open cannot even be interrupted). Run in a child so that a hang fails the test."""
+    import subprocess
+    import sys
+
+    ext = default_extension(fmt)
+    mine = str(tmp_path / f"mine{ext}")
+    dstore.save(_data(tiles), mine, shard_mb="0.05")
+    names = _shard_names(mine)
+    folder = tmp_path / "f"
+    shutil.copytree(mine, folder)
+    if not described:
+        os.remove(folder / "dstore.json")
+        shutil.rmtree(folder / ".dstore-index", ignore_errors=True)
+    os.remove(folder / names[1])
+    os.mkfifo(folder / names[1])
+    out = tmp_path / "o.npz"
+    child = subprocess.run(
+        [sys.executable, "-c", _FIFO_CHILD, str(folder), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert child.stdout.split() == ["2", "2"], child.stderr
+    err = [ln for ln in child.stderr.splitlines() if ln.strip()]
+    assert len(err) == 2 and all(names[1] in ln and "not a regular file" in ln for ln in err)
+    assert not out.exists() and sorted(os.listdir(tmp_path)) == ["f", os.path.basename(mine)]

@@ -80,6 +80,9 @@ def test_every_keyword_of_convert_lands_in_its_job(monkeypatch: Any, tmp_path: A
         "keep_encoded": True,
         "follow_links": True,
         "scan_progress": _scan,
+        "append": True,
+        "append_again": True,
+        "version": 3,
         "observe": _Observer(),
     }
     params = inspect.signature(dstore.convert).parameters
@@ -94,7 +97,8 @@ def test_every_keyword_of_convert_lands_in_its_job(monkeypatch: Any, tmp_path: A
     assert job.policy == policy and job.policy.on_overflow == "clip"
     assert job.overwrite and job.resume and job.keep_encoded
     assert dict(job.options) == {"shard_mb": "1"}
-    assert dict(job.src_options) == {"drop": "meta", "follow_links": True}
+    assert dict(job.src_options) == {"drop": "meta", "follow_links": True, "version": 3}
+    assert job.append and job.append_again
     assert job.batch_bytes == 12345
     assert job.progress is _progress and job.scan_progress is _scan
     assert job.client == "tcp://nowhere:1" and job.layout == "tf-classification"

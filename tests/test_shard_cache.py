@@ -6,6 +6,8 @@ the S3 server run is in test_s3.py."""
 
 from __future__ import annotations
 
+import os
+import re
 import uuid
 
 import numpy as np
@@ -14,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dstore
-from dstore.sharding.cache import parse_cache_limit
+from dstore.sharding.cache import FOLDER, parse_cache_limit
 from dstore.testing import usable_formats
 
 fsspec = pytest.importorskip("fsspec")
@@ -63,6 +65,8 @@ def test_cache_dir_refused_where_it_has_nothing_to_do(tmp_path, data):
         ("20GiB", 20 * 2**30),
         (20e9, 20 * 10**9),
         ("1_000kb", 10**6),
+        (np.int64(60_000), 60_000),
+        (np.float64(2e3), 2000),
         (None, None),
     ],
 )
@@ -73,7 +77,8 @@ def test_cache_limit_sizes(value, size):
 @pytest.mark.parametrize(
     "value",
     ["lots", "5XB", "-1GB", 0, True, False, 1.5, "1.5B", "inf", "1e400", float("inf"),
-     float("nan"), "nan", "", [], b"1MB", 2**64],
+     float("nan"), "nan", "", [], b"1MB", 2**64, "0IB", "5IB", "1 ib", np.bool_(True),
+     np.int64(0), np.float64(1.5)],
 )  # fmt: skip
 def test_bad_cache_limits_are_one_clear_error(value, tmp_path, data):
     with pytest.raises(ValueError, match=r"cache_limit is a whole number of bytes > 0"):
@@ -107,3 +112,18 @@ def test_cache_limit_without_cache_dir_is_refused(tmp_path, data):
     url = _remote("tfrecord", data, tmp_path)
     with pytest.raises(ValueError, match="give cache_dir= with it"):
         dstore.to_torch(url, "train", cache_limit="1GB")
+
+
+def test_a_cache_dir_under_home_is_the_users_home(tmp_path, data, monkeypatch):
+    """cache_dir="~/..." is the home folder's, not a folder named "~" made where the
+    reader happens to run."""
+    url = _remote("tfrecord", data, tmp_path / "remote")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path / "cwd")
+    ds = dstore.to_torch(url, "train", cache_dir="~/.cache/d", cache_limit="1GB")
+    assert [int(r["k"]) for r in ds] == list(range(N))
+    assert os.listdir(tmp_path / "cwd") == []
+    folder = tmp_path / "home" / ".cache" / "d" / FOLDER
+    assert any(re.match(r"[0-9a-f]{32}-", name) for name in os.listdir(folder))

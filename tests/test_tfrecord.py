@@ -328,7 +328,7 @@ def test_shard_sha256_is_hashed_off_the_writing_thread(tmp_path, label_maker_npz
     import threading
     import types
 
-    from dstore.sharding import writer
+    from dstore.sharding import hashing
 
     threads: set[str] = set()
 
@@ -343,7 +343,7 @@ def test_shard_sha256_is_hashed_off_the_writing_thread(tmp_path, label_maker_npz
         def hexdigest(self):
             return self.h.hexdigest()
 
-    monkeypatch.setattr(writer, "hashlib", types.SimpleNamespace(sha256=RecordingSha))
+    monkeypatch.setattr(hashing, "hashlib", types.SimpleNamespace(sha256=RecordingSha))
     dst = str(tmp_path / "out.tfrecords")
     dstore.convert(label_maker_npz, dst, options={"shard_mb": "0.05"})
     monkeypatch.undo()

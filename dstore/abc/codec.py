@@ -110,6 +110,12 @@ class Codec(ABC):
     #: True when this format's records are frames that ``dstore index`` (:meth:`frame_files`,
     #: :meth:`frame_lengths`) indexes in files others wrote: ``index --from`` offers these.
     frame_indexes: ClassVar[bool] = False
+    #: True when records can be added to an existing dataset of this format without
+    #: rewriting what it holds (:meth:`open_appender`: zarr grows its arrays, only the
+    #: last partial chunk of each rewritten, atomically). Sharded formats append through
+    #: their container (new shards, a new version); every other format appends by
+    #: writing the whole dataset again beside it and renaming it over.
+    appends_in_place: ClassVar[bool] = False
     #: True when values are stored as text (JSON): large arrays are slow and big there,
     #: so the demo's image tiles skip it.
     stores_text: ClassVar[bool] = False
@@ -244,6 +250,16 @@ class Codec(ABC):
 
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
         raise NotImplementedError(f"{self.name}: not a sharded format")
+
+    def shard_file(self, split: str, index: int, total: int) -> str:
+        """The file name of shard ``index`` of ``total`` of ``split`` (sharded formats)."""
+        raise NotImplementedError(f"{self.name}: not a sharded format")
+
+    def open_appender(self, path: str, schema: Schema, after: Schema) -> Writer:
+        """A :class:`Writer` adding records of ``schema`` (as stored) to the dataset at
+        ``path`` in place (``appends_in_place``); its ``close`` commits ``after``, the
+        dataset's schema once they are in, and until then readers see the dataset as it was."""
+        raise NotImplementedError(f"{self.name}: appends by rewriting, not in place")
 
     @abstractmethod
     def open_reader(self, path: str) -> Reader: ...

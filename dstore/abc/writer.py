@@ -64,6 +64,10 @@ class ShardWriter(ABC):
 
     #: threads a shard's encoding uses (the format's ``workers`` option; 0: one per core)
     workers: int = 0
+    #: per split, how many records the dataset holds before the first one written now
+    #: (an append): a format that numbers records in its files (WebDataset's sample
+    #: keys) counts from there, so the numbers go on from the dataset's last record
+    record_offsets: Mapping[str, int] = {}
 
     def gil_bound(self, split: str) -> bool:
         """True when encoding ``split``'s records holds the GIL most of the time (fpng's

@@ -7,7 +7,9 @@ Everything the CLI does goes through these functions. One module per job:
 - :mod:`.memory`: writing in-memory data (``save``);
 - :mod:`.verify`: ``verify`` and ``check`` and their report;
 - :mod:`.info`: ``info`` and its report;
-- :mod:`.index`: ``index``, record indexes for shards dstore did not write.
+- :mod:`.index`: ``index``, record indexes for shards dstore did not write;
+- :mod:`.append`, :mod:`.versions`: appends (``convert(..., append=True)``) and the
+  versions they make (``log``, ``compact``, ``prune``).
 
 The names below are re-exported so that ``dstore.api.X`` keeps working for
 every caller (the CLI, the bench harness, tests, plugins).
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from .info import InfoReport, dtype_name, info
     from .memory import ArrayReader, save
     from .verify import FieldResult, VerifyReport, check, verify
+    from .versions import LogReport, PruneReport, compact, log, prune
     from .views import Dataset, FieldView, Split, open
 
 # Imported on first use (PEP 562), as dstore's own names: `dstore info x.npz` then never
@@ -46,6 +49,7 @@ _LAZY = {
     **dict.fromkeys(["ArrayReader", "save"], ".memory"),
     **dict.fromkeys(["FieldResult", "VerifyReport", "check", "verify"], ".verify"),
     **dict.fromkeys(["Dataset", "FieldView", "Split", "open"], ".views"),
+    **dict.fromkeys(["LogReport", "PruneReport", "compact", "log", "prune"], ".versions"),
 }
 
 
@@ -87,17 +91,22 @@ __all__ = [
     "FieldView",
     "IndexReport",
     "InfoReport",
+    "LogReport",
     "Progress",
+    "PruneReport",
     "Split",
     "VerifyReport",
     "check",
+    "compact",
     "convert",
     "decode_column_images",
     "dtype_name",
     "index",
     "info",
+    "log",
     "open",
     "open_reader",
+    "prune",
     "save",
     "verify",
     "write_dataset",

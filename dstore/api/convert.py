@@ -54,6 +54,8 @@ class ConvertReport:
     shards: ShardRun | None = None
     #: what the conversion could not carry as it was (attributes, fill values), one line each
     notes: list[str] = field(default_factory=list)
+    #: the version of ``dst`` an append made (None: a conversion, version 1)
+    version: int | None = None
 
     @property
     def ratio(self) -> float:
@@ -74,6 +76,8 @@ class ConvertReport:
             f"{self.dst_format}: {fmt_bytes(self.bytes_in)} in, {fmt_bytes(self.bytes_out)} out "
             f"(raw/out {self.ratio:.2f}), {self.seconds:.1f} s, {self.mb_per_s:.0f} MB/s -> {self.dst}"
         )
+        if self.version is not None:
+            line = f"appended {line}, version {self.version}"
         if self.cast:
             every = CastStats()  # all fields as one: the mean weighs each value alike
             for stats in self.cast.values():
@@ -112,7 +116,9 @@ def write_dataset(
     job = job.replace(policy=policy)
     # the source's checksums describe the source's values, not these: a new schema has none
     out_schema = policy.apply_schema(reader.schema)
-    out_schema = Schema(out_schema.splits, dict(out_schema.attrs))
+    out_schema = Schema(
+        out_schema.splits, dict(out_schema.attrs), {}, [dict(v) for v in job.versions]
+    )
     codec.check_schema(out_schema)
     if job.observe is not None:
         _check_observable(dst, job)
@@ -221,9 +227,18 @@ def convert(
     keep_encoded: bool = False,
     follow_links: bool = False,
     scan_progress: Progress | None = None,
+    append: bool = False,
+    append_again: bool = False,
+    version: int | None = None,
     observe: BatchObserver | None = None,
 ) -> ConvertReport:
     """Convert ``src`` to ``dst``, streaming, with an optional dtype policy.
+
+    ``append=True`` adds ``src``'s records after those of the existing dataset ``dst``,
+    split by split, as its next version (:mod:`dstore.api.append`): with ``dst``'s
+    settings (format options, dtype policy, layout; an explicit one that differs is an
+    error), refused when the schemas disagree or ``src`` is already in ``dst``'s history
+    (unless ``append_again=True``). ``version=N`` reads ``src`` as it was at version N.
 
     ``layout`` (``tf-object-detection``, ``tf-segmentation``, ``tf-classification``
     or a registered one) maps label-maker arrays to a training library's feature
@@ -265,13 +280,21 @@ def convert(
         keep_encoded=keep_encoded,
         follow_links=follow_links,
         scan_progress=scan_progress,
+        append=append,
+        append_again=append_again,
         observe=observe,
     )
+    if version is not None:
+        job = job.replace(src_options={**job.src_options, "version": version})
     return convert_job(os.fspath(src), os.fspath(dst), job)
 
 
 def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
     """:func:`convert` of a built :class:`~dstore.engine.job.ConvertJob`."""
+    if job.append:
+        from .append import append_job
+
+        return append_job(src, dst, job)
     mapping, codec_options = None, job.options
     if job.layout is not None:
         from ..layouts import split_layout_options

@@ -13,11 +13,11 @@ import numpy as np
 from ..abc import Reader
 from ..errors import DstoreError, SchemaError
 from ..model import Column, Image, Kind, Ragged, Tensor, VarColumn
-from ..model.checksums import FieldHasher, stored_checksums
 from ..model.precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
 from ..model.schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
 from ..sources.opening import open_reader
 from ._text import shown
+from .verify_versions import ChecksumCheck, other_versions
 
 if TYPE_CHECKING:
     from ..engine.cast import Progress
@@ -168,8 +168,10 @@ def verify(
     follow_links: bool = False,
     progress: Progress | None = None,
     scan_progress: Progress | None = None,
+    version: int | None = None,
 ) -> VerifyReport:
-    """Compare two datasets split by split, field by field, record by record.
+    """Compare two datasets split by split, field by field, record by record
+    (``version=N``: ``b`` as it was at version N).
 
     Equal means the same splits, fields, shapes and record values, compared
     bit for bit (so NaNs with other payloads, or 0.0 against -0.0, differ); a
@@ -185,9 +187,16 @@ def verify(
     a, b = os.fspath(a), os.fspath(b)
     results: list[FieldResult] = []
     follow = {"follow_links": follow_links}
+    chosen: dict[str, Any] = {"version": version} if version is not None else {}
     with (
         open_reader(a, format=a_format, scan_progress=scan_progress, **follow) as raw_a,
-        open_reader(b, format=b_format, scan_progress=scan_progress, **follow) as raw_b,
+        open_reader(
+            b,
+            format=b_format,
+            scan_progress=scan_progress,
+            **follow,
+            **chosen,
+        ) as raw_b,
     ):
         ra, rb = _decode_against(raw_a, raw_b), _decode_against(raw_b, raw_a)
         sa, sb = ra.schema, rb.schema
@@ -399,8 +408,12 @@ def check(
     follow_links: bool = False,
     progress: Progress | None = None,
     scan_progress: Progress | None = None,
+    version: int | None = None,
 ) -> VerifyReport:
     """Check one dataset on its own: manifest checksums, then every record decoded.
+    ``version=N`` checks version N (default: the latest); the other versions a folder
+    keeps are checked too (counts, each shard's sha256), and a dataset appended in
+    place has its checksums checked version by version.
 
     Decoding checks what each format carries (TFRecord CRC32C and PNG, zip
     CRC-32, chunk codecs) and that every record has its field's shape. Never
@@ -413,14 +426,21 @@ def check(
     results: list[FieldResult] = []
     notes: list[str] = []
     # the stored values: the checksums were taken of them (int8 codes, not their floats)
+    chosen: dict[str, Any] = {"version": version} if version is not None else {}
     with open_reader(
-        path, format=format, decode=False, scan_progress=scan_progress, follow_links=follow_links
+        path,
+        format=format,
+        decode=False,
+        scan_progress=scan_progress,
+        follow_links=follow_links,
+        **chosen,
     ) as reader:
         integrity = reader.check_integrity()
         for ok, what in integrity:
             results.append(FieldResult("*", "manifest", ok, what))
-        expected = stored_checksums(reader.schema)
-        hasher = FieldHasher(reader.schema)
+        for what, ok, detail in other_versions(path, format, reader, follow_links):
+            results.append(FieldResult("*", what, ok, detail))
+        sums = ChecksumCheck(reader.schema)
         failed = False
         for split in reader.schema.splits.values():
             n = 0
@@ -428,7 +448,7 @@ def check(
             try:
                 for batch in reader.iter_batches(split.name, batch_rows=rows, verify=False):
                     k = check_batch(split, batch)
-                    hasher.update(split.name, batch)  # hashed here, per field
+                    sums.update(split.name, batch)  # hashed here, per field
                     n += k
                     if progress is not None:
                         progress(k, reader.schema.records)
@@ -448,27 +468,9 @@ def check(
             results.append(
                 FieldResult(split.name, "*", ok, f"{n} of {split.count} records decoded")
             )
-            if expected is not None:
-                got = hasher.hexdigests()[split.name]
-                for name in split.fields:
-                    want = expected.get(split.name, {}).get(name)
-                    if want is None:
-                        results.append(
-                            FieldResult(split.name, name, False, "no stored sha256 for this field")
-                        )
-                    else:
-                        same = want == got[name]
-                        results.append(
-                            FieldResult(
-                                split.name,
-                                name,
-                                same,
-                                "sha256 of the values matches"
-                                if same
-                                else "sha256 of the values differs from the stored one",
-                            )
-                        )
-        if expected is None and not integrity:
+            for name, same, what in sums.results(split.name):
+                results.append(FieldResult(split.name, name, same, what))
+        if not sums.any and not integrity:
             notes.append(
                 f"{path}: no stored checksums to check (not written by dstore); "
                 + ("every record decoded, but" if not failed else "besides decoding,")

@@ -202,14 +202,23 @@ class Dataset(Mapping[str, Split]):
         return f"<dstore.Dataset {self.format} {self.reader.path} ({parts})>"
 
 
-def open(path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Dataset:
+def open(
+    path: str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    version: int | None = None,
+    **options: Any,
+) -> Dataset:
     """Open a dataset lazily. ``options`` are the reading codec's, and
     ``follow_links=True``: read what HDF5 external links and virtual datasets, or
-    zarr symlinks out of the store, lead to (refused by default).
+    zarr symlinks out of the store, lead to (refused by default). ``version=N`` reads
+    the dataset as it was at version N (``dstore log`` lists them; default: the latest).
 
     >>> ds = dstore.open("data.npz")        # doctest: +SKIP
     >>> ds["train"]["x"][:8].shape          # doctest: +SKIP
     (8, 256, 256, 3)
     """
+    if version is not None:
+        options = {**options, "version": version}
     codec, reader = open_source(os.fspath(path), format, options)
     return Dataset(reader, codec.name)

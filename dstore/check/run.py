@@ -79,6 +79,7 @@ def check(
     follow_links: bool = False,
     workers: int | None = None,
     progress: Progress | None = None,
+    version: int | None = None,
     **options: Any,
 ) -> CheckReport:
     """Find exact and near duplicates in the dataset at ``path``, within and across splits.
@@ -86,7 +87,9 @@ def check(
     ``fields`` are the fields compared (default: all but label fields); ``near`` the
     pHash bits two images may differ by, ``cosine`` the similarity from which two
     feature vectors are near-duplicates. ``progress(n, total)`` is called after each
-    batch hashed. ``options`` are the input format's (``drop=...``).
+    batch hashed. ``version=N`` checks the dataset as it was at version N (``dstore
+    log`` lists them; default: the latest). ``options`` are the input format's
+    (``drop=...``).
 
     >>> report = dstore.check("data.npz")  # doctest: +SKIP
     >>> report.leaked, report.summary_line()  # doctest: +SKIP
@@ -97,6 +100,8 @@ def check(
     where = os.fspath(path)
     if follow_links:
         options["follow_links"] = True
+    if version is not None:
+        options["version"] = version
     with api.open_reader(where, format=format, **options) as opened:
         chosen = check_fields(opened.schema, fields)
         encoded = _encoded_images(opened.schema, chosen.exact)

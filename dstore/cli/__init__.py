@@ -20,6 +20,7 @@ from ..errors import DstoreError
 from .bench import add_bench
 from .check import add_check_command
 from .common import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED
+from .compact import add_compact, add_prune
 from .convert import add_convert
 from .demo import add_demo
 from .descriptions import describe_commands
@@ -28,6 +29,7 @@ from .formats import add_formats
 from .globs import expanded_glob
 from .index import add_index
 from .info import add_info
+from .log import add_log
 from .verify import add_verify
 from .version import VersionAction
 from .words import cli_words
@@ -68,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_formats(sub)
 
+    add_log(sub)
+    add_compact(sub)
+    add_prune(sub)
     add_demo(sub)
 
     describe_commands(sub.choices)

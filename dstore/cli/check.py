@@ -18,6 +18,7 @@ from .common import (
     from_argument,
     print_lines,
 )
+from .versions import add_version_flag, version_keywords
 
 __all__ = [
     "add_check_command",
@@ -127,6 +128,7 @@ def add_check_command(sub: Any) -> None:
     from_argument(p, "input format: %(formats)s (default: from PATH's extension)")
     add_drop(p)
     add_follow_links(p)
+    add_version_flag(p, "PATH")
     p.set_defaults(func=cmd_check)
 
 
@@ -139,6 +141,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         k: getattr(args, k) for k in ("near", "cosine") if getattr(args, k) is not None
     }
     settings.update(drop_options(args))
+    settings.update(version_keywords(args))
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
     with bars(("check", "rec")) as (bar,):
         report = check(

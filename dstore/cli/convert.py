@@ -21,6 +21,7 @@ from .common import (
     with_lazy_epilog,
 )
 from .formats import formats_text
+from .versions import add_convert_flags, convert_keywords
 
 __all__ = ["add_convert", "cmd_convert"]
 
@@ -120,6 +121,7 @@ def add_convert(sub: Any) -> None:
     )
     fill_help(p._actions[-1], layouts=layout_names)
     add_convert_check(p)
+    add_convert_flags(p)
     p.set_defaults(func=cmd_convert)
     with_lazy_epilog(
         p, lambda: "-o options of each format (KEY=DEFAULT  meaning):\n" + formats_text()
@@ -132,6 +134,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
         from ..errors import UsageError
 
         raise UsageError("--per-source and --layout do not go together: convert, then split")
+    if args.per_source and args.append:
+        from ..errors import UsageError
+
+        raise UsageError("--per-source and --append do not go together: append to each file")
     if args.per_source:
         from ..api.per_source import write_per_source
 
@@ -173,6 +179,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             follow_links=args.follow_links,
             scan_progress=scan,
             observe=observer,
+            **convert_keywords(args),
         )
     print_lines(report.summary().splitlines())
     return finish_convert(observer)

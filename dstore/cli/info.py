@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .common import add_drop, add_follow_links, drop_options, from_argument, print_lines
+from .versions import add_version_flag, version_keywords
 
 __all__ = ["add_info", "cmd_info"]
 
@@ -20,6 +21,7 @@ def add_info(sub: Any) -> None:
     from_argument(
         p, "input format: %(formats)s (default: from PATH's extension or contents)", "--format"
     )
+    add_version_flag(p, "PATH")
     p.set_defaults(func=cmd_info)
 
 
@@ -31,6 +33,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         format=args.from_format,
         follow_links=args.follow_links,
         **drop_options(args),
+        **version_keywords(args),
     )
     print_lines(report.lines())
     return 0

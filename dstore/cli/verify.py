@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .common import EXIT_MISMATCH, add_follow_links, bars, from_argument, print_lines
+from .versions import add_version_flag, version_keywords
 
 __all__ = ["add_verify", "cmd_verify"]
 
@@ -36,6 +37,7 @@ def add_verify(sub: Any) -> None:
         help="input format of B (default: --from, else from B's path)",
     )
     add_follow_links(p)
+    add_version_flag(p, "B (A when alone)")
     p.set_defaults(func=cmd_verify)
 
 
@@ -55,6 +57,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 follow_links=args.follow_links,
                 progress=bar,
                 scan_progress=scan,
+                **version_keywords(args),
             )
         else:
             report = api.check(
@@ -63,6 +66,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 follow_links=args.follow_links,
                 progress=bar,
                 scan_progress=scan,
+                **version_keywords(args),
             )
     print_lines(report.lines())
     return 0 if report.ok else EXIT_MISMATCH

@@ -231,7 +231,10 @@ class DtypePolicy:
         bfloat16_as = _bfloat16_as(
             codec, [n for n, (_, t) in targets.items() if t.op == "bfloat16"]
         )
-        quant = {n: (f, t) for n, (f, t) in targets.items() if t.op == "quant"}
+        # a field whose codes' scale is fixed already (an append: the dataset's) keeps it
+        quant = {
+            n: (f, t) for n, (f, t) in targets.items() if t.op == "quant" and n not in self.quant
+        }
         for name, (f, t) in quant.items():
             if t.per_channel and not f.shape:
                 raise DtypePolicyError(
@@ -242,7 +245,9 @@ class DtypePolicy:
         records = {
             name: _quant_record(reader, name, f, t, scans[name]) for name, (f, t) in quant.items()
         }
-        return replace(self, quant=records, bfloat16_as=bfloat16_as)
+        return replace(
+            self, quant={**self.quant, **records}, bfloat16_as=self.bfloat16_as or bfloat16_as
+        )
 
     def apply_schema(self, schema: Schema) -> Schema:
         """The schema of the output, known before any data is read (after :meth:`prepare`)."""

@@ -78,6 +78,12 @@ class ConvertJob:
     client: Any = None
     #: times Dask retries a failed shard task
     retries: int = 2
+    #: add the records after the destination's, as its next version (``dstore.api.append``)
+    append: bool = False
+    #: append a source whose content is already in the destination's history
+    append_again: bool = False
+    #: the versions the output's schema records (set by an append that rewrites its dataset)
+    versions: tuple[Mapping[str, Any], ...] = ()
     #: the inputs: an output may never replace one, and a resume checks they did not change
     sources: tuple[str, ...] = ()
     #: how a Dask worker reopens the source (None: this process sends the records)

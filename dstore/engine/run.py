@@ -20,11 +20,12 @@ writes only the rest.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ..abc import Codec, Reader, Shard, ShardWriter
 from ..errors import CodecIOError, ResumableInterrupt
@@ -39,7 +40,7 @@ from .local import worker_processes, write_in_processes
 from .resume import check_finished, check_resumable, keep_finished_shards, run_header, run_record
 from .shards import shard_streams
 
-__all__ = ["ShardRun", "write_sharded"]
+__all__ = ["ShardRun", "ShardTarget", "write_sharded"]
 
 
 @dataclasses.dataclass
@@ -53,9 +54,27 @@ class ShardRun:
     note: str = ""
     #: ``resume`` found the destination already complete and wrote nothing
     complete: bool = False
+    #: bytes of the shards (and their indexes) the run's plan lists
+    bytes: int = 0
 
 
 # --------------------------------------------------------------------- journal
+
+
+class ShardTarget(Protocol):
+    """Where a sharded write goes when it is not a new output folder: the next version
+    of an existing dataset (:class:`dstore.engine.append.NextVersion`)."""
+
+    def prepare(self, writer: ShardWriter) -> None:
+        """Set up the shard writer (``record_offsets``) before any shard is written."""
+
+    def output(self, header: dict[str, Any]) -> contextlib.AbstractContextManager[str]:
+        """The folder to write the shards in (and the resume journal), removed on failure."""
+
+    def commit(
+        self, writer: ShardWriter, root: str, entries: list[dict[str, Any]], run: Any
+    ) -> None:
+        """Make the written shards (``entries``, in plan order) part of the dataset."""
 
 
 def write_sharded(
@@ -65,27 +84,39 @@ def write_sharded(
     schema_out: Schema,
     plan: list[Shard],
     job: ConvertJob,
+    target: ShardTarget | None = None,
+    on_commit: Callable[[str, dict[str, CastStats]], None] | None = None,
 ) -> ShardRun:
     """Write ``plan`` (from ``codec.plan_shards``) at ``dst`` as ``job`` says; see the
-    module doc.
+    module doc. ``target``: into the next version of the dataset at ``dst`` instead of
+    a new output folder.
+
+    ``on_commit(root, stats)`` is the one hook for files written beside the manifest
+    (a card): it writes them into ``root`` once every shard is there. For a new
+    output that is the folder renamed into place at the end; for a next version it is
+    the version's pending folder, whose files the container moves into the dataset's
+    root with the version (:mod:`dstore.sharding.versions`, ``metadata``).
 
     Progress advances per record written locally, per shard on Dask. With
     ``job.resume``, a ``dst`` that is already this command's complete output (see
     :func:`_finished_output`) is left as it is and reported complete."""
     progress, resume, client = job.progress, job.resume, job.client
     writer = codec.shard_writer(schema_out, plan)
+    if target is not None:
+        target.prepare(writer)
     header = run_header(codec, writer, schema_out, plan, job)
     run = run_record(header)
     total = reader.schema.records
     stats: dict[str, CastStats] = {}
 
-    if resume and not is_url(dst) and os.path.lexists(dst):
+    if resume and target is None and not is_url(dst) and os.path.lexists(dst):
         check_finished(dst, codec, run)
         if progress is not None:
             progress(total, total)
         return ShardRun(len(plan), 0, len(plan), stats, complete=True)
 
-    with _output(dst, codec, job, header) as root:
+    output = _output(dst, codec, job, header) if target is None else target.output(header)
+    with output as root:
         kept, journal = keep_finished_shards(root, plan, header)
         if progress is not None and kept:
             progress(sum(s.records for s in plan if s.file in kept), total)
@@ -109,10 +140,38 @@ def write_sharded(
                     "the same conversion with resume=True writes only the rest, any other run removes them"
                 ) from None
             raise
-        writer.commit(root, [infos[s.file] for s in plan], run)
-        if journal is not None:
-            os.remove(journal)
-    return ShardRun(len(plan), len(pending), len(kept), stats, note)
+        entries = [infos[s.file] for s in plan]
+        _commit(
+            writer,
+            root,
+            entries,
+            run,
+            journal,
+            target,
+            lambda: on_commit and on_commit(root, stats),
+        )
+    listed = sum(e.get("bytes", 0) + e.get("index", {}).get("bytes", 0) for e in entries)
+    return ShardRun(len(plan), len(pending), len(kept), stats, note, bytes=listed)
+
+
+def _commit(
+    writer: ShardWriter,
+    root: str,
+    entries: list[dict[str, Any]],
+    run: dict[str, Any],
+    journal: str | None,
+    target: ShardTarget | None,
+    hook: Callable[[], object],
+) -> None:
+    """The manifest and the hook's files, then the journal gone; a version's commit
+    moves the files out of ``root``, so there the journal goes first."""
+    if target is None:
+        writer.commit(root, entries, run)
+    hook()
+    if journal is not None:
+        os.remove(journal)
+    if target is not None:
+        target.commit(writer, root, entries, run)
 
 
 def _output(dst: str, codec: Codec, job: ConvertJob, header: dict[str, Any]) -> Any:

@@ -237,6 +237,10 @@ class Schema:
     #: split -> field -> sha256 of its values as written (:mod:`dstore.model.checksums`):
     #: dstore's own, stored under the schema's ``checksums`` key, never among ``attrs``
     checksums: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: the dataset's versions, oldest first, once it has been appended to (``dstore log``):
+    #: one JSON object each (number, time, records per split, source...), stored under
+    #: the schema's ``versions`` key; empty for a dataset written once (version 1)
+    versions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def nbytes(self) -> int:
@@ -260,6 +264,8 @@ class Schema:
         }
         if self.checksums:
             out["checksums"] = self.checksums
+        if self.versions:
+            out["versions"] = self.versions
         out["digest"] = schema_digest(out)
         return out
 
@@ -301,13 +307,16 @@ class Schema:
             checksums = {}
         # a damaged entry is left out: verify then names each field it has no sha256 for
         sums = {str(s): dict(f) for s, f in checksums.items() if isinstance(f, Mapping)}
-        return cls(splits, attrs, sums)
+        versions = data.get("versions", [])
+        if not isinstance(versions, list) or not all(isinstance(v, Mapping) for v in versions):
+            raise SchemaError("malformed schema: 'versions' is not a list of objects")
+        return cls(splits, attrs, sums, [dict(v) for v in versions])
 
     def with_fields(self, split: str, fields: Iterable[FieldSpec]) -> Schema:
         """A copy with the fields of ``split`` replaced."""
         splits = dict(self.splits)
         splits[split] = replace(splits[split], fields={f.name: f for f in fields})
-        return Schema(splits, dict(self.attrs), dict(self.checksums))
+        return Schema(splits, dict(self.attrs), dict(self.checksums), list(self.versions))
 
 
 def schema_digest(data: Mapping[str, Any]) -> str:

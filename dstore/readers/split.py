@@ -19,6 +19,7 @@ from ..fs import is_url
 from ..model.schema import Batch, SplitSpec
 from ..registry import infer_codec
 from ..sharding.cache import parse_cache_limit
+from ..sources.versions import version_of
 from .state import dataset_identity
 
 __all__ = ["ON_ERROR", "SplitSource"]
@@ -48,6 +49,7 @@ class SplitSource:
         follow_links: bool = False,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | float | str | None = None,
+        version: int | None = None,
     ) -> None:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}; got {on_error!r}")
@@ -57,7 +59,8 @@ class SplitSource:
         #: pickled to the workers with the path: each process opens the source as allowed
         self.follow_links = follow_links
         #: where remote shards are kept between epochs (None: read remotely each time)
-        self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
+        # "~/.cache/x" is the user's home, as everywhere else (not a folder named "~" here)
+        self.cache_dir = None if cache_dir is None else os.path.expanduser(os.fspath(cache_dir))
         self.cache_limit = parse_cache_limit(cache_limit)
         if self.cache_limit is not None and self.cache_dir is None:
             raise ValueError("cache_limit= bounds the shard cache: give cache_dir= with it")
@@ -68,7 +71,11 @@ class SplitSource:
         self._reader: Any = None
         self._pid = -1
         self._home = os.getpid()  # the process that made this source (DataLoader workers differ)
+        #: the version of the dataset read: pinned when opened (None: the latest then), so
+        #: every worker, now or after an append, reads the same records
+        self.version = version
         reader = self.reader()
+        self.version = version_of(reader)
         self.spec: SplitSpec = reader.split(split)  # one line naming the splits there are
         self.split = split
         #: what a reader state names this split by (:func:`~dstore.readers.state.dataset_identity`)
@@ -113,6 +120,23 @@ class SplitSource:
                 f"to a random-access form ({', '.join(forms)})"
             )
 
+    def at_version(self, version: int) -> SplitSource:
+        """This split of the same dataset at another version (a reader state's)."""
+        if version == self.version:
+            return self
+        return SplitSource(
+            self.path,
+            self.split,
+            self.fields,
+            format=self.format,
+            on_error=self.on_error,
+            range_bytes=self._range_bytes,
+            follow_links=self.follow_links,
+            cache_dir=self.cache_dir,
+            cache_limit=self.cache_limit,
+            version=version,
+        )
+
     def _random_copy(self, what: str) -> bool:
         """Read from here on a copy of the dataset that reads any record, when its format
         makes one (a deflated npz: its members stored): True if it did."""
@@ -148,6 +172,8 @@ class SplitSource:
             from ..sources.opening import open_reader
 
             options: dict[str, Any] = {"follow_links": self.follow_links}
+            if self.version is not None:
+                options["version"] = self.version
             cls = get_codec_class(self.format)
             has_workers = dataclasses.is_dataclass(cls.Options) and any(
                 f.name == "workers" for f in dataclasses.fields(cls.Options)

@@ -3,9 +3,11 @@
 A state (``DstoreIterableDataset.state_dict()``) is a small JSON object:
 
 - ``version``: 2 (1: states from before they named their dataset);
-- ``dataset``: ``{"split", "count", "fingerprint"}``: the split read, its record
-  count, and a digest of the split's schema, its stored field checksums and (a
-  sharded folder with a manifest) each shard's record count and sha256;
+- ``dataset``: ``{"split", "count", "fingerprint", "version"}``: the split read, its
+  record count, a digest of the split's schema, its stored field checksums and (a
+  sharded folder with a manifest) each shard's record count and sha256, and the
+  version of the dataset read (a state loaded into a reader of another version makes
+  it read that one: a run resumed after an append reads the records it started on);
 - ``seed``, ``shuffle``, ``epoch``: the plan every reading process derives;
 - ``history``: for each earlier run of the epoch resumed on another number of
   processes, how many records each of its processes took (``shuffle="global"``);
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ReaderStateError
+from ..sources.versions import version_of
 from .plan import consumer_ranges
 
 __all__ = [
@@ -67,7 +70,8 @@ def dataset_identity(reader: Any, split: str) -> dict[str, Any]:
         shards = manifest["splits"][split]["shards"]
         body["shards"] = [[s.get("records"), s.get("sha256")] for s in shards]
     text = json.dumps(body, sort_keys=True, default=str)
-    return {"split": split, "count": spec.count, "fingerprint": _digest(text)}
+    identity = {"split": split, "count": spec.count, "fingerprint": _digest(text)}
+    return {**identity, "version": version_of(reader)}
 
 
 def _digest(text: str) -> str:
@@ -185,7 +189,8 @@ def _check_keys(state: Mapping[str, Any], version: int, merged: bool) -> None:
 
 
 def _check_dataset(named: Any, identity: Mapping[str, Any]) -> None:
-    if not isinstance(named, Mapping) or set(named) != set(identity):
+    # "version" (which version of a dataset that grows): states before it lack it
+    if not isinstance(named, Mapping) or set(named) | {"version"} != set(identity) | {"version"}:
         raise ReaderStateError(
             f"reader state: 'dataset' is {_shown(named)}, not "
             "{'split': ..., 'count': ..., 'fingerprint': ...}"

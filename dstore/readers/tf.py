@@ -53,6 +53,7 @@ def to_tf_dataset(
     rank: int | None = None,
     world_size: int | None = None,
     png_decoder: str = "auto",
+    version: int | None = None,
 ) -> Any:
     """A ``tf.data.Dataset`` of ``{field: tensor}`` with the original dtypes and shapes.
 
@@ -78,8 +79,8 @@ def to_tf_dataset(
     first pass (this rank's share) without reading or decoding them. With
     ``shuffle="global"`` pass the epoch and the records taken
     (``steps * batch_size``) you saved; in storage order (``ordered=True``,
-    no shuffle) ``skip`` alone. A shuffle buffer cannot resume exactly and
-    refuses ``skip``.
+    no shuffle) ``skip`` alone (a shuffle buffer refuses it). ``version=N`` reads the
+    dataset as it was at version N (default: the latest).
 
     ``png_decoder="auto"`` decodes the PNGs of a dstore TFRecord directory
     written at ``png_level`` fast or fastest with dstore's own decoder (ISA-L's
@@ -93,14 +94,12 @@ def to_tf_dataset(
     other channel counts and bit depths that ``tf.io.decode_png`` converts.
     """
     if png_decoder not in PNG_DECODERS:
-        raise ValueError(
-            f"png_decoder must be one of {', '.join(PNG_DECODERS)}; got {png_decoder!r}"
-        )
+        raise ValueError(f"png_decoder must be one of {', '.join(PNG_DECODERS)}: {png_decoder!r}")
     tf = import_tf()
     order = ReadOrder.of(shuffle, seed, epoch, skip, ordered, rank, world_size)
     if deterministic is None:
         deterministic = ordered or order.is_global or order.buffer > 1
-    source = SplitSource(path, split, fields, format=format)
+    source = SplitSource(path, split, fields, format=format, version=version)
     check_skip(order.skip, source.count, order.rank, order.world_size, order.is_global)
     if order.is_global:
         source.require_random_access("shuffle='global'")

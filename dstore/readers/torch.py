@@ -167,6 +167,10 @@ class DstoreIterableDataset(tud.IterableDataset):
         The state is checked field by field against this reader (its dataset,
         seed, shuffle, and counts a process could have taken): a wrong one is one
         :class:`~dstore.errors.ReaderStateError` line (a ``ValueError``)."""
+        named = state.get("dataset") if isinstance(state, dict) else None
+        pinned = named.get("version") if isinstance(named, dict) else None
+        if type(pinned) is int and pinned != self.source.version:
+            self.source = self.source.at_version(pinned)  # the version the run started on
         src = self.source
         plan = ReaderPlan(src.identity, self.seed, self.shuffle, src.ranges, not src.random_access)
         checked = check_state(state, plan)
@@ -296,6 +300,7 @@ def to_torch(
     follow_links: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
     cache_limit: int | float | str | None = None,
+    version: int | None = None,
 ) -> DstoreIterableDataset | DstoreMapDataset:
     """A PyTorch dataset of ``{field: tensor}`` records of ``split``; see the module doc.
 
@@ -318,6 +323,10 @@ def to_torch(
     copies; ``cache_limit`` (None, a whole number of bytes, or text such as
     ``"20GB"``) bounds it, least recently used copies deleted first (see
     :mod:`dstore.sharding.cache`).
+
+    ``version=N`` reads the dataset as it was at version N (default: the latest when
+    called); either way the version is pinned: workers started later, and a state
+    saved now and loaded after an append, read the same records.
     """
     if not decode:
         raise NotImplementedError(
@@ -336,6 +345,7 @@ def to_torch(
         follow_links=follow_links,
         cache_dir=cache_dir,
         cache_limit=cache_limit,
+        version=version,
     )
     if map_style:
         if shuffle or rank is not None:

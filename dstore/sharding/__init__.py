@@ -28,7 +28,7 @@ A format asks only "the records of one shard" and "decode these records".
 
 from __future__ import annotations
 
-from .codec import ShardedCodec, tfds_names
+from .codec import ShardedCodec, tfds_name
 from .manifest import (
     MANIFEST,
     check_shards,
@@ -76,5 +76,5 @@ __all__ = [
     "open_path_for_write",
     "plan_by_size",
     "shard_name",
-    "tfds_names",
+    "tfds_name",
 ]

@@ -37,6 +37,8 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import numbers
+import operator
 import os
 import re
 import stat
@@ -52,7 +54,7 @@ from .. import fs
 from ..bounded_json import load_json
 from ..errors import CodecIOError
 from . import cache_folder as folder
-from .cache_folder import FOLDER, check_apart
+from .cache_folder import FOLDER, TRIES, check_apart
 
 if TYPE_CHECKING:
     from .reader import ShardFile
@@ -67,14 +69,14 @@ _NAME_TAIL = 100
 
 _UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 _UNITS |= {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-_SIZE_RE = re.compile(r"(?P<number>[0-9._]+(?:E[+-]?[0-9]+)?)\s*(?P<unit>[KMGT]?I?B)?")
+_SIZE_RE = re.compile(r"(?P<number>[0-9._]+(?:E[+-]?[0-9]+)?)\s*(?P<unit>(?:[KMGT]I?)?B)?")
 #: limits above this are refused: no disk holds it, and None is the way to say "no bound"
 MAX_LIMIT = 2**63 - 1
 
 
 def parse_cache_limit(value: int | float | str | None) -> int | None:
-    """``cache_limit`` in bytes: None (no bound), a whole number of bytes > 0 (an int,
-    or a float holding a whole number such as ``20e9``), or text such as ``"500MB"``,
+    """``cache_limit`` in bytes: None (no bound), a whole number of bytes > 0 (an
+    integer, numpy's included, or a float holding a whole number such as ``20e9``), or text such as ``"500MB"``,
     ``"2.5 GB"``, ``"20GiB"`` that makes a whole number of bytes.
 
     Everything else (``True``, ``1.5``, ``"inf"``, ``"1e400"``, ``0``) is a
@@ -91,7 +93,9 @@ def parse_cache_limit(value: int | float | str | None) -> int | None:
             if m is None:
                 raise ValueError(what)
             number = Decimal(m["number"]) * _UNITS[m["unit"] or "B"]
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            number = Decimal(operator.index(value))  # numpy's integers too
+        elif isinstance(value, float):
             number = Decimal(value)  # a float's exact value: 1.5 stays 1.5
         else:
             raise ValueError(what)
@@ -136,7 +140,7 @@ class ShardCache:
     def __init__(self, cache_dir: str, limit: int | float | str | None = None) -> None:
         self.limit = parse_cache_limit(limit)
         self.directory = folder.own_folder(cache_dir)
-        self._pending: dict[str, tuple[Future[None], threading.Thread]] = {}
+        self._pending: dict[str, tuple[Future[int | None], threading.Thread]] = {}
         self._stop = threading.Event()
         _CACHES.add(self)
         folder.install_sigterm_cleanup()
@@ -152,32 +156,34 @@ class ShardCache:
             os.path.join(self.directory, f"{key}.json"),
         )
 
-    def local(self, url: str, size: int | None = None, sha256: str | None = None) -> str:
+    @contextlib.contextmanager
+    def pinned(self, url: str, size: int | None = None, sha256: str | None = None) -> Iterator[str]:
         """A local path holding ``url``'s bytes, verified against ``size`` and ``sha256``
         (the manifest's; None: the remote file's size), downloading it unless a
         verified copy is there; marks it as just used and keeps the cache within its
-        limit."""
+        limit. No process evicts the copy until the ``with`` block ends."""
         entry = self.entry(url, sha256)
-        pending = self._pending.pop(entry.key, None)
-        if pending is not None:
-            pending[0].result()  # a failed prefetch raises here, as a direct download would
-        self._ensure(entry, url, size, sha256)
-        with contextlib.suppress(FileNotFoundError):
-            os.utime(entry.meta)  # the last use orders eviction
-        self._sweep(keep=entry.key)
-        return entry.data
+        fd = self._pin(entry, url, size, sha256)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.utime(entry.meta)  # the last use orders eviction
+            self._sweep(keep=entry.key)
+            yield entry.data
+        finally:
+            os.close(fd)
 
     def local_slices(
         self, slices: list[tuple[ShardFile, int, int]]
     ) -> Iterator[tuple[ShardFile, int, int]]:
         """Shard slices ``(shard, lo, hi)`` with each shard read from its verified local
-        copy, the next one fetched while this one is read."""
+        copy (pinned until the next slice is asked for), the next one fetched while
+        this one is read."""
         for i, (shard, lo, hi) in enumerate(slices):
             if i + 1 < len(slices):
                 ahead = slices[i + 1][0]
                 self.prefetch(ahead.path, ahead.size, ahead.sha256)
-            local = self.local(shard.path, shard.size, shard.sha256)
-            yield dataclasses.replace(shard, path=local), lo, hi
+            with self.pinned(shard.path, shard.size, shard.sha256) as local:
+                yield dataclasses.replace(shard, path=local), lo, hi
 
     def prefetch(self, url: str, size: int | None = None, sha256: str | None = None) -> None:
         """Start downloading ``url`` in the background (a daemon thread: exit never
@@ -185,16 +191,16 @@ class ShardCache:
         entry = self.entry(url, sha256)
         if entry.key in self._pending or os.path.exists(entry.meta):
             return
-        future: Future[None] = Future()
+        future: Future[int | None] = Future()
 
         def run() -> None:
             if future.set_running_or_notify_cancel():
                 try:
-                    self._ensure(entry, url, size, sha256)
-                except BaseException as e:  # noqa: BLE001 - handed to local(), which raises it
+                    fd = self._download_if_needed(entry, url, size, sha256)
+                except BaseException as e:  # noqa: BLE001 - handed to pinned(), which raises it
                     future.set_exception(e)
                 else:
-                    future.set_result(None)
+                    future.set_result(fd)
 
         thread = threading.Thread(target=run, name="dstore-prefetch", daemon=True)
         self._pending[entry.key] = (future, thread)
@@ -206,17 +212,63 @@ class ShardCache:
         for future, thread in self._pending.values():
             future.cancel()
             thread.join()
+            if not future.cancelled() and future.exception() is None:
+                _unpin(future.result())
         self._pending.clear()
         self._stop = threading.Event()
 
     # ------------------------------------------------------------ verified copies
 
-    def _ensure(self, entry: _Entry, url: str, size: int | None, sha256: str | None) -> None:
+    def _pin(self, entry: _Entry, url: str, size: int | None, sha256: str | None) -> int:
+        """The pinned copy (an open descriptor, :func:`.cache_folder.pin`) of ``url``,
+        checked or downloaded; the prefetched one when a prefetch fetched it."""
+        pending = self._pending.pop(entry.key, None)
+        # a failed prefetch raises here, as a direct download would
+        fd = pending[0].result() if pending is not None else None
         if size is None and sha256 is None:
             size = fs.getsize(url)  # no manifest entry: the remote file's size is the check
-        if not self._verified(entry, url, size, sha256):
-            self._sweep(keep=entry.key, incoming=size or 0)
-            self._download(entry, url, size, sha256)
+        for _ in range(TRIES):
+            if fd is None:
+                fd = self._checked_pin(entry, url, size, sha256)
+            if fd is None:
+                self._sweep(keep=entry.key, incoming=size or 0)
+                fd = self._download(entry, url, size, sha256)
+            if fd is not None:
+                return fd
+        raise CodecIOError(
+            f"{url}: its copy in {self.directory} was replaced {TRIES} times before it could "
+            "be read (other processes keep fetching it); give the cache a larger cache_limit"
+        )
+
+    def _download_if_needed(
+        self, entry: _Entry, url: str, size: int | None, sha256: str | None
+    ) -> int | None:
+        """A prefetch: the new copy, pinned, when there was no verified one (None: there
+        is one)."""
+        fd = self._checked_pin(entry, url, size, sha256)
+        if fd is not None:
+            os.close(fd)  # verified and sealed: pinned again when it is read
+            return None
+        self._sweep(keep=entry.key, incoming=size or 0)
+        return self._download(entry, url, size, sha256)
+
+    def _checked_pin(
+        self, entry: _Entry, url: str, size: int | None, sha256: str | None
+    ) -> int | None:
+        """The copy pinned, when it is there and verified; else None."""
+        _refuse_foreign(entry.data)
+        fd = folder.pin(entry.data)
+        if fd is None:
+            return None
+        try:
+            ok = self._verified(entry, url, size, sha256)
+        except BaseException:
+            os.close(fd)
+            raise
+        if ok:
+            return fd
+        os.close(fd)
+        return None
 
     def _verified(self, entry: _Entry, url: str, size: int | None, sha256: str | None) -> bool:
         """True when the copy is there and is what was asked for: its stat as sealed
@@ -225,11 +277,6 @@ class ShardCache:
             st = os.lstat(entry.data)
         except FileNotFoundError:
             return False
-        if not stat.S_ISREG(st.st_mode):
-            raise CodecIOError(
-                f"{entry.data}: in the shard cache's folder with the cache's name, but not a "
-                "file it wrote (a link or a folder); remove it"
-            )
         meta = _read_meta(entry.meta)
         want = meta.get("sha256") if sha256 is None else sha256
         if meta.get("url") != url or want is None or meta.get("sha256") != want:
@@ -243,35 +290,54 @@ class ShardCache:
         _write_meta(self.directory, entry, {**meta, "stat": _seal(os.lstat(entry.data))})
         return True
 
-    def _download(self, entry: _Entry, url: str, size: int | None, sha256: str | None) -> None:
-        """``url`` into a part, hashed as it streams in, checked, then renamed into place."""
+    def _download(
+        self, entry: _Entry, url: str, size: int | None, sha256: str | None
+    ) -> int | None:
+        """``url`` into a part, hashed as it streams in, checked, then renamed into place:
+        the new copy, pinned; None when a reader pins a copy there already."""
         part = folder.new_part(self.directory, entry.key)
+        fd = os.open(part, os.O_WRONLY)
         try:
-            fd = os.open(part, os.O_WRONLY)
             folder.lock(fd)  # held while it is written: other processes leave the part alone
-            digest, n = hashlib.sha256(), 0
-            with os.fdopen(fd, "wb") as out, fs.open_binary(url) as src:
-                while chunk := src.read(_CHUNK):
-                    if self._stop.is_set():
-                        raise CodecIOError(f"{url}: download stopped (the reader closed)")
-                    n += len(chunk)
-                    if size is not None and n > size:
-                        break
-                    digest.update(chunk)
-                    out.write(chunk)
-            got = digest.hexdigest()
-            if (size is not None and n != size) or (sha256 is not None and got != sha256):
-                raise CodecIOError(
-                    f"{url}: downloaded {'more than ' if size is not None and n > size else ''}"
-                    f"{n} bytes with sha256 {got[:16]}...; the manifest lists {size} bytes, "
-                    f"sha256 {str(sha256)[:16]}... (the shard changed since the manifest was "
-                    "written, or the download was damaged)"
-                )
-            os.replace(part, entry.data)  # whole or absent, whoever else fetches it
-            meta = {"url": url, "bytes": n, "sha256": got, "stat": _seal(os.lstat(entry.data))}
+            got = self._fill(fd, url, size, sha256)
+            folder.share(fd)  # the lock becomes the new copy's pin
+            if not folder.replace_unpinned(part, entry.data):
+                os.close(fd)  # the pinned copy there is checked like any other
+                return None
+            st = os.fstat(fd)
+            meta = {"url": url, "bytes": st.st_size, "sha256": got, "stat": _seal(st)}
             _write_meta(self.directory, entry, meta)
+            return fd
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
         finally:
             folder.forget_part(part)
+
+    def _fill(self, fd: int, url: str, size: int | None, sha256: str | None) -> str:
+        """The part open as ``fd`` written with ``url``'s bytes, hashed as they stream
+        in; refused unless they have ``size`` and ``sha256``; returns their sha256."""
+        digest, n = hashlib.sha256(), 0
+        # a duplicate descriptor: closing it keeps the lock ``fd`` holds
+        with os.fdopen(os.dup(fd), "wb") as out, fs.open_binary(url) as src:
+            while chunk := src.read(_CHUNK):
+                if self._stop.is_set():
+                    raise CodecIOError(f"{url}: download stopped (the reader closed)")
+                n += len(chunk)
+                if size is not None and n > size:
+                    break
+                digest.update(chunk)
+                out.write(chunk)
+        got = digest.hexdigest()
+        if (size is not None and n != size) or (sha256 is not None and got != sha256):
+            raise CodecIOError(
+                f"{url}: downloaded {'more than ' if size is not None and n > size else ''}"
+                f"{n} bytes with sha256 {got[:16]}...; the manifest lists {size} bytes, "
+                f"sha256 {str(sha256)[:16]}... (the shard changed since the manifest was "
+                "written, or the download was damaged)"
+            )
+        return got
 
     # ------------------------------------------------------------ the limit
 
@@ -310,12 +376,23 @@ class ShardCache:
         for key, (size, _, paths) in sorted(entries.items(), key=lambda kv: kv[1][1]):
             if total <= self.limit:
                 break
-            if key == keep:
-                continue
-            for path in sorted(paths, key=lambda p: p.endswith(".json")):  # the copy first
-                with contextlib.suppress(FileNotFoundError):  # another process was first
-                    os.unlink(path)
-            total -= size
+            if key != keep and folder.evict(paths):  # a copy a reader pins stays
+                total -= size
+
+
+def _refuse_foreign(path: str) -> None:
+    """A link, folder or FIFO with a copy's name was not written by the cache: refused."""
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise CodecIOError(
+                f"{path}: in the shard cache's folder with the cache's name, but not a "
+                "file it wrote (a link or a folder); remove it"
+            )
+
+
+def _unpin(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
 
 
 def _read_meta(path: str) -> dict[str, Any]:

@@ -11,6 +11,13 @@ there that carry its names:
 - ``.<key>.<pid>.<random>.part``: a download (or record) being written by process
   ``pid``, which holds an ``flock`` on it while it writes.
 
+A reader pins the copy it reads (an open descriptor holding a shared ``flock``,
+:func:`pin`) from before it is checked until the reader moves on to the next
+shard; eviction (:func:`evict`) takes an exclusive lock without waiting and skips
+a pinned copy, and a download replaces a copy only when no reader pins it
+(:func:`replace_unpinned`). So DataLoader workers sharing one folder never delete
+the copy another worker is about to open or is reading.
+
 Anything else in ``cache_dir`` or in the folder is never read, counted or deleted,
 and a ``cache_dir`` that is, holds or lies inside the dataset's folder is refused.
 
@@ -40,7 +47,9 @@ __all__ = [
     "FOLDER",
     "META_RE",
     "PART_RE",
+    "TRIES",
     "check_apart",
+    "evict",
     "forget_part",
     "install_sigterm_cleanup",
     "listdir",
@@ -48,7 +57,10 @@ __all__ = [
     "new_part",
     "own_folder",
     "part_left_over",
+    "pin",
     "remove_own_parts",
+    "replace_unpinned",
+    "share",
 ]
 
 #: the folder the cache makes inside ``cache_dir``: the only place it writes or deletes
@@ -169,6 +181,99 @@ def lock(fd: int) -> bool:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return False
+    return True
+
+
+def share(fd: int) -> None:
+    """Wait for a shared lock on ``fd`` (or turn this descriptor's exclusive lock into
+    one): evictions and replacements leave the file alone while it is held."""
+    try:
+        import fcntl
+    except ImportError:  # no flock here: a copy may vanish; the reader fetches it again
+        return
+    fcntl.flock(fd, fcntl.LOCK_SH)
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """``path`` still names the file open as ``fd`` (not deleted or replaced since)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_ino, held.st_dev) == (st.st_ino, st.st_dev)
+
+
+#: how often pinning, replacing or fetching or replacing tries again when another process replaced the file between
+TRIES = 8
+#: never follow a link out of the folder, never block opening a FIFO that took a copy's name
+_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def pin(path: str) -> int | None:
+    """An open descriptor of the copy at ``path`` holding a shared lock (close it to
+    unpin), or None when there is no copy."""
+    for _ in range(TRIES):
+        try:
+            fd = os.open(path, _OPEN)
+        except FileNotFoundError:
+            return None
+        try:
+            share(fd)  # waits out an eviction or replacement holding it (a moment)
+            if _same_file(fd, path):
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # deleted or replaced while this waited: look again
+    return None
+
+
+def _locked_if_there(path: str) -> tuple[bool, int | None]:
+    """An exclusive lock on the file at ``path`` without waiting: (False, None) when a
+    reader pins it, (True, None) when there is none, else (True, its descriptor)."""
+    for _ in range(TRIES):
+        try:
+            fd = os.open(path, _OPEN)
+        except FileNotFoundError:
+            return True, None
+        if not lock(fd):
+            os.close(fd)
+            return False, None
+        if _same_file(fd, path):
+            return True, fd
+        os.close(fd)
+    return False, None
+
+
+def evict(paths: list[str]) -> bool:
+    """Delete an entry's files (its copy first, then its record) unless a reader pins
+    the copy: False then, and nothing is deleted."""
+    copies = [p for p in paths if not p.endswith(".json")]
+    free, fd = _locked_if_there(copies[0]) if copies else (True, None)
+    if not free:
+        return False
+    try:
+        for path in [*copies, *(p for p in paths if p.endswith(".json"))]:
+            with contextlib.suppress(FileNotFoundError):  # another process was first
+                os.unlink(path)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return True
+
+
+def replace_unpinned(src: str, dst: str) -> bool:
+    """Rename ``src`` over ``dst`` unless a reader pins the file at ``dst``: False then
+    (that reader checked it: the caller pins and checks it too)."""
+    free, fd = _locked_if_there(dst)
+    if not free:
+        return False
+    try:
+        os.replace(src, dst)
+    finally:
+        if fd is not None:
+            os.close(fd)
     return True
 
 

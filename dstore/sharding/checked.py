@@ -59,6 +59,8 @@ class CheckedShards:
     manifest: dict[str, Any] | None
     root: str
     codec_name: ClassVar[str]
+    #: where each file the manifest lists lies, when not in :attr:`root` (a versions folder)
+    located: dict[str, str]
     _checked_files: dict[str, tuple[int, ...]]
     _offsets: dict[str, np.ndarray]
     #: shards being hashed ahead, on :attr:`_hasher`'s thread, by path
@@ -164,7 +166,7 @@ class CheckedShards:
         """A shard against its manifest ``entry``: ``(ok, what was found)``; a local one
         through :meth:`check_shard`, so that reading it whole next hashes it no more."""
         if fs.is_url(shard.path):
-            return check_listed_file(self.root, entry, split)
+            return check_listed_file(self.root, entry, split, self.located)
         try:
             self.check_shard(shard, whole=True)
         except CodecIOError:
@@ -172,7 +174,7 @@ class CheckedShards:
             # check can name the first one that fails
             with contextlib.suppress(OSError):
                 self._checked_files[shard.path] = _identity(shard.path)
-            return check_listed_file(self.root, entry, split)
+            return check_listed_file(self.root, entry, split, self.located)
         return True, f"{entry['file']}: {shard.size} bytes, sha256 matches ({split})"
 
     def check_integrity(self) -> list[tuple[bool, str]]:
@@ -188,7 +190,9 @@ class CheckedShards:
                 for shard, entry in zip(self.shards[split], info["shards"], strict=True):
                     results.append(self._check_listed(shard, entry, split))
                     if "index" in entry:
-                        results.append(check_listed_file(self.root, entry["index"], split))
+                        results.append(
+                            check_listed_file(self.root, entry["index"], split, self.located)
+                        )
         for shards in self.shards.values():
             results.extend(
                 self._check_index(s) for s in shards if s.index is not None and not s.compression

@@ -19,9 +19,9 @@ from ..abc import Codec, Shard, ShardWriter, Writer
 from ..model import names
 from ..model.schema import Batch, Schema
 from .manifest import foreign_files, manifest_files
-from .writer import plan_by_size
+from .writer import plan_by_size, shard_name
 
-__all__ = ["ShardedCodec", "tfds_names"]
+__all__ = ["ShardedCodec", "tfds_name"]
 
 
 class ShardedCodec(Codec):
@@ -65,8 +65,19 @@ class ShardedCodec(Codec):
         (this codec's :meth:`shard_writer` of an empty plan)."""
 
     def name_shards(self, plan: list[Shard]) -> list[Shard]:
-        """The planned shards under the format's own names (as planned by default)."""
-        return plan
+        """The planned shards under the format's own names (:meth:`shard_file`)."""
+        totals: dict[str, int] = {}
+        for s in plan:
+            totals[s.split] = totals.get(s.split, 0) + 1
+        return [
+            dataclasses.replace(s, file=self.shard_file(s.split, s.index, totals[s.split]))
+            for s in plan
+        ]
+
+    def shard_file(self, split: str, index: int, total: int) -> str:
+        """The name of shard ``index`` of ``total`` of ``split``:
+        ``<split>-00000-of-00004<suffix>`` unless the format names its own."""
+        return shard_name(split, index, total, self.shard_suffix)
 
     def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
         """Shards of about ``shard_mb``, sized from the encoded first records."""
@@ -83,16 +94,7 @@ class ShardedCodec(Codec):
         return self.name_shards(plan)
 
 
-def tfds_names(plan: list[Shard], prefix: str, kind: str) -> list[Shard]:
-    """The planned shards under TFDS's names, ``<prefix>-<split>.<kind>-00000-of-00002``
-    (e.g. ``data-train.tfrecord-00000-of-00002``), which TFDS and Grain read."""
-    totals: dict[str, int] = {}
-    for s in plan:
-        totals[s.split] = totals.get(s.split, 0) + 1
-    return [
-        dataclasses.replace(
-            s,
-            file=f"{prefix}-{names.escape(s.split)}.{kind}-{s.index:05d}-of-{totals[s.split]:05d}",
-        )
-        for s in plan
-    ]
+def tfds_name(prefix: str, kind: str, split: str, index: int, total: int) -> str:
+    """A shard under TFDS's name, ``<prefix>-<split>.<kind>-00000-of-00002`` (e.g.
+    ``data-train.tfrecord-00000-of-00002``), which TFDS and Grain read."""
+    return f"{prefix}-{names.escape(split)}.{kind}-{index:05d}-of-{total:05d}"

@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -98,6 +99,8 @@ def list_files(path: str, pattern: str, what: str, follow_links: bool) -> list[s
         raise CodecIOError(f"{path}: no {what} files found")
     if root and not fs.is_url(path):
         links.check_inside(root, files, follow_links)
+        for file in files:
+            links.check_regular(root, file)
     return files
 
 
@@ -141,17 +144,26 @@ def check_listed(
 
 
 def _check_distinct(where: str, root: str, path: str, first: dict[tuple[int, int], str]) -> None:
-    name = os.path.relpath(path, root)
+    # names relative to the folder are made for an error only (relpath per file costs
+    # more than its stat on a manifest of thousands of shards)
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        name = os.path.relpath(path, root)
         raise CodecIOError(f"{where}: {name}: missing (the manifest lists it)") from None
     except OSError as e:
+        name = os.path.relpath(path, root)
         raise CodecIOError(f"{where}: {name}: cannot stat: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CodecIOError(
+            f"{where}: {os.path.relpath(path, root)}: not a regular file (a FIFO, device, "
+            "socket or folder; the "
+            "manifest lists a file); refused"
+        )
     key = (st.st_dev, st.st_ino)
     if key in first:
         raise CodecIOError(
-            f"{where}: {name} is the same file as {first[key]}; each file the manifest lists "
-            "is read once"
+            f"{where}: {os.path.relpath(path, root)} is the same file as "
+            f"{os.path.relpath(first[key], root)}; each file the manifest lists is read once"
         )
-    first[key] = name
+    first[key] = path

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENTRY_KEYS",
     "MANIFEST",
+    "VERSIONS",
     "check_compression",
     "check_encodings",
     "check_entries",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 MANIFEST = "dstore.json"
+#: the hidden folder of a dataset's versions (:mod:`dstore.sharding.versions`): dstore's
+#: own, whatever it holds
+VERSIONS = ".dstore-versions"
 #: the layout of the manifest (its keys and their values) this dstore writes and reads
 FORMAT_VERSION = 1
 #: the manifest entry of one shard, in the order it is written
@@ -220,6 +224,8 @@ def foreign_files(folder: str, format_id: str) -> list[str]:
     found = []
     for root, dirs, files in os.walk(folder):
         dirs.sort()
+        if root == folder and VERSIONS in dirs:
+            dirs.remove(VERSIONS)  # the versions' manifests and shards: all dstore's
         # a linked folder is not walked into (never followed): it is listed itself
         links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
         for name in sorted(files + links):
@@ -229,20 +235,25 @@ def foreign_files(folder: str, format_id: str) -> list[str]:
     return found
 
 
-def check_shards(root: str, manifest: Mapping[str, Any]) -> list[tuple[bool, str]]:
+def check_shards(
+    root: str, manifest: Mapping[str, Any], located: Mapping[str, str] | None = None
+) -> list[tuple[bool, str]]:
     """Every shard the manifest lists, and its record index: present, of its size,
-    with its sha256."""
+    with its sha256 (``located``: where each listed file lies, when not in ``root``)."""
     results: list[tuple[bool, str]] = []
     for split, info in manifest["splits"].items():
         for shard in info["shards"]:
             files = [shard, *([shard["index"]] if "index" in shard else [])]
-            results.extend(check_listed_file(root, f, split) for f in files)
+            results.extend(check_listed_file(root, f, split, located or {}) for f in files)
     return results
 
 
-def check_listed_file(root: str, entry: Mapping[str, Any], split: str) -> tuple[bool, str]:
-    """One file a manifest entry lists (under ``root``), checked: ``(ok, what was found)``."""
-    path = fs.join(root, entry["file"])
+def check_listed_file(
+    root: str, entry: Mapping[str, Any], split: str, located: Mapping[str, str] | None = None
+) -> tuple[bool, str]:
+    """One file a manifest entry lists (under ``root``, or where ``located`` says it
+    lies), checked: ``(ok, what was found)``."""
+    path = (located or {}).get(entry["file"]) or fs.join(root, entry["file"])
     if not fs.exists(path):
         return False, f"{entry['file']}: missing"
     size, sha = fs.sha256_file(path)

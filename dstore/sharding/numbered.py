@@ -3,26 +3,19 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import ClassVar
 
-from ..abc import Shard
 from ..model import names
 from ..model.schema import KNOWN_SPLITS
 from .reader import ShardedDirectoryReader
 
-__all__ = ["NumberedShardReader", "numbered_name", "numbered_names", "numbered_split"]
+__all__ = ["NumberedShardReader", "numbered_name", "numbered_split"]
 
 
 def numbered_name(split: str, index: int, suffix: str) -> str:
     """``<split>-000000<suffix>``: a fixed-width number and no total."""
     return f"{names.escape(split)}-{index:06d}{suffix}"
-
-
-def numbered_names(plan: list[Shard], suffix: str) -> list[Shard]:
-    """A size plan's shards under :func:`numbered_name` names."""
-    return [dataclasses.replace(s, file=numbered_name(s.split, s.index, suffix)) for s in plan]
 
 
 def numbered_split(filename: str, suffix: str) -> str | None:

@@ -32,7 +32,7 @@ import dataclasses
 import os
 import re
 from abc import abstractmethod
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import fs, links
 from ..abc import RANGE_BYTES, Reader, even_ranges
-from ..errors import CodecIOError
+from ..errors import CodecIOError, VersionError
 from ..model import concat_columns
 from ..model.checksums import CHECKSUM_ATTR
 from ..model.schema import (
@@ -59,6 +59,7 @@ from .cache import ShardCache
 from .checked import CheckedShards
 from .files import brace_files, check_complete, check_listed, list_files, with_sidecar
 from .manifest import MANIFEST, check_compression, check_encodings, load_manifest
+from .versions import latest_version, locate, version_manifest
 
 __all__ = [
     "ShardFile",
@@ -94,10 +95,12 @@ def _parent(path: str) -> str:
     return (path.rsplit("/", 1)[0] if fs.is_url(path) else os.path.dirname(path)) or "."
 
 
-def _shard_file(root: str, entry: dict[str, Any], compression: str | None) -> ShardFile:
-    """A shard as a manifest entry lists it (names relative to ``root``)."""
-    index = fs.join(root, entry["index"]["file"]) if "index" in entry else None
-    path = fs.join(root, entry["file"])
+def _shard_file(
+    where: Callable[[str], str], entry: dict[str, Any], compression: str | None
+) -> ShardFile:
+    """A shard as a manifest entry lists it (``where``: a listed name's path)."""
+    index = where(entry["index"]["file"]) if "index" in entry else None
+    path = where(entry["file"])
     return ShardFile(
         path, int(entry["records"]), compression, index, entry["bytes"], entry["sha256"]
     )
@@ -142,8 +145,13 @@ class ShardedDirectoryReader(CheckedShards, Reader):
         self._offsets: dict[str, np.ndarray] = {}
         #: local copies of remote shards (``to_torch(url, cache_dir=...)``), if set
         self.shard_cache: ShardCache | None = None
-        manifest_path = fs.join(path, MANIFEST)
-        if fs.isdir(path) and fs.exists(manifest_path):
+        #: the version of the dataset read (:mod:`dstore.sharding.versions`): the latest
+        #: when opened, another with :meth:`select_version`; 1 without a manifest
+        self.version = 1
+        #: where each file the manifest lists lies (the root, or a versions folder)
+        self.located: dict[str, str] = {}
+        if fs.isdir(path) and fs.exists(fs.join(path, MANIFEST)):
+            self.version, manifest_path = latest_version(path)
             self._open_manifest(manifest_path)
             self.shards = check_listed(manifest_path, self.root, self.shards)
         elif not self._open_listed_shard(path):
@@ -265,13 +273,31 @@ class ShardedDirectoryReader(CheckedShards, Reader):
 
     # ------------------------------------------------------------ opening
 
+    def select_version(self, number: int | None) -> None:
+        """Read version ``number`` of the dataset (None: the latest, as it is now)."""
+        if self.manifest is None or self.root != self.path:
+            if number not in (None, 1):
+                raise VersionError(f"{self.path}: a dataset without versions: only version 1")
+            return
+        self.version, manifest_path = version_manifest(self.path, number)
+        self._offsets = {}
+        self._open_manifest(manifest_path)
+        self.shards = check_listed(manifest_path, self.root, self.shards)
+
     def _open_manifest(self, manifest_path: str) -> None:
         m = load_manifest(manifest_path)
+        present = set(fs.listdir(self.root))
+        self.located = {}
+
+        def where(rel: str) -> str:
+            found = self.located[rel] = locate(self.root, rel, m, present)
+            return found
+
         comp = check_compression(m, self.compressions, self.codec_name, manifest_path)
         try:
             self.schema = Schema.from_json(m["schema"])
             self.shards = {
-                split: [_shard_file(self.root, s, comp) for s in info["shards"]]
+                split: [_shard_file(where, s, comp) for s in info["shards"]]
                 for split, info in m["splits"].items()
             }
         except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -317,7 +343,9 @@ class ShardedDirectoryReader(CheckedShards, Reader):
         self.schema = Schema(
             {split: SplitSpec(split, records, self.schema.splits[split].fields)}, attrs
         )
-        shard = dataclasses.replace(_shard_file(root, entry, m.get("compression")), path=path)
+        shard = dataclasses.replace(
+            _shard_file(lambda rel: fs.join(root, rel), entry, m.get("compression")), path=path
+        )
         if shard.index is not None and not fs.is_url(root):
             # the index is read because of the folder, not named by the user: its rule
             links.check_inside(root, [shard.index], self.follow_links)

@@ -30,7 +30,6 @@ The reading half is :mod:`dstore.sharding.reader`, the manifest
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import gzip
 import hashlib
@@ -38,7 +37,7 @@ import json
 import os
 from abc import abstractmethod
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, ClassVar, TypeVar
 
 import numpy as np
@@ -48,9 +47,10 @@ from ..abc import Shard, ShardWriter
 from ..errors import CodecIOError, DstoreError
 from ..fs import is_url
 from ..model import names
-from ..model.schema import Batch, Schema, slice_batch
+from ..model.schema import Batch, Schema, SplitSpec, slice_batch
 from ..options import options_json
 from ..parallel import default_workers, ordered_map
+from .hashing import _HashingFile
 from .index import write_index
 from .manifest import ENTRY_KEYS, MANIFEST, manifest_base
 
@@ -93,6 +93,9 @@ def plan_by_size(
     for split in schema.splits.values():
         if split.count == 0:
             continue
+        if _fits_one_shard(split, target_bytes):  # an append's few records: none encoded twice
+            plan.append(Shard(split.name, 0, 0, split.count, shard_name(split.name, 0, 1, suffix)))
+            continue
         sizes = encoded_sizes(split.name, sample(split.name, min(split.count, sample_records)))
         per_shard = max(1, int(target_bytes // max(1.0, sum(sizes) / len(sizes))))
         total = -(-split.count // per_shard)
@@ -101,6 +104,14 @@ def plan_by_size(
             stop = min(split.count, start + per_shard)
             plan.append(Shard(split.name, i, start, stop, shard_name(split.name, i, total, suffix)))
     return plan
+
+
+def _fits_one_shard(split: SplitSpec, target_bytes: float) -> bool:
+    """Whether ``split`` is one shard whatever its encoding: its decoded size known, and
+    twice that plus 1 KiB a record (no encoder grows data more) within the target."""
+    if split.varying:
+        return False
+    return split.count > 0 and 2 * split.nbytes + 1024 * split.count <= target_bytes
 
 
 #: records per task handed to an encoding thread
@@ -221,81 +232,6 @@ def _file_digest(path: str) -> tuple[int, str]:
             sha.update(block)
             size += len(block)
     return size, sha.hexdigest()
-
-
-class _HashingFile:
-    """Counts and sha256-hashes the bytes that reach the file.
-
-    The hash runs on a thread of its own, in write order (hashlib lets go of the
-    GIL on large buffers), so it overlaps the file write and the encoders instead
-    of adding to the shard's critical path (issue #24: 17% of a conversion's main
-    thread). Small writes are gathered into blocks first, so a format writing
-    many small pieces does not pay a hand-off per piece. :attr:`sha` waits for
-    the thread; close (or leave the ``with``) to stop it.
-    """
-
-    _BLOCK = 1 << 20  # bytes handed to the hashing thread at once, at least
-    _AHEAD = 4  # blocks queued before write waits: bounds memory held for hashing
-
-    def __init__(self, f: IO[bytes]) -> None:
-        self.f = f
-        self.size = 0
-        self._sha = hashlib.sha256()
-        self._small = bytearray()
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="dstore-sha256")
-        self._pending: collections.deque[Future[None]] = collections.deque()
-
-    def write(self, data: bytes) -> int:
-        n = len(data)
-        if n < self._BLOCK:
-            self._small += data  # a copy: the caller may reuse its buffer
-            if len(self._small) >= self._BLOCK:
-                self._hash(bytes(self._small))
-                self._small.clear()
-        else:
-            if self._small:
-                self._hash(bytes(self._small))
-                self._small.clear()
-            self._hash(data if isinstance(data, bytes) else bytes(data))
-        self.size += n
-        return self.f.write(data)
-
-    def _hash(self, block: bytes) -> None:
-        self._pending.append(self._pool.submit(self._sha.update, block))
-        while len(self._pending) > self._AHEAD:
-            self._pending.popleft().result()
-
-    @property
-    def sha(self) -> Any:
-        """The sha256 of every byte written so far (``hashlib``'s object)."""
-        if self._small:
-            self._hash(bytes(self._small))
-            self._small.clear()
-        while self._pending:
-            self._pending.popleft().result()
-        return self._sha
-
-    def flush(self) -> None:
-        self.f.flush()
-
-    def tell(self) -> int:
-        """Bytes written so far (a library writer's position: the file starts empty)."""
-        return self.size
-
-    @property
-    def closed(self) -> bool:
-        """Open while ``write_shard`` holds it (library writers such as pyarrow's ask)."""
-        return False
-
-    def close(self) -> None:
-        """Stop the hashing thread (the file itself is its opener's to close)."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def __enter__(self) -> _HashingFile:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
 
 
 class ShardedDirectoryWriter(ShardWriter):
@@ -481,9 +417,11 @@ class ShardedDirectoryWriter(ShardWriter):
             size, sha = _file_digest(part)
         return {"file": shard.file, "records": records, "bytes": size, "sha256": sha}
 
-    def commit(
-        self, root: str, shards: list[dict[str, Any]], run: Mapping[str, Any] | None = None
-    ) -> None:
+    def manifest(
+        self, shards: list[dict[str, Any]], run: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The manifest of ``shards`` (entries, in order; each split's are those of its
+        files in the plan): the format's head, ``splits``, then ``run``."""
         splits_json: dict[str, Any] = {}
         for split, spec in self.schema.splits.items():
             mine = [_entry(s) for s in shards if self.split_of[s["file"]] == split]
@@ -491,6 +429,12 @@ class ShardedDirectoryWriter(ShardWriter):
         manifest = {**self.manifest_head(), "splits": splits_json}
         if run:
             manifest["run"] = dict(run)
+        return manifest
+
+    def commit(
+        self, root: str, shards: list[dict[str, Any]], run: Mapping[str, Any] | None = None
+    ) -> None:
+        manifest = self.manifest(shards, run)
         with open_for_write(root, MANIFEST) as f:
             f.write((json.dumps(manifest, indent=1) + "\n").encode())
 

@@ -123,6 +123,7 @@ def _folder_files(
         # with a format named (--from): its files and those no format claims (features
         # saved as "0001.fv"), not another format's; else every file a format claims
         if fmt in (format, None) if format is not None else fmt is not None:
+            links.check_regular(spec, path)
             paths.append(path)
     if not paths and format is not None:
         raise CodecIOError(f"{spec}: the folder holds no {format} file (nor one without a format)")

@@ -20,6 +20,7 @@ from ..output import path_size
 from ..registry import get_codec_class, infer_codec
 from .drop import DropFields, generic_drop
 from .logical import logical_reader
+from .versions import at_version
 
 if TYPE_CHECKING:
     from .many_files import MultiReader
@@ -91,6 +92,9 @@ def open_source(
     bfloat16 bits and int8 codes read back as numbers; ``decode=False`` gives them as stored."""
     reader: Reader
     options, drop = generic_drop(path, format, options)
+    # a reading choice of any format, not a codec option: which version of the dataset
+    version = options.get("version")
+    options = {k: v for k, v in options.items() if k != "version"}
     multi = _open_many(path, format, options, scan_progress)
     if multi is not None:
         codec, reader = multi.codec, multi
@@ -99,6 +103,7 @@ def open_source(
         codec = codec_for(path, format, options)
         reader = codec.open_reader(path)
     try:
+        reader = at_version(reader, None if version is None else int(version))
         if drop:
             reader = DropFields(reader, drop)
         check_empty_records(reader.schema, path)
@@ -119,6 +124,7 @@ def open_reader(
     """A codec reader for ``path`` (format from the extension unless given).
 
     ``decode=False`` gives the values as stored (int8 codes, bfloat16 bits);
+    ``version=N`` reads the dataset as it was at version N (:mod:`.versions`);
     ``scan_progress(1, files)`` is called after each file of a many-file source is scanned."""
     return open_source(os.fspath(path), format, options, decode, scan_progress)[1]
 

@@ -24,7 +24,7 @@ from ...abc import Reader, Shard, ShardWriter
 from ...fs import read_at
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import Batch, Schema
-from ...sharding import ShardedCodec, tfds_names
+from ...sharding import ShardedCodec, tfds_name
 from ..example.fields import check_fields
 from .options import ArrayRecordOptions
 from .reader import ArrayRecordDatasetReader
@@ -68,9 +68,9 @@ class ArrayRecordCodec(ShardedCodec):
     def record_sizes(self, writer: Any, split: str, records: Batch) -> list[int]:
         return [len(r) for r in writer.examples.encode(split, records)]
 
-    def name_shards(self, plan: list[Shard]) -> list[Shard]:
-        """TFDS's names: ``data-train.array_record-00000-of-00002``."""
-        return tfds_names(plan, "data", "array_record")
+    def shard_file(self, split: str, index: int, total: int) -> str:
+        # TFDS's names (data-train.array_record-00000-of-00002), which TFDS and Grain read
+        return tfds_name("data", "array_record", split, index, total)
 
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
         return ArrayRecordShardWriter(schema, self.options, plan)

@@ -208,15 +208,20 @@ class ArrayTreeReader(Reader):
                         f"{where}: array is {np.dtype(arr.dtype)} {tuple(arr.shape)}, dstore's stored schema "
                         f"says {split.count} records of {spec.kind.describe()} (corrupt or edited metadata)"
                     )
+        self._check_extra(where_stored)
+        return schema
+
+    def _check_extra(self, where_stored: Mapping[tuple[str, str], str]) -> None:
+        """Refuse arrays the stored schema does not list (but those of an append being
+        written: a store ``growing``)."""
         extra = (
             set(self.by_path) - set(where_stored.values()) - self._companions(where_stored.values())
         )
-        if extra:
+        if extra and not getattr(self, "growing", False):
             listed = ", ".join(sorted(extra))
             raise CodecIOError(
                 f"{self.path}: arrays {listed} are not in dstore's stored schema (edited?)"
             )
-        return schema
 
     def _companions(self, paths: Any) -> set[str]:
         """Arrays that belong to a field stored at one of ``paths`` (e.g. its shapes)."""

@@ -112,9 +112,10 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         return {"pyarrow": pa.__version__, **image_libraries(every, "fast")}
 
     def encode_chunk(
-        self, split: str, chunk: Batch, png: Any = None
+        self, split: str, chunk: Batch, png: Any = None, first: int = 0
     ) -> tuple[dict[str, pa.Array], np.ndarray]:
-        """A chunk of records as Arrow arrays (pixels encoded), with each record's size."""
+        """A chunk of records as Arrow arrays (pixels encoded), with each record's size;
+        ``first``: the split's record the chunk starts at (an error names its record)."""
         png = png or png_encoder("fast")  # UP filter + libdeflate / fpng: deterministic
         fields, encs = self.schema.splits[split].fields, self.storages[split]
         where = f"parquet: split {split!r}"
@@ -123,7 +124,7 @@ class ParquetShardWriter(ShardedDirectoryWriter):
             if s.encoding in PIXEL_ENCODINGS:
                 encoded[n] = encode_pixels(fields[n], chunk[n], s.lossy.encode if s.lossy else png)
             elif s.encoding == "onehot":
-                encoded[n] = from_one_hot(np.asarray(chunk[n]), f"{where}, field {n!r}")
+                encoded[n] = from_one_hot(np.asarray(chunk[n]), f"{where}, field {n!r}", first)
             elif s.class_names is not None:
                 check_labels(np.asarray(chunk[n]), s.class_names, f"{where}, field {n!r}")
         stored = self.stored[split]
@@ -146,15 +147,21 @@ class ParquetShardWriter(ShardedDirectoryWriter):
             write_page_checksum=True,  # a CRC per page: a flipped bit is an error on read
         )
 
-        def encode(_: int, chunk: Batch) -> tuple[dict[str, pa.Array], np.ndarray]:
-            return self.encode_chunk(shard.split, chunk, png)
+        def encode(at: int, chunk: Batch) -> tuple[dict[str, pa.Array], np.ndarray]:
+            return self.encode_chunk(shard.split, chunk, png, shard.start + at)
 
         encoded = encode_chunks(batches, encode, opts.workers, "dstore-parquet", ahead=2)
-        for group in cut_groups(encoded, opts.row_group_rows, opts.row_group_mb * 1024 * 1024):
-            rows = sum(n for *_, n in group)
-            parts = ({k: v.slice(i, n) for k, v in a.items()} for a, i, n in group)
-            writer.write_table(arrow_table(schema, parts), row_group_size=rows)
-            yield rows
+        try:
+            for group in cut_groups(encoded, opts.row_group_rows, opts.row_group_mb * 1024**2):
+                rows = sum(n for *_, n in group)
+                parts = ({k: v.slice(i, n) for k, v in a.items()} for a, i, n in group)
+                writer.write_table(arrow_table(schema, parts), row_group_size=rows)
+                yield rows
+        except BaseException:
+            # the shard is discarded: its writer closed now, not by pyarrow's __del__ once
+            # ``out`` is closed (an "Exception ignored" write to a closed file)
+            writer.is_open = False
+            raise
         writer.close()
 
     def manifest_head(self) -> dict[str, Any]:

@@ -50,6 +50,7 @@ from ...sharding import (
     foreign_files,
     manifest_files,
     plan_by_size,
+    shard_name,
 )
 from ..example.encoder import ExampleEncoder
 from ..example.fields import (
@@ -424,6 +425,9 @@ class TFRecordCodec(Codec):
 
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
         return TFRecordShardWriter(schema, self.options, plan)
+
+    def shard_file(self, split: str, index: int, total: int) -> str:
+        return shard_name(split, index, total, ".tfrecord")
 
     def check_schema(self, schema: Schema) -> None:
         super().check_schema(schema)

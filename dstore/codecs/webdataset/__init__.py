@@ -22,7 +22,7 @@ from ...model import Bytes, Image, Ragged, String, StringList, Tensor, names
 from ...model.schema import Batch, Schema
 from ...options import option
 from ...sharding import ShardedCodec
-from ...sharding.numbered import numbered_names
+from ...sharding.numbered import numbered_name
 from .reader import BLOCK, WebDatasetReader, is_tar_header
 from .writer import FORMAT_ID, WebDatasetShardWriter, choose_encoding
 
@@ -70,8 +70,8 @@ class WebDatasetCodec(ShardedCodec):
     def record_sizes(self, writer: Any, split: str, records: Batch) -> list[int]:
         return [len(r) for r in writer.encode_chunk(writer.schema.splits[split], 0, records)]
 
-    def name_shards(self, plan: list[Shard]) -> list[Shard]:
-        return numbered_names(plan, self.shard_suffix)
+    def shard_file(self, split: str, index: int, total: int) -> str:
+        return numbered_name(split, index, self.shard_suffix)
 
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
         return WebDatasetShardWriter(schema, self.options, plan)

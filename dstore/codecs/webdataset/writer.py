@@ -130,7 +130,9 @@ class WebDatasetShardWriter(ShardedDirectoryWriter):
         png = png_encoder(str(self.options.png_level))
         yield from encode_chunks(
             batches,
-            lambda at, chunk: self.encode_chunk(spec, shard.start + at, chunk, png),
+            lambda at, chunk: self.encode_chunk(
+                spec, self.record_offsets.get(shard.split, 0) + shard.start + at, chunk, png
+            ),
             self.options.workers,
             "dstore-wds",
         )

@@ -142,6 +142,7 @@ class ZarrCodec(Codec):
     extensions = (".zarr", ".zarr.zip")
     supports_urls = True
     region_writes = True
+    appends_in_place = True  # arrays grow; the root group's metadata commits (.append)
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     bfloat16_as = "uint16"  # zarr 3.1's dtype registry has no bfloat16
     Options = ZarrOptions
@@ -194,6 +195,13 @@ class ZarrCodec(Codec):
         names.check_tree(schema, self.name)  # before any byte: a raw h5py/zarr error otherwise
         _check_case_collisions(schema, path)
         return ZarrWriter(path, schema, self.options)
+
+    def open_appender(self, path: str, schema: Schema, after: Schema) -> Writer:
+        self.check_schema(schema)
+        names.check_tree(schema, self.name)
+        from .append import ZarrAppender
+
+        return ZarrAppender(path, schema, after)
 
     def attribute_notes(self, schema: Schema) -> list[str]:
         return target_notes(schema, self.name, for_zarr)

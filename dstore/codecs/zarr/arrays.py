@@ -155,6 +155,30 @@ class _VarArrays:
         out.kind = kind
         return out
 
+    @classmethod
+    def reopen(cls, node: Any, kind: Kind, count: int, more: int) -> _VarArrays:
+        """The arrays of a field of ``count`` committed records, cut back to them (what a
+        killed append left after them goes) and grown for ``more`` records."""
+        if isinstance(node, zarr.Array):  # strings: one array of them
+            node.resize((count + more,))
+            out = cls(text=node)
+        else:
+            values, splits = node[_VALUES], node[_ROW_SPLITS]
+            shapes, cuts = node.get(_SHAPES), node.get(_VALUE_SPLITS)
+            end = int(splits[count]) if count else 0
+            if cuts is not None:
+                cuts.resize((end + 1,))
+                values.resize((int(cuts[end]) if end else 0,))
+            else:
+                values.resize((end, *values.shape[1:]))
+            splits.resize((count + more + 1,))
+            if shapes is not None:
+                shapes.resize((count + more, shapes.shape[1]))
+            out = cls(values=values, splits=splits, shapes=shapes)
+            out.value_splits = cuts
+        out.kind, out.pos = kind, count
+        return out
+
     def write(self, col: VarColumn) -> None:
         n = len(col)
         if n == 0:
@@ -217,7 +241,7 @@ def _is_ragged_layout(group: Any) -> bool:
 class _RaggedGroup:
     """A ragged field's group read back: sliceable like an array of records."""
 
-    def __init__(self, group: Any, where: str) -> None:
+    def __init__(self, group: Any, where: str, growing: bool = False) -> None:
         self.group = group
         self.values = group[_VALUES]
         self.splits = group[_ROW_SPLITS]
@@ -240,7 +264,8 @@ class _RaggedGroup:
             group[_VALUE_SPLITS].shape[0] - 1 if _VALUE_SPLITS in group else self.values.shape[0]
         )
         first, last = int(self.splits[0]), int(self.splits[-1])
-        if first != 0 or last != count:
+        # an append in flight: records after the committed ones may be half written
+        if not growing and (first != 0 or last != count):
             raise CodecIOError(
                 f"{where}: row splits run from {first} to {last}, not from 0 to {count} "
                 "(the number of values)"

@@ -19,6 +19,9 @@ from ...model.schema import (
 __all__ = ["ZarrOptions", "lossy_fields"]
 
 _ATTR = "dstore_schema"
+#: the root attribute marking a store an append is writing (or a killed one wrote):
+#: its arrays may hold records after the committed counts (:mod:`.append`)
+GROWING = "dstore_appending"
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from ..arraytree.chunked import (
 )
 from .arrays import _KIND_ATTR, _fixed_text, _is_ragged_layout, _native, _RaggedGroup, _zdtype
 from .imagecodec import lossy_of  # registers the image codecs with zarr
-from .options import _ATTR, _codecs_json
+from .options import _ATTR, GROWING, _codecs_json
 
 __all__ = ["ZarrReader"]
 
@@ -197,6 +197,9 @@ class ZarrReader(ArrayTreeReader):
         self.groups: dict[str, Any] = {}
         self.notes: list[str] = []
         self._node = node
+        #: an append is writing the store (or a killed one wrote it): arrays may hold
+        #: records after the committed counts, which are what is read
+        self.growing = not isinstance(node, zarr.Array) and GROWING in node.attrs
         if isinstance(node, zarr.Array):
             name = os.path.basename(os.path.normpath(path)).removesuffix(".zarr") or "data"
             self._add(DEFAULT_SPLIT, name, node, name)
@@ -240,7 +243,7 @@ class ZarrReader(ArrayTreeReader):
                     self.groups[split] = group
             elif _KIND_ATTR in member.attrs or _is_ragged_layout(member):
                 # a ragged field stored as a group (dstore's, or the same layout by hand)
-                ragged = _RaggedGroup(member, f"{self.path}: field {key!r}")
+                ragged = _RaggedGroup(member, f"{self.path}: field {key!r}", self.growing)
                 self.arrays[(split, field)] = ragged
                 self.by_path[key] = ragged
                 if prefix:
@@ -265,6 +268,12 @@ class ZarrReader(ArrayTreeReader):
         return super()._kind_of(arr)
 
     def _stores(self, arr: Any, spec: FieldSpec, count: int) -> bool:
+        if self.growing and arr.shape[0] > count:  # records of an append not committed
+            return (
+                self._stores_grown(arr, spec)
+                if spec.dense
+                else isinstance(arr, _RaggedGroup) or arr.ndim == 1
+            )
         if spec.dense:
             return not isinstance(arr, _RaggedGroup) and super()._stores(arr, spec, count)
         if tuple(arr.shape) != (count,):
@@ -279,6 +288,13 @@ class ZarrReader(ArrayTreeReader):
                 and kind.inner_shape == spec.shape
             )
         return kind == spec.kind
+
+    def _stores_grown(self, arr: Any, spec: FieldSpec) -> bool:
+        return (
+            not isinstance(arr, _RaggedGroup)
+            and tuple(arr.shape[1:]) == spec.shape
+            and self._dtype_matches(spec.dtype, np.dtype(arr.dtype))
+        )
 
     def _check_once(self, arr: Any) -> None:
         if arr.path not in self._checked:
@@ -414,7 +430,7 @@ class ZarrReader(ArrayTreeReader):
     def _root_attrs(self) -> dict[str, Any]:
         if isinstance(self._node, zarr.Array):
             return {}
-        return self._attr_notes(self._node.attrs, f"{self.path}: root group", skip=(_ATTR,))
+        return self._attr_notes(self._node.attrs, f"{self.path}: root group", skip=(_ATTR, GROWING))
 
     def _dtype_matches(self, spec: np.dtype, stored: np.dtype) -> bool:
         return _native(spec) == stored  # big-endian fields are stored native-endian

@@ -109,10 +109,13 @@ def write_region(region: _Region, start: int, block: np.ndarray) -> None:
 
 
 class ZarrWriter(Writer):
-    def __init__(self, path: str, schema: Schema, options: ZarrOptions) -> None:
+    """Writes a new store; with ``root`` (an open group), the splits of ``schema`` into
+    it (new splits of a store being appended to, :mod:`.append`)."""
+
+    def __init__(self, path: str, schema: Schema, options: ZarrOptions, root: Any = None) -> None:
         super().__init__(path, schema)
         self.options = options
-        self.root = zarr.open_group(path, mode="w-", zarr_format=3)
+        self.root = zarr.open_group(path, mode="w-", zarr_format=3) if root is None else root
         self._workers = default_workers()
         self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="dstore-zarr")
         self._pending: list[Future[None]] = []
@@ -239,12 +242,16 @@ class ZarrWriter(Writer):
             native = _native(data.dtype)
             self._appenders[(split, name)].append(data.astype(native, copy=False))
 
-    def close(self) -> None:
+    def finish(self) -> None:
+        """Every record written (the schema aside)."""
         for appender in self._appenders.values():
             appender.flush()
         for fut in self._pending:
             fut.result()
         self._pool.shutdown()
+
+    def close(self) -> None:
+        self.finish()
         schema = self.schema
         sums = schema.checksums
         if self._lossy and sums:
