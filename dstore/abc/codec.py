@@ -74,10 +74,6 @@ class Codec(ABC):
     #: True when the output is cut into shards any process writes alone
     #: (:meth:`plan_shards`): resumable, distributable on Dask.
     sharded: ClassVar[bool] = False
-    #: Records per split a sharded conversion encodes once more, before writing, to size
-    #: its shards (:meth:`plan_shards`); 0 when nothing is encoded twice. ``dstore bench``
-    #: counts them when it extrapolates a small sample's write time to the whole data.
-    plan_sample: ClassVar[int] = 0
     #: True when the writer creates every array at its final shape and can hand its
     #: chunk-aligned blocks to other processes (:meth:`Writer.write_regions`): a Dask
     #: client writes them as tasks. A single-file format (one writer) leaves it False.
@@ -247,6 +243,12 @@ class Codec(ABC):
         will be written; the plan must depend only on the data and options, so
         that every run (local, resumed, distributed) cuts the same shards."""
         return None
+
+    def planning_records(self, schema: Schema) -> int:
+        """Records :meth:`plan_shards` encodes (once more than the write does) to size the
+        shards of ``schema``; 0 when nothing is encoded twice. ``dstore bench`` counts
+        them when it extrapolates a small sample's write time to the whole data."""
+        return 0
 
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
         raise NotImplementedError(f"{self.name}: not a sharded format")

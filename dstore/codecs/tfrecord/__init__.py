@@ -50,6 +50,7 @@ from ...sharding import (
     foreign_files,
     manifest_files,
     plan_by_size,
+    planning_records,
     shard_name,
 )
 from ..example.encoder import ExampleEncoder
@@ -342,7 +343,6 @@ class TFRecordCodec(Codec):
     name = "tfrecord"
     reads_folders = True
     sharded = True
-    plan_sample = _PLAN_SAMPLE
     tensorflow_native = True  # tf.data.TFRecordDataset reads the shards itself
     frame_indexes = True  # dstore index: <file>.idx for TFRecord files others wrote
     extensions = (".tfrecords", ".tfrecord")
@@ -406,6 +406,9 @@ class TFRecordCodec(Codec):
             "tfrecord is written shard by shard: use plan_shards and shard_writer"
         )
 
+    def planning_records(self, schema: Schema) -> int:
+        return planning_records(schema, self.options.shard_mb * 2**20, _PLAN_SAMPLE)
+
     def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
         """Shards of about ``shard_mb`` each, sized from the encoded first records.
 
@@ -419,7 +422,7 @@ class TFRecordCodec(Codec):
             sample,
             lambda split, first: [len(r) for r in writer.encode_chunk(split, first)],
             target_bytes=self.options.shard_mb * 1024 * 1024,
-            sample_records=self.plan_sample,
+            sample_records=_PLAN_SAMPLE,
             suffix=".tfrecord",
         )
 
