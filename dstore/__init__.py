@@ -18,6 +18,7 @@ from ._dist import __version__
 if TYPE_CHECKING:
     # the functions from their modules: dstore.api.convert etc. are also submodule names
     from .api import ConvertReport, Dataset, VerifyReport, open, save
+    from .api.card import CardReport, card
     from .api.convert import convert
     from .api.info import info
     from .api.verify import verify
@@ -81,12 +82,14 @@ _LAZY = {
     ),
     **dict.fromkeys(["FieldSpec", "Schema", "SplitSpec"], "model.schema"),
     "bench": "bench",
+    **dict.fromkeys(["CardReport", "card"], "api.card"),
     "check": "check",
 }
 
 __all__ = [
     "AppendConflictError",
     "AppendError",
+    "CardReport",
     "CodecIOError",
     "ConvertReport",
     "Dataset",
@@ -110,6 +113,7 @@ __all__ = [
     "__version__",
     "available_codecs",
     "bench",
+    "card",
     "check",
     "compact",
     "convert",
@@ -145,11 +149,15 @@ def __dir__() -> list[str]:
 class _Package(types.ModuleType):
     """``dstore.bench`` and ``dstore.check`` are functions: the subpackages of the same
     names are bound here when imported (``from dstore.bench import harness``) and would
-    shadow them."""
+    shadow them. ``dstore.card`` is a function too: the package of that name holds the
+    cards' parts below the API, the function is ``dstore.api.card.card``, found on first
+    use (``__getattr__``)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in ("bench", "check") and isinstance(value, types.ModuleType):
             value = getattr(value, name)
+        elif name == "card" and isinstance(value, types.ModuleType):
+            return  # leaves the name to __getattr__: the function
         super().__setattr__(name, value)
 
 

@@ -10,10 +10,17 @@ import os
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Literal, TypeVar
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any, Literal, TypeVar
 
-__all__ = ["ParallelDeflate", "default_workers", "ordered_map", "prefetch"]
+__all__ = [
+    "InlineExecutor",
+    "KeptPool",
+    "ParallelDeflate",
+    "default_workers",
+    "ordered_map",
+    "prefetch",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -24,6 +31,49 @@ def default_workers() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+class InlineExecutor(Executor):
+    """Runs each call at once, in the caller's thread: with one worker (a DataLoader
+    worker process reads with one) a hand-off to a pool thread is pure overhead."""
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        future: Future[R] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # noqa: BLE001 - the caller's result() raises it
+            future.set_exception(e)
+        return future
+
+
+class KeptPool:
+    """One executor of ``workers`` threads kept across calls (a reader's reads of a few
+    records each must not start and stop a pool every time), made again in a process
+    forked after it was made (its threads are not there)."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self.workers = max(1, workers)
+        self.name = name
+        self._pool: Executor | None = None
+        self._pid = -1
+
+    def get(self) -> Executor:
+        if self._pool is None or self._pid != os.getpid():
+            self._pool = (
+                InlineExecutor()
+                if self.workers == 1
+                else ThreadPoolExecutor(self.workers, thread_name_prefix=self.name)
+            )
+            self._pid = os.getpid()
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None and self._pid == os.getpid():
+            self._pool.shutdown(wait=True)
+        self._pool = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_pool": None, "_pid": -1}
 
 
 def ordered_map(

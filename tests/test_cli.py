@@ -583,6 +583,11 @@ def test_unquoted_glob_gets_one_line_saying_to_quote_it(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["convert", paths[0], str(tmp_path / "o.npz"), "not-a-file"])
     assert "unrecognized arguments: not-a-file" in capsys.readouterr().err
+    # one existing path and one stray word (a list value given space-separated) is no glob
+    with pytest.raises(SystemExit) as e:
+        main(["bench", paths[0], "--dtypes", "keep", "float16"])
+    assert e.value.code == 2
+    assert "unrecognized arguments: float16" in capsys.readouterr().err
 
 
 def test_layout_option_typo_lists_the_layouts_options(tmp_path, capsys, label_maker_npz):

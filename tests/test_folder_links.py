@@ -205,6 +205,50 @@ def test_dstore_index_never_writes_through_a_linked_index_folder(tmp_path, tiles
 
 @pytest.mark.tf
 @pytest.mark.parametrize("fmt", SHARDED)
+def test_training_readers_infer_a_plain_folders_format(tmp_path, tiles, fmt):
+    """A folder of one format's shards without a manifest or an extension: to_torch and
+    to_tf_dataset read it as dstore.open does, without format= (they raised 'no format
+    claims this extension'); with a shard linked in from outside, they refuse it."""
+    pytest.importorskip("torch")
+    pytest.importorskip("tensorflow")
+    folder, link = _linked_folder(tmp_path, tiles, fmt)
+    with pytest.raises(UnsafeInputError, match=link):
+        list(dstore.to_torch(folder, "train"))
+    with pytest.raises(UnsafeInputError, match=link):
+        list(dstore.to_tf_dataset(folder, "train"))
+    os.remove(os.path.join(folder, link))  # the folder's own shard back in place of the link
+    shutil.copy(os.path.join(tmp_path / f"mine{default_extension(fmt)}", link), folder)
+    torch_records = list(dstore.to_torch(folder, "train"))
+    names = sorted(torch_records[0])  # the records' fields (open adds each record's source)
+    key = next(n for n in names if n.split(".")[0] == "k")  # the records' numbers
+    with dstore.open(folder) as ds:
+        want = {n: ds["train"][n][:] for n in names}
+    tf_records = [
+        {n: v.numpy() for n, v in r.items()} for r in dstore.to_tf_dataset(folder, "train")
+    ]
+
+    def number(value: object) -> int:
+        return int(np.asarray(value).reshape(-1)[0])
+
+    want_keys = [number(v) for v in want[key]]
+    for records in (torch_records, tf_records):
+        # every record once, equal to open's (the order across shards is the reader's)
+        by_key = sorted(records, key=lambda r: number(r[key]))
+        assert [number(r[key]) for r in by_key] == sorted(want_keys)
+        order = np.argsort(want_keys, kind="stable")
+        for n in names:
+            expected = [want[n][i] for i in order]
+            if isinstance(expected[0], bytes):
+                # a foreign WebDataset's PNG members: open gives the member, the training
+                # readers their bytes as they deliver them; both give one per record
+                assert all(len(r[n]) for r in by_key), n
+            else:
+                got = np.stack([np.asarray(r[n]) for r in by_key])
+                np.testing.assert_array_equal(got, np.stack(expected))
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("fmt", SHARDED)
 def test_to_tf_dataset_refuses_a_shard_linked_in(tmp_path, tiles, fmt):
     pytest.importorskip("tensorflow")
     folder, link = _linked_folder(tmp_path, tiles, fmt)

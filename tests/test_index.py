@@ -24,7 +24,7 @@ import dstore
 import dstore.testing
 from dstore.cli import main
 from dstore.errors import CodecIOError
-from dstore.registry import codecs_with, default_extension
+from dstore.registry import codecs_with, default_extension, get_codec_class
 
 pytest.importorskip("imagecodecs")
 
@@ -161,7 +161,8 @@ def _two_split_output(tmp_path, tiles, fmt: str) -> str:
 @pytest.mark.parametrize("fmt", codecs_with(lambda c: c.sharded))
 def test_no_file_in_an_outputs_root_is_taken_for_a_shard_by_a_glob(tmp_path, tiles, fmt):
     """``glob("out/train-*")`` (TFDS, tf.data examples) and ``*.tfrecord*`` match the
-    shards and nothing else; the root holds shards and JSON metadata only."""
+    shards and nothing else; the root holds shards, JSON metadata (the manifest,
+    croissant.json) and, for a format the Hub reads as it is, its README.md card only."""
     path = _two_split_output(tmp_path, tiles, fmt)
     manifest = _manifest(path)
     shards = {s["file"] for info in manifest["splits"].values() for s in info["shards"]}
@@ -170,7 +171,8 @@ def test_no_file_in_an_outputs_root_is_taken_for_a_shard_by_a_glob(tmp_path, til
         matched = {n for n in root if fnmatch.fnmatchcase(n, pattern)}
         assert matched <= shards, (pattern, sorted(matched - shards))
     others = {n for n in root - shards if not n.startswith(".")}
-    assert all(n.endswith(".json") for n in others), sorted(others)
+    cards = {"README.md"} if get_codec_class(fmt).hub_card else set()
+    assert all(n.endswith(".json") or n in cards for n in others), sorted(others)
 
 
 @pytest.mark.tf
@@ -187,12 +189,12 @@ def test_tensorflow_reads_every_record_through_a_shard_glob(tmp_path, tiles):
     for files, expected in (
         (sorted(glob.glob(os.path.join(path, "train-*"))), want[:half]),
         (sorted(glob.glob(os.path.join(path, "*.tfrecord*"))), None),
-        # "every file of the folder but the manifest"
+        # "every file of the folder but its JSON metadata" (dstore.json, croissant.json)
         (
             sorted(
                 os.path.join(path, n)
                 for n in os.listdir(path)
-                if n != "dstore.json" and os.path.isfile(os.path.join(path, n))
+                if not n.endswith(".json") and os.path.isfile(os.path.join(path, n))
             ),
             None,
         ),

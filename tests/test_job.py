@@ -80,6 +80,7 @@ def test_every_keyword_of_convert_lands_in_its_job(monkeypatch: Any, tmp_path: A
         "keep_encoded": True,
         "follow_links": True,
         "scan_progress": _scan,
+        "card": False,
         "append": True,
         "append_again": True,
         "version": 3,
@@ -102,6 +103,7 @@ def test_every_keyword_of_convert_lands_in_its_job(monkeypatch: Any, tmp_path: A
     assert job.batch_bytes == 12345
     assert job.progress is _progress and job.scan_progress is _scan
     assert job.client == "tcp://nowhere:1" and job.layout == "tf-classification"
+    assert job.card is False
     assert job.observe is given["observe"]
     # dtype as text goes through the same parser as before
     text = ConvertJob.build(dtype=["float16", "x=keep"], on_overflow="clip").policy

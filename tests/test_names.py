@@ -314,7 +314,9 @@ def test_npz_keys_that_look_like_paths(tmp_path, fmt, key):
         assert all("/" not in f and not f.startswith(".") for f in files)
         # record indexes in the one dot-folder dstore names, never where a glob finds them
         assert [s["index"]["file"] for s in entries] == [f".dstore-index/{f}.idx" for f in files]
-        assert sorted(os.listdir(dst)) == sorted([*files, ".dstore-index", "dstore.json"])
+        assert sorted(os.listdir(dst)) == sorted(
+            [*files, ".dstore-index", "croissant.json", "dstore.json"]
+        )
         assert sorted(os.listdir(os.path.join(dst, ".dstore-index"))) == [f + ".idx" for f in files]
     if fmt == "npz":  # what unzip would write stays inside its folder too
         members = zipfile.ZipFile(dst).namelist()
@@ -339,6 +341,7 @@ def test_cli_convert_of_the_evil_key(tmp_path):
     assert sorted(os.listdir(work / "o.tfrecords")) == [
         "%2E.%2Fevil-00000-of-00001.tfrecord",
         ".dstore-index",
+        "croissant.json",
         "dstore.json",
     ]
     assert os.listdir(work / "o.tfrecords" / ".dstore-index") == [
@@ -494,6 +497,7 @@ def test_ordinary_names_keep_todays_layout(tmp_path):
     assert sorted(np.load(tmp_path / "o.npz").files) == ["x_test", "x_train", "y_test", "y_train"]
     assert sorted(os.listdir(tmp_path / "o.tfrecords")) == [
         ".dstore-index",
+        "croissant.json",
         "dstore.json",
         "test-00000-of-00001.tfrecord",
         "train-00000-of-00001.tfrecord",

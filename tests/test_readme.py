@@ -88,6 +88,20 @@ def test_readme_has_two_setup_commands_from_a_checkout():
     assert "pip install -e '.[test]'" in tests and "pytest" in tests, tests
 
 
+def test_readme_test_setup_line_installs_what_it_runs():
+    """The tests' set-up line takes torch's CPU build (the default Linux wheel pulls ~4 GB of
+    CUDA libraries) and `[test]` installs pytest-xdist when the line runs `pytest -n`."""
+    (setup,) = _fenced("console")
+    tests = [line for line in setup.splitlines() if line.strip()][1]
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in tests, tests
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with open(os.path.join(os.path.dirname(README), "pyproject.toml"), "rb") as f:
+        test_extra = tomllib.load(f)["project"]["optional-dependencies"]["test"]
+    names = {re.split(r"[<>=\[ ;]", spec, maxsplit=1)[0].lower() for spec in test_extra}
+    if re.search(r"pytest .*-n \d", tests):
+        assert "pytest-xdist" in names, sorted(names)
+
+
 @pytest.mark.slow  # runs the README's commands (~6 s)
 def test_readme_commands_run_on_the_demo_files(tmp_path):
     """The README's five commands, as written, in a folder holding the files `dstore demo`

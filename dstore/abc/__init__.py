@@ -4,7 +4,8 @@
   and options; it opens readers and writers, and plans shards when its output is
   a folder of independent files.
 - :class:`Reader` and :class:`WrappingReader` (:mod:`.reader`): the schema and the
-  records of each split, as batches, by record range.
+  records of each split, as batches, by record range or by record position
+  (``read_records``), and the units a read fetches whole (``record_units``).
 - :class:`Writer`, :class:`Shard` and :class:`ShardWriter` (:mod:`.writer`): the two
   ways a format is written.
 
@@ -15,7 +16,15 @@ see ``pyproject.toml``).
 """
 
 from .codec import Codec
-from .reader import RANGE_BYTES, Reader, WrappingReader, even_ranges
+from .reader import (
+    RANGE_BYTES,
+    Reader,
+    WrappingReader,
+    checked_indexes,
+    even_ranges,
+    runs_of,
+    take_records,
+)
 from .writer import Shard, ShardWriter, Writer
 
 __all__ = [
@@ -26,5 +35,8 @@ __all__ = [
     "ShardWriter",
     "WrappingReader",
     "Writer",
+    "checked_indexes",
     "even_ranges",
+    "runs_of",
+    "take_records",
 ]

@@ -99,6 +99,11 @@ class Codec(ABC):
     #: used (a C++ thread pool, :mod:`dstore.sharding.native`): DataLoader workers then
     #: need 'spawn'.
     fork_safe: ClassVar[bool] = True
+    #: For a format that is not ``fork_safe``: the module whose use starts that thread
+    #: pool. A process that has not imported it has no pool to lose, so its DataLoader
+    #: workers may be forked (a spawned worker costs seconds before its first batch).
+    #: None: always 'spawn'.
+    fork_unsafe_module: ClassVar[str | None] = None
     #: When this format's files read single records at random (``ds[i]``): "" always,
     #: else the condition ("uncompressed"); messages that suggest a random-access form
     #: list the formats from these.
@@ -115,6 +120,17 @@ class Codec(ABC):
     #: True when values are stored as text (JSON): large arrays are slow and big there,
     #: so the demo's image tiles skip it.
     stores_text: ClassVar[bool] = False
+    #: The media type of this format's data files, as Croissant's ``encodingFormat``
+    #: gives it (a MIME type, or for a format without one the URL of its description);
+    #: Croissant readers (mlcroissant) choose how to read a file by it.
+    media_type: ClassVar[str | None] = None
+    #: True when an output folder is one the Hugging Face Hub and ``datasets`` read as it
+    #: is (Parquet in the Hub's layout): it gets the Hub's ``README.md`` card (dstore.card).
+    hub_card: ClassVar[bool] = False
+    #: True when the format's readers take every file in an output folder for part of
+    #: the data (zarr warns of each): its Croissant card goes beside it
+    #: (``PATH.croissant.json``, ``dstore card``), never inside, and not with the conversion.
+    card_beside: ClassVar[bool] = False
     #: Option dataclass; its fields are the ``-o KEY=VALUE`` options.
     Options: ClassVar[type] = type("Options", (), {})
 

@@ -14,8 +14,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import CodecIOError, SchemaError
-from ..model import Column, concat_columns
+from ..model import Column, concat_columns, take_column
 from ..model.checksums import FieldHasher, stored_checksums
 from ..model.schema import (
     DEFAULT_SPLIT,
@@ -29,7 +31,16 @@ from ..model.schema import (
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["DEFAULT_SPLIT_NOTE", "RANGE_BYTES", "Reader", "WrappingReader", "even_ranges"]
+__all__ = [
+    "DEFAULT_SPLIT_NOTE",
+    "RANGE_BYTES",
+    "Reader",
+    "WrappingReader",
+    "checked_indexes",
+    "even_ranges",
+    "runs_of",
+    "take_records",
+]
 
 #: Decoded bytes a record range of :meth:`Reader.record_ranges` aims at: big
 #: enough to amortise opening a shard or chunk, small enough to shuffle and
@@ -42,6 +53,26 @@ DEFAULT_SPLIT_NOTE = f"{DEFAULT_SPLIT!r} is dstore's name for data that names no
 def even_ranges(start: int, stop: int, rows: int) -> list[tuple[int, int]]:
     """``start:stop`` cut into consecutive ranges of ``rows`` records (the last may be shorter)."""
     return [(a, min(a + rows, stop)) for a in range(start, stop, max(1, rows))]
+
+
+def runs_of(positions: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted distinct ``positions`` as runs ``(start, stop)`` of consecutive ones."""
+    if not len(positions):
+        return []
+    breaks = np.flatnonzero(np.diff(positions) != 1) + 1
+    starts = positions[np.concatenate([[0], breaks])]
+    stops = positions[np.concatenate([breaks - 1, [len(positions) - 1]])] + 1
+    return list(zip(starts.tolist(), stops.tolist(), strict=True))
+
+
+def checked_indexes(indexes: Any, count: int, what: str) -> np.ndarray:
+    """``indexes`` as an int64 array of record positions in ``0..count-1``, or an
+    ``IndexError`` naming ``what`` (the split) and the first one out of range."""
+    idx = np.asarray(indexes, dtype=np.int64).reshape(-1)
+    bad = np.flatnonzero((idx < 0) | (idx >= count))
+    if len(bad):
+        raise IndexError(f"record {int(idx[bad[0]])} out of range for {what} of {count}")
+    return idx
 
 
 def _concat(parts: list[Column], spec: FieldSpec) -> Column:
@@ -111,6 +142,42 @@ class Reader(ABC):
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
         """Batches of at most ``rows`` records of fields ``names``, records ``start:stop``."""
+
+    def read_records(
+        self, split: str, indexes: Sequence[int] | np.ndarray, fields: Sequence[str] | None = None
+    ) -> Batch:
+        """The records at positions ``indexes`` of ``split`` (any order; a position may
+        repeat), as one batch in the order asked: what a global shuffle and a map-style
+        dataset read, a window or a batch of positions at a time.
+
+        Only what holds the records asked is read: the default reads each run of
+        consecutive positions with :meth:`iter_batches`; a format whose single records
+        are cheaper to reach (a record index, a member index, chunks) overrides it.
+        The stored whole-field checksums are not checked (they cover whole fields);
+        each format's own checks (CRCs, lengths, frames) are."""
+        spec = self.split(split)
+        names = list(fields) if fields is not None else list(spec.fields)
+        idx = checked_indexes(indexes, spec.count, f"split {split!r}")
+        wanted = np.unique(idx)
+        parts: dict[str, list[Column]] = {n: [] for n in names}
+        for a, b in runs_of(wanted):
+            for batch in self.iter_batches(
+                split, fields=names, start=a, stop=b, batch_rows=b - a, verify=False
+            ):
+                for n in names:
+                    parts[n].append(batch[n])
+        cols = {n: _concat(parts[n], spec.fields[n]) for n in names}
+        return take_records(cols, wanted, idx)
+
+    def record_units(self, split: str) -> np.ndarray | None:
+        """Where the units a read of ``split`` fetches whole begin (and, last, the
+        record count), when one record costs the read of its unit: a zarr/HDF5 chunk,
+        a Parquet row group. None (the default) when each record is read alone at about
+        its own cost (a record index, a member index, ArrayRecord, stored npz rows).
+
+        A global shuffle visits the units in a random order and shuffles records
+        within windows of several units, so that each unit is read once per epoch."""
+        return None
 
     def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
         """Contiguous record ranges covering ``split`` in order, each cheap to read alone.
@@ -193,6 +260,15 @@ class Reader(ABC):
         self.close()
 
 
+def take_records(cols: Mapping[str, Column], wanted: np.ndarray, idx: np.ndarray) -> Batch:
+    """Columns of the records at sorted distinct positions ``wanted``, as the records at
+    positions ``idx`` (each one of ``wanted``), in that order."""
+    if len(idx) == len(wanted) and np.array_equal(idx, wanted):
+        return dict(cols)
+    where = np.searchsorted(wanted, idx)
+    return {n: take_column(c, where) for n, c in cols.items()}
+
+
 class WrappingReader(Reader):
     """A reader over another (``inner``): its records, some fields changed or left out
     (decoded images, lossy-stored values, dropped fields, metered sizes). The storage
@@ -208,6 +284,9 @@ class WrappingReader(Reader):
 
     def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
         return self.inner.record_ranges(split, target_bytes)
+
+    def record_units(self, split: str) -> np.ndarray | None:
+        return self.inner.record_units(split)
 
     def check_integrity(self) -> list[tuple[bool, str]]:
         return self.inner.check_integrity()

@@ -8,9 +8,10 @@ sharded formats are planned and written shard by shard (:mod:`dstore.engine.run`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from ..engine.cast import BatchObserver, Progress, cast_batches, write_splits
 from ..engine.dtypes import CastStats, DtypePolicy, OnOverflow
 from ..engine.job import ConvertJob, SourceRef
 from ..engine.rawsize import RawMeter
-from ..errors import CodecIOError, MissingDependencyError, OptionError, UsageError
+from ..errors import CodecIOError, DstoreError, MissingDependencyError, OptionError, UsageError
 from ..model import concat_columns
 from ..model.checksums import FieldHasher
 from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema
@@ -138,10 +139,12 @@ def write_dataset(
 
         start_workers(reader, codec, out_schema, dst, job)
     plan = codec.plan_shards(out_schema, sample) if codec.sharded else None
+    # the cards (dstore.card) are written into the output before its commit (#38)
+    cards = _card_writer(reader, codec, job) if job.card else None
     if plan is not None:
         from ..engine.run import write_sharded
 
-        run = write_sharded(reader, dst, codec, out_schema, plan, job)
+        run = write_sharded(reader, dst, codec, out_schema, plan, job, on_commit=cards)
         return run.stats, run
     if job.resume:
         raise CodecIOError(
@@ -175,12 +178,41 @@ def write_dataset(
             writer.close()
             if tasks is not None:
                 tasks.finish()
+            if cards is not None:  # card hook (#38): inside the atomic output, before the rename
+                cards(tmp, stats)
         except BaseException:
             writer.abort()
             if tasks is not None:
                 tasks.cancel()  # no task may write into the output removed next
             raise
     return stats, None
+
+
+def _card_writer(
+    reader: Reader, codec: Codec, job: ConvertJob
+) -> Callable[[str, Mapping[str, CastStats]], None]:
+    """Card hook (#38): ``cards(root, stats)`` writes ``croissant.json`` (and the Hub's
+    README.md) into a folder output at ``root`` before it is committed; ``stats`` hold
+    the casts' largest errors over every value."""
+    from ..card import Written, write_with_output
+
+    policy = job.policy
+    fields = {n for s in reader.schema.splits.values() for n in s.fields}
+    try:
+        fmt = job.from_format or (infer_codec(job.sources[0]) if job.sources else None)
+    except DstoreError:
+        fmt = None  # a glob or a list of files: the card names no source format
+    written = Written(
+        job.sources[0] if job.sources else "arrays in memory",
+        reader.schema,
+        {n: policy.per_field.get(n, policy.default) for n in fields},
+        source_format=fmt,
+    )
+
+    def cards(root: str, stats: Mapping[str, CastStats]) -> None:
+        write_with_output(root, codec, dataclasses.replace(written, stats=stats))
+
+    return cards
 
 
 def _check_observable(dst: str, job: ConvertJob) -> None:
@@ -227,6 +259,7 @@ def convert(
     keep_encoded: bool = False,
     follow_links: bool = False,
     scan_progress: Progress | None = None,
+    card: bool = True,
     append: bool = False,
     append_again: bool = False,
     version: int | None = None,
@@ -234,6 +267,9 @@ def convert(
 ) -> ConvertReport:
     """Convert ``src`` to ``dst``, streaming, with an optional dtype policy.
 
+    A folder output (TFRecord, WebDataset, Parquet, ArrayRecord, zarr) is written with
+    its cards, ``croissant.json`` and for Parquet the Hub's ``README.md``
+    (:func:`dstore.card`), unless ``card=False``.
     ``append=True`` adds ``src``'s records after those of the existing dataset ``dst``,
     split by split, as its next version (:mod:`dstore.api.append`): with ``dst``'s
     settings (format options, dtype policy, layout; an explicit one that differs is an
@@ -280,6 +316,7 @@ def convert(
         keep_encoded=keep_encoded,
         follow_links=follow_links,
         scan_progress=scan_progress,
+        card=card,
         append=append,
         append_again=append_again,
         observe=observe,

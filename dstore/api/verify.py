@@ -4,6 +4,8 @@ checks one on its own (manifest, decoding, stored sha256); both return a
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,6 +38,8 @@ class FieldResult:
     detail: str
     #: compared by error statistics (a lossy image encoding), not bit for bit
     lossy: bool = False
+    #: the error of a lossy ``b`` (cast, encoded): max_abs_error, mean_abs_error, psnr_db
+    measured: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclass
@@ -256,6 +260,13 @@ class _SplitCheck:
             and pa.fields[n].attrs.get(PRECISION_ATTR) != pb.fields[n].attrs.get(PRECISION_ATTR)
         }
         self.precise = {n: ErrorStats() for n in self.declared}
+        # a float field b holds rounded to another dtype: its error, besides the bits
+        casts = [n for n in names if pa.fields[n].dtype != pb.fields[n].dtype]
+        self.cast = {
+            n: ErrorStats()
+            for n in casts
+            if n not in self.errors and n not in self.declared and is_floating(pb.fields[n].dtype)
+        }
         self.bad = dict.fromkeys(names, 0)
         self.first_bad: dict[str, int] = {}
 
@@ -284,6 +295,8 @@ class _SplitCheck:
         if name in self.precise:
             self.precise[name].update(a, b, *self.declared[name][1:])
             return
+        if name in self.cast:
+            self.cast[name].update(a, b, math.inf, 0.0)
         eq = _compare(a, b) if name not in self.errors else _measure(a, b, self.errors[name])
         k = int(len(a) - np.count_nonzero(eq))
         if k:
@@ -291,7 +304,14 @@ class _SplitCheck:
             self.first_bad.setdefault(name, pos + int(np.argmin(eq)))
 
     def results(self) -> list[FieldResult]:
-        return [self._result(name) for name in self.names]
+        out = [self._result(name) for name in self.names]
+        for r in out:
+            stats = self.errors.get(r.field) or self.precise.get(r.field) or self.cast.get(r.field)
+            if stats is not None and r.ok:
+                r.measured = {"max_abs_error": stats.max_abs, "mean_abs_error": stats.mean_abs}
+                if hasattr(stats, "psnr"):
+                    r.measured["psnr_db"] = stats.psnr
+        return out
 
     def _result(self, name: str) -> FieldResult:
         split, count = self.split, self.pa.count

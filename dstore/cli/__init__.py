@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from ..errors import DstoreError
 from .bench import add_bench
+from .card import add_card
 from .check import add_check_command
 from .common import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED
 from .compact import add_compact, add_prune
@@ -65,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_verify(sub)
 
     add_check_command(sub)
+
+    add_card(sub)
 
     add_bench(sub)
 

@@ -28,7 +28,8 @@ def expanded_glob(
     given = [getattr(args, a.dest) for a in wanted if isinstance(getattr(args, a.dest), str)]
     names = [*given, *extra]
     files = [n for n in names if os.path.exists(n)]
-    if len(files) < len(names) - 1 or not os.path.exists(names[0]):
+    # a glob gives two existing paths at least; one path and a stray word is argparse's
+    if len(files) < max(2, len(names) - 1) or not os.path.exists(names[0]):
         return None
     takes = " ".join(str(a.metavar or a.dest).upper() for a in wanted)
     # the glob's files share the first one's folder and extension; an existing output

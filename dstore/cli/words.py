@@ -32,6 +32,7 @@ FLAGS: dict[str, str] = {
     "to=/from_format=": "--to/--from",
     "from_format=": "--from",
     "to=": "--to",
+    "pass out=FILE": "use --out FILE",
 }
 
 # longest first: "pass overwrite=True" before "overwrite=True"

@@ -78,6 +78,9 @@ class ConvertJob:
     client: Any = None
     #: times Dask retries a failed shard task
     retries: int = 2
+    #: write the dataset's cards into a folder output (croissant.json; the Hub's README.md
+    #: for Parquet) as part of its commit (:mod:`dstore.card`)
+    card: bool = True
     #: add the records after the destination's, as its next version (``dstore.api.append``)
     append: bool = False
     #: append a source whose content is already in the destination's history

@@ -24,7 +24,7 @@ import contextlib
 import dataclasses
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ..abc import Codec, Reader, Shard, ShardWriter
@@ -35,7 +35,7 @@ from ..output import atomic_output, url_output
 from .dask import write_on_dask
 from .dtypes import CastStats
 from .job import ConvertJob
-from .journal import append_journal
+from .journal import append_journal, cast_snapshot, largest_casts
 from .local import worker_processes, write_in_processes
 from .resume import check_finished, check_resumable, keep_finished_shards, run_header, run_record
 from .shards import shard_streams
@@ -91,11 +91,14 @@ def write_sharded(
     module doc. ``target``: into the next version of the dataset at ``dst`` instead of
     a new output folder.
 
-    ``on_commit(root, stats)`` is the one hook for files written beside the manifest
-    (a card): it writes them into ``root`` once every shard is there. For a new
-    output that is the folder renamed into place at the end; for a next version it is
-    the version's pending folder, whose files the container moves into the dataset's
-    root with the version (:mod:`dstore.sharding.versions`, ``metadata``).
+    ``on_commit(root, largest)`` is the one hook for files written beside the manifest
+    (the cards, :mod:`dstore.card`): it writes them into ``root`` once every shard is
+    there. For a new output that is the folder renamed into place at the end; for a
+    next version it is the version's pending folder, whose files the container moves
+    into the dataset's root with the version (:mod:`dstore.sharding.versions`,
+    ``metadata``). ``largest`` holds each cast field's largest errors over every value,
+    those of shards kept from an interrupted run included (journaled with them), so
+    that it is the same however the run went.
 
     Progress advances per record written locally, per shard on Dask. With
     ``job.resume``, a ``dst`` that is already this command's complete output (see
@@ -124,8 +127,8 @@ def write_sharded(
 
         def done(shard: Shard, info: dict[str, Any]) -> None:
             infos[shard.file] = info
-            if journal is not None:
-                append_journal(journal, info)
+            if journal is not None:  # with the casts' largest errors so far (the card's)
+                append_journal(journal, {**info, "cast": cast_snapshot(stats)})
             if progress is not None and client is not None:  # locally: per record, below
                 progress(shard.records, total)
 
@@ -141,6 +144,7 @@ def write_sharded(
                 ) from None
             raise
         entries = [infos[s.file] for s in plan]
+        largest = _largest(kept, stats)
         _commit(
             writer,
             root,
@@ -148,10 +152,15 @@ def write_sharded(
             run,
             journal,
             target,
-            lambda: on_commit and on_commit(root, stats),
+            lambda: on_commit and on_commit(root, largest),
         )
     listed = sum(e.get("bytes", 0) + e.get("index", {}).get("bytes", 0) for e in entries)
     return ShardRun(len(plan), len(pending), len(kept), stats, note, bytes=listed)
+
+
+def _largest(kept: Mapping[str, Any], stats: dict[str, CastStats]) -> dict[str, CastStats]:
+    """Each cast field's largest errors: this run's and those journaled with kept shards."""
+    return largest_casts([*(e.get("cast") for e in kept.values()), stats])
 
 
 def _commit(

@@ -14,12 +14,16 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import CodecIOError, SchemaError
 from ..fs import is_url
 from ..model.schema import Batch, SplitSpec
 from ..registry import infer_codec
 from ..sharding.cache import parse_cache_limit
+from ..sources import listing
 from ..sources.versions import version_of
+from .plan import BLOCK_RANGES, WINDOW_UNITS, GlobalLayout
 from .state import dataset_identity
 
 __all__ = ["ON_ERROR", "SplitSource"]
@@ -54,7 +58,8 @@ class SplitSource:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}; got {on_error!r}")
         self.path = os.fspath(path)
-        self.format = format or infer_codec(self.path)
+        # a folder of one format's shards without a manifest reads as dstore.open reads it
+        self.format = format or listing.folder_format(self.path) or infer_codec(self.path)
         self.on_error = on_error
         #: pickled to the workers with the path: each process opens the source as allowed
         self.follow_links = follow_links
@@ -152,6 +157,16 @@ class SplitSource:
         self.ranges = reader.record_ranges(self.split, *args)
         self.random_access, self.sequential_reason = True, None
         return True
+
+    def layout(self, shuffle: str) -> GlobalLayout:
+        """How ``shuffle`` ("global" or "block") orders and deals an epoch of this split:
+        "global" over the units a read fetches whole (each record alone where it is
+        read alone: a uniform permutation), "block" over the record ranges."""
+        if shuffle == "block":
+            units = np.array([0, *(b for _, b in self.ranges)], np.int64)
+            return GlobalLayout.of(self.count, units, self.spec.record_bytes, BLOCK_RANGES)
+        units = self.reader().record_units(self.split)
+        return GlobalLayout.of(self.count, units, self.spec.record_bytes, WINDOW_UNITS)
 
     def kinds(self) -> dict[str, Any]:
         """The kind of each field read, by name (what a record of it is)."""
@@ -262,6 +277,26 @@ class SplitSource:
                 pos += 1
                 yield from single
 
+    def read_records(self, indexes: np.ndarray) -> tuple[Batch, np.ndarray]:
+        """The records at positions ``indexes`` (in that order) and the positions they
+        are of: all of ``indexes``, or with ``on_error="skip"`` those that read (each
+        record that does not is counted in ``skipped``, logged, and left out)."""
+        reader = self.reader()
+        try:
+            return reader.read_records(self.split, indexes, self.fields), indexes
+        except CodecIOError:
+            if self.on_error == "raise":
+                raise
+        kept, parts = [], []
+        for p in np.unique(indexes).tolist():  # isolate the bad records, one at a time
+            try:
+                parts.append(reader.read_records(self.split, [p], self.fields))
+            except CodecIOError as e:
+                self._skip(p, e)
+                continue
+            kept.append(p)
+        return _positions(reader, self.split, self.fields, parts, kept, indexes)
+
     def _read(self, start: int, stop: int, rows: int) -> Iterator[Batch]:
         return self.reader().iter_batches(
             self.split, fields=self.fields, start=start, stop=stop, batch_rows=rows
@@ -273,3 +308,21 @@ class SplitSource:
         if len(self.errors) < _KEEP_ERRORS:
             self.errors.append(message)
         _log.warning("%s", message)
+
+
+def _positions(
+    reader: Any, split: str, fields: list[str], parts: list[Batch], kept: list[int], asked: Any
+) -> tuple[Batch, np.ndarray]:
+    """Single records read at sorted positions ``kept``, as the kept ones of ``asked``
+    in the order asked."""
+    from ..abc import take_records
+    from ..model import concat_columns, empty_column
+
+    spec = reader.split(split)
+    wanted = np.asarray(kept, np.int64)
+    asked = np.asarray(asked, np.int64)
+    order = asked[np.isin(asked, wanted)]
+    if not parts:
+        return {n: empty_column(spec.fields[n].kind) for n in fields}, order
+    cols = {n: concat_columns(spec.fields[n].kind, [p[n] for p in parts]) for n in fields}
+    return take_records(cols, wanted, order), order

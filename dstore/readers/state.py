@@ -34,7 +34,7 @@ from typing import Any
 
 from ..errors import ReaderStateError
 from ..sources.versions import version_of
-from .plan import consumer_ranges
+from .plan import PERMUTATIONS, GlobalLayout, consumer_ranges
 
 __all__ = [
     "STATE_VERSION",
@@ -87,16 +87,24 @@ class ReaderPlan:
     shuffle: int | str
     ranges: Sequence[tuple[int, int]]
     streaming: bool
+    #: how a seeded order of the whole split is dealt (``shuffle`` "global" or "block")
+    layout: GlobalLayout | None = None
 
     @property
     def is_global(self) -> bool:
-        return self.shuffle == "global"
+        """A seeded order of the whole split (``shuffle="global"`` or ``"block"``)."""
+        return self.shuffle in PERMUTATIONS
+
+    def dealt(self, remaining: int, consumer: int, consumers: int) -> int:
+        """Records of a seeded order's ``remaining`` that process ``consumer`` is dealt."""
+        layout = self.layout or GlobalLayout(remaining)
+        return layout.share(remaining, consumer, consumers)
 
     def share(self, consumer: int, consumers: int, epoch: int, remaining: int) -> int:
         """Records reading process ``consumer`` of ``consumers`` is dealt in ``epoch``
-        (of ``remaining`` left by earlier runs, for a global shuffle)."""
+        (of ``remaining`` left by earlier runs, for a seeded order of the whole split)."""
         if self.is_global:
-            return len(range(consumer, remaining, consumers))
+            return self.dealt(remaining, consumer, consumers)
         mine = consumer_ranges(
             self.ranges,
             consumer,
@@ -140,8 +148,10 @@ def check_state(state: Any, plan: ReaderPlan) -> dict[str, Any]:
     }
     if merged:
         if not plan.is_global:
-            raise ReaderStateError("a merged state resumes shuffle='global' readers only")
-        out["consumed"] = _run(state["consumed"], remaining, "consumed")
+            raise ReaderStateError(
+                "a merged state resumes shuffle='global' or 'block' readers only"
+            )
+        out["consumed"] = _run(state["consumed"], remaining, "consumed", plan)
         return out
     consumers = _count(state["consumers"], "consumers", lo=1)
     consumer = _count(state["consumer"], "consumer", hi=consumers - 1)
@@ -219,18 +229,18 @@ def _history(history: Any, plan: ReaderPlan) -> tuple[list[list[int]], int]:
         raise ReaderStateError(f"reader state: 'history' is {_shown(history)}, not a list")
     if history and not plan.is_global:
         raise ReaderStateError(
-            "reader state: 'history' lists earlier runs, which only shuffle='global' "
-            f"readers have; this reader has shuffle={plan.shuffle!r}"
+            "reader state: 'history' lists earlier runs, which only shuffle='global' or "
+            f"'block' readers have; this reader has shuffle={plan.shuffle!r}"
         )
     remaining = plan.identity["count"]
     runs = []
     for i, run in enumerate(history):
-        runs.append(_run(run, remaining, f"history[{i}]"))
+        runs.append(_run(run, remaining, f"history[{i}]", plan))
         remaining -= sum(runs[-1])
     return runs, remaining
 
 
-def _run(counts: Any, remaining: int, name: str) -> list[int]:
+def _run(counts: Any, remaining: int, name: str, plan: ReaderPlan) -> list[int]:
     """How many records each process of one run took, each at most what it was dealt."""
     if not isinstance(counts, list) or not counts:
         raise ReaderStateError(
@@ -242,7 +252,7 @@ def _run(counts: Any, remaining: int, name: str) -> list[int]:
         _count(
             n,
             f"{name}[{c}]",
-            hi=len(range(c, remaining, k)),
+            hi=plan.dealt(remaining, c, k),
             what=f"the records reading process {c} of {k} was dealt",
         )
         for c, n in enumerate(counts)
@@ -274,7 +284,7 @@ def _shown(value: Any) -> str:
 def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One state from the states of every reading process of a run (each rank's
     DataLoader workers; find them with :func:`dataset_states`), which a reader with
-    ``shuffle="global"`` resumes from on any number of ranks and workers.
+    ``shuffle="global"`` (or ``"block"``) resumes from on any number of ranks and workers.
 
     Raises :class:`~dstore.errors.ReaderStateError` (a ``ValueError``) when a state is
     malformed, processes are missing or twice, or the states disagree."""

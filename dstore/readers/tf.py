@@ -68,11 +68,11 @@ def to_tf_dataset(
     seed gives the same order every run) lets a record decoded early pass one
     still decoding; order is then not guaranteed, every record still comes once.
 
-    ``shuffle="global"`` (random-access storage only) makes each pass over the
-    dataset one epoch: a permutation of all the split's records from
-    ``(seed, epoch)``, the same on any machine and the same as ``to_torch``'s
-    with one reading process; the first pass is epoch ``epoch``, the next
-    ``epoch + 1`` and so on. ``rank``/``world_size`` deal the permutation
+    ``shuffle="global"`` or ``"block"`` (random-access storage only) makes each
+    pass over the dataset one epoch: a seeded order of all the split's records from
+    ``(seed, epoch)`` (see ``to_torch``), the same on any machine and the same as
+    ``to_torch``'s with one reading process; the first pass is epoch ``epoch``, the
+    next ``epoch + 1`` and so on. ``rank``/``world_size`` deal the order
     round-robin, so the ranks together read each record once per epoch.
 
     Resuming mid-epoch: ``skip`` leaves out the first ``skip`` records of the
@@ -100,16 +100,18 @@ def to_tf_dataset(
     if deterministic is None:
         deterministic = ordered or order.is_global or order.buffer > 1
     source = SplitSource(path, split, fields, format=format, version=version)
-    check_skip(order.skip, source.count, order.rank, order.world_size, order.is_global)
+    layout = None
     if order.is_global:
-        source.require_random_access("shuffle='global'")
-    if get_codec_class(source.format).tensorflow_native and not order.is_global:
+        source.require_random_access(f"shuffle={order.kind!r}")
+        layout = source.layout(order.kind)
+    check_skip(order.skip, source.count, order.rank, order.world_size, layout)
+    if get_codec_class(source.format).tensorflow_native and layout is None:
         own_png = png_decoder == "auto" and writes_up_filtered_png(source.reader())
         ds = _tfrecord_dataset(
             tf, source, order, deterministic, batch_size, drop_remainder, own_png
         )
     else:
-        ds = generator_dataset(tf, source, order, deterministic)
+        ds = generator_dataset(tf, source, order, deterministic, layout)
         if order.buffer > 1:
             ds = ds.shuffle(order.buffer, seed=seed, reshuffle_each_iteration=True)
         if batch_size:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SchemaError
-from .plan import GLOBAL_WINDOW, consumer_indices, drop_first, read_order
+from .plan import PERMUTATIONS, GlobalLayout, consumer_indices, drop_first
 from .tf_fields import Post, _native, image_decoder, image_shape
 
 __all__ = ["ReadOrder", "batched", "generator_dataset"]
@@ -23,13 +23,15 @@ class ReadOrder:
     """The order a dataset reads its records in (checked once, up front)."""
 
     buffer: int  # shuffle buffer in records (0: none)
-    is_global: bool
+    is_global: bool  # a seeded order of the whole split: shuffle "global" or "block"
     seed: int
     epoch: int
     skip: int
     ordered: bool
     rank: int
     world_size: int
+    #: the shuffle named ("global", "block"), or "" for a buffer or none
+    kind: str = ""
 
     @classmethod
     def of(
@@ -42,27 +44,33 @@ class ReadOrder:
         rank: int | None,
         world_size: int | None,
     ) -> ReadOrder:
-        is_global = shuffle == "global"
+        is_global = shuffle in PERMUTATIONS
         if not is_global and (isinstance(shuffle, str) or shuffle < 0):
             raise ValueError(
-                f"shuffle is a buffer size in records (>= 0) or 'global'; got {shuffle!r}"
+                f"shuffle is a buffer size in records (>= 0), 'global' or 'block'; got {shuffle!r}"
             )
         buffer = 0 if is_global else int(shuffle)
         if skip < 0 or epoch < 0:
             raise ValueError(f"epoch and skip are counts (>= 0); got epoch={epoch}, skip={skip}")
         if skip and not (is_global or (ordered and buffer <= 1)):
             raise ValueError(
-                "skip= resumes a fixed order: use shuffle='global' (with its epoch=) or "
+                "skip= resumes a fixed order: use shuffle='global' or 'block' (with its epoch=) or "
                 "ordered=True without a shuffle buffer (a buffer's order depends on the "
                 "records already read)"
             )
-        if (rank is None) != (world_size is None):
-            raise ValueError("give rank= and world_size= together")
-        if rank is not None and not is_global:
-            raise ValueError("rank= and world_size= deal a shuffle='global' epoch to ranks")
-        if world_size is not None and rank is not None and not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
-        return cls(buffer, is_global, seed, epoch, skip, ordered, rank or 0, world_size or 1)
+        _check_ranks(rank, world_size, is_global)
+        kind = str(shuffle) if is_global else ""
+        return cls(buffer, is_global, seed, epoch, skip, ordered, rank or 0, world_size or 1, kind)
+
+
+def _check_ranks(rank: int | None, world_size: int | None, is_global: bool) -> None:
+    """Refuse ``rank``/``world_size`` apart, out of range, or without a seeded order."""
+    if (rank is None) != (world_size is None):
+        raise ValueError("give rank= and world_size= together")
+    if rank is not None and not is_global:
+        raise ValueError("rank= and world_size= deal a shuffle='global' or 'block' epoch to ranks")
+    if world_size is not None and rank is not None and not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
 
 
 def batched(source: Any, ds: Any, batch_size: int, drop_remainder: bool) -> Any:
@@ -73,7 +81,9 @@ def batched(source: Any, ds: Any, batch_size: int, drop_remainder: bool) -> Any:
     return ds.batch(batch_size, drop_remainder=drop_remainder)
 
 
-def generator_dataset(tf: Any, source: Any, order: ReadOrder, deterministic: bool) -> Any:
+def generator_dataset(
+    tf: Any, source: Any, order: ReadOrder, deterministic: bool, layout: GlobalLayout | None
+) -> Any:
     """zarr, HDF5, npz: dstore's batched reader, range by range, unbatched into records.
 
     Fixed-shape fields are ``tf.TensorSpec``; strings, bytes and encoded
@@ -142,7 +152,7 @@ def generator_dataset(tf: Any, source: Any, order: ReadOrder, deterministic: boo
         return out
 
     def batches() -> Iterator[dict[str, Any]]:
-        for batch in _epoch_batches(source, order, next(epochs)):
+        for batch in _epoch_batches(source, order, next(epochs), layout):
             yield columns(batch)
 
     ds = tf.data.Dataset.from_generator(batches, output_signature=signature).unbatch()
@@ -165,11 +175,13 @@ def generator_dataset(tf: Any, source: Any, order: ReadOrder, deterministic: boo
     return ds.map(finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
 
 
-def _epoch_batches(source: Any, order: ReadOrder, nth: int) -> Iterator[Any]:
+def _epoch_batches(
+    source: Any, order: ReadOrder, nth: int, layout: GlobalLayout | None
+) -> Iterator[Any]:
     """The batches of the ``nth`` pass over the dataset (each pass is the next epoch)."""
     skip = order.skip if nth == 0 else 0
-    if order.is_global:
-        yield from _global_batches(source, order, order.epoch + nth, skip)
+    if layout is not None:
+        yield from _global_batches(source, order, order.epoch + nth, skip, layout)
         return
     ranges = list(source.ranges)
     rows = None
@@ -183,26 +195,15 @@ def _epoch_batches(source: Any, order: ReadOrder, nth: int) -> Iterator[Any]:
         yield from source.batches(a, b, rows)
 
 
-def _global_batches(source: Any, order: ReadOrder, epoch: int, skip: int) -> Iterator[Any]:
-    """This rank's share of epoch ``epoch``'s permutation after its first ``skip``
-    records: windows read in storage order (runs of consecutive records), each
-    handed out as one batch in the permuted order -- the same sequence as
-    ``to_torch(shuffle="global")`` with one reading process per rank."""
-    from ..model import concat_columns, take_column
-
-    kinds = source.kinds()
+def _global_batches(
+    source: Any, order: ReadOrder, epoch: int, skip: int, layout: GlobalLayout
+) -> Iterator[Any]:
+    """This rank's share of epoch ``epoch``'s order after its first ``skip`` records, a
+    window at a time (its records read together, handed out in the order) -- the same
+    sequence as ``to_torch(shuffle=...)`` with one reading process per rank."""
     mine = consumer_indices(
-        source.count, order.rank, order.world_size, seed=order.seed, epoch=epoch
+        source.count, order.rank, order.world_size, seed=order.seed, epoch=epoch, layout=layout
     )
-    for part, runs in read_order(mine[skip:], GLOBAL_WINDOW):
-        pieces: dict[str, list[Any]] = {name: [] for name in source.fields}
-        for a, b in runs:
-            for batch in source.batches(a, b):
-                for name in source.fields:
-                    pieces[name].append(batch[name])
-        # the window's records came sorted by position; hand them out permuted
-        where = np.searchsorted(np.sort(part), part)
-        yield {
-            name: take_column(concat_columns(kinds[name], pieces[name]), where)
-            for name in source.fields
-        }
+    for part in layout.windows(mine, skip):
+        batch, _ = source.read_records(part)
+        yield batch

@@ -3,12 +3,17 @@
 ``to_torch(path, split)`` gives a ``torch.utils.data.IterableDataset`` of
 records ``{field: tensor}``. Each reading process (a DataLoader worker of one
 distributed rank) reads whole record ranges -- TFRecord shards or pieces of
-them, runs of zarr/HDF5 chunks, npz row blocks -- never scattered records, and
-every process derives the same plan from ``(seed, epoch)``, so each record
-arrives exactly once per epoch. Shuffling is the range order plus a bounded
-buffer of records, or with ``shuffle="global"`` a permutation of the whole
-split per epoch, dealt round-robin to the reading processes, each reading its
-records in windows sorted by position (random-access storage only).
+them, runs of zarr/HDF5 chunks, npz row blocks -- and every process derives the
+same plan from ``(seed, epoch)``, so each record arrives exactly once per epoch.
+Shuffling is the range order plus a bounded buffer of records, or a seeded order
+of the whole split per epoch (:class:`~dstore.readers.plan.GlobalLayout`, random-
+access storage only): with ``shuffle="global"`` a uniform permutation where each
+record is read alone (a record index, ArrayRecord, a tar's member index), the
+chunks or row groups in a random order shuffled in windows of several where a
+read fetches a whole chunk; with ``shuffle="block"`` the record ranges in a random
+order shuffled in windows of a few. The order is dealt to the reading processes,
+each reading a window's records in one call (``Reader.read_records``: only what
+holds them) and handing them out in the order.
 ``map_style=True`` gives a ``Dataset`` with ``len`` and indexing for the
 random-access formats.
 
@@ -18,7 +23,7 @@ them on each worker's copy), and work alone in one process too. A state is a
 small JSON object (its dataset's fingerprint, seed, epoch, how many records this
 reading process has taken; :mod:`dstore.readers.state`), checked field by field
 when loaded; a restored reader skips those records without reading them. With
-``shuffle="global"``, :func:`merge_states` joins the states of every reading
+``shuffle="global"`` or ``"block"``, :func:`merge_states` joins the states of every reading
 process of a run into one that resumes on any number of ranks and workers:
 every remaining record exactly once, dealt anew (so the order after the
 resume differs from the uninterrupted one).
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -36,12 +42,11 @@ import torch.utils.data as tud
 
 from ..errors import ReaderStateError
 from .plan import (
-    GLOBAL_WINDOW,
+    PERMUTATIONS,
     consumer_indices,
     consumer_ranges,
     drop_first,
     epoch_rng,
-    read_order,
     shuffle_buffer,
 )
 from .split import SplitSource
@@ -100,13 +105,15 @@ class DstoreIterableDataset(tud.IterableDataset):
         rank: int | None = None,
         world_size: int | None = None,
     ) -> None:
-        self._global = shuffle == "global"
+        self._global = shuffle in PERMUTATIONS
         if not self._global and (isinstance(shuffle, str) or shuffle < 0):
             raise ValueError(
-                f"shuffle is a buffer size in records (>= 0) or 'global'; got {shuffle!r}"
+                f"shuffle is a buffer size in records (>= 0), 'global' or 'block'; got {shuffle!r}"
             )
         if self._global:
-            source.require_random_access("shuffle='global'")
+            source.require_random_access(f"shuffle={shuffle!r}")
+        #: how a seeded order of the whole split is made and dealt (shuffle global/block)
+        self._layout = source.layout(str(shuffle)) if self._global else None
         self._place: tuple[int, int] | None
         if rank is not None and world_size is not None:
             if not (world_size >= 1 and 0 <= rank < world_size):
@@ -162,7 +169,7 @@ class DstoreIterableDataset(tud.IterableDataset):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict` (same ranks and workers) or from
-        :func:`merge_states` (any ranks and workers; ``shuffle="global"`` only).
+        :func:`merge_states` (any ranks and workers; ``shuffle="global"`` or ``"block"``).
 
         The state is checked field by field against this reader (its dataset,
         seed, shuffle, and counts a process could have taken): a wrong one is one
@@ -172,7 +179,9 @@ class DstoreIterableDataset(tud.IterableDataset):
         if type(pinned) is int and pinned != self.source.version:
             self.source = self.source.at_version(pinned)  # the version the run started on
         src = self.source
-        plan = ReaderPlan(src.identity, self.seed, self.shuffle, src.ranges, not src.random_access)
+        plan = ReaderPlan(
+            src.identity, self.seed, self.shuffle, src.ranges, not src.random_access, self._layout
+        )
         checked = check_state(state, plan)
         self.epoch = checked["epoch"]
         self._resume = checked
@@ -223,27 +232,23 @@ class DstoreIterableDataset(tud.IterableDataset):
         return int(state["taken"])
 
     def _global_records(self, me: int, consumers: int, skip: int) -> Iterator[Record]:
-        """This consumer's share of the epoch's permutation, read in windows sorted by
-        position and handed out in the permuted order."""
-        src = self.source
+        """This consumer's share of the epoch's order, a window at a time: the window's
+        records read together (each unit they lie in once), handed out in the order."""
+        src, layout = self.source, self._layout
+        assert layout is not None  # set for every seeded order
         mine = consumer_indices(
-            src.count, me, consumers, seed=self.seed, epoch=self.epoch, history=self._history
+            src.count,
+            me,
+            consumers,
+            seed=self.seed,
+            epoch=self.epoch,
+            history=self._history,
+            layout=layout,
         )
         kinds = src.kinds()
-        for part, runs in read_order(mine[skip:], GLOBAL_WINDOW):
-            got: dict[int, Record] = {}
-            for a, b in runs:
-                recs = list(_records(src.batches(a, b), kinds, copy=False))
-                if len(recs) == b - a:
-                    got.update(zip(range(a, b), recs, strict=True))
-                else:  # on_error="skip" left some out: find which, one record at a time
-                    for p in range(a, b):
-                        one = list(_records(src.batches(p, p + 1), kinds, copy=False))
-                        if one:
-                            got[p] = one[0]
-            for p in part.tolist():
-                if p in got:
-                    yield got.pop(p)
+        for part in layout.windows(mine, skip):
+            batch, _ = src.read_records(part)
+            yield from _records(iter([batch]), kinds, copy=False)
 
     def _range_records(self, me: int, consumers: int, skip: int) -> Iterator[Record]:
         src = self.source
@@ -273,13 +278,18 @@ class DstoreIterableDataset(tud.IterableDataset):
 def data_loader(dataset: Any, **kwargs: Any) -> tud.DataLoader:
     """``torch.utils.data.DataLoader(dataset, **kwargs)``, its workers started with
     'spawn' when the dataset's format cannot be used in forked workers
-    (``Codec.fork_safe``), as a user must start them for it."""
+    (``Codec.fork_safe``), as a user must start them for it -- unless this process
+    has not imported the library whose threads do not survive a fork
+    (``Codec.fork_unsafe_module``): forked workers then start in a fraction of the time."""
     from ..registry import get_codec_class
 
     source = getattr(dataset, "source", None)
     fmt = getattr(source, "format", None)
-    if kwargs.get("num_workers") and fmt is not None and not get_codec_class(fmt).fork_safe:
-        kwargs.setdefault("multiprocessing_context", "spawn")
+    if kwargs.get("num_workers") and fmt is not None:
+        codec = get_codec_class(fmt)
+        module = codec.fork_unsafe_module
+        if not codec.fork_safe and (module is None or module in sys.modules):
+            kwargs.setdefault("multiprocessing_context", "spawn")
     return tud.DataLoader(dataset, **kwargs)
 
 
@@ -305,9 +315,12 @@ def to_torch(
     """A PyTorch dataset of ``{field: tensor}`` records of ``split``; see the module doc.
 
     ``shuffle`` is the shuffle buffer in records (0: storage order; the range
-    order is shuffled too when > 0), or ``"global"``: a permutation of the whole
-    split each epoch (random-access storage); ``seed`` and ``set_epoch`` make each
-    epoch's order reproducible. ``state_dict``/``load_state_dict`` resume mid-epoch. ``rank``/``world_size`` default to
+    order is shuffled too when > 0), ``"global"``: a seeded order of the whole split
+    each epoch (a uniform permutation where each record is read alone; over chunks
+    or row groups, each read once, shuffled in windows of several), or ``"block"``:
+    the record ranges in a seeded order, shuffled in windows of a few ranges (reads
+    of whole ranges; less random). Both need random-access storage; ``seed`` and
+    ``set_epoch`` make each epoch's order reproducible. ``state_dict``/``load_state_dict`` resume mid-epoch. ``rank``/``world_size`` default to
     ``torch.distributed`` when it is initialised. ``on_error="skip"`` leaves
     out records that do not read, counting them (``dataset.skipped``, and a
     ``dstore`` log line each). ``range_mb`` is the decoded size of the record

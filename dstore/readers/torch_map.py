@@ -3,16 +3,14 @@ for ``DataLoader(shuffle=True)`` and samplers."""
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
-from typing import Any
 
-import torch
+import numpy as np
 import torch.utils.data as tud
 
 from ..model import Bytes, Image, String, StringList
 from .split import SplitSource
-from .torch_records import Record, _column
+from .torch_records import Record, _records
 
 __all__ = ["DstoreMapDataset"]
 
@@ -29,37 +27,34 @@ def _ragged_names(source: SplitSource) -> tuple[str, ...]:
 
 
 class DstoreMapDataset(tud.Dataset):
-    """``len`` and ``ds[i]`` over a random-access split; reads whole ranges, keeps the last."""
+    """``len`` and ``ds[i]`` over a random-access split: each index reads its record (a
+    chunk or row group where a read fetches one whole), never a range around it.
+
+    A ``DataLoader`` with a batch size asks for a batch's indexes in one call
+    (``__getitems__``): their records are read together, each unit once, nearby ones
+    in one read where the format joins them."""
 
     def __init__(self, source: SplitSource) -> None:
         source.require_random_access("map_style=True", "use the iterable dataset, or ")
         self.source = source
-        self._starts = [a for a, _ in source.ranges]
-        self._cached: tuple[int, dict[str, Sequence[Any] | torch.Tensor]] | None = None
 
     def __len__(self) -> int:
         return self.source.count
 
-    def __getitem__(self, index: int) -> Record:
+    def _positions(self, indexes: Sequence[int]) -> np.ndarray:
         n = self.source.count
-        i = int(index) + n if int(index) < 0 else int(index)
-        if not 0 <= i < n:
-            raise IndexError(f"record {index} out of range for split {self.source.split!r} of {n}")
-        k = bisect.bisect_right(self._starts, i) - 1
-        a, b = self.source.ranges[k]
-        if self._cached is None or self._cached[0] != k:
-            (batch,) = list(self.source.batches(a, b)) or [{}]
-            self._cached = (
-                k,
-                {n_: _column(batch[n_], kind, False) for n_, kind in self.source.kinds().items()},
-            )
-        cols = self._cached[1]
-        return {
-            name: (c[i - a].clone() if isinstance(c, torch.Tensor) else c[i - a])
-            for name, c in cols.items()
-        }
+        idx = np.asarray([int(i) for i in indexes], np.int64)
+        idx = np.where(idx < 0, idx + n, idx)
+        bad = np.flatnonzero((idx < 0) | (idx >= n))
+        if len(bad):
+            shown = list(indexes)[int(bad[0])]
+            raise IndexError(f"record {shown} out of range for split {self.source.split!r} of {n}")
+        return idx
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_cached"] = None
-        return state
+    def __getitem__(self, index: int) -> Record:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indexes: Sequence[int]) -> list[Record]:
+        """The records at ``indexes`` (what torch's fetcher asks for a batch), read together."""
+        batch, _ = self.source.read_records(self._positions(indexes))
+        return list(_records(iter([batch]), self.source.kinds(), copy=False))

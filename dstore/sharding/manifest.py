@@ -25,9 +25,12 @@ if TYPE_CHECKING:
     from ..model.schema import FieldSpec, Schema
 
 __all__ = [
+    "CARD_FILES",
+    "CARD_MARK",
     "ENTRY_KEYS",
     "MANIFEST",
     "VERSIONS",
+    "card_files",
     "check_compression",
     "check_encodings",
     "check_entries",
@@ -36,6 +39,7 @@ __all__ = [
     "check_shards",
     "foreign_files",
     "is_manifest_of",
+    "is_own_card",
     "load_manifest",
     "manifest_base",
     "manifest_files",
@@ -50,6 +54,45 @@ FORMAT_VERSION = 1
 #: the manifest entry of one shard, in the order it is written
 ENTRY_KEYS = ("file", "records", "bytes", "sha256")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: The cards a dataset folder's root holds beside its data (:mod:`dstore.card`): Croissant
+#: metadata, and the Hub's README.md for Parquet. dstore's own carry :data:`CARD_MARK`
+#: near their start; only those count as the output's (``--overwrite`` replaces them),
+#: a card of the user's stays theirs.
+CARD_FILES = ("croissant.json", "README.md")
+CARD_MARK = b"written by dstore"
+#: how far into a card its mark is looked for
+_CARD_MARK_WITHIN = 4096
+
+
+def card_files(folder: str) -> set[str]:
+    """The cards in ``folder``'s root that dstore wrote (regular files with its mark)."""
+    found = set()
+    for name in CARD_FILES:
+        path = fs.join(folder, name)
+        if is_regular_file(path):
+            try:
+                with fs.open_binary(path) as f:
+                    if CARD_MARK in f.read(_CARD_MARK_WITHIN):
+                        found.add(name)
+            except OSError:
+                continue
+    return found
+
+
+def is_own_card(path: str) -> bool:
+    """True for a Croissant card dstore wrote (``croissant.json`` in a folder or
+    ``<file>.croissant.json`` beside a file, with :data:`CARD_MARK`): metadata, never one
+    of the files a folder or a glob of many files is read from."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    if not (name == CARD_FILES[0] or name.endswith("." + CARD_FILES[0])):
+        return False
+    if not is_regular_file(path):  # a FIFO is never opened to look (it would block)
+        return False
+    try:
+        with fs.open_binary(path) as f:
+            return CARD_MARK in f.read(_CARD_MARK_WITHIN)
+    except OSError:
+        return False
 
 
 def manifest_base(format_id: str, compression: str | None) -> dict[str, Any]:
@@ -204,7 +247,7 @@ def manifest_files(folder: str, format_id: str) -> set[str] | None:
     try:
         m = load_manifest(fs.join(folder, MANIFEST))
         Schema.from_json(m["schema"])
-        files = {MANIFEST}
+        files = {MANIFEST, *card_files(folder)}
         for info in m["splits"].values():
             for shard in info["shards"]:
                 files.add(os.path.normpath(shard["file"]))

@@ -9,21 +9,19 @@ does not depend on how a record is encoded:
   manifest);
 - files dstore did not write: a folder, a glob or one file, grouped into
   splits by name, ``-i-of-N`` sets checked for completeness;
-- reading records ``start:stop`` across shard boundaries, record ranges for
-  training workers, integrity checks against the manifest
-  (:class:`~dstore.sharding.checked.CheckedShards`: sizes, sha256 of shards read
-  whole, record indexes walked against the frames), no file linked in from
+- reading records ``start:stop`` across shard boundaries, or at any positions
+  (:mod:`~dstore.sharding.records`), record ranges for training workers, integrity
+  checks against the manifest (:class:`~dstore.sharding.checked.CheckedShards`:
+  sizes, sha256 of shards read whole, record indexes walked against the frames), no file linked in from
   outside its folder (:mod:`~dstore.sharding.files`).
 
 A format subclasses it and answers three questions only:
 
-- :meth:`~ShardedDirectoryReader.read_shard`: records ``lo:hi`` of one shard,
-  decoded, as batches (the default pulls :meth:`~ShardedDirectoryReader.shard_records`
-  and decodes groups of them with :meth:`~ShardedDirectoryReader.decode_records`
-  on the worker threads);
+- :meth:`~ShardedDirectoryReader.read_shard`: records ``lo:hi`` of one shard, decoded,
+  as batches (the default pulls :meth:`~ShardedDirectoryReader.shard_records` and decodes
+  groups with :meth:`~ShardedDirectoryReader.decode_records` on the worker threads);
 - :meth:`~ShardedDirectoryReader.load_manifest_head`: its own manifest keys;
-- :meth:`~ShardedDirectoryReader.scan_split`: the fields of files it did not
-  write, by inspection.
+- :meth:`~ShardedDirectoryReader.scan_split`: the fields of files it did not write.
 """
 
 from __future__ import annotations
@@ -59,6 +57,7 @@ from .cache import ShardCache
 from .checked import CheckedShards
 from .files import brace_files, check_complete, check_listed, list_files, with_sidecar
 from .manifest import MANIFEST, check_compression, check_encodings, load_manifest
+from .records import IndexedReads
 from .versions import latest_version, locate, version_manifest
 
 __all__ = [
@@ -106,7 +105,7 @@ def _shard_file(
     )
 
 
-class ShardedDirectoryReader(CheckedShards, Reader):
+class ShardedDirectoryReader(IndexedReads, CheckedShards, Reader):
     """A dataset stored as shard files, with or without dstore's manifest.
 
     Subclasses set :attr:`format_id` (the manifest's ``format``),
@@ -120,9 +119,9 @@ class ShardedDirectoryReader(CheckedShards, Reader):
     codec_name: ClassVar[str] = "sharded"
     #: regex on a file name: the files of this format in a folder dstore did not write
     file_pattern: ClassVar[str] = r"$^"
-    #: regex of the extension a shard's name carries (``\.tfrecords?``), when the format
-    #: names shards as dstore (``train-00000-of-00004<ext>``) or TFDS
-    #: (``mnist-train<ext>-00000-of-00004``) do; a trailing ``.gz`` may follow either
+    #: regex of the extension a shard's name carries (``\.tfrecords?``), when named as dstore
+    #: (``train-00000-of-00004<ext>``) or TFDS (``mnist-train<ext>-00000-of-00004``) do;
+    #: a trailing ``.gz`` may follow either
     shard_extension: ClassVar[str | None] = None
     #: the manifest's ``compression`` values this format reads (whole-shard streams)
     compressions: ClassVar[tuple[str | None, ...]] = (None,)
@@ -456,6 +455,7 @@ class ShardedDirectoryReader(CheckedShards, Reader):
         self.close_checks()
         if self.shard_cache is not None:
             self.shard_cache.close()
+        self.close_kept()
         super().close()
 
     def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:

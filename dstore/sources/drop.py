@@ -52,6 +52,10 @@ class DropFields(WrappingReader):
             spec.name, fields=names, start=start, stop=stop, batch_rows=rows, verify=False
         )
 
+    def read_records(self, split: str, indexes: Any, fields: Sequence[str] | None = None) -> Batch:
+        names = list(fields) if fields is not None else list(self.split(split).fields)
+        return self.inner.read_records(split, indexes, names)
+
     def describe(self) -> list[str]:
         return self.inner.describe()
 

@@ -9,6 +9,7 @@ import os
 from .. import links
 from ..errors import CodecIOError, UnknownCodecError
 from ..registry import available_codecs, get_codec_class, infer_codec
+from ..sharding.manifest import is_own_card
 
 __all__ = ["expand", "is_multi"]
 
@@ -37,6 +38,22 @@ def is_multi(path: str, format: str | None = None) -> bool:
     except UnknownCodecError:
         return True
     return False
+
+
+def folder_format(path: str) -> str | None:
+    """The format of a plain folder (its name claims none, no marker inside) whose files
+    are all one format's shards, for readers that open one dataset by record (``to_torch``,
+    ``to_tf_dataset``); None when it is not such a folder. Links out of the folder are
+    refused as :func:`expand` refuses them."""
+    if "://" in path or not os.path.isdir(path) or _claimed(path) is not None:
+        return None
+    paths, _ = expand(path)
+    names = {_claimed(p) for p in paths}
+    if len(names) != 1 or None in names:
+        return None
+    name = names.pop()
+    assert name is not None
+    return name if get_codec_class(name).reads_folders else None
 
 
 def _claimed(name: str) -> str | None:
@@ -93,7 +110,9 @@ def _listed_files(listing: str) -> tuple[list[str], list[str]]:
 
 def _glob_files(spec: str, follow_links: bool, skipped: list[str]) -> tuple[list[str], list[str]]:
     """The files a glob matches, named relative to the pattern's fixed leading folders."""
-    paths = links.glob_files(spec, follow_links, skipped)
+    # dstore's own Croissant cards (f.json.croissant.json beside f.json) describe files;
+    # they are none of them, whatever the pattern
+    paths = [p for p in links.glob_files(spec, follow_links, skipped) if not is_own_card(p)]
     if not paths:
         raise CodecIOError(f"{spec}: the pattern matches no file (nothing was written)")
     parts = spec.replace(os.sep, "/").split("/")
@@ -117,7 +136,7 @@ def _folder_files(
         spec, follow_links, lambda d: not d.startswith(".") and _claimed(d) is None, skipped
     ):
         fname = os.path.basename(path)
-        if fname.startswith("."):
+        if fname.startswith(".") or is_own_card(path):  # a card of dstore's is no source
             continue
         fmt = _claimed(fname)
         # with a format named (--from): its files and those no format claims (features

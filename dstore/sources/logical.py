@@ -3,7 +3,7 @@ the values they stand for (:mod:`dstore.model.precision` holds the arithmetic)."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..abc import Reader, WrappingReader
@@ -31,6 +31,12 @@ class LogicalReader(WrappingReader):
                 continue
             assert logical is not None  # self.schema is logical_schema(stored_schema): same splits
             yield decode_batch(stored, logical, batch)
+
+    def read_records(self, split: str, indexes: Any, fields: Sequence[str] | None = None) -> Batch:
+        stored = self.stored_schema.splits[split]
+        names = list(fields) if fields is not None else list(self.split(split).fields)
+        batch = self.inner.read_records(split, indexes, names)
+        return decode_batch(stored, self.schema.splits[split], batch)
 
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int

@@ -44,8 +44,11 @@ class ArrayRecordCodec(ShardedCodec):
     """ArrayRecord shards of ``tf.train.Example`` (TFRecord's encoding), random access."""
 
     name = "arrayrecord"
+    media_type = "https://github.com/google/array_record"
     extensions = (".arrayrecord", ".array_record")
-    fork_safe = False  # array_record's thread pool: DataLoader workers need 'spawn'
+    fork_safe = False  # array_record's thread pool: DataLoader workers need 'spawn'...
+    #: ...once this process has imported the library (its reader is imported on first read)
+    fork_unsafe_module = "array_record.python.array_record_module"
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_encoded_images = True  # JPEG/PNG bytes pass through byte for byte
     keeps_empty_rows = False  # a ragged record is one feature of its values

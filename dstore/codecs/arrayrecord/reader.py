@@ -51,6 +51,7 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
     def __init__(self, path: str, workers: int = 0, follow_links: bool = False) -> None:
         self.encodings: dict[str, dict[str, FieldEncoding]] = {}
         self._files: dict[str, Any] = {}  # open library readers by path
+        self._counted: set[str] = set()  # shards whose record count was checked
         self._lock = threading.Lock()
         super().__init__(path, workers, follow_links)
 
@@ -102,6 +103,24 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
         self.check_count(shard, self._open(shard.path).num_records())
         raw = self._records(shard.path, lo, hi)
         yield from read_examples(spec, self.encodings[spec.name], names, raw, hi - lo, rows, pool)
+
+    def read_shard_records(
+        self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
+    ) -> Batch:
+        """Records at ``positions`` of one shard: one call of the library for them all."""
+        reader = self._open(shard.path)
+        if shard.path not in self._counted:
+            self.check_count(shard, reader.num_records())
+            self._counted.add(shard.path)
+        pos = positions.tolist()
+        try:
+            with self._lock:
+                block = reader.read(pos)
+        except (IndexError, RuntimeError, ValueError) as e:
+            raise CodecIOError(f"{shard.path}: records {pos[0]}..{pos[-1]}: {e}") from None
+        raw = ((rec, f"{shard.path}: record {i}") for i, rec in zip(pos, block, strict=True))
+        n = len(pos)
+        return next(read_examples(spec, self.encodings[spec.name], names, raw, n, n, pool))
 
     def shard_pieces(self, shard: ShardFile, target_bytes: int) -> int:
         """Any record is entered directly: a shard is cut by its size."""

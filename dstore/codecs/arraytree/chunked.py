@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ...abc import RANGE_BYTES, Reader, even_ranges
+from ...abc import RANGE_BYTES, Reader, checked_indexes, even_ranges, runs_of, take_records
 from ...errors import CodecIOError, DstoreError, SchemaError
 from ...limits import env_limit
-from ...model import Column, Kind, Tensor
+from ...model import Column, Kind, Tensor, concat_columns
 from ...model.attrs import encode_all, with_groups
 from ...model.keys import ROOT_SPLITS_ATTR, stored_paths
 from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
@@ -227,37 +227,66 @@ class ArrayTreeReader(Reader):
         """Arrays that belong to a field stored at one of ``paths`` (e.g. its shapes)."""
         return set()
 
+    def _chunk_rows(self, split: str, spec: SplitSpec) -> int:
+        """Records per chunk of the split's largest field (the one whose reads cost most)."""
+        big = max(spec.fields.values(), key=lambda f: f.record_bytes)
+        chunks = getattr(self.arrays.get((split, big.name)), "chunks", None)
+        return int(chunks[0]) if chunks else 1  # HDF5 contiguous datasets have no chunks
+
     def record_ranges(self, split: str, target_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
         """Whole chunks of the split's largest field (the one whose reads cost most)."""
         spec = self.split(split)
         if not spec.fields:
             return even_ranges(0, spec.count, spec.count or 1)
-        big = max(spec.fields.values(), key=lambda f: f.record_bytes)
-        chunks = getattr(self.arrays.get((split, big.name)), "chunks", None)
-        chunk = int(chunks[0]) if chunks else 1  # HDF5 contiguous datasets have no chunks
+        chunk = self._chunk_rows(split, spec)
         per = max(1, target_bytes // max(1, chunk * spec.record_bytes))
         return even_ranges(0, spec.count, chunk * per)
+
+    def record_units(self, split: str) -> np.ndarray | None:
+        """A record costs the decoding of its chunk (of the largest field): their bounds."""
+        spec = self.split(split)
+        chunk = self._chunk_rows(split, spec) if spec.fields else 1
+        if chunk <= 1:
+            return None
+        return np.array([*range(0, spec.count, chunk), spec.count], np.int64)
+
+    def read_records(
+        self, split: str, indexes: Sequence[int] | np.ndarray, fields: Sequence[str] | None = None
+    ) -> Batch:
+        """The records at ``indexes``: each run of consecutive positions read as a slice,
+        in storage order, so a chunk holding several is decoded once (the kept last chunk)."""
+        spec = self.split(split)
+        names = list(fields) if fields is not None else list(spec.fields)
+        idx = checked_indexes(indexes, spec.count, f"split {split!r}")
+        wanted = np.unique(idx)
+        runs = runs_of(wanted)
+        cols = {
+            name: concat_columns(
+                spec.fields[name].kind, [self._field(spec, name, a, b) for a, b in runs]
+            )
+            for name in names
+        }
+        return take_records(cols, wanted, idx)
+
+    def _field(self, spec: SplitSpec, name: str, start: int, stop: int) -> Column:
+        """Records ``start:stop`` of field ``name``; an error names the split, field, records."""
+        split = spec.name
+        try:
+            return self._read_column(spec.fields[name], self.arrays[(split, name)], start, stop)
+        except DstoreError as e:
+            raise _named(e, self.path, split, name) from None
+        except self.read_errors as e:
+            raise CodecIOError(
+                f"{self.path}: split {split!r}, field {name!r}, records {start}..{stop - 1}: "
+                f"unreadable: {error_reason(e)}"
+            ) from None
 
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
-        split = spec.name
         for pos in range(start, stop, rows):
             end = min(stop, pos + rows)
-            batch = {}
-            for name in names:
-                try:
-                    batch[name] = self._read_column(
-                        spec.fields[name], self.arrays[(split, name)], pos, end
-                    )
-                except DstoreError as e:
-                    raise _named(e, self.path, split, name) from None
-                except self.read_errors as e:
-                    raise CodecIOError(
-                        f"{self.path}: split {split!r}, field {name!r}, records {pos}..{end - 1}: "
-                        f"unreadable: {error_reason(e)}"
-                    ) from None
-            yield batch
+            yield {name: self._field(spec, name, pos, end) for name in names}
 
 
 def _named(e: DstoreError, path: str, split: str, field: str) -> DstoreError:

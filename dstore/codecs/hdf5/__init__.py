@@ -31,6 +31,7 @@ class HDF5Codec(Codec):
     """HDF5 files via h5py (gzip/lzf compression, chunked along records)."""
 
     name = "hdf5"
+    media_type = "application/x-hdf5"
     extensions = (".h5", ".hdf5", ".he5", ".hdf")
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     keeps_empty_rows = False  # a vlen record is its values only

@@ -74,7 +74,7 @@ class JsonCodec(Codec):
     kinds = (Tensor, String, Bytes, Ragged, Image)
     keeps_empty_rows = False  # its reader takes a record as the values it holds
     Options = _NoOptions
-    lines = False
+    lines, media_type = False, "application/json"  # the Croissant encodingFormat
 
     def supports(self, dtype: np.dtype) -> bool:
         return dtype.kind in "biufc"  # complex numbers as [re, im]
@@ -109,4 +109,4 @@ class JsonLinesCodec(JsonCodec):
 
     name = "jsonl"
     extensions = (".jsonl", ".ndjson")
-    lines = True
+    lines, media_type = True, "application/jsonlines"

@@ -74,6 +74,7 @@ class NpzCodec(Codec):
     """NumPy ``.npz`` archives (compressed by default)."""
 
     name = "npz"
+    media_type = "https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html"
     extensions = (".npz",)
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)
     bfloat16_as = "uint16"  # np.save writes ml_dtypes' bfloat16 as opaque V2

@@ -85,6 +85,8 @@ class ParquetCodec(ShardedCodec):
     """Parquet shards with the Hub's ``huggingface`` features metadata."""
 
     name = "parquet"
+    media_type = "application/x-parquet"
+    hub_card = True  # datasets.load_dataset(folder) reads the folder with its README.md
     extensions = (".parquet",)
     shard_suffix = ".parquet"
     kinds = (Tensor, String, Bytes, StringList, Ragged, Image)

@@ -3,6 +3,7 @@ files, by row group (``ds[i]`` reads one); foreign columns are mapped by type.""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from concurrent.futures import Executor
 from typing import Any
@@ -12,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ... import fs, links
-from ...abc import RANGE_BYTES
+from ...abc import RANGE_BYTES, runs_of
 from ...errors import CodecIOError, SchemaError
 from ...images.pixels import decode_pixel_column, image_format
-from ...model import Column, VarColumn
+from ...model import Column, VarColumn, concat_columns
 from ...model.arrow import arrow_fields, from_arrow, list_axes
 from ...model.labels import is_one_hot, to_one_hot
 from ...model.schema import Batch, FieldSpec, SplitSpec
@@ -60,6 +61,9 @@ class ParquetReader(ShardedDirectoryReader):
         self.drop_unmapped = drop_unmapped
         self.notes: list[str] = []
         self._footers_checked: set[str] = set()
+        self._units: dict[str, np.ndarray] = {}
+        self._kept_files: dict[str, pq.ParquetFile] = {}
+        self._pid = os.getpid()
         super().__init__(path, workers, follow_links)
 
     def _open(self, path: str) -> pq.ParquetFile:
@@ -100,6 +104,61 @@ class ParquetReader(ShardedDirectoryReader):
         shards = self.shards[split]
         sizes = ([(g.num_rows, g.total_byte_size) for g in self._groups(s)] for s in shards)
         return group_ranges(sizes, target_bytes)
+
+    def record_units(self, split: str) -> np.ndarray:
+        """A record costs the read of its row group: their bounds across the shards."""
+        self.split(split)
+        if split not in self._units:
+            sizes = [g.num_rows for s in self.shards[split] for g in self._groups(s)]
+            self._units[split] = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        return self._units[split]
+
+    def read_shard_records(
+        self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
+    ) -> Batch:
+        """Records at ``positions`` of ``shard``: each row group holding some read once
+        (:func:`.pages.iter_group`, checked), only its asked rows decoded."""
+        pf = self._kept(shard.path)
+        self.check_count(shard, pf.metadata.num_rows)
+        sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
+        bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        which = np.searchsorted(bounds, positions, side="right") - 1
+        where = f"{shard.path}: split {spec.name!r}"
+        parts: list[Batch] = []
+        for g in np.unique(which).tolist():
+            group = pa.Table.from_batches(list(iter_group(pf, shard.path, g, names, sizes[g])))
+            for a, b in runs_of(positions[which == g]):
+                piece = group.slice(a - int(bounds[g]), b - a).combine_chunks()
+                parts.append(
+                    {
+                        name: self.column(
+                            spec,
+                            name,
+                            piece.column(name).chunk(0),
+                            f"{where}, field {name!r}",
+                            a,
+                            pool,
+                        )
+                        for name in names
+                    }
+                )
+        return {n: concat_columns(spec.fields[n].kind, [p[n] for p in parts]) for n in names}
+
+    def _kept(self, path: str) -> pq.ParquetFile:
+        """``path`` opened once per process for reads at positions (closed with the reader)."""
+        if self._pid != os.getpid():
+            self._kept_files, self._pid = {}, os.getpid()
+        pf = self._kept_files.get(path)
+        if pf is None:
+            pf = self._kept_files[path] = self._open(path)
+        return pf
+
+    def close(self) -> None:
+        if self._pid == os.getpid():
+            for pf in self._kept_files.values():
+                pf.close()
+        self._kept_files = {}
+        super().close()
 
     def read_shard(
         self,

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RecordFile",
+    "checked_frame",
     "detect_compression",
     "frame",
     "frame_ends",
@@ -59,6 +60,32 @@ def frame(data: bytes) -> bytes:
     """One framed record."""
     length = _LEN.pack(len(data))
     return b"".join((length, _CRC.pack(masked_crc(length)), data, _CRC.pack(masked_crc(data))))
+
+
+def checked_frame(buf: memoryview, path: str, record: int, offset: int, index: str) -> bytes:
+    """The data of the one frame a record index lists at ``offset`` (``buf``: its bytes,
+    as long as the index says): its length's CRC, that length against the index entry's
+    and its data's CRC checked, each an error naming the file, record and byte."""
+    where = f"{path}: record {record} at byte {offset}"
+    if len(buf) < 16:
+        raise CodecIOError(
+            f"{index}: record {record} is listed as {len(buf)} bytes at byte "
+            f"{offset} of {path}, less than a frame; rebuild the index with "
+            "'dstore index'"
+        )
+    length, crc = _HEADER.unpack_from(buf)
+    if masked_crc(bytes(buf[:8])) != crc:
+        raise CodecIOError(f"{where}: bad length CRC (not a TFRecord file, or corrupt)")
+    if 16 + length != len(buf):
+        raise CodecIOError(
+            f"{index}: record {record} is listed as {len(buf)} bytes at byte {offset} of "
+            f"{path}, where a frame of {16 + length} bytes starts; rebuild the index with "
+            "'dstore index'"
+        )
+    data = bytes(buf[12 : 12 + length])  # the CRC library takes bytes, not views
+    if masked_crc(data) != _CRC.unpack_from(buf, 12 + length)[0]:
+        raise CodecIOError(f"{where}: bad data CRC (corrupt record)")
+    return data
 
 
 def is_gzip(path: str) -> bool:

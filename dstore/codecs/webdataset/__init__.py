@@ -48,6 +48,7 @@ class WebDatasetCodec(ShardedCodec):
     """WebDataset tar shards (``<split>-000000.tar``), written and read without webdataset."""
 
     name = "webdataset"
+    media_type = "application/x-tar"
     extensions = (".wds", ".tar")
     shard_suffix = ".tar"
     supports_urls = True

@@ -139,6 +139,10 @@ class ZarrCodec(Codec):
     """zarr v3 groups with blosc compression; reads zarr v2 and v3."""
 
     name = "zarr"
+    media_type = "https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html"
+    # zarr-python warns of every file in a store that is not a zarr node (each listing of
+    # the group): the Croissant card goes beside the store, written by `dstore card`
+    card_beside = True
     extensions = (".zarr", ".zarr.zip")
     supports_urls = True
     region_writes = True
