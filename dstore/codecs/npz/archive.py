@@ -16,6 +16,7 @@ from ...model import Bytes, Image, Kind, Ragged, String, StringList, Tensor, inf
 from ...model.keys import key_for, schema_from_fields
 from ...model.names import shown
 from ...model.schema import MAX_EMPTY_RECORDS, FieldSpec, Schema, SplitSpec, check_dtype
+from ...parallel import NPY_HEADER_LOCK
 from .members import Member, Source, StoredMembers, first_line, looks_like_ours, stores
 from .options import _COMMENT_PREFIX, _COPY_CHUNK, _ROW_SPLITS, _SHAPES, _VALUES, _ZIP_ERRORS
 from .safe_pickle import load_object_array
@@ -128,7 +129,7 @@ class NpzArchive(StoredMembers):
                     "npz members are stored or deflated"
                 )
             try:
-                with self._zip.open(info) as fp:
+                with self._zip.open(info) as fp, NPY_HEADER_LOCK:
                     version = np.lib.format.read_magic(fp)
                     if version == (1, 0):
                         shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)

@@ -16,6 +16,7 @@ from typing import IO
 import numpy as np
 
 from ...errors import CodecIOError, SchemaError
+from ...parallel import NPY_HEADER_LOCK
 
 __all__ = ["npy_bytes", "npy_header", "read_npy"]
 
@@ -69,7 +70,8 @@ def npy_header(f: IO[bytes], start: int, size: int, where: str) -> tuple[np.dtyp
         np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
     )
     try:
-        shape, _, dtype = read(head)
+        with NPY_HEADER_LOCK:
+            shape, _, dtype = read(head)
     except ValueError as e:
         raise CodecIOError(f"{where}: not a readable .npy: {e}") from None
     if dtype.hasobject:
