@@ -319,3 +319,38 @@ def test_ctrl_c_names_the_partial_report(tiles_npz, tmp_path, capsys, monkeypatc
     )
     with open(report) as f:
         assert [c["format"] for c in json.load(f)["cells"]] == ["npz"]
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "parquet", "webdataset"])
+def test_write_work_counts_the_records_a_shard_plan_encodes(fmt):
+    """A sharded conversion encodes the first 64 records of each split larger than half a
+    shard once more, to size its shards: ``encoded_records`` (the unit the bench
+    extrapolates write times in) counts exactly the records ``plan_shards`` asks for,
+    so a sample part (splits within a shard) and the whole data (a split beyond) are
+    compared per record encoded."""
+    from dstore.bench.sample import encoded_records, part_schema
+    from dstore.registry import get_codec
+
+    x, y = photo_tiles(130, 64, seed=5)  # 12 kB a tile
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"plan-{fmt}-{os.getpid()}.npz")
+    np.savez(path, x_train=x[:100], y_train=y[:100], x_test=x[100:], y_test=y[100:])
+    try:
+        reader = get_codec("npz").open_reader(path)
+        schema = reader.schema
+        codec = get_codec(fmt, shard_mb=1)  # train (1.2 MB) is planned, test (0.4 MB) not
+        asked: list[int] = []
+
+        def first(split: str, n: int) -> dict:
+            asked.append(n)
+            return next(iter(reader.iter_batches(split, stop=n)))
+
+        codec.plan_shards(schema, first)
+        whole = {s: np.arange(spec.count) for s, spec in schema.splits.items()}
+        assert sum(asked) == 64 == codec.planning_records(schema)
+        assert encoded_records(codec, schema, whole) == 130 + 64
+        small = {"train": np.arange(30), "test": np.arange(10)}
+        assert codec.planning_records(part_schema(schema, small)) == 0
+        assert encoded_records(codec, schema, small) == 40
+        assert get_codec("npz").planning_records(schema) == 0
+    finally:
+        os.remove(path)

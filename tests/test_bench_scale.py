@@ -20,10 +20,9 @@ from dstore.demo import photo_tiles
 pytestmark = pytest.mark.slow  # each case runs the bench on tens of MB of tiles (~1-2 min)
 
 FORMATS = ["npz", "hdf5", "zarr", "tfrecord"]
-#: Formats written and read in one process (threads): their CPU seconds are the model's
-#: fixed cost plus a cost per record. TFRecord's PNG shards go to worker processes
-#: whose cost per record is higher for small outputs (docs/bench.md says by how much):
-#: its sizes are checked, its times are reported by benchmarks/bench_bench.py.
+#: Formats whose CPU seconds are checked: TFRecord's write (0.3 s of CPU here, half of it
+#: fixed costs measured in 10 ms ticks of its worker processes) varies too much between
+#: runs; its error on 2,000 tiles is in docs/benchmarks.md.
 IN_PROCESS = ("npz", "hdf5", "zarr")
 #: CPU seconds below which a figure is not checked: a few hundredths of a second of
 #: fixed cost (opening, a thread pool) vary as much between two identical runs

@@ -260,6 +260,12 @@ class Codec(ABC):
         that every run (local, resumed, distributed) cuts the same shards."""
         return None
 
+    def planning_records(self, schema: Schema) -> int:
+        """Records :meth:`plan_shards` encodes (once more than the write does) to size the
+        shards of ``schema``; 0 when nothing is encoded twice. ``dstore bench`` counts
+        them when it extrapolates a small sample's write time to the whole data."""
+        return 0
+
     def shard_writer(self, schema: Schema, plan: list[Shard]) -> ShardWriter:
         raise NotImplementedError(f"{self.name}: not a sharded format")
 

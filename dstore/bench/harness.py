@@ -254,6 +254,7 @@ class _Run:
             self.how,
         )
         ws.splits, ws.src = list(self.info.schema.splits), self.src
+        ws.schema = self.info.schema
         if self.how is not None:
             ws.keys_part = 0
             ws.keys_split = max(self.plan.parts[0], key=lambda s: len(self.plan.parts[0][s]))

@@ -19,23 +19,27 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import api
 from ..bounded_json import load_json_file
 from ..errors import DstoreError
+from ..model.schema import Schema
 from ..output import path_size, remove_path
-from ..registry import default_extension, registry
+from ..registry import default_extension, get_codec, registry
 from .extrapolate import Estimate, extrapolate, extrapolate_ratio
 from .loader import LoaderRead, drop_from_page_cache, loader_pass
 from .results import Cell
-from .sample import SamplePlan
+from .sample import SamplePlan, encoded_records
 from .scan import ScanResult, scan
 from .shuffle import delivered_order, relative_quality, units_of
+
+if TYPE_CHECKING:
+    from ..abc import Codec
 
 __all__ = ["Workspace", "input_loader", "measure_cell", "read_seconds"]
 
@@ -65,6 +69,7 @@ class Workspace:
     score: Callable[[Cell, list[str], str], None] | None = None  # fills a cell's accuracy
     splits: list[str] = field(default_factory=list)
     src: str = ""  # the user's input, named in errors instead of the working copies
+    schema: Schema | None = None  # the input's (a sharded write's planning depends on it)
 
 
 def read_seconds(path: str, fmt: str) -> tuple[float, float]:
@@ -152,15 +157,33 @@ def _median(runs: Sequence[Sequence[float]], i: int) -> float:
     return statistics.median(r[i] for r in runs)
 
 
-def _figure(ws: Workspace, tiny_x: float | None, part_x: Sequence[float]) -> Estimate:
+def _figure(
+    ws: Workspace, tiny_x: float | None, part_x: Sequence[float], codec: Codec | None = None
+) -> Estimate:
     """The whole data's figure from a sample's measurements (or the whole's as it is);
-    ``tiny_x`` None: no fixed cost (sizes)."""
+    ``tiny_x`` None: no fixed cost (sizes). ``codec``: a write's, whose cost goes by the
+    records it encodes (:func:`.sample.encoded_records`), not the records it stores."""
     plan = ws.plan
     if not plan.sampled:
         return Estimate(part_x[0])
-    parts = [(plan.part_records(j), x) for j, x in enumerate(part_x)]
-    tiny = None if tiny_x is None else (plan.tiny_records, tiny_x)
-    return extrapolate(plan.total, tiny, parts)
+
+    def work(picks: Mapping[str, np.ndarray]) -> int:
+        if codec is None or ws.schema is None:
+            return sum(len(ix) for ix in picks.values())
+        return encoded_records(codec, ws.schema, picks)
+
+    parts = [(work(picks), x) for picks, x in zip(plan.parts, part_x, strict=True)]
+    tiny = None if tiny_x is None or plan.tiny is None else (work(plan.tiny), tiny_x)
+    whole = work({s: np.arange(c) for s, c in plan.counts.items()})
+    return extrapolate(whole, tiny, parts)
+
+
+def _writing_codec(cell: Cell) -> Codec | None:
+    """The codec the cell's writes used (None: its options are not a codec's own)."""
+    try:
+        return get_codec(cell.format, **cell.write_options)
+    except (DstoreError, TypeError, ValueError):
+        return None
 
 
 def _set(cell: Cell, name: str, est: Estimate) -> None:
@@ -219,8 +242,9 @@ def _measure(ws: Workspace, cell: Cell, outs: list[str], tiny: str | None, index
         _set(cell, "bytes", Estimate(path_size(outs[0])))
     else:
         parts = [w[0] for w in writes[2:]]
-        _set(cell, "write_s", _figure(ws, _median(timed, 0), [p[0] for p in parts]))
-        _set(cell, "write_cpu_s", _figure(ws, _median(timed, 1), [p[1] for p in parts]))
+        codec = _writing_codec(cell)
+        _set(cell, "write_s", _figure(ws, _median(timed, 0), [p[0] for p in parts], codec))
+        _set(cell, "write_cpu_s", _figure(ws, _median(timed, 1), [p[1] for p in parts], codec))
         sizes = [path_size(o) for o in outs]
         plan = ws.plan
         pairs = list(zip(sizes, plan.proxy_parts, strict=True))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,12 +27,17 @@ from ..model import Column, take_column
 from ..model.checksums import FieldHasher
 from ..model.schema import Batch, Schema, SplitSpec
 
+if TYPE_CHECKING:
+    from ..abc import Codec
+
 __all__ = [
     "PARTS",
     "SAMPLE_ABOVE",
     "SAMPLE_BYTES",
     "SamplePlan",
     "auto_sample",
+    "encoded_records",
+    "part_schema",
     "plan_sample",
     "size_proxy",
     "write_parts",
@@ -152,7 +158,17 @@ def size_proxy(batch: Batch) -> np.ndarray:
     return out + 1.0  # never 0: a record of no bytes still costs its framing
 
 
-def _part_schema(schema: Schema, picks: Mapping[str, np.ndarray]) -> Schema:
+def encoded_records(codec: Codec, schema: Schema, picks: Mapping[str, np.ndarray]) -> int:
+    """Records ``codec`` encodes to write the records ``picks`` of ``schema``: each once,
+    plus those a sharded format encodes first to size its shards
+    (``Codec.planning_records``: the first 64 of each split larger than half a shard).
+    A sample part may be encoded once while the whole data is encoded 1.1 times, or
+    the other way round: the bench extrapolates write times per record encoded."""
+    part = part_schema(schema, picks)
+    return part.records + codec.planning_records(part)
+
+
+def part_schema(schema: Schema, picks: Mapping[str, np.ndarray]) -> Schema:
     splits = {
         s: SplitSpec(s, len(picks[s]), dict(spec.fields)) for s, spec in schema.splits.items()
     }
@@ -185,7 +201,7 @@ def write_parts(reader: object, plan: SamplePlan, workdir: str) -> None:
     paths = [os.path.join(workdir, f"part-{i}.npz") for i in range(len(plan.parts))]
     if plan.tiny is not None:
         paths.append(os.path.join(workdir, "tiny.npz"))
-    schemas = [_part_schema(schema, picks) for picks in wanted]
+    schemas = [part_schema(schema, picks) for picks in wanted]
     hashers = [FieldHasher(s) for s in schemas]
     writers = [codec.open_writer(p, s) for p, s in zip(paths, schemas, strict=True)]
     proxies = [0.0] * len(wanted)

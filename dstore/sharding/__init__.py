@@ -52,6 +52,7 @@ from .writer import (
     open_for_write,
     open_path_for_write,
     plan_by_size,
+    planning_records,
     shard_name,
 )
 
@@ -75,6 +76,7 @@ __all__ = [
     "open_for_write",
     "open_path_for_write",
     "plan_by_size",
+    "planning_records",
     "shard_name",
     "tfds_name",
 ]

@@ -19,7 +19,7 @@ from ..abc import Codec, Shard, ShardWriter, Writer
 from ..model import names
 from ..model.schema import Batch, Schema
 from .manifest import foreign_files, manifest_files
-from .writer import plan_by_size, shard_name
+from .writer import plan_by_size, planning_records, shard_name
 
 __all__ = ["ShardedCodec", "tfds_name"]
 
@@ -79,6 +79,9 @@ class ShardedCodec(Codec):
         """The name of shard ``index`` of ``total`` of ``split``:
         ``<split>-00000-of-00004<suffix>`` unless the format names its own."""
         return shard_name(split, index, total, self.shard_suffix)
+
+    def planning_records(self, schema: Schema) -> int:
+        return planning_records(schema, self.options.shard_mb * 2**20, self.plan_sample)
 
     def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
         """Shards of about ``shard_mb``, sized from the encoded first records."""

@@ -106,6 +106,15 @@ def plan_by_size(
     return plan
 
 
+def planning_records(schema: Schema, target_bytes: float, sample_records: int) -> int:
+    """Records :func:`plan_by_size` encodes to size the shards of ``schema``."""
+    return sum(
+        min(s.count, sample_records)
+        for s in schema.splits.values()
+        if s.count and not _fits_one_shard(s, target_bytes)
+    )
+
+
 def _fits_one_shard(split: SplitSpec, target_bytes: float) -> bool:
     """Whether ``split`` is one shard whatever its encoding: its decoded size known, and
     twice that plus 1 KiB a record (no encoder grows data more) within the target."""

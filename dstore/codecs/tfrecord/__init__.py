@@ -28,7 +28,7 @@ from ...errors import CodecIOError
 from ...fs import is_regular_file
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor
 from ...model.schema import Schema
-from ...sharding import foreign_files, manifest_files, plan_by_size, shard_name
+from ...sharding import foreign_files, manifest_files, plan_by_size, planning_records, shard_name
 from ..example.fields import choose_encoding
 from . import io as rio
 from .options import TFRecordOptions
@@ -112,6 +112,9 @@ class TFRecordCodec(Codec):
         raise NotImplementedError(
             "tfrecord is written shard by shard: use plan_shards and shard_writer"
         )
+
+    def planning_records(self, schema: Schema) -> int:
+        return planning_records(schema, self.options.shard_mb * 2**20, _PLAN_SAMPLE)
 
     def plan_shards(self, schema: Schema, sample: Any) -> list[Shard]:
         """Shards of about ``shard_mb`` each, sized from the encoded first records.
