@@ -168,17 +168,7 @@ def create_exclusive(path: str, data: bytes) -> None:
         fs, p = url_fs(path)
         fs.pipe_file(p, data, mode="create")
         return
-    folder, name = os.path.split(path)
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.part")
-    try:
-        with open(tmp, "xb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.link(tmp, path)
-    finally:
-        with _suppress_missing():
-            os.remove(tmp)
+    _written_then(path, data, os.link)
 
 
 def write_replacing(path: str, data: bytes) -> None:
@@ -188,6 +178,12 @@ def write_replacing(path: str, data: bytes) -> None:
         fs, p = url_fs(path)
         fs.pipe_file(p, data)
         return
+    _written_then(path, data, os.replace)
+
+
+def _written_then(path: str, data: bytes, place: Any) -> None:
+    """``data`` in a temporary file beside ``path``, fsynced, then ``place(tmp, path)``
+    (``os.link``: only if absent; ``os.replace``: over it); the temporary file goes."""
     folder, name = os.path.split(path)
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.part")
     try:
@@ -195,7 +191,7 @@ def write_replacing(path: str, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        place(tmp, path)
     finally:
         with _suppress_missing():
             os.remove(tmp)
