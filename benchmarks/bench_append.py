@@ -50,8 +50,18 @@ EXT = {
     "arrayrecord": ".arrayrecord",
     "zarr": ".zarr",
 }
-#: what an append rewrites by design: the manifests (its commit), zarr's metadata
-COMMIT_FILES = ("dstore.json", ".dstore-versions", "zarr.json", ".zattrs", ".zarray", ".zgroup")
+#: what an append rewrites by design: the manifests (its commit), zarr's metadata, and
+#: the cards that describe the dataset (Croissant, the Hub's README.md)
+COMMIT_FILES = (
+    "dstore.json",
+    ".dstore-versions",
+    "zarr.json",
+    ".zattrs",
+    ".zarray",
+    ".zgroup",
+    "croissant.json",
+    "README.md",
+)
 
 
 def _timed(fn, *args, **kwargs) -> float:
