@@ -83,7 +83,11 @@ def _summary(facts: Facts) -> str:
 
 
 def _defaults(facts: Facts) -> dict[str, Any]:
-    rel = os.path.relpath(facts.path, facts.card_dir) if not fs.is_url(facts.path) else facts.path
+    if fs.is_url(facts.path):  # the card inside the dataset says "./", as a local one does
+        inside = facts.path.rstrip("/") == facts.card_dir.rstrip("/")
+        rel = "." if inside else facts.path
+    else:
+        rel = os.path.relpath(facts.path, facts.card_dir)
     return {
         "name": _UNTITLED,
         "description": _summary(facts),
