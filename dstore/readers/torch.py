@@ -52,7 +52,7 @@ from .plan import (
 from .split import SplitSource
 from .state import STATE_VERSION, ReaderPlan, check_state, dataset_states, merge_states
 from .torch_map import DstoreMapDataset, _ragged_names
-from .torch_records import Record, _merge, _records, collate, pad_collate
+from .torch_records import Record, _merge, _records, collate, pad_collate, records_at
 
 __all__ = [
     "DstoreIterableDataset",
@@ -245,10 +245,8 @@ class DstoreIterableDataset(tud.IterableDataset):
             history=self._history,
             layout=layout,
         )
-        kinds = src.kinds()
         for part in layout.windows(mine, skip):
-            batch, _ = src.read_records(part)
-            yield from _records(iter([batch]), kinds, copy=False)
+            yield from records_at(src, part)
 
     def _range_records(self, me: int, consumers: int, skip: int) -> Iterator[Record]:
         src = self.source

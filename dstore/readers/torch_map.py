@@ -10,7 +10,7 @@ import torch.utils.data as tud
 
 from ..model import Bytes, Image, String, StringList
 from .split import SplitSource
-from .torch_records import Record, _records
+from .torch_records import Record, records_at
 
 __all__ = ["DstoreMapDataset"]
 
@@ -56,5 +56,4 @@ class DstoreMapDataset(tud.Dataset):
 
     def __getitems__(self, indexes: Sequence[int]) -> list[Record]:
         """The records at ``indexes`` (what torch's fetcher asks for a batch), read together."""
-        batch, _ = self.source.read_records(self._positions(indexes))
-        return list(_records(iter([batch]), self.source.kinds(), copy=False))
+        return list(records_at(self.source, self._positions(indexes)))

@@ -21,7 +21,7 @@ from ...model.keys import stored_paths
 from ...model.schema import Batch, FieldSpec, Schema
 from ...output import TMP_MARK, check_room
 from ...parallel import default_workers
-from ..arraytree.chunked import AlignedAppender, chunk_rows
+from ..arraytree.chunked import AlignedAppender
 from .checks import _enum_or
 from .datasets import _KIND_ATTR, _ROW_SPLITS, _SHAPES, _ChunkStore, _VarDataset
 from .options import _ATTR, HDF5Options, _plugins
@@ -54,7 +54,7 @@ def size_bound(schema: Schema, options: HDF5Options) -> int:
             total += 4096 + 2 * len(json.dumps(spec.to_json()))  # object header, attributes
             if not _chunked(spec, split.count):
                 continue
-            rows = chunk_rows(spec, split.count, int(options.chunk_mb * 1024 * 1024))
+            rows = options.chunk_rows(spec, split.count)
             n_chunks = -(-split.count // rows)
             chunk = rows * spec.record_bytes
             total += n_chunks * (chunk + chunk // 1000 + 512)  # + filter growth + index entry
@@ -163,7 +163,7 @@ class HDF5Writer(Writer):
         """A fixed-shape field as one chunked dataset (compressed with ``comp``) and the
         appender that writes it chunk by chunk."""
         options = self.options
-        rows = chunk_rows(spec, count, int(options.chunk_mb * 1024 * 1024))
+        rows = options.chunk_rows(spec, count)
         chunked = bool(count) and all(spec.shape)
         ds = group.create_dataset(
             name,

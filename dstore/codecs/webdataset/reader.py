@@ -24,6 +24,7 @@ from ...sharding.spans import SpanShardReader
 from .npy import npy_header
 from .record_bytes import ENCODINGS, decode_record, json_string_list
 from .stored_fields import describe_table, read_field_table
+from .tar_index import Member, simple_members
 from .writer import (
     EXT_IMAGE,
     FORMAT_ID,
@@ -104,7 +105,7 @@ class Sample:
     end: int
 
 
-def _samples(members: Iterator[TarInfo], path: str) -> list[Sample]:
+def _samples(members: Iterator[TarInfo] | Iterator[Member], path: str) -> list[Sample]:
     """Consecutive members of one key make a sample (as WebDataset groups them)."""
     samples: list[Sample] = []
     for m in members:
@@ -176,6 +177,10 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
         return written_encodings(spec)
 
     def walk_shard(self, f: IO[bytes], path: str, size: int) -> list[Sample]:
+        simple = simple_members(f, size)
+        if simple is not None:
+            return _samples(iter(simple), path)
+        f.seek(0)  # headers the fast index does not read: tarfile reads them, or names them
         return _samples(walk(f, path, size), path)
 
     def scan_split(

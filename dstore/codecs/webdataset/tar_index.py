@@ -1,0 +1,100 @@
+"""A tar's member index the fast way, for the tars WebDataset writers make: plain
+ustar/GNU headers of regular files (and directories), read a header at a time.
+
+``tarfile`` builds a ``TarInfo`` per member (about 200 us each: 2.7 s of a 4,000-tile
+epoch's 20 s in one process, paid again by every DataLoader worker that reads at
+random, each epoch). A header here costs one 512-byte read, a checksum and three
+fields. Anything else (pax or GNU long-name headers, links, devices, base-256 sizes,
+a bad checksum, a name leaving the archive, a member past the end) makes
+:func:`simple_members` answer None, and the caller walks the tar with ``tarfile``,
+which reads those and names what is wrong.
+"""
+
+from __future__ import annotations
+
+from typing import IO, NamedTuple
+
+__all__ = ["Member", "simple_members"]
+
+BLOCK = 512
+_ZERO = bytes(BLOCK)
+_REGULAR = (b"0", b"\0")
+_DIRECTORY = b"5"
+
+
+class Member(NamedTuple):
+    """A regular file of the tar: what :func:`~dstore.codecs.webdataset.reader._samples`
+    reads of a ``TarInfo``."""
+
+    name: str
+    offset: int
+    offset_data: int
+    size: int
+
+
+def _text(field: bytes) -> str:
+    end = field.find(b"\0")
+    return (field if end < 0 else field[:end]).decode("utf-8", "surrogateescape")
+
+
+def _octal(field: bytes) -> int | None:
+    """A header's octal number (None when it is not one: base-256, garbage)."""
+    end = field.find(b"\0")
+    digits = (field if end < 0 else field[:end]).strip()
+    if not digits:
+        return 0
+    try:
+        return int(digits, 8)
+    except ValueError:
+        return None
+
+
+def _member(head: bytes, at: int, size: int) -> Member | None | bool:
+    """The member whose header ``head`` is at byte ``at`` of a tar of ``size`` bytes:
+    a :class:`Member`, True for a directory (passed over), None when ``tarfile`` must
+    read it."""
+    if _octal(head[148:156]) != 256 + sum(head[:148]) + sum(head[156:]):
+        return None
+    length = _octal(head[124:136])
+    kind = head[156:157]
+    name = _text(head[0:100])
+    if length is None or kind not in (*_REGULAR, _DIRECTORY):
+        return None
+    # as tarfile reads them: an old-style directory is a file whose name ends with "/"
+    directory = kind == _DIRECTORY or (kind == b"\0" and name.endswith("/"))
+    if directory:
+        name = name.rstrip("/")
+    if head[345]:
+        name = _text(head[345:500]) + "/" + name  # ustar's prefix, as tarfile joins it
+    if name.startswith("/") or "\\" in name or ".." in name.split("/"):
+        return None  # leaves the archive: tarfile's walk names it
+    if directory:
+        return True
+    if at + BLOCK + length > size or name.endswith("/"):
+        return None
+    return Member(name, at, at + BLOCK, length)
+
+
+def simple_members(f: IO[bytes], size: int) -> list[Member] | None:
+    """The regular files of the tar in ``f`` (``size`` bytes) in order, when every
+    header up to the end (two zero blocks, a zero block or the file's end) is a plain
+    one; else None."""
+    members: list[Member] = []
+    at = 0
+    while at < size:
+        f.seek(at)
+        head = f.read(BLOCK)
+        if len(head) < BLOCK:
+            return None  # a truncated header: tarfile says so
+        if head == _ZERO:
+            return members
+        member = _member(head, at, size)
+        if member is None:
+            return None
+        if member is True:
+            at += BLOCK
+            continue
+        assert isinstance(member, Member)
+        members.append(member)
+        at = member.offset_data + member.size + -member.size % BLOCK
+    return members if at == size else None  # past the end: cut inside a member's padding

@@ -1,0 +1,83 @@
+"""The fast tar member index (dstore.codecs.webdataset.tar_index) against tarfile's walk."""
+
+from __future__ import annotations
+
+import glob
+import io
+import os
+import tarfile
+
+import numpy as np
+import pytest
+
+import dstore
+from dstore.codecs.webdataset.reader import walk
+from dstore.codecs.webdataset.tar_index import simple_members
+
+
+def _both(path: str):
+    """(simple_members, tarfile's members) of one tar, as (name, offset, data offset, size)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        simple = simple_members(f, size)
+        f.seek(0)
+        slow = [(m.name, m.offset, m.offset_data, m.size) for m in walk(f, path, size)]
+    return None if simple is None else [tuple(m) for m in simple], slow
+
+
+def test_dstore_tars_are_indexed_as_tarfile_indexes_them(tmp_path, tiles):
+    x, y = tiles
+    path = str(tmp_path / "d.wds")
+    dstore.save({"x": x, "y": y.argmax(1), "name": [f"tile {i}" for i in range(len(x))]}, path)
+    shards = sorted(glob.glob(os.path.join(path, "*.tar")))
+    assert shards
+    for shard in shards:
+        simple, slow = _both(shard)
+        assert simple == slow and len(slow) == 3 * len(x)
+
+
+@pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+@pytest.mark.parametrize("stem", ["k", "sub/dir/k", "d" * 60 + "/" + "k" * 60])
+def test_plain_headers_match_tarfile_and_the_rest_is_left_to_it(tmp_path, fmt, stem):
+    """Directories, ustar's name prefix (a 127-byte name in USTAR) and empty members are
+    read as tarfile reads them; a GNU long-name or PAX header makes the index answer
+    None (tarfile then walks the tar), and the dataset reads the same either way."""
+    path = str(tmp_path / "t.tar")
+    with tarfile.open(path, "w", format=fmt) as tf:
+        folder = tarfile.TarInfo("sub")
+        folder.type = tarfile.DIRTYPE
+        tf.addfile(folder)
+        for i in range(3):
+            for ext, data in (("txt", b"" if i == 1 else f"text {i}".encode()), ("cls", b"7")):
+                info = tarfile.TarInfo(f"{stem}{i}.{ext}")
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    simple, slow = _both(path)
+    if len(stem) > 100 and fmt != tarfile.USTAR_FORMAT:
+        assert simple is None  # a long-name header: tarfile's walk reads it
+    else:
+        assert simple == slow
+        assert len(slow) == 6
+    with dstore.open(path) as ds:
+        assert ds["data"]["cls"][:].tolist() == [7, 7, 7]
+        assert [ds["data"]["txt"][i] for i in range(3)] == ["text 0", "", "text 2"]
+
+
+def test_a_bad_checksum_or_a_cut_tar_is_left_to_tarfile(tmp_path):
+    path = str(tmp_path / "t.tar")
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+        for i in range(2):
+            info = tarfile.TarInfo(f"{i}.cls")
+            info.size = 1
+            tf.addfile(info, io.BytesIO(b"1"))
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    bad = bytearray(data)
+    bad[512 * 2 + 10] ^= 0x01  # the second header's name: its checksum no longer holds
+    for blob in (bytes(bad), bytes(data[: 512 * 2 + 100])):
+        with io.BytesIO(blob) as f:
+            assert simple_members(f, len(blob)) is None
+    with io.BytesIO(bytes(data)) as f:
+        found = simple_members(f, len(data))
+    assert found is not None and [m.name for m in found] == ["0.cls", "1.cls"]
+    assert np.diff([m.offset for m in found]).tolist() == [1024]
