@@ -9,7 +9,12 @@ processes, batches of ``--batch``) five ways:
 * ``global``: ``to_torch(path, shuffle="global")``;
 * ``block``: ``to_torch(path, shuffle="block")``;
 * ``map``: ``to_torch(path, map_style=True)`` under ``DataLoader(shuffle=True)``;
-* ``buffer``: ``to_torch(path, shuffle=1000)`` (range order and a 1,000-record buffer).
+* ``buffer``: ``to_torch(path, shuffle=1000)`` (range order and a 1,000-record buffer);
+* ``grain`` (ArrayRecord only, not by default): Grain's own global shuffle on dstore's
+  files, ``grain.python.DataLoader`` (``--workers`` worker processes, batches of
+  ``--batch``) over ``ArrayRecordDataSource`` with ``IndexSampler(shuffle=True)``, each
+  record decoded by dstore's Example decoder (the same code dstore's reader runs), so
+  the two differ in how they read, not in what decodes.
 
 Each way runs once per round, the order of the ways reversed every other round;
 the table gives the median images/s, each shuffled way's ratio to the ordered
@@ -26,6 +31,7 @@ torch's CUDA build here; they are left out when they do not import (the report
 says so).
 
     python benchmarks/bench_shuffle.py [--records 4000] [--rounds 3] [--formats tfrecord,zarr]
+        [--ways ordered,global,map,grain]
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ from _harness import load_average, machine, median_range, table, write_report
 
 FORMATS = ("tfrecord", "webdataset", "parquet", "arrayrecord", "zarr", "hdf5")
 WAYS = ("ordered", "global", "block", "map", "buffer")
+#: ways that are another library's reader, and the formats they read
+PEER_WAYS = {"grain": ("arrayrecord",)}
 PEERS = ("streaming", "litdata")
 #: where each format is written (zarr and HDF5 are told by their extension)
 NAMES = {"zarr": "tiles.zarr", "hdf5": "tiles.h5"}
@@ -84,6 +92,8 @@ def read_epoch(path: str, fmt: str, way: str, workers: int, batch: int) -> dict:
     import dstore
     from dstore.readers.torch import data_loader
 
+    if way == "grain":
+        return grain_epoch(path, workers, batch)
     t0 = time.perf_counter()
     if way == "map":
         ds = dstore.to_torch(path, "train", map_style=True)
@@ -99,6 +109,23 @@ def read_epoch(path: str, fmt: str, way: str, workers: int, batch: int) -> dict:
         keys.append(np.asarray(b["k"]).reshape(-1))
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "first": first, "order": np.concatenate(keys)}
+
+
+def grain_epoch(path: str, workers: int, batch: int) -> dict:
+    """The grain way in a process of its own (``_grain_way.py`` says why)."""
+    import json
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory() as tmp:
+        order = os.path.join(tmp, "order.npy")
+        argv = [sys.executable, os.path.join(here, "_grain_way.py"), path, str(workers)]
+        done = subprocess.run([*argv, str(batch), order], capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"grain way failed: {done.stderr.strip().splitlines()[-1:]}")
+        res = json.loads(done.stdout.strip().splitlines()[-1])
+        res["order"] = np.load(order)
+    return res
 
 
 def peers_available() -> list[str]:
@@ -126,9 +153,11 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="bench-shuffle-")
     try:
         stores = write_stores(root, args.records, formats)
-        runs: dict[tuple[str, str], list[dict]] = {(f, w): [] for f in formats for w in ways}
+        runs: dict[tuple[str, str], list[dict]] = {
+            (f, w): [] for f in formats for w in ways if f in PEER_WAYS.get(w, (f,))
+        }
         for r in range(args.rounds):
-            plan = [(f, w) for f in formats for w in ways]
+            plan = [(f, w) for f in formats for w in ways if f in PEER_WAYS.get(w, (f,))]
             for fmt, way in plan if r % 2 == 0 else plan[::-1]:
                 res = read_epoch(stores[fmt], fmt, way, args.workers, args.batch)
                 got = np.sort(res["order"])
@@ -151,7 +180,9 @@ def report(runs: dict, formats: list[str], ways: list[str], args: argparse.Names
     for fmt in formats:
         base = runs.get((fmt, "ordered"))
         for way in ways:
-            rs = runs[(fmt, way)]
+            rs = runs.get((fmt, way))
+            if not rs:
+                continue
             row = {
                 "format": fmt,
                 "way": way,
