@@ -120,7 +120,9 @@ def grain_epoch(path: str, workers: int, batch: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         order = os.path.join(tmp, "order.npy")
         argv = [sys.executable, os.path.join(here, "_grain_way.py"), path, str(workers)]
-        done = subprocess.run([*argv, str(batch), order], capture_output=True, text=True)
+        done = subprocess.run(
+            [*argv, str(batch), order], check=False, capture_output=True, text=True
+        )
         if done.returncode:
             raise SystemExit(f"grain way failed: {done.stderr.strip().splitlines()[-1:]}")
         res = json.loads(done.stdout.strip().splitlines()[-1])

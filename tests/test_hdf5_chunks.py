@@ -43,7 +43,10 @@ def test_large_records_get_a_chunk_each_and_h5py_reads_them(tmp_path, big_tiles)
 
 
 def test_record_chunk_kb_zero_or_above_the_record_keeps_chunk_mb(tmp_path, big_tiles):
-    for name, options in (("zero.h5", {"record_chunk_kb": 0}), ("above.h5", {"record_chunk_kb": 200})):
+    for name, options in (
+        ("zero.h5", {"record_chunk_kb": 0}),
+        ("above.h5", {"record_chunk_kb": 200}),
+    ):
         out = _write(tmp_path, big_tiles, name, **options)
         with h5py.File(out, "r") as f:
             assert f["train/x"].chunks == (5, 256, 256, 3)  # about 1 MiB: 5 tiles

@@ -13,7 +13,7 @@ import pytest
 import dstore
 from dstore.codecs.tfrecord import io as rio
 from dstore.errors import CodecIOError
-from dstore.readers.plan import GlobalLayout, consumer_indices
+from dstore.readers.plan import FIRST_WINDOW, GlobalLayout, consumer_indices
 from dstore.readers.split import SplitSource
 from dstore.testing import usable_formats
 
@@ -94,3 +94,17 @@ def test_a_split_too_small_for_windows_of_units_is_a_permutation():
     assert layout.units is None
     shares = [len(consumer_indices(60, c, 2, seed=0, epoch=0, layout=layout)) for c in (0, 1)]
     assert shares == [30, 30]
+
+
+@pytest.mark.parametrize("skip", [0, 5, 300])
+def test_a_permutations_first_window_is_a_batch_then_windows_of_256(skip):
+    """The first window of a permutation holds at most FIRST_WINDOW records (the first
+    batch waits for no more), the next ones end at multiples of the window; together
+    they are the process's records from ``skip`` on, in order, each once."""
+    layout = GlobalLayout(1000)
+    mine = consumer_indices(1000, 0, 1, seed=2, epoch=0, layout=layout)
+    parts = list(layout.windows(mine, skip))
+    assert np.array_equal(np.concatenate(parts), mine[skip:])
+    assert len(parts[0]) == FIRST_WINDOW
+    ends = np.cumsum([skip, *map(len, parts)])[1:]
+    assert all(e % layout.window == 0 for e in ends[1:-1]) and ends[-1] == 1000

@@ -1,6 +1,7 @@
 """HDF5 files through h5py: one group per split, one chunked dataset per field.
 
-Written: chunks along the record axis (about ``chunk_mb`` each), gzip level 4
+Written: chunks along the record axis (about ``chunk_mb`` each; one record each for
+records of ``record_chunk_kb`` or more, so a random read decodes its own), gzip level 4
 by default (``lzf`` and ``none`` too), optional byte shuffle; the schema sits
 in the root attributes. Read: any HDF5 file; datasets in the root form the
 default split (``x_train`` style names map to splits), each group a split.

@@ -49,7 +49,7 @@ def _octal(field: bytes) -> int | None:
         return None
 
 
-def _member(head: bytes, at: int, size: int) -> Member | None | bool:
+def _member(head: bytes, at: int, size: int) -> Member | bool | None:
     """The member whose header ``head`` is at byte ``at`` of a tar of ``size`` bytes:
     a :class:`Member`, True for a directory (passed over), None when ``tarfile`` must
     read it."""
