@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
-from itertools import islice
+from itertools import chain, islice
 from typing import Any
 
 import numpy as np
@@ -129,16 +129,20 @@ class IndexedReads:
         starts = np.cumsum([0, *(s.records for s in shards)])
         which = np.searchsorted(starts, wanted, side="right") - 1
         pool = self.decode_pool()
-        parts = []
+        asked = []
         for k in np.unique(which).tolist():
             shard = shards[k]
             if self.shard_cache is not None and fs.is_url(shard.path):
                 local = self.shard_cache.local(shard.path, shard.size, shard.sha256)
                 shard = _with_path(shard, local)
-            positions = wanted[which == k] - starts[k]
-            parts.append(self.read_shard_records(spec, names, shard, positions, pool))
-        if not parts:
+            asked.append((shard, wanted[which == k] - starts[k]))
+        if not asked:
             return {n: empty_column(spec.fields[n].kind) for n in names}
+        if self.decodes_across_shards:
+            # every shard's stored records decoded into one batch: no copy to join them
+            raw = chain.from_iterable(self.shard_raw_records(s, p) for s, p in asked)
+            return take_records(self.decode_raw(spec, names, raw, len(wanted), pool), wanted, idx)
+        parts = [self.read_shard_records(spec, names, s, p, pool) for s, p in asked]
         cols = {n: concat_columns(spec.fields[n].kind, [p[n] for p in parts]) for n in names}
         return take_records(cols, wanted, idx)
 
@@ -153,6 +157,21 @@ class IndexedReads:
         for a, b in runs_of(positions):
             parts.extend(self.read_shard(spec, names, shard, a, b, b - a, pool))
         return {n: concat_columns(spec.fields[n].kind, [p[n] for p in parts]) for n in names}
+
+    #: True when the format reads a shard's stored records (:meth:`shard_raw_records`)
+    #: apart from decoding them (:meth:`decode_raw`): the records of several shards are
+    #: then decoded into one batch, not decoded per shard and joined
+    decodes_across_shards = False
+
+    def shard_raw_records(self, shard: Any, positions: np.ndarray) -> list[Any]:
+        """The stored records at sorted distinct ``positions`` of ``shard``, undecoded."""
+        raise NotImplementedError
+
+    def decode_raw(
+        self, spec: SplitSpec, names: list[str], raw: Iterator[Any], count: int, pool: Executor
+    ) -> Batch:
+        """``count`` stored records from ``raw`` decoded into one batch."""
+        raise NotImplementedError
 
     def decode_pool(self) -> Executor:
         """The pool this reader decodes records at positions on, kept for its life."""

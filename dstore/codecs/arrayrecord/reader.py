@@ -104,10 +104,11 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
         raw = self._records(shard.path, lo, hi)
         yield from read_examples(spec, self.encodings[spec.name], names, raw, hi - lo, rows, pool)
 
-    def read_shard_records(
-        self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
-    ) -> Batch:
-        """Records at ``positions`` of one shard: one call of the library for them all."""
+    #: a window's records of every shard are decoded into one batch (no join per shard)
+    decodes_across_shards = True
+
+    def shard_raw_records(self, shard: ShardFile, positions: Any) -> list[tuple[bytes, str]]:
+        """Serialized Examples at ``positions`` of one shard: one call of the library."""
         reader = self._open(shard.path)
         if shard.path not in self._counted:
             self.check_count(shard, reader.num_records())
@@ -118,9 +119,24 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
                 block = reader.read(pos)
         except (IndexError, RuntimeError, ValueError) as e:
             raise CodecIOError(f"{shard.path}: records {pos[0]}..{pos[-1]}: {e}") from None
-        raw = ((rec, f"{shard.path}: record {i}") for i, rec in zip(pos, block, strict=True))
-        n = len(pos)
-        return next(read_examples(spec, self.encodings[spec.name], names, raw, n, n, pool))
+        return [(rec, f"{shard.path}: record {i}") for i, rec in zip(pos, block, strict=True)]
+
+    def decode_raw(
+        self,
+        spec: SplitSpec,
+        names: list[str],
+        raw: Iterator[tuple[bytes, str]],
+        count: int,
+        pool: Executor,
+    ) -> Batch:
+        return next(read_examples(spec, self.encodings[spec.name], names, raw, count, count, pool))
+
+    def read_shard_records(
+        self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
+    ) -> Batch:
+        """Records at ``positions`` of one shard: one call of the library for them all."""
+        raw = self.shard_raw_records(shard, positions)
+        return self.decode_raw(spec, names, iter(raw), len(raw), pool)
 
     def shard_pieces(self, shard: ShardFile, target_bytes: int) -> int:
         """Any record is entered directly: a shard is cut by its size."""
