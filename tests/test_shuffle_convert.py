@@ -173,7 +173,7 @@ def test_a_streaming_npz_is_read_through_a_copy_that_goes_away(
     _assert_permuted(b, data, 3)
 
 
-def test_a_source_without_random_access_is_refused_in_one_line(tmp_path, src) -> None:
+def test_a_source_without_random_access_is_refused_in_one_line(tmp_path, src, capsys) -> None:
     """GZIP TFRecords read only in order and have no random-access copy."""
     gz = str(tmp_path / "gz.tfrecords")
     dstore.convert(src, gz, options={"compression": "gzip"})
@@ -181,6 +181,9 @@ def test_a_source_without_random_access_is_refused_in_one_line(tmp_path, src) ->
     with pytest.raises(UsageError, match="shuffle_seed= reads the records in a random order"):
         dstore.convert(gz, dst, shuffle_seed=1)
     assert not os.path.exists(dst)
+    assert main(["convert", gz, dst, "--shuffle-seed", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--shuffle-seed reads the records" in err
     assert os.listdir(tmp_path) == sorted(os.listdir(tmp_path))  # nothing beside it
     assert sorted(os.listdir(tmp_path)) == ["data.npz", "gz.tfrecords"]
 
