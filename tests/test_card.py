@@ -17,7 +17,7 @@ import pytest
 import dstore
 from dstore.bench.report import save_report
 from dstore.cli import main
-from dstore.registry import available_codecs, codec_names, default_extension, get_codec_class
+from dstore.registry import available_codecs, codec_names, default_extension
 
 mlc = pytest.importorskip("mlcroissant")
 datasets = pytest.importorskip("datasets")
@@ -26,25 +26,8 @@ FORMATS = [n for n in codec_names() if available_codecs()[n] is None]
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory, tiles, features) -> str:
-    """Real photo tiles, their features (float32), labels, names and boxes (ragged) as npz."""
-    x, _ = tiles
-    feats, labels = features
-    rng = np.random.default_rng(0)
-
-    def split(lo: int, hi: int) -> dict[str, object]:
-        n = hi - lo
-        return {
-            "image": x[lo:hi, :32, :32],
-            "feat": feats[lo:hi, :8].astype(np.float32),
-            "label": labels[lo:hi].astype(np.int64),
-            "name": np.array([f"tile {i}: é" for i in range(lo, hi)]),
-            "boxes": [rng.random((1 + i % 3, 4)).astype(np.float32) for i in range(n)],
-        }
-
-    path = str(tmp_path_factory.mktemp("src") / "src.npz")
-    dstore.save({"train": split(0, 12), "test": split(12, 16)}, path)
-    return path
+def source(card_source) -> str:
+    return card_source
 
 
 def _load(path: str | os.PathLike[str]) -> dict:
@@ -136,40 +119,91 @@ def test_parquet_records_read_by_mlcroissant_are_the_datasets(tmp_path, source, 
             _assert_same(_records(os.path.join(out, "croissant.json"), split), ds, split)
 
 
-def test_json_lines_records_read_by_mlcroissant_are_the_files(tmp_path, source):
-    """A JSON Lines file of records is read by mlcroissant record for record; one dstore
-    wrote ends with its schema line, which the record set's description names and
-    mlcroissant yields as a last record of nulls.
-
-    pandas, which mlcroissant reads JSON Lines with, parses a float64 decimal to within
-    one unit in the last place (0.029296875 as 0.029296875000000003): the plain file's
-    features are eighths, which every parser reads exactly; dstore's file says float32."""
+def _eighths(source: str) -> dict[str, dict[str, object]]:
+    """Features, labels and names per split; the features in eighths, which every JSON
+    parser reads exactly (pandas, which mlcroissant reads JSON Lines with, parses a
+    float64 decimal to within one unit in the last place)."""
     with dstore.open(source) as ds:
-        train = {n: ds["train"][n][:] for n in ("feat", "label", "name")}
-    train["feat"] = np.round(train["feat"] * 64) / 8
+        out = {s: {n: ds[s][n][:] for n in ("feat", "label", "name")} for s in ds}
+    for split in out.values():
+        split["feat"] = np.round(split["feat"] * 64) / 8
+    return out
+
+
+def test_json_lines_records_read_by_mlcroissant_are_the_files(tmp_path, source):
+    """mlcroissant yields a JSON Lines dataset's records exactly, in order, split by split:
+    a file of records, a file dstore wrote (its schema rides on the last record: no
+    record of nulls), and several splits, one file each, read as one dataset (the
+    ``source`` field is each record's file)."""
+    splits = _eighths(source)
     plain = tmp_path / "plain.jsonl"
     with open(plain, "w", encoding="utf-8") as f:
+        train = splits["train"]
         for i in range(len(train["label"])):
-            rec = {
-                "feat": train["feat"][i].tolist(),
-                "label": int(train["label"][i]),
-                "name": train["name"][i],
-            }
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            rec = {n: np.asarray(train[n][i]).tolist() for n in ("feat", "label")}
+            f.write(json.dumps({**rec, "name": train["name"][i]}, ensure_ascii=False) + "\n")
     dstore.card(plain)
     with dstore.open(plain) as ds:
         split = next(iter(ds))
         _assert_same(_records(f"{plain}.croissant.json", split), ds, split)
 
     ours = str(tmp_path / "ours.jsonl")
-    dstore.save({"train": train}, ours)
+    dstore.save({"train": splits["train"]}, ours)
     dstore.card(ours)
     doc = _load(f"{ours}.croissant.json")
-    assert "last line is dstore's schema" in doc["recordSet"][0]["description"]
-    records = _records(f"{ours}.croissant.json", "train")
+    assert "dstore's schema" not in doc["recordSet"][0]["description"]
     with dstore.open(ours) as ds:
-        _assert_same(records[:-1], ds, "train")
-    assert all(v is None for v in records[-1].values())
+        _assert_same(_records(f"{ours}.croissant.json", "train"), ds, "train")
+
+    folder = tmp_path / "splits"
+    folder.mkdir()
+    for name, fields in splits.items():
+        dstore.save({name: fields}, str(folder / f"{name}.jsonl"))
+    assert main(["card", str(folder)]) == 0
+    card = str(folder / "croissant.json")
+    assert not mlc.Dataset(jsonld=card).metadata.ctx.issues.errors
+    with dstore.open(str(folder)) as ds:
+        assert sorted(ds) == sorted(splits) and "source" in ds["test"]
+        for split in ds:
+            _assert_same(_records(card, split), ds, split)  # "source" too: the file's name
+
+
+def test_json_lines_written_before_read_as_they_were(tmp_path, source):
+    """A JSON Lines file as dstore wrote it before (its schema alone on the last line)
+    reads back exactly, is described with that line named (mlcroissant yields it as a
+    last record of nulls), and takes an append; a file of several splits has no
+    extractable source (mlcroissant cannot select a file's rows)."""
+    splits = _eighths(source)
+    new = tmp_path / "new.jsonl"
+    dstore.save(splits, str(new))
+    *records, last = new.read_text(encoding="utf-8").splitlines()
+    record, member = last.split(', "dstore:schema": ', 1)
+    old = tmp_path / "old.jsonl"
+    lines = [*records, record + "}", '{"dstore:schema": ' + member]
+    old.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with dstore.open(str(new)) as a, dstore.open(str(old)) as b:
+        for split in a:
+            for name in a[split]:
+                assert np.array_equal(np.asarray(a[split][name][:]), np.asarray(b[split][name][:]))
+    assert main(["verify", str(new), str(old)]) == 0
+    doc = _load(dstore.card(str(old)).written[0])
+    assert all("last line is dstore's schema" in rs["description"] for rs in doc["recordSet"])
+    assert all("extract" not in f["source"] for rs in doc["recordSet"] for f in rs["field"])
+
+    one = tmp_path / "one.jsonl"
+    dstore.save({"train": splits["train"]}, str(one))
+    *records, last = one.read_text(encoding="utf-8").splitlines()
+    record, member = last.split(', "dstore:schema": ', 1)
+    one.write_text("\n".join([*records, record + "}", '{"dstore:schema": ' + member]) + "\n")
+    dstore.card(str(one))
+    got = _records(f"{one}.croissant.json", "train")
+    with dstore.open(str(one)) as ds:
+        _assert_same(got[:-1], ds, "train")
+    assert all(v is None for v in got[-1].values())
+    dstore.convert(str(new), str(one), append=True)  # rewritten as files are written now
+    with dstore.open(str(one)) as ds:
+        assert ds["train"].count == 2 * len(splits["train"]["label"])
+    assert '"dstore:schema"' not in one.read_text().splitlines()[-1][:20]
 
 
 def test_write_time_card_states_the_cast_error_measured_on_every_value(tmp_path, source):
@@ -364,84 +398,3 @@ def test_an_append_rewrites_the_cards_with_its_version(tmp_path, source):
     after = _load(os.path.join(out, "croissant.json"))
     after.pop("datePublished", None), before.pop("datePublished", None)
     assert after == before
-
-
-def _zarr_lists_quietly(store: str) -> dict[str, np.ndarray]:
-    """Every array of the store as zarr-python users list and read it, with any warning
-    an error (zarr warns of each file in a store that is no node, when it lists)."""
-    import warnings
-
-    zarr = pytest.importorskip("zarr")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        group = zarr.open_group(store, mode="r")
-        found = dict(group.members(max_depth=None))
-        assert [name for name, _ in group.groups()] == sorted(n for n in found if "/" not in n)
-        return {k: v[:] for k, v in found.items() if isinstance(v, zarr.Array)}
-
-
-def test_a_zarr_store_holds_its_card_and_zarr_lists_it_quietly(tmp_path, source):
-    """A zarr store is written with croissant.json in it, and zarr-python lists and reads
-    the store without a warning (the root's consolidated metadata lists its nodes), also
-    after an append grew its arrays; dstore reads the arrays as their own metadata says,
-    whatever the listing says."""
-    import zarr
-
-    out = str(tmp_path / "out.zarr")
-    dstore.convert(source, out, dtype="feat=float16")
-    card = os.path.join(out, "croissant.json")
-    doc = _load(card)
-    assert not mlc.Dataset(jsonld=card).metadata.ctx.issues.errors
-    assert {d["encodingFormat"] for d in doc["distribution"] if d["@type"] == "cr:FileSet"} == {
-        get_codec_class("zarr").media_type
-    }
-    assert "datePublished" not in doc and doc["version"] == "1.0.0"
-    dstore.convert(source, out, append=True, append_again=True)
-    arrays = _zarr_lists_quietly(out)
-    with dstore.open(out) as ds:
-        assert arrays["train/label"].tolist() == ds["train"]["label"][:].tolist()
-        assert len(arrays["train/label"]) == ds["train"].count == 24
-        assert np.array_equal(arrays["test/feat"], ds["test"]["feat"][:])
-    doc = _load(card)  # rewritten by the append, inside the store
-    assert doc["version"] == "2.0.0" and "Split 'train': 24 records." in json.dumps(doc)
-    assert not os.path.exists(out + ".croissant.json")
-    # a listing that lies (one array's shape): zarr users get what it says, dstore what
-    # the array's own metadata says
-    with open(os.path.join(out, "zarr.json")) as f:
-        root = json.load(f)
-    root["consolidated_metadata"]["metadata"]["train/label"]["shape"] = [2]
-    with open(os.path.join(out, "zarr.json"), "w") as f:
-        json.dump(root, f)
-    assert zarr.open_group(out, mode="r")["train/label"].shape == (2,)
-    with dstore.open(out) as ds:
-        assert ds["train"]["label"][:].tolist() == arrays["train/label"].tolist()
-    dstore.convert(source, out, overwrite=True)  # its own card is no foreign file
-    assert _load(card)["version"] == "1.0.0"
-
-
-def test_a_zarr_store_written_before_gets_its_card_inside(tmp_path, source):
-    """'dstore card' on a store dstore wrote before stores had their listing: the listing
-    is added (no value changes) and the card goes inside, keeping what its earlier card
-    beside the store was given; a zarr store dstore did not write is never changed: its
-    card goes beside it."""
-    import zarr
-
-    out = tmp_path / "old.zarr"
-    dstore.convert(source, str(out), card=False)
-    root = json.loads((out / "zarr.json").read_text())
-    del root["consolidated_metadata"]  # as stores were written before
-    (out / "zarr.json").write_text(json.dumps(root))
-    assert main(["card", str(out), "--out", f"{out}.croissant.json", "--license", "mit"]) == 0
-    assert main(["card", str(out)]) == 0
-    assert _load(out / "croissant.json")["license"] == "mit"
-    _zarr_lists_quietly(str(out))
-    assert main(["verify", source, str(out)]) == 0
-    assert not [p for p in os.listdir(tmp_path) if "dstore-append" in p]
-
-    theirs = tmp_path / "theirs.zarr"
-    group = zarr.open_group(str(theirs), mode="w")
-    group.create_array("x", shape=(3, 2), dtype="f4")[:] = np.arange(6).reshape(3, 2)
-    before = (theirs / "zarr.json").read_bytes()
-    assert dstore.card(str(theirs)).written == [f"{theirs}.croissant.json"]
-    assert (theirs / "zarr.json").read_bytes() == before
-    assert sorted(os.listdir(theirs)) == ["x", "zarr.json"]

@@ -216,6 +216,13 @@ class Codec(ABC):
         return True
 
     @classmethod
+    def trailing_lines(cls, path: str) -> int:
+        """Lines at the end of the data file at ``path`` that hold no record though a
+        reader of its lines as records (pandas, mlcroissant) takes them for one; a card
+        says so. 0 for a format whose files are no lines of records."""
+        return 0
+
+    @classmethod
     def frame_files(cls, path: str, follow_links: bool = False) -> list[str]:
         """The files of this format at ``path`` (a file, a folder, a glob) that
         :meth:`frame_lengths` indexes, none linked in from outside the folder unless
