@@ -216,14 +216,20 @@ def test_cli_one_line_exit_2_nothing_written(tmp_path: Any) -> None:
 
 
 def test_dstore_output_is_plain_json_lines(tmp_path: Any) -> None:
-    """Every line of a .jsonl output parses alone; the last one is dstore's schema."""
+    """Every line of a .jsonl output parses alone and is a record: dstore's schema is one
+    more member of the last (pandas reads exactly the records, and a column of it)."""
+    pd = pytest.importorskip("pandas")
     dstore.save(
         {"x": np.arange(4, dtype=np.int16), "s": ["a", "b", "c", "d"]}, tmp_path / "o.jsonl"
     )
     lines = (tmp_path / "o.jsonl").read_text().splitlines()
     objs = [json.loads(line) for line in lines]
-    assert objs[:4] == [{"x": i, "s": c} for i, c in enumerate("abcd")]
-    assert list(objs[4]) == ["dstore:schema"]
+    assert len(objs) == 4 and list(objs[3]) == ["x", "s", "dstore:schema"]
+    assert [{k: o[k] for k in ("x", "s")} for o in objs] == [
+        {"x": i, "s": c} for i, c in enumerate("abcd")
+    ]
+    frame = pd.read_json(tmp_path / "o.jsonl", lines=True)
+    assert frame["x"].tolist() == [0, 1, 2, 3] and frame["s"].tolist() == list("abcd")
     with dstore.open(tmp_path / "o.jsonl") as ds:
         assert ds["data"]["x"].dtype == np.int16  # the schema keeps what JSON cannot say
 
