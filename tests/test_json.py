@@ -280,3 +280,19 @@ def test_nan_payloads_and_complex_bit_exact(tmp_path: Any, ext: str, dtype: str)
         assert [r.tobytes() for r in rows] == [
             r.astype(g.dtype).tobytes() for r, g in zip(ragged, rows, strict=True)
         ]
+
+
+def test_a_json_document_under_a_jsonl_name_says_what_it_is(tmp_path: Any, tiles) -> None:
+    """``--to json`` under a ``.jsonl`` name writes one JSON document: reading the file by
+    its name (JSON Lines) says so and how to read it, and reading it as JSON gives the data."""
+    x, y = tiles
+    src = str(tmp_path / "d.npz")
+    np.savez(src, x_train=x[:6], y_train=y[:6])
+    out = str(tmp_path / "d.jsonl")
+    dstore.convert(src, out, to="json")
+    with pytest.raises(CodecIOError) as e:
+        dstore.open(out)
+    assert "\n" not in str(e.value) and "d.jsonl, line 1" in str(e.value)
+    assert "format 'json'" in str(e.value)
+    with dstore.open(out, format="json") as ds:
+        np.testing.assert_array_equal(ds["train"]["x"][:], x[:6])

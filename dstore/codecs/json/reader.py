@@ -196,6 +196,12 @@ class JsonReader(Reader):
             except JsonRangeError as e:
                 raise CodecIOError(f"{self.path}, line {n}: {e}") from None
             except ValueError as e:
+                if not records and line.strip() in (b"{", b"["):
+                    # e.g. written with --to json under a .jsonl name: say what it is
+                    raise CodecIOError(
+                        f"{self.path}, line {n}: {line.strip().decode()!r} opens one JSON "
+                        "document, not a JSON Lines record: read the file as format 'json'"
+                    ) from None
                 raise _parse_error(self.path, e, n) from None
             if not isinstance(obj, dict):
                 raise SchemaError(f"{self.path}, line {n}: {_type_name(obj)}, not an object")
