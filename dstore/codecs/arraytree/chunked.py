@@ -10,7 +10,7 @@ import numpy as np
 from ...abc import RANGE_BYTES, Reader, checked_indexes, even_ranges, runs_of, take_records
 from ...errors import CodecIOError, DstoreError, SchemaError
 from ...limits import env_limit
-from ...model import Column, Kind, Tensor, concat_columns
+from ...model import Column, Kind, Tensor, concat_columns, take_column
 from ...model.attrs import encode_all, with_groups
 from ...model.keys import ROOT_SPLITS_ATTR, stored_paths
 from ...model.schema import Batch, FieldSpec, Schema, SplitSpec
@@ -35,6 +35,11 @@ MAX_CHUNK_BYTES = 1 << 30
 #: (zarr reads a missing chunk as the fill value: a 1 kB store can declare 10**15
 #: records). Raise it by setting this, or ``DSTORE_MAX_FILL_BYTES`` (which wins).
 MAX_FILL_BYTES = 1 << 30
+
+
+#: decoded bytes of a field's records between the first and last asked that a read at
+#: positions fetches in one slice (small fields: a call per run costs more than the bytes)
+SPAN_BYTES = 4 * 1024 * 1024
 
 
 def max_chunk_bytes() -> int:
@@ -260,12 +265,16 @@ class ArrayTreeReader(Reader):
         idx = checked_indexes(indexes, spec.count, f"split {split!r}")
         wanted = np.unique(idx)
         runs = runs_of(wanted)
-        cols = {
-            name: concat_columns(
-                spec.fields[name].kind, [self._field(spec, name, a, b) for a, b in runs]
-            )
-            for name in names
-        }
+        cols = {}
+        for name in names:
+            field = spec.fields[name]
+            lo, hi = (int(wanted[0]), int(wanted[-1]) + 1) if len(wanted) else (0, 0)
+            if len(runs) > 1 and (hi - lo) * field.record_bytes <= SPAN_BYTES:
+                # small records (labels, ids): one read of their span, not one per run
+                cols[name] = take_column(self._field(spec, name, lo, hi), wanted - lo)
+                continue
+            parts = [self._field(spec, name, a, b) for a, b in runs]
+            cols[name] = concat_columns(field.kind, parts)
         return take_records(cols, wanted, idx)
 
     def _field(self, spec: SplitSpec, name: str, start: int, stop: int) -> Column:
