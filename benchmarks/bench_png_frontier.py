@@ -230,11 +230,14 @@ def time_per_tile(encode: Encoder, tiles: list[np.ndarray]) -> tuple[float, list
 def oracle_mix(fast: tuple[float, list[int]], small: tuple[float, list[int]], tf_bytes: int):
     """The fewest tiles that must take the smaller encoder (those it shrinks most, known
     only by running both) for the mix to write <= 1.12x TF's bytes: (fraction, time per
-    tile of running the fast one on every tile and the other on those, size vs TF), or None."""
+    tile of running the fast one on every tile and the other on those, size vs TF), or None
+    (also when the fast one alone is small enough)."""
     (t_fast, fast_sizes), (t_small, small_sizes) = fast, small
     gain = np.sort(np.subtract(fast_sizes, small_sizes))[::-1]
     need = sum(fast_sizes) - 1.12 * tf_bytes
-    k = int(np.searchsorted(np.cumsum(gain), need)) + 1 if need > 0 else 0
+    if need <= 0:  # the fast one alone is small enough: no mix to estimate
+        return None
+    k = int(np.searchsorted(np.cumsum(gain), need)) + 1
     if k > len(gain):
         return None
     frac = k / len(gain)
