@@ -160,3 +160,54 @@ def client():
         distributed.Client(cluster) as c,
     ):
         yield c
+
+
+def _close_s3fs_sessions(s3fs) -> None:
+    """Close s3fs's HTTP sessions while their event loop runs (else aiohttp warns at exit)."""
+    from fsspec.asyn import sync
+
+    for inst in list(s3fs.S3FileSystem._cache.values()):
+        client = getattr(inst, "_s3", None)
+        loop = getattr(inst, "loop", None)
+        if client is not None and loop is not None and loop.is_running():
+            sync(loop, client.close)
+            inst._s3 = None
+
+
+@pytest.fixture(scope="module")
+def moto_s3(request):
+    """A moto S3 server on loopback for one test module, with the module's ``BUCKET``
+    made: ``{"fs": S3FileSystem, "server": ThreadedMotoServer, "port": int}``. The AWS
+    variables point at it for the module's tests and are restored after."""
+    s3fs = pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem()
+    fs.mkdir(request.module.BUCKET)
+    state = {"fs": fs, "server": server, "port": port}
+    try:
+        yield state
+    finally:
+        _close_s3fs_sessions(s3fs)
+        state["server"].stop()  # a test may have restarted it
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        s3fs.S3FileSystem.clear_instance_cache()
