@@ -3,15 +3,18 @@
 Run by bench_shuffle.py with the Python of the environment each peer needs
 (MosaicML streaming and litdata import torchvision, which needs torch's default
 CUDA build here: ``--peers-python``; Grain, webdataset and Hugging Face
-``datasets`` run in dstore's own). Nothing here imports dstore's readers: the
-only part of dstore used is its PNG decoder, so that every reader decodes the
-same PNG bytes with the same function (``--decoder pil`` uses PIL instead).
+``datasets`` run in dstore's own). Nothing here uses dstore's readers: the
+parts of dstore used are its PNG decoder, so that every reader decodes the same
+PNG bytes with the same function (``--decoder pil`` uses PIL instead), and, for
+Grain's tf.train.Example records, its Example wire parser.
 
     python _shuffle_peers.py write mds|litdata WEBDATASET_DIR OUT
+    python _shuffle_peers.py write hf PARQUET_DIR -
     python _shuffle_peers.py read PEER PATH [--workers 2] [--batch 64] [--seed 1]
 
 ``write`` copies the PNG bytes, label and position ``k`` of every record of
-dstore's WebDataset tars into the peer's own format with the peer's own writer;
+dstore's WebDataset tars into the peer's own format with the peer's own writer
+(``hf``: ``load_dataset`` converts dstore's Parquet files into its Arrow cache);
 ``read`` prints one line ``RESULT {"seconds", "first", "order"}``: the epoch's
 seconds from building the dataset to the last batch (imports excluded), the
 seconds to the first batch, and the ``k`` of each record in the order delivered.
@@ -31,8 +34,6 @@ import time
 import numpy as np
 
 PEERS = ("mds", "litdata", "grain", "webdataset", "hf")
-#: the peers that need torchvision (run with --peers-python)
-TORCHVISION_PEERS = ("mds", "litdata")
 
 
 def decoder(name: str):
