@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+import dstore
 from dstore.demo import photo_tiles
 from dstore.testing import photo_features
 
@@ -211,3 +212,26 @@ def moto_s3(request):
             else:
                 os.environ[k] = v
         s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture(scope="module")
+def card_source(tmp_path_factory, tiles, features) -> str:
+    """The cards' tests' source (test_card*.py): real photo tiles, their features
+    (float32), labels, names and boxes (ragged) as npz, in splits train and test."""
+    x, _ = tiles
+    feats, labels = features
+    rng = np.random.default_rng(0)
+
+    def split(lo: int, hi: int) -> dict[str, object]:
+        n = hi - lo
+        return {
+            "image": x[lo:hi, :32, :32],
+            "feat": feats[lo:hi, :8].astype(np.float32),
+            "label": labels[lo:hi].astype(np.int64),
+            "name": np.array([f"tile {i}: é" for i in range(lo, hi)]),
+            "boxes": [rng.random((1 + i % 3, 4)).astype(np.float32) for i in range(n)],
+        }
+
+    path = str(tmp_path_factory.mktemp("src") / "src.npz")
+    dstore.save({"train": split(0, 12), "test": split(12, 16)}, path)
+    return path
