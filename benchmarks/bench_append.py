@@ -25,7 +25,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shutil
@@ -41,7 +40,7 @@ from _harness import label_maker_npz, machine, table, write_report
 
 import dstore
 from dstore.errors import AppendError
-from dstore.testing import file_digests
+from dstore.testing import append_leftovers, file_digests
 
 EXT = {
     "tfrecord": ".tfrecords",
@@ -206,24 +205,6 @@ def _keys(dst: str) -> list[int]:
         return [int(k) for k in ds["train"]["key"][:]]
 
 
-def leftovers(dst: str) -> list[str]:
-    """What a killed append could leave: pending folders, lock or claim files, zarr
-    temporaries and its growing mark."""
-    parent, base = os.path.split(dst)
-    found = [n for n in os.listdir(parent) if n.startswith(f".{base}.dstore")]
-    versions = os.path.join(dst, ".dstore-versions")
-    if os.path.isdir(versions):
-        found += [n for n in os.listdir(versions) if n.startswith("pending-")]
-    for root, _, files in os.walk(dst):
-        found += [os.path.join(root, n) for n in files if n.endswith(".partial")]
-    meta = os.path.join(dst, "zarr.json")
-    if os.path.isfile(meta):
-        with open(meta) as f:
-            if "dstore_appending" in json.load(f).get("attributes", {}):
-                found.append("zarr.json: dstore_appending")
-    return found
-
-
 #: an append in a child process: "READY" once imported, then the append's own seconds
 CHILD = """
 import sys, time
@@ -289,7 +270,7 @@ def _sweep(tmp: str, fmt: str, kills: int, rng: random.Random) -> dict:
         _retry(src, dst)
         expected += keys.tolist()
         out["damaged"] += _keys(dst) != expected
-        out["leftovers"] += len(leftovers(dst))
+        out["leftovers"] += len(append_leftovers(dst))
     shutil.rmtree(dst)
     return out
 

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+import dstore
 from dstore.demo import photo_tiles
 from dstore.testing import photo_features
 
@@ -160,3 +161,77 @@ def client():
         distributed.Client(cluster) as c,
     ):
         yield c
+
+
+def _close_s3fs_sessions(s3fs) -> None:
+    """Close s3fs's HTTP sessions while their event loop runs (else aiohttp warns at exit)."""
+    from fsspec.asyn import sync
+
+    for inst in list(s3fs.S3FileSystem._cache.values()):
+        client = getattr(inst, "_s3", None)
+        loop = getattr(inst, "loop", None)
+        if client is not None and loop is not None and loop.is_running():
+            sync(loop, client.close)
+            inst._s3 = None
+
+
+@pytest.fixture(scope="module")
+def moto_s3(request):
+    """A moto S3 server on loopback for one test module, with the module's ``BUCKET``
+    made: ``{"fs": S3FileSystem, "server": ThreadedMotoServer, "port": int}``. The AWS
+    variables point at it for the module's tests and are restored after."""
+    s3fs = pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem()
+    fs.mkdir(request.module.BUCKET)
+    state = {"fs": fs, "server": server, "port": port}
+    try:
+        yield state
+    finally:
+        _close_s3fs_sessions(s3fs)
+        state["server"].stop()  # a test may have restarted it
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture(scope="module")
+def card_source(tmp_path_factory, tiles, features) -> str:
+    """The cards' tests' source (test_card*.py): real photo tiles, their features
+    (float32), labels, names and boxes (ragged) as npz, in splits train and test."""
+    x, _ = tiles
+    feats, labels = features
+    rng = np.random.default_rng(0)
+
+    def split(lo: int, hi: int) -> dict[str, object]:
+        n = hi - lo
+        return {
+            "image": x[lo:hi, :32, :32],
+            "feat": feats[lo:hi, :8].astype(np.float32),
+            "label": labels[lo:hi].astype(np.int64),
+            "name": np.array([f"tile {i}: é" for i in range(lo, hi)]),
+            "boxes": [rng.random((1 + i % 3, 4)).astype(np.float32) for i in range(n)],
+        }
+
+    path = str(tmp_path_factory.mktemp("src") / "src.npz")
+    dstore.save({"train": split(0, 12), "test": split(12, 16)}, path)
+    return path

@@ -10,8 +10,6 @@ folder, no lock file, no zarr temporaries or growing mark).
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import signal
 import time
@@ -20,6 +18,7 @@ import numpy as np
 import pytest
 
 import dstore
+from dstore.testing import append_leftovers
 
 # The whole module is slow: SIGKILLs appends at random moments, five formats (~1 min).
 pytestmark = pytest.mark.slow
@@ -40,25 +39,6 @@ SMALL = {
     "arrayrecord": ["-o", "shard_mb=0.3"],
     "zarr": ["-o", "chunk_mb=0.1"],
 }
-
-
-def leftovers(dst: str) -> list[str]:
-    """What a killed append could leave: pending folders, the lock file, zarr temporaries
-    and the growing mark."""
-    found = []
-    parent, base = os.path.split(dst)
-    found += [n for n in os.listdir(parent) if n.startswith(f".{base}.dstore")]
-    versions = os.path.join(dst, ".dstore-versions")
-    if os.path.isdir(versions):
-        found += [n for n in os.listdir(versions) if n.startswith("pending-")]
-    for root, _, files in os.walk(dst):
-        found += [os.path.join(root, n) for n in files if n.endswith(".partial")]
-    meta = os.path.join(dst, "zarr.json")
-    if os.path.isfile(meta):
-        with open(meta) as f:
-            if "dstore_appending" in json.load(f).get("attributes", {}):
-                found.append("zarr.json: dstore_appending")
-    return found
 
 
 def _keys(dst: str) -> list[int]:
@@ -109,4 +89,4 @@ def test_sigkill_during_appends(tmp_path, tiles, stepped, fmt):
         assert dstore.api.check(dst).ok, (fmt, attempt)
     assert _keys(dst) == expected
     assert dstore.api.check(dst).ok
-    assert leftovers(dst) == []
+    assert append_leftovers(dst) == []

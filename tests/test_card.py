@@ -17,7 +17,7 @@ import pytest
 import dstore
 from dstore.bench.report import save_report
 from dstore.cli import main
-from dstore.registry import available_codecs, codec_names, default_extension, get_codec_class
+from dstore.registry import available_codecs, codec_names, default_extension
 
 mlc = pytest.importorskip("mlcroissant")
 datasets = pytest.importorskip("datasets")
@@ -26,25 +26,8 @@ FORMATS = [n for n in codec_names() if available_codecs()[n] is None]
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory, tiles, features) -> str:
-    """Real photo tiles, their features (float32), labels, names and boxes (ragged) as npz."""
-    x, _ = tiles
-    feats, labels = features
-    rng = np.random.default_rng(0)
-
-    def split(lo: int, hi: int) -> dict[str, object]:
-        n = hi - lo
-        return {
-            "image": x[lo:hi, :32, :32],
-            "feat": feats[lo:hi, :8].astype(np.float32),
-            "label": labels[lo:hi].astype(np.int64),
-            "name": np.array([f"tile {i}: é" for i in range(lo, hi)]),
-            "boxes": [rng.random((1 + i % 3, 4)).astype(np.float32) for i in range(n)],
-        }
-
-    path = str(tmp_path_factory.mktemp("src") / "src.npz")
-    dstore.save({"train": split(0, 12), "test": split(12, 16)}, path)
-    return path
+def source(card_source) -> str:
+    return card_source
 
 
 def _load(path: str | os.PathLike[str]) -> dict:
@@ -61,9 +44,9 @@ def _sha256(path: str) -> str:
 def test_every_format_is_described_and_mlcroissant_accepts_it(tmp_path, source, fmt):
     out = str(tmp_path / f"out{default_extension(fmt)}")
     dstore.convert(source, out, to=fmt, dtype="feat=float16")
-    beside = get_codec_class(fmt).card_beside or not os.path.isdir(out)
+    beside = not os.path.isdir(out)
     path = out + ".croissant.json" if beside else os.path.join(out, "croissant.json")
-    if not beside:  # a folder output is written with its card, valid as it is
+    if not beside:  # a folder output (a zarr store too) is written with its card, valid
         assert not mlc.Dataset(jsonld=path).metadata.ctx.issues.errors
         assert "datePublished" not in _load(path)  # its bytes: the data's and options' only
     else:
@@ -136,40 +119,91 @@ def test_parquet_records_read_by_mlcroissant_are_the_datasets(tmp_path, source, 
             _assert_same(_records(os.path.join(out, "croissant.json"), split), ds, split)
 
 
-def test_json_lines_records_read_by_mlcroissant_are_the_files(tmp_path, source):
-    """A JSON Lines file of records is read by mlcroissant record for record; one dstore
-    wrote ends with its schema line, which the record set's description names and
-    mlcroissant yields as a last record of nulls.
-
-    pandas, which mlcroissant reads JSON Lines with, parses a float64 decimal to within
-    one unit in the last place (0.029296875 as 0.029296875000000003): the plain file's
-    features are eighths, which every parser reads exactly; dstore's file says float32."""
+def _eighths(source: str) -> dict[str, dict[str, object]]:
+    """Features, labels and names per split; the features in eighths, which every JSON
+    parser reads exactly (pandas, which mlcroissant reads JSON Lines with, parses a
+    float64 decimal to within one unit in the last place)."""
     with dstore.open(source) as ds:
-        train = {n: ds["train"][n][:] for n in ("feat", "label", "name")}
-    train["feat"] = np.round(train["feat"] * 64) / 8
+        out = {s: {n: ds[s][n][:] for n in ("feat", "label", "name")} for s in ds}
+    for split in out.values():
+        split["feat"] = np.round(split["feat"] * 64) / 8
+    return out
+
+
+def test_json_lines_records_read_by_mlcroissant_are_the_files(tmp_path, source):
+    """mlcroissant yields a JSON Lines dataset's records exactly, in order, split by split:
+    a file of records, a file dstore wrote (its schema rides on the last record: no
+    record of nulls), and several splits, one file each, read as one dataset (the
+    ``source`` field is each record's file)."""
+    splits = _eighths(source)
     plain = tmp_path / "plain.jsonl"
     with open(plain, "w", encoding="utf-8") as f:
+        train = splits["train"]
         for i in range(len(train["label"])):
-            rec = {
-                "feat": train["feat"][i].tolist(),
-                "label": int(train["label"][i]),
-                "name": train["name"][i],
-            }
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            rec = {n: np.asarray(train[n][i]).tolist() for n in ("feat", "label")}
+            f.write(json.dumps({**rec, "name": train["name"][i]}, ensure_ascii=False) + "\n")
     dstore.card(plain)
     with dstore.open(plain) as ds:
         split = next(iter(ds))
         _assert_same(_records(f"{plain}.croissant.json", split), ds, split)
 
     ours = str(tmp_path / "ours.jsonl")
-    dstore.save({"train": train}, ours)
+    dstore.save({"train": splits["train"]}, ours)
     dstore.card(ours)
     doc = _load(f"{ours}.croissant.json")
-    assert "last line is dstore's schema" in doc["recordSet"][0]["description"]
-    records = _records(f"{ours}.croissant.json", "train")
+    assert "dstore's schema" not in doc["recordSet"][0]["description"]
     with dstore.open(ours) as ds:
-        _assert_same(records[:-1], ds, "train")
-    assert all(v is None for v in records[-1].values())
+        _assert_same(_records(f"{ours}.croissant.json", "train"), ds, "train")
+
+    folder = tmp_path / "splits"
+    folder.mkdir()
+    for name, fields in splits.items():
+        dstore.save({name: fields}, str(folder / f"{name}.jsonl"))
+    assert main(["card", str(folder)]) == 0
+    card = str(folder / "croissant.json")
+    assert not mlc.Dataset(jsonld=card).metadata.ctx.issues.errors
+    with dstore.open(str(folder)) as ds:
+        assert sorted(ds) == sorted(splits) and "source" in ds["test"]
+        for split in ds:
+            _assert_same(_records(card, split), ds, split)  # "source" too: the file's name
+
+
+def test_json_lines_written_before_read_as_they_were(tmp_path, source):
+    """A JSON Lines file as dstore wrote it before (its schema alone on the last line)
+    reads back exactly, is described with that line named (mlcroissant yields it as a
+    last record of nulls), and takes an append; a file of several splits has no
+    extractable source (mlcroissant cannot select a file's rows)."""
+    splits = _eighths(source)
+    new = tmp_path / "new.jsonl"
+    dstore.save(splits, str(new))
+    *records, last = new.read_text(encoding="utf-8").splitlines()
+    record, member = last.split(', "dstore:schema": ', 1)
+    old = tmp_path / "old.jsonl"
+    lines = [*records, record + "}", '{"dstore:schema": ' + member]
+    old.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with dstore.open(str(new)) as a, dstore.open(str(old)) as b:
+        for split in a:
+            for name in a[split]:
+                assert np.array_equal(np.asarray(a[split][name][:]), np.asarray(b[split][name][:]))
+    assert main(["verify", str(new), str(old)]) == 0
+    doc = _load(dstore.card(str(old)).written[0])
+    assert all("last line is dstore's schema" in rs["description"] for rs in doc["recordSet"])
+    assert all("extract" not in f["source"] for rs in doc["recordSet"] for f in rs["field"])
+
+    one = tmp_path / "one.jsonl"
+    dstore.save({"train": splits["train"]}, str(one))
+    *records, last = one.read_text(encoding="utf-8").splitlines()
+    record, member = last.split(', "dstore:schema": ', 1)
+    one.write_text("\n".join([*records, record + "}", '{"dstore:schema": ' + member]) + "\n")
+    dstore.card(str(one))
+    got = _records(f"{one}.croissant.json", "train")
+    with dstore.open(str(one)) as ds:
+        _assert_same(got[:-1], ds, "train")
+    assert all(v is None for v in got[-1].values())
+    dstore.convert(str(new), str(one), append=True)  # rewritten as files are written now
+    with dstore.open(str(one)) as ds:
+        assert ds["train"].count == 2 * len(splits["train"]["label"])
+    assert '"dstore:schema"' not in one.read_text().splitlines()[-1][:20]
 
 
 def test_write_time_card_states_the_cast_error_measured_on_every_value(tmp_path, source):
@@ -273,9 +307,7 @@ def test_bfloat16_and_int8_fields_say_how_they_are_stored(tmp_path, source, ext,
     pytest.importorskip("ml_dtypes")
     out = str(tmp_path / f"out{ext}")
     dstore.convert(source, out, dtype=["feat=bfloat16", "boxes=int8"])
-    written = os.path.join(out, "croissant.json")
-    when_written = os.path.exists(written)  # not for zarr: it lists every file of its store
-    path = written if when_written else dstore.card(out).written[0]
+    path = os.path.join(out, "croissant.json")  # written with the conversion
     doc = _load(path)
     mlc.Dataset(jsonld=path)
     fields = {f["name"]: f for f in doc["recordSet"][0]["field"]}
@@ -286,11 +318,9 @@ def test_bfloat16_and_int8_fields_say_how_they_are_stored(tmp_path, source, ext,
     lines = {p.split(":", 1)[0]: p for p in doc["rai:dataPreprocessingProtocol"]}
     assert "-> " not in lines["feat"]  # a precision encoding, not a plain cast
     assert "bfloat16" in lines["feat"] and "int8" in lines["boxes"]
-    if when_written:  # the conversion measured both on every value
-        assert "every value, measured against the source when written" in lines["feat"]
-        assert "every value, measured against the source when written" in lines["boxes"]
-    else:
-        assert "error not measured" in lines["feat"]
+    # the conversion measured both on every value
+    assert "every value, measured against the source when written" in lines["feat"]
+    assert "every value, measured against the source when written" in lines["boxes"]
 
 
 def test_card_on_the_command_line(tmp_path, source, capsys):

@@ -85,6 +85,7 @@ def test_every_keyword_of_convert_lands_in_its_job(monkeypatch: Any, tmp_path: A
         "append_again": True,
         "version": 3,
         "observe": _Observer(),
+        "shuffle_seed": 7,
     }
     params = inspect.signature(dstore.convert).parameters
     assert set(params) - {"src", "dst"} == set(given)
@@ -105,6 +106,7 @@ def test_every_keyword_of_convert_lands_in_its_job(monkeypatch: Any, tmp_path: A
     assert job.client == "tcp://nowhere:1" and job.layout == "tf-classification"
     assert job.card is False
     assert job.observe is given["observe"]
+    assert job.shuffle_seed == 7
     # dtype as text goes through the same parser as before
     text = ConvertJob.build(dtype=["float16", "x=keep"], on_overflow="clip").policy
     assert text == DtypePolicy("float16", {"x": "keep"}, "clip")

@@ -216,14 +216,20 @@ def test_cli_one_line_exit_2_nothing_written(tmp_path: Any) -> None:
 
 
 def test_dstore_output_is_plain_json_lines(tmp_path: Any) -> None:
-    """Every line of a .jsonl output parses alone; the last one is dstore's schema."""
+    """Every line of a .jsonl output parses alone and is a record: dstore's schema is one
+    more member of the last (pandas reads exactly the records, and a column of it)."""
+    pd = pytest.importorskip("pandas")
     dstore.save(
         {"x": np.arange(4, dtype=np.int16), "s": ["a", "b", "c", "d"]}, tmp_path / "o.jsonl"
     )
     lines = (tmp_path / "o.jsonl").read_text().splitlines()
     objs = [json.loads(line) for line in lines]
-    assert objs[:4] == [{"x": i, "s": c} for i, c in enumerate("abcd")]
-    assert list(objs[4]) == ["dstore:schema"]
+    assert len(objs) == 4 and list(objs[3]) == ["x", "s", "dstore:schema"]
+    assert [{k: o[k] for k in ("x", "s")} for o in objs] == [
+        {"x": i, "s": c} for i, c in enumerate("abcd")
+    ]
+    frame = pd.read_json(tmp_path / "o.jsonl", lines=True)
+    assert frame["x"].tolist() == [0, 1, 2, 3] and frame["s"].tolist() == list("abcd")
     with dstore.open(tmp_path / "o.jsonl") as ds:
         assert ds["data"]["x"].dtype == np.int16  # the schema keeps what JSON cannot say
 
@@ -274,3 +280,19 @@ def test_nan_payloads_and_complex_bit_exact(tmp_path: Any, ext: str, dtype: str)
         assert [r.tobytes() for r in rows] == [
             r.astype(g.dtype).tobytes() for r, g in zip(ragged, rows, strict=True)
         ]
+
+
+def test_a_json_document_under_a_jsonl_name_says_what_it_is(tmp_path: Any, tiles) -> None:
+    """``--to json`` under a ``.jsonl`` name writes one JSON document: reading the file by
+    its name (JSON Lines) says so and how to read it, and reading it as JSON gives the data."""
+    x, y = tiles
+    src = str(tmp_path / "d.npz")
+    np.savez(src, x_train=x[:6], y_train=y[:6])
+    out = str(tmp_path / "d.jsonl")
+    dstore.convert(src, out, to="json")
+    with pytest.raises(CodecIOError) as e:
+        dstore.open(out)
+    assert "\n" not in str(e.value) and "d.jsonl, line 1" in str(e.value)
+    assert "format 'json'" in str(e.value)
+    with dstore.open(out, format="json") as ds:
+        np.testing.assert_array_equal(ds["train"]["x"][:], x[:6])

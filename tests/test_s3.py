@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 
@@ -26,54 +25,9 @@ moto_server = pytest.importorskip("moto.server")
 BUCKET = "dstore-test"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _close_sessions(s3fs) -> None:
-    """Close s3fs's HTTP sessions while their event loop runs (else aiohttp warns at exit)."""
-    from fsspec.asyn import sync
-
-    for inst in list(s3fs.S3FileSystem._cache.values()):
-        client = getattr(inst, "_s3", None)
-        loop = getattr(inst, "loop", None)
-        if client is not None and loop is not None and loop.is_running():
-            sync(loop, client.close)
-            inst._s3 = None
-
-
 @pytest.fixture(scope="module")
-def s3():
-    import s3fs
-
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    env = {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    s3fs.S3FileSystem.clear_instance_cache()
-    fs = s3fs.S3FileSystem()
-    fs.mkdir(BUCKET)
-    state = {"fs": fs, "server": server, "port": port}
-    try:
-        yield state
-    finally:
-        _close_sessions(s3fs)
-        state["server"].stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        s3fs.S3FileSystem.clear_instance_cache()
+def s3(moto_s3):
+    return moto_s3
 
 
 @pytest.mark.parametrize("ext", [".tfrecords", ".npz", ".zarr", ".h5"])

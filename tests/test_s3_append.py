@@ -6,7 +6,6 @@ store that is not a folder of shards."""
 from __future__ import annotations
 
 import os
-import socket
 import threading
 
 import numpy as np
@@ -25,38 +24,8 @@ BUCKET = "dstore-append-test"
 
 
 @pytest.fixture(scope="module")
-def s3():
-    import s3fs
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    env = {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    s3fs.S3FileSystem.clear_instance_cache()
-    fs = s3fs.S3FileSystem()
-    fs.mkdir(BUCKET)
-    try:
-        yield fs
-    finally:
-        from test_s3 import _close_sessions
-
-        _close_sessions(s3fs)
-        server.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        s3fs.S3FileSystem.clear_instance_cache()
+def s3(moto_s3):
+    return moto_s3["fs"]
 
 
 def _sources(tmp_path, tiles) -> list[str]:

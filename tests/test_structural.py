@@ -68,8 +68,13 @@ def _npz_with_header(path, header: dict, payload: bytes) -> None:
 def test_npy_header_claiming_huge_or_negative_shapes(tmp_path, shape):
     path = tmp_path / "h.npz"
     _npz_with_header(path, {"descr": "<f8", "fortran_order": False, "shape": shape}, b"\0" * 96)
-    with pytest.raises(dstore.DstoreError):
+    with pytest.raises(dstore.DstoreError) as e:
         read_bounded(path)
+    # one line that names the file, the member and what its header claims
+    message = str(e.value)
+    assert "\n" not in message and "h.npz" in message and "x_train" in message
+    assert str(shape) in message, message
+    assert "free space" not in message
 
 
 @pytest.mark.parametrize(

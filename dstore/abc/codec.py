@@ -127,10 +127,6 @@ class Codec(ABC):
     #: True when an output folder is one the Hugging Face Hub and ``datasets`` read as it
     #: is (Parquet in the Hub's layout): it gets the Hub's ``README.md`` card (dstore.card).
     hub_card: ClassVar[bool] = False
-    #: True when the format's readers take every file in an output folder for part of
-    #: the data (zarr warns of each): its Croissant card goes beside it
-    #: (``PATH.croissant.json``, ``dstore card``), never inside, and not with the conversion.
-    card_beside: ClassVar[bool] = False
     #: Option dataclass; its fields are the ``-o KEY=VALUE`` options.
     Options: ClassVar[type] = type("Options", (), {})
 
@@ -208,6 +204,23 @@ class Codec(ABC):
         folder): ``overwrite=True`` refuses to delete them, ``overwrite="foreign"``
         deletes them too. A single-file format has none."""
         return []
+
+    @classmethod
+    def card_inside(cls, path: str, *, make_room: bool = False) -> bool:
+        """True when a Croissant card (``croissant.json``) may sit in the root of the
+        folder dataset at ``path`` without this format's readers (its own library's
+        included) taking it for data or warning of it; else the card goes beside the
+        folder (``PATH.croissant.json``). ``make_room``: the format may first make it so in
+        a dataset dstore wrote (zarr writes the listing its readers take instead of the
+        folder's), without changing a value it holds."""
+        return True
+
+    @classmethod
+    def trailing_lines(cls, path: str) -> int:
+        """Lines at the end of the data file at ``path`` that hold no record though a
+        reader of its lines as records (pandas, mlcroissant) takes them for one; a card
+        says so. 0 for a format whose files are no lines of records."""
+        return 0
 
     @classmethod
     def frame_files(cls, path: str, follow_links: bool = False) -> list[str]:

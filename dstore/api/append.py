@@ -33,7 +33,7 @@ from ..abc import Codec, Reader
 from ..engine.append import write_next_version
 from ..engine.cast import write_splits
 from ..engine.dtypes import CastStats
-from ..engine.job import ConvertJob
+from ..engine.job import ConvertJob, SourceRef
 from ..engine.rawsize import RawMeter
 from ..engine.run import ShardRun
 from ..errors import AppendConflictError, AppendError, ResumableInterrupt
@@ -59,7 +59,8 @@ from .append_settings import (
     new_record,
     stat_fingerprint,
 )
-from .convert import ConvertReport, _source_ref, write_dataset
+from .convert import ConvertReport, write_dataset
+from .shuffled import shuffled_source
 
 __all__ = ["append_job"]
 
@@ -107,24 +108,34 @@ def _refresh_cards(dst: str, cls: Any) -> None:
 
 
 @contextlib.contextmanager
-def _source(src: str, job: ConvertJob, codec: Codec, layout: str | None) -> Iterator[Reader]:
-    """The source opened as a conversion opens it (layout, decoded images)."""
+def _source(
+    src: str, job: ConvertJob, codec: Codec, layout: str | None
+) -> Iterator[tuple[Reader, SourceRef | None]]:
+    """The source opened as a conversion opens it (shuffled, layout, decoded images),
+    with how a worker reopens it (None: this process sends the records)."""
     mapping = None
     if layout is not None:
         from ..layouts import split_layout_options
 
         mapping, _ = split_layout_options(layout, job.options)
-    with open_reader(
-        src, format=job.from_format, scan_progress=job.scan_progress, **dict(job.src_options)
-    ) as opened:
-        reader: Reader = opened
+    with (
+        open_reader(
+            src, format=job.from_format, scan_progress=job.scan_progress, **dict(job.src_options)
+        ) as opened,
+        shuffled_source(opened, src, job) as (shuffled, ref),
+    ):
+        reader: Reader = shuffled
         if mapping is not None:
             from ..layouts import apply_layout
 
             reader = apply_layout(reader, mapping)
         from ..sources.decoded_images import decoded_for
 
-        yield decoded_for(reader, codec.keeps_encoded_images, job.keep_encoded)
+        # a worker reopens the source without the layout: it is then sent the records
+        yield (
+            decoded_for(reader, codec.keeps_encoded_images, job.keep_encoded),
+            ref if mapping is None else None,
+        )
 
 
 def _size(dst: str) -> int:
@@ -155,9 +166,17 @@ def _append_once(src: str, dst: str, cls: type[Codec], job: ConvertJob) -> Conve
             layout = _layout(dst, job.layout, history)
             if _stores_encoded(stored.schema):  # images kept as they came: so are the new
                 job = job.replace(keep_encoded=True)
-            with _source(src, job, codec, layout) as reader:
+            with _source(src, job, codec, layout) as (reader, ref):
                 report = _append_records(
-                    src, dst, codec, job, stored, history, layout, reader, pending
+                    src,
+                    dst,
+                    codec,
+                    job.replace(source=ref),
+                    stored,
+                    history,
+                    layout,
+                    reader,
+                    pending,
                 )
     except ResumableInterrupt:
         raise  # its finished shards stay in the pending folder for resume=True
@@ -220,14 +239,13 @@ def _append_records(
     record = new_record(
         number, "append", after, added, where, fingerprint, stat, codec, policy, layout
     )
+    if job.shuffle_seed is not None:  # the records this version added, shuffled
+        record["shuffle_seed"] = job.shuffle_seed
     after.versions = [*history, record]
     meter = RawMeter(reader)
     work = job.replace(policy=policy, sources=[src, *getattr(reader, "inputs", ())])
     run: ShardRun | None = None
     if pending is not None:
-        work = work.replace(
-            source=_source_ref(src, job.from_format, job.src_options) if layout is None else None
-        )
         run = write_next_version(meter, codec, incoming, after, work, pending)
         stats = run.stats
     elif codec.appends_in_place:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..abc import Codec, Reader
 from ..engine.cast import BatchObserver, Progress, cast_batches, write_splits
 from ..engine.dtypes import CastStats, DtypePolicy, OnOverflow
-from ..engine.job import ConvertJob, SourceRef
+from ..engine.job import ConvertJob
 from ..engine.rawsize import RawMeter
 from ..errors import CodecIOError, DstoreError, MissingDependencyError, OptionError, UsageError
 from ..model import concat_columns
@@ -28,6 +28,7 @@ from ..output import Overwrite, atomic_output, is_url, path_size, upload_output,
 from ..registry import infer_codec
 from ..sources.opening import codec_for, open_reader, size_or_zero
 from ._text import fmt_bytes
+from .shuffled import shuffled_source
 
 if TYPE_CHECKING:
     # imported where a sharded format is written: an npz or HDF5 output never needs them
@@ -264,6 +265,7 @@ def convert(
     append_again: bool = False,
     version: int | None = None,
     observe: BatchObserver | None = None,
+    shuffle_seed: int | None = None,
 ) -> ConvertReport:
     """Convert ``src`` to ``dst``, streaming, with an optional dtype policy.
 
@@ -320,6 +322,7 @@ def convert(
         append=append,
         append_again=append_again,
         observe=observe,
+        shuffle_seed=shuffle_seed,
     )
     if version is not None:
         job = job.replace(src_options={**job.src_options, "version": version})
@@ -342,10 +345,13 @@ def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
         with _dask_client(job.client) as connected:
             return convert_job(src, dst, job.replace(client=connected))
     t0 = time.perf_counter()
-    with open_reader(
-        src, format=job.from_format, scan_progress=job.scan_progress, **dict(job.src_options)
-    ) as opened:
-        reader = opened
+    with (
+        open_reader(
+            src, format=job.from_format, scan_progress=job.scan_progress, **dict(job.src_options)
+        ) as opened,
+        shuffled_source(opened, src, job) as (shuffled, source),
+    ):
+        reader: Reader = shuffled
         if mapping is not None:
             from ..layouts import apply_layout
 
@@ -362,9 +368,7 @@ def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
             job.replace(
                 sources=[src, *getattr(reader, "inputs", ())],
                 # a Dask worker reopens the source without the layout: send it the records
-                source=_source_ref(src, job.from_format, job.src_options)
-                if mapping is None and dst_codec.sharded  # only a sharded run sends it to workers
-                else None,
+                source=source if mapping is None and dst_codec.sharded else None,
             ),
         )
         schema = reader.schema
@@ -388,10 +392,6 @@ def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
         shards=run,
         notes=notes,
     )
-
-
-def _source_ref(src: str, from_format: str | None, src_options: Mapping[str, Any]) -> SourceRef:
-    return SourceRef(src, from_format, dict(src_options), opener=open_reader)
 
 
 def _destination_codec(

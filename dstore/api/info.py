@@ -13,6 +13,7 @@ from ..model.precision import describe_precision
 from ..model.schema import DEFAULT_SPLIT, Schema
 from ..registry import infer_codec
 from ..sources.opening import open_reader, size_or_zero
+from ..sources.permuted import SHUFFLE_ATTR
 from ._text import fmt_bytes, printable, shown
 
 __all__ = ["InfoReport", "dtype_name", "info"]
@@ -46,6 +47,7 @@ class InfoReport:
                 f"{self.schema.records} records"
             )
         ]
+        out.extend(_order_lines(self.schema))
         width = max(
             [8]
             + [
@@ -75,6 +77,25 @@ class InfoReport:
                 )
         out.extend(self.details)
         return out
+
+
+def _order_lines(schema: Schema) -> list[str]:
+    """What ``dstore info`` says of a shuffle at conversion the records went through."""
+    seed = schema.attrs.get(SHUFFLE_ATTR)
+    out = []
+    if seed is not None:
+        whose = " (version 1's records)" if schema.versions else ""
+        out.append(
+            f"  order: shuffled at conversion with seed {seed}{whose}: each split's record i "
+            f"is record permutation({seed}, split, count)[i] of the dataset converted"
+        )
+    for v in schema.versions:
+        if v.get("shuffle_seed") is not None:
+            out.append(
+                f"  order: the records appended as version {v.get('version')} shuffled among "
+                f"themselves with seed {v['shuffle_seed']}"
+            )
+    return out
 
 
 def _varying_note(schema: Schema) -> str:

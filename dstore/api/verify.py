@@ -14,15 +14,22 @@ import numpy as np
 
 from ..abc import Reader
 from ..errors import DstoreError, SchemaError
-from ..model import Column, Image, Kind, Ragged, Tensor, VarColumn
+from ..model import Column, Image
 from ..model.precision import PRECISION_ATTR, ErrorStats, is_floating, tolerance
 from ..model.schema import DEFAULT_BATCH_BYTES, SplitSpec, batch_rows_for, check_batch
 from ..sources.opening import open_reader
 from ._text import shown
+from .verify_compare import (
+    compare_records,
+    lossy_error_stats,
+    measure_pixel_error,
+    same_kind_but_float_width,
+)
 from .verify_versions import ChecksumCheck, other_versions
 
 if TYPE_CHECKING:
     from ..engine.cast import Progress
+
 
 __all__ = ["FieldResult", "VerifyReport", "check", "verify"]
 
@@ -93,75 +100,6 @@ class VerifyReport:
         return out
 
 
-def _record_bytes(a: np.ndarray) -> np.ndarray:
-    """Each record as a row of its bytes (native order), so that values compare by bits:
-    NaN payloads, -0.0 and both halves of complex numbers all count."""
-    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
-    return a.view(np.uint8).reshape(
-        len(a), int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize
-    )
-
-
-def _compare(a: Column, b: Column) -> np.ndarray:
-    """Per-record bit equality; float values in ``b`` may be ``a`` cast to another float dtype
-    (then ``a`` is rounded the way a dtype policy rounds it, and the bits are compared)."""
-    if isinstance(a, VarColumn) or isinstance(b, VarColumn):
-        if not (isinstance(a, VarColumn) and isinstance(b, VarColumn)):
-            return np.zeros(len(a), bool)
-        return _compare_var(a, b)
-    if a.dtype.newbyteorder("=") != b.dtype.newbyteorder("="):
-        with np.errstate(over="ignore", invalid="ignore"):
-            a = a.astype(b.dtype)
-    return (_record_bytes(a) == _record_bytes(b)).all(axis=1)
-
-
-def _compare_var(a: VarColumn, b: VarColumn) -> np.ndarray:
-    """:func:`_compare` of two variable-length columns (ragged, strings, lists of strings)."""
-    same = a.lengths == b.lengths
-    if isinstance(a.values, VarColumn) or isinstance(b.values, VarColumn):
-        # lists of strings: a record is equal when each of its strings is
-        if not (isinstance(a.values, VarColumn) and isinstance(b.values, VarColumn)):
-            return np.zeros(len(a), bool)
-        for i in np.flatnonzero(same):
-            same[i] = bool(
-                _compare(
-                    a.values.slice(int(a.offsets[i]), int(a.offsets[i + 1])),
-                    b.values.slice(int(b.offsets[i]), int(b.offsets[i + 1])),
-                ).all()
-            )
-        return same
-    if a.shapes is not None or b.shapes is not None:
-        same &= a.shapes is not None and b.shapes is not None and np.array_equal(a.shapes, b.shapes)
-    if a.values.dtype == np.uint8 and b.values.dtype == np.uint8:
-        # byte strings: each record compared in place (an elementwise comparison of
-        # the whole batch would take its values' size twice more, in bools)
-        av, bv = np.ascontiguousarray(a.values).data, np.ascontiguousarray(b.values).data
-        for i in np.flatnonzero(same):
-            ao, bo = int(a.offsets[i]), int(b.offsets[i])
-            same[i] = av[ao : int(a.offsets[i + 1])] == bv[bo : int(b.offsets[i + 1])]
-        return same
-    eq_values = _compare(a.values, b.values) if np.array_equal(a.offsets, b.offsets) else None
-    for i in np.flatnonzero(same):
-        lo, hi = int(a.offsets[i]), int(a.offsets[i + 1])
-        if eq_values is not None:
-            same[i] = bool(eq_values[lo:hi].all())
-        else:
-            b_record = b.values[int(b.offsets[i]) : int(b.offsets[i + 1])]
-            same[i] = bool(_compare(a.values[lo:hi], b_record).all())
-    return same
-
-
-def _same_kind_but_float_width(ka: Kind, kb: Kind) -> bool:
-    """Kinds equal, or equal but for the float dtype a dtype policy changes."""
-    if ka == kb:
-        return True
-    if isinstance(ka, Tensor) and isinstance(kb, Tensor):
-        return ka.shape == kb.shape and is_floating(ka.dtype) and is_floating(kb.dtype)
-    if isinstance(ka, Ragged) and isinstance(kb, Ragged):
-        return ka.inner_shape == kb.inner_shape and is_floating(ka.dtype) and is_floating(kb.dtype)
-    return False
-
-
 def verify(
     a: str | os.PathLike[str],
     b: str | os.PathLike[str],
@@ -230,7 +168,7 @@ def _comparable_fields(
             results.append(FieldResult(split, name, False, f"field missing in {where}"))
         elif pa.count != pb.count:
             results.append(FieldResult(split, name, False, f"{pa.count} records vs {pb.count}"))
-        elif not _same_kind_but_float_width(fa.kind, fb.kind):
+        elif not same_kind_but_float_width(fa.kind, fb.kind):
             results.append(
                 FieldResult(split, name, False, f"{fa.kind.describe()} vs {fb.kind.describe()}")
             )
@@ -249,7 +187,7 @@ class _SplitCheck:
         pa, pb = self.pa, self.pb
         # lossy image fields: error statistics against the bound their encoding declares
         self.lossy = {**ra.lossy_fields(split), **rb.lossy_fields(split)}
-        self.errors = {n: _lossy_stats(pa.fields[n].dtype) for n in names if n in self.lossy}
+        self.errors = {n: lossy_error_stats(pa.fields[n].dtype) for n in names if n in self.lossy}
         # a lossy encoding in b (int8, round:N, bfloat16) is checked against the error
         # it declares, unless a holds the very same encoding
         self.declared = {
@@ -297,7 +235,11 @@ class _SplitCheck:
             return
         if name in self.cast:
             self.cast[name].update(a, b, math.inf, 0.0)
-        eq = _compare(a, b) if name not in self.errors else _measure(a, b, self.errors[name])
+        eq = (
+            compare_records(a, b)
+            if name not in self.errors
+            else measure_pixel_error(a, b, self.errors[name])
+        )
         k = int(len(a) - np.count_nonzero(eq))
         if k:
             self.bad[name] += k
@@ -351,30 +293,6 @@ def _decode_against(r: Reader, other: Reader) -> Reader:
             if isinstance(kind, Image) and kind.encoding == "raw":
                 fields.setdefault(split, set()).add(name)
     return DecodedImages(r, fields) if fields else r
-
-
-def _lossy_stats(dtype: np.dtype) -> Any:
-    from ..images.imagecodec import ErrorStats
-
-    return ErrorStats(dtype)
-
-
-def _measure(a: Column, b: Column, stats: Any) -> np.ndarray:
-    """Accumulate the pixel error of ``b`` against ``a`` into ``stats``; per record, True
-    where the two records have the same shape (a shape that differs is a mismatch)."""
-    if isinstance(a, VarColumn) or isinstance(b, VarColumn):
-        if not (isinstance(a, VarColumn) and isinstance(b, VarColumn)):
-            return np.zeros(len(a), bool)
-        same = a.lengths == b.lengths
-        if a.shapes is not None and b.shapes is not None:
-            same &= (a.shapes == b.shapes).all(axis=1)
-        for i in np.flatnonzero(same).tolist():
-            stats.update(a.row(i), b.row(i))
-        return same
-    if a.shape != b.shape:
-        return np.zeros(len(a), bool)
-    stats.update(a, b)
-    return np.ones(len(a), bool)
 
 
 def _lossy_result(split: str, name: str, count: int, lossy: Any, stats: Any) -> FieldResult:

@@ -151,7 +151,8 @@ def _previous(path: str, facts: Facts) -> tuple[dict[str, Any], dict[str, str]]:
     doc = _read_ours(path)
     if doc is None:
         return {}, {}
-    defaults = _defaults(facts)
+    elsewhere = _folder_of(path) != facts.card_dir  # a card beside the folder before
+    defaults = _defaults(dataclasses.replace(facts, card_dir=_folder_of(path)))
     given = {}
     for key in ABOUT:
         value = doc.get(key)
@@ -165,7 +166,7 @@ def _previous(path: str, facts: Facts) -> tuple[dict[str, Any], dict[str, str]]:
         if isinstance(d, dict) and d.get("@type") == "cr:FileObject"
     }
     lines: dict[str, str] = {}
-    if files == {(f.name, f.sha256) for f in facts.files}:
+    if not elsewhere and files == {(f.name, f.sha256) for f in facts.files}:
         date = doc.get("datePublished")
         if isinstance(date, str):
             given["datePublished"] = date
@@ -242,7 +243,7 @@ def write_with_output(root: str, codec: Any, written: Written) -> None:
     Croissant, and the Hub's card where the format is one the Hub reads; they depend on
     the data and the options only (no path, no date: ``dstore card`` adds the day). A
     single-file output gets none (``dstore card`` writes one)."""
-    if not fs.isdir(root) or codec.card_beside:
+    if not fs.isdir(root) or not codec.card_inside(root):
         return
     with codec.open_reader(root) as reader:
         facts = gather(reader, root, root, codec, trusted=True)
@@ -256,10 +257,25 @@ def write_with_output(root: str, codec: Any, written: Written) -> None:
 
 def _target(path: str, out: str | os.PathLike[str] | None, inside: bool) -> str:
     """Where the Croissant card goes: ``out``, else inside the dataset's folder, else beside
-    the dataset (a file, or a folder its format's readers list whole: a zarr store)."""
+    the dataset (a file, or a folder a card inside would trouble: ``Codec.card_inside``)."""
     if out is not None:
         return os.fspath(out)
-    return fs.join(path, CROISSANT) if inside else f"{path.rstrip('/')}.croissant.json"
+    return fs.join(path, CROISSANT) if inside else _beside(path)
+
+
+def _beside(path: str) -> str:
+    return f"{path.rstrip('/')}.croissant.json"
+
+
+def _places(
+    path: str, codec: Any, out: str | os.PathLike[str] | None, folder: bool
+) -> tuple[str, str]:
+    """Where the card goes, and the earlier card whose given values it keeps: the same
+    place, or the card beside a folder whose card can now be inside it."""
+    inside = out is None and folder and codec.card_inside(path, make_room=True)
+    target = _target(path, out, inside)
+    earlier = _beside(path) if inside and _read_ours(target) is None else target
+    return target, earlier
 
 
 def _folder_of(target: str) -> str:
@@ -291,7 +307,7 @@ def describe(
             f"{path}: the Hub's README.md card is written for a folder the Hub reads as "
             f"it is (Parquet); this is {codec.name} {'folder' if folder else 'file'}"
         )
-    target = _target(path, out, inside=folder and not codec.card_beside)
+    target, earlier = _places(path, codec, out, folder)
     facts = gather(reader, path, _folder_of(target), codec, trusted=trusted)
     written, verified = measured if measured is not None else (None, None)
     source = written.source if written is not None else None
@@ -300,12 +316,18 @@ def describe(
     hf = hf or bool(
         readme_path and facts.hub_card and fs.exists(readme_path) and _is_ours(readme_path)
     )
-    previous = _previous(target, facts)
+    previous = _previous(earlier, facts)
     text, readme, missing = _render(
         facts, about or {}, written, (verified, source, bench_text), previous, hf
     )
     _write(target, text, replace=True)
     report = CardReport([target], missing)
+    if earlier != target and previous != ({}, {}):
+        report.notes.append(
+            f"{earlier}, the card written beside the dataset before its card could be "
+            "inside it, is left as it was: the card inside replaces it (the values given "
+            "it are kept; pass --source again to state measured errors)"
+        )
     if readme is not None and readme_path is not None:
         _write(readme_path, readme, replace=True)
         report.written.append(readme_path)
@@ -313,7 +335,9 @@ def describe(
 
 
 def card_of(path: str, codec: Any) -> str | None:
-    """The Croissant card dstore wrote for the dataset at ``path``, where it is, or None
-    (none there, or one dstore did not write)."""
-    target = _target(path, None, inside=fs.isdir(path) and not codec.card_beside)
-    return target if fs.exists(target) and _is_ours(target) else None
+    """The Croissant card dstore wrote for the dataset at ``path``, where it is (inside
+    its folder, else beside it), or None (none there, or one dstore did not write)."""
+    for target in ([fs.join(path, CROISSANT)] if fs.isdir(path) else []) + [_beside(path)]:
+        if fs.exists(target) and _is_ours(target):
+            return target
+    return None

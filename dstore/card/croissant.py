@@ -10,7 +10,9 @@
   field (``@id`` ``"<split>/<field>"``) with the stored ``dataType``
   (:mod:`.datatypes`), ``isArray``/``arrayShape``, and a ``source`` where a
   Croissant reader reaches the values: Parquet columns (an Image column's
-  ``bytes``), JSON Lines keys. Other formats' fields have no ``source``
+  ``bytes``), JSON Lines keys (a file of one split, or files holding one split
+  each, whose path is the ``source`` field of many files). Other formats' fields
+  have no ``source``
   (mlcroissant reads none of them: mlcommons/croissant#697).
 
 ``@id`` values never hold whitespace (mlcroissant refuses it): they are
@@ -170,15 +172,29 @@ def _source(
         where = {"fileObject": {"@id": _id(facts.files[0].name)}}
     else:
         return None  # no file holds a record (every split is empty)
-    readable = (facts.media_type == PARQUET and split in facts.split_files) or (
-        facts.media_type == JSON_LINES and len(facts.schema.splits) == 1 and len(facts.files) == 1
-    )
-    if not readable:
+    if not _readable(facts, split):
+        return where
+    if spec.name == facts.source_field:  # the file each record comes from, by its path
+        where["extract"] = {"fileProperty": "fullpath"}
         return where
     where["extract"] = {"column": spec.name}
     if spec.name in facts.images.get(split, set()):
         where["transform"] = {"jsonPath": "bytes"}  # the Hub's Image struct {bytes, path}
     return where
+
+
+def _readable(facts: Facts, split: str) -> bool:
+    """Does a Croissant reader extract the split's records from its files, in order:
+    Parquet columns; JSON Lines keys, from a file of one split or from files that each
+    hold only this split (mlcroissant reads a file set's files in sorted order)."""
+    if facts.media_type == PARQUET:
+        return split in facts.split_files
+    if facts.media_type != JSON_LINES:
+        return False
+    if len(facts.schema.splits) == 1 and len(facts.files) == 1:
+        return True
+    names = facts.split_files.get(split, [])
+    return bool(names) and names == sorted(names) and facts.source_field is not None
 
 
 def _field_type(facts: Facts, split: str, spec: FieldSpec) -> tuple[DataTypeOf, dict[str, Any]]:
@@ -226,6 +242,16 @@ def _field(facts: Facts, split: str, spec: FieldSpec, sets: Mapping[str, str]) -
     return out
 
 
+def _tail(facts: Facts) -> str:
+    """What the record set's description says of lines that hold no record: a JSON Lines
+    file dstore wrote before ends with its schema alone on a line, which a reader of the
+    lines as records (mlcroissant, pandas) takes for one more record (of nulls)."""
+    if not facts.trailing:
+        return ""
+    where = "The file's" if len(facts.files) == 1 else "A file's"
+    return f" {where} last line is dstore's schema (key 'dstore:schema'), not a record."
+
+
 def croissant(
     facts: Facts, about: Mapping[str, Any], protocol: Sequence[str], generated_by: str
 ) -> dict[str, Any]:
@@ -234,18 +260,13 @@ def croissant(
     preprocessing lines, ``generated_by`` the PROV-O activity label (dstore's mark)."""
     distribution, sets = _distribution(facts)
     record_sets = []
-    tail = ""
-    if facts.media_type == JSON_LINES and facts.owned:
-        # dstore's JSON Lines end with its schema, one object on the last line, which a
-        # reader of the lines as records (mlcroissant, pandas) takes for one more record
-        tail = " The file's last line is dstore's schema (key 'dstore:schema'), not a record."
     for split in facts.schema.splits.values():
         record_sets.append(
             {
                 "@type": "cr:RecordSet",
                 "@id": _id(split.name),
                 "name": split.name,
-                "description": f"Split {split.name!r}: {split.count} records.{tail}",
+                "description": f"Split {split.name!r}: {split.count} records.{_tail(facts)}",
                 "field": [_field(facts, split.name, f, sets) for f in split.fields.values()],
             }
         )

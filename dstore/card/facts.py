@@ -22,6 +22,7 @@ from ..errors import CodecIOError
 from ..model import Image
 from ..model.schema import Schema
 from ..sharding.manifest import card_files
+from ..sources.unify import SOURCES_ATTR
 
 __all__ = ["DataFile", "Facts", "gather"]
 
@@ -68,6 +69,11 @@ class Facts:
     manifest: dict[str, Any] | None
     #: True when dstore wrote the data files (``codec.owns``: its manifest, its schema)
     owned: bool = False
+    #: data file name -> lines at its end that hold no record (``Codec.trailing_lines``)
+    trailing: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: the field naming each record's file (many files read as one dataset), when its
+    #: values are the files' names relative to the card
+    source_field: str | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
 
     def encodings(self, split: str) -> dict[str, Any]:
@@ -194,17 +200,20 @@ def gather(
     schema: Schema = getattr(reader, "stored_schema", reader.schema)
     inner = _innermost(reader)
     split_dirs: dict[str, str] = {}
+    source_field = None
     if isinstance(getattr(inner, "shards", None), Mapping):
         files, split_files = _shard_files(inner, card_dir, trusted)
     elif getattr(inner, "inputs", None):  # many files read as one dataset
         files = [_hashed(p, card_dir, None) for p in inner.inputs]
-        split_files = {}
+        split_files, source_field = _input_splits(schema, files)
     elif fs.isdir(path):
         files, split_dirs = _store_files(path, card_dir, list(schema.splits))
         split_files = {}
     else:
         files, split_files = [_hashed(path, card_dir, None)], {}
     lossy, images, stored = _storage(inner, schema)
+    found = [(f.name, p) for f, p in zip(files, _paths(inner, path, files), strict=True)]
+    trailing = {name: n for name, p in found if p and (n := codec.trailing_lines(p))}
     return Facts(
         path=path,
         card_dir=card_dir,
@@ -220,7 +229,37 @@ def gather(
         stored=stored,
         manifest=getattr(inner, "manifest", None),
         owned=bool(codec.owns(path)),
+        trailing=trailing,
+        source_field=source_field,
     )
+
+
+def _input_splits(schema: Schema, files: list[DataFile]) -> tuple[dict[str, list[str]], str | None]:
+    """Many files read as one dataset: per split, the files holding its records when
+    they hold no other split's; and the field naming each record's file, when it names
+    them as the card does."""
+    held = schema.attrs.get(SOURCES_ATTR)
+    if not isinstance(held, Mapping) or len(held.get("files", ())) != len(files):
+        return {}, None
+    counts = held.get("records", {})
+    holds = [{s for s, n in counts.items() if n[i]} for i in range(len(files))]
+    out = {
+        split: [f.name for f, h in zip(files, holds, strict=True) if split in h]
+        for split in schema.splits
+        if all(h == {split} for h in holds if split in h)
+    }
+    named = list(held["files"]) == [f.name for f in files]
+    return {s: names for s, names in out.items() if names}, held["field"] if named else None
+
+
+def _paths(inner: Any, path: str, files: list[DataFile]) -> list[str | None]:
+    """The local path of each data file of a file dataset, or None (a shard, a store's
+    metadata: a file of lines is a whole dataset or one of many)."""
+    if getattr(inner, "inputs", None):
+        return [p if not fs.is_url(p) else None for p in inner.inputs]
+    if len(files) == 1 and not fs.isdir(path) and not fs.is_url(path):
+        return [path]
+    return [None] * len(files)
 
 
 def _innermost(reader: Any) -> Any:

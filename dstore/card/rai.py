@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import CodecIOError
 from ..model.precision import PRECISION_ATTR, describe_precision, is_floating, tolerance
 from ..model.schema import FieldSpec, Schema
+from ..sources.permuted import SHUFFLE_ATTR
 from .facts import Facts
 
 __all__ = ["Written", "bench_lines", "protocol_lines"]
@@ -105,7 +106,8 @@ def protocol_lines(
     source: str | None = None,
     previous: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """One line per field with a lossy choice: ``<field>: <choice>; <error>``.
+    """One line per field with a lossy choice: ``<field>: <choice>; <error>``, after
+    a ``record order:`` line when the records were shuffled at conversion.
 
     ``verified`` holds ``dstore verify``'s measurements against ``source`` per (split,
     field); ``previous`` an earlier card's lines of the same files, per field."""
@@ -131,7 +133,19 @@ def protocol_lines(
         if not measures:
             measures = ["error not measured: 'dstore card PATH --source SRC' measures it"]
         lines.append(f"{name}{_splits(splits, schema)}: {choice}; {'; '.join(measures)}")
-    return lines
+    return _order_lines(schema) + lines
+
+
+def _order_lines(schema: Schema) -> list[str]:
+    """The shuffle at conversion the records went through (not lossy: their order)."""
+    seed = schema.attrs.get(SHUFFLE_ATTR)
+    if seed is None:
+        return []
+    return [
+        f"record order: each split shuffled at conversion with seed {seed} (dstore convert "
+        f"--shuffle-seed {seed}: record i is record permutation({seed}, split, count)[i] of "
+        "the dataset converted, dstore.sources.permuted)"
+    ]
 
 
 def _verified(

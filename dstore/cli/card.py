@@ -47,7 +47,7 @@ def add_card(sub: Any) -> None:
         "--out",
         metavar="FILE",
         help="where to write it (default: PATH/croissant.json in a folder, PATH.croissant.json "
-        "beside a file or a zarr store)",
+        "beside a file, or a zarr store dstore did not write)",
     )
     for key, what in (
         ("name", "the dataset's name"),

@@ -120,6 +120,15 @@ def add_convert(sub: Any) -> None:
         "(listed by 'dstore formats'; default: none, the fields as they are)",
     )
     fill_help(p._actions[-1], layouts=layout_names)
+    p.add_argument(
+        "--shuffle-seed",
+        type=_seed,
+        metavar="S",
+        help="write each split's records in a random order fixed by the seed S (a shuffle "
+        "at conversion time: reads in storage order or with a cheap block or buffer shuffle "
+        "are then well mixed); with --append, the appended records among themselves "
+        "(default: the source's order)",
+    )
     add_convert_check(p)
     add_convert_flags(p)
     p.set_defaults(func=cmd_convert)
@@ -128,12 +137,26 @@ def add_convert(sub: Any) -> None:
     )
 
 
+def _seed(text: str) -> int:
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return seed
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     observer = convert_check(args)  # --check (dstore.cli.check): sees each batch written
     if args.per_source and args.layout:
         from ..errors import UsageError
 
         raise UsageError("--per-source and --layout do not go together: convert, then split")
+    if args.per_source and args.shuffle_seed is not None:
+        from ..errors import UsageError
+
+        raise UsageError("--per-source and --shuffle-seed do not go together: convert, then split")
     if args.per_source and args.append:
         from ..errors import UsageError
 
@@ -179,6 +202,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             follow_links=args.follow_links,
             scan_progress=scan,
             observe=observer,
+            shuffle_seed=args.shuffle_seed,
             **convert_keywords(args),
         )
     print_lines(report.summary().splitlines())

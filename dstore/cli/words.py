@@ -27,6 +27,7 @@ FLAGS: dict[str, str] = {
     "on_overflow='clip'": "--on-overflow clip",
     "keep_encoded=True": "--keep-encoded",
     "follow_links=True": "--follow-links",
+    "shuffle_seed=": "--shuffle-seed",
     "a Dask client=": "--scheduler",
     "writing one file per source": "--per-source",
     "to=/from_format=": "--to/--from",

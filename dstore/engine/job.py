@@ -17,6 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from ..errors import UsageError
 from ..model.schema import DEFAULT_BATCH_BYTES
 from .dtypes import DtypePolicy, OnOverflow, parse_policy
 
@@ -25,9 +28,16 @@ if TYPE_CHECKING:
     from ..output import Overwrite
     from .cast import BatchObserver, Progress
 
-__all__ = ["ConvertJob", "SourceRef"]
+__all__ = ["ConvertJob", "SourceRef", "check_seed"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def check_seed(seed: Any) -> int:
+    """``seed`` as the non-negative integer a shuffle at conversion takes, or one line."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise UsageError(f"shuffle_seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
 
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -105,6 +115,10 @@ class ConvertJob:
     layout: str | None = None
     #: keep encoded images encoded in formats that would decode them
     keep_encoded: bool = False
+    #: write each split's records in this seed's permutation of the source's order (a
+    #: shuffle at conversion time, :mod:`dstore.sources.permuted`; an append: the records
+    #: appended); None: in the source's order
+    shuffle_seed: int | None = None
     #: called with (1, files) after each file of a many-file source is scanned
     scan_progress: Progress | None = None
     #: sees each batch as written (``convert --check``); shards are then written on
@@ -126,6 +140,8 @@ class ConvertJob:
         """The job of the public keyword arguments: ``dtype``/``on_overflow`` become the
         policy, ``follow_links`` an input option; every other keyword is a field."""
         policy = dtype if isinstance(dtype, DtypePolicy) else parse_policy(dtype, on_overflow)
+        if settings.get("shuffle_seed") is not None:
+            settings["shuffle_seed"] = check_seed(settings["shuffle_seed"])
         if follow_links:  # a reading choice: it travels with the source's options (Dask too)
             src_options = {**dict(src_options or {}), "follow_links": True}
         return cls(

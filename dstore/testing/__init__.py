@@ -22,6 +22,7 @@ Built-in codecs run the suites from ``tests/test_roundtrip.py`` and
 from __future__ import annotations
 
 from .checks import (
+    append_leftovers,
     assert_columns_equal,
     assert_datasets_equal,
     cli_command,
@@ -54,6 +55,7 @@ __all__ = [
     "_cached_features",
     "_cached_tiles",
     "_png",
+    "append_leftovers",
     "assert_columns_equal",
     "assert_datasets_equal",
     "cli_command",

@@ -4,6 +4,7 @@ process, the DataLoader a format needs."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -15,6 +16,7 @@ from ..fs import sha256_file
 from ..model import Column, VarColumn
 
 __all__ = [
+    "append_leftovers",
     "assert_columns_equal",
     "assert_datasets_equal",
     "cli_command",
@@ -105,3 +107,22 @@ def data_loader(dataset: Any, **kwargs: Any) -> Any:
     from ..readers.torch import data_loader as make
 
     return make(dataset, **kwargs)
+
+
+def append_leftovers(dst: str) -> list[str]:
+    """What a killed append could leave behind at the local dataset ``dst``: pending
+    folders beside it or in ``.dstore-versions/``, lock or claim files, ``.partial``
+    files, and a store's growing mark in its root metadata. Empty when it left nothing."""
+    parent, base = os.path.split(os.path.abspath(dst))
+    found = [n for n in os.listdir(parent) if n.startswith(f".{base}.dstore")]
+    versions = os.path.join(dst, ".dstore-versions")
+    if os.path.isdir(versions):
+        found += [n for n in os.listdir(versions) if n.startswith("pending-")]
+    for root, _, files in os.walk(dst):
+        found += [os.path.join(root, n) for n in files if n.endswith(".partial")]
+    meta = os.path.join(dst, "zarr.json")  # a zarr store's root metadata
+    if os.path.isfile(meta):
+        with open(meta) as f:
+            if "dstore_appending" in json.load(f).get("attributes", {}):
+                found.append("zarr.json: dstore_appending")
+    return found

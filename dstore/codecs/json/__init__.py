@@ -110,3 +110,14 @@ class JsonLinesCodec(JsonCodec):
     name = "jsonl"
     extensions = (".jsonl", ".ndjson")
     lines, media_type = True, "application/jsonlines"
+
+    @classmethod
+    def trailing_lines(cls, path: str) -> int:
+        """1 for a file whose last line is dstore's schema alone, as dstore wrote JSON
+        Lines before the schema joined the last record."""
+        if not is_regular_file(path):
+            return 0
+        size = fs.getsize(path)
+        tail = read_at(path, max(0, size - 65536), 65536).rstrip(b"\n")
+        last = tail.rsplit(b"\n", 1)[-1]
+        return int(last.startswith(b'{"' + SCHEMA_MEMBER.encode() + b'": '))

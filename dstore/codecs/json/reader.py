@@ -186,7 +186,8 @@ class JsonReader(Reader):
         self, data: list[bytes], parse: Callable[[bytes, bool], Any]
     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema | None]:
         records = []
-        stored_json = None
+        stored_json, carrier = None, {}
+        last = max((n for n, line in enumerate(data, 1) if line.strip()), default=0)
         for n, line in enumerate(data, 1):
             if not line.strip():
                 continue
@@ -195,23 +196,44 @@ class JsonReader(Reader):
             except JsonRangeError as e:
                 raise CodecIOError(f"{self.path}, line {n}: {e}") from None
             except ValueError as e:
+                if not records and line.strip() in (b"{", b"["):
+                    # e.g. written with --to json under a .jsonl name: say what it is
+                    raise CodecIOError(
+                        f"{self.path}, line {n}: {line.strip().decode()!r} opens one JSON "
+                        "document, not a JSON Lines record: read the file as format 'json'"
+                    ) from None
                 raise _parse_error(self.path, e, n) from None
             if not isinstance(obj, dict):
                 raise SchemaError(f"{self.path}, line {n}: {_type_name(obj)}, not an object")
-            if SCHEMA_MEMBER in obj and len(obj) == 1:
-                stored_json = obj[SCHEMA_MEMBER]
-                continue
+            if SCHEMA_MEMBER in obj and (len(obj) == 1 or n == last):
+                # dstore's schema: a line of its own, or a member of the last record
+                stored_json, carrier = obj.pop(SCHEMA_MEMBER), obj
+                if not obj:
+                    continue
             records.append(obj)
         if stored_json is not None:
-            counts = {s: sp.count for s, sp in Schema.from_json(stored_json).splits.items()}
-            if sum(counts.values()) == len(records):  # the splits follow each other
-                out, pos = {}, 0
-                for s, c in counts.items():
-                    out[s], pos = records[pos : pos + c], pos + c
-                stored = self._stored(stored_json, counts)
-                if stored is not None:
-                    return out, {}, stored
+            found = self._split_records(stored_json, records)
+            if found is not None:
+                return found
+            if carrier:  # a record's own value after all: the file is read as any JSON Lines
+                carrier[SCHEMA_MEMBER] = stored_json
         return {DEFAULT_SPLIT: records}, {}, None
+
+    def _split_records(
+        self, stored_json: Any, records: list[dict[str, Any]]
+    ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema] | None:
+        """The records split as dstore's schema counts them, if it describes them."""
+        try:
+            counts = {s: sp.count for s, sp in Schema.from_json(stored_json).splits.items()}
+        except (SchemaError, TypeError, AttributeError):
+            return None
+        if sum(counts.values()) != len(records):
+            return None
+        out, pos = {}, 0
+        for s, c in counts.items():  # the splits follow each other
+            out[s], pos = records[pos : pos + c], pos + c
+        stored = self._stored(stored_json, counts)
+        return None if stored is None else (out, {}, stored)
 
     def _iter(
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int

@@ -52,19 +52,29 @@ def _line_starts(path: str, size: int) -> np.ndarray:
     return starts[starts < size]
 
 
-def _read_schema(path: str, size: int, lines: bool) -> Schema | None:
-    """dstore's schema from the file's last line (JSON Lines) or last member (JSON)."""
+def _read_schema(path: str, size: int, lines: bool) -> tuple[Schema, bool] | None:
+    """dstore's schema from the file's last line (JSON Lines) or last member (JSON), and
+    whether it is a line of its own (JSON Lines: else the last record carries it)."""
     from .values import SCHEMA_MEMBER
 
     with fs.open_binary(path) as f:
         f.seek(max(0, size - _TAIL))
         tail = f.read()
     last = tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
-    prefix = (b'{"' if lines else b'"') + SCHEMA_MEMBER.encode() + b'": '
-    if not last.startswith(prefix) or not last.endswith(b"}"):
+    member = b'"' + SCHEMA_MEMBER.encode() + b'": '
+    if not lines:
+        start, alone = (len(member) if last.startswith(member) else -1), True
+    elif last.startswith(b"{" + member):
+        start, alone = len(member) + 1, True
+    else:
+        # a record's keys are field names (never this one) and its strings escape every
+        # quote: the member's first appearance after ", " is the record's own
+        found = last.find(b", " + member)
+        start, alone = (found + 2 + len(member) if found > 0 else -1), False
+    if start < 0 or not last.endswith(b"}"):
         return None
     try:
-        return Schema.from_json(json.loads(last[len(prefix) : -1]))
+        return Schema.from_json(json.loads(last[start:-1])), alone
     except (ValueError, SchemaError, TypeError, AttributeError):
         return None
 
@@ -74,11 +84,12 @@ def open_streamed(path: str, lines: bool) -> StreamedJsonReader | None:
     if not is_regular_file(path):
         return None
     size = fs.getsize(path)
-    schema = _read_schema(path, size, lines)
-    if schema is None:
+    found = _read_schema(path, size, lines)
+    if found is None:
         return None
+    schema, alone = found
     starts = _line_starts(path, size)
-    records = _record_lines(path, starts, schema, lines)
+    records = _record_lines(path, starts, schema, lines, alone)
     if records is None:
         return None
     return StreamedJsonReader(path, schema, starts, records, lines)
@@ -91,14 +102,14 @@ def _line(f: object, starts: np.ndarray, i: int) -> bytes:
 
 
 def _record_lines(
-    path: str, starts: np.ndarray, schema: Schema, lines: bool
+    path: str, starts: np.ndarray, schema: Schema, lines: bool, alone: bool = True
 ) -> dict[str, np.ndarray] | None:
     """Per split, the line numbers of its records, if the layout is dstore's."""
     from .values import _records_key
 
     counts = [sp.count for sp in schema.splits.values()]
-    if lines:  # records, then the schema line
-        if len(starts) != sum(counts) + 1:
+    if lines:  # records, then the schema line (or the schema in the last record)
+        if len(starts) != sum(counts) + alone:
             return None
         out, pos = {}, 0
         for name, n in zip(schema.splits, counts, strict=True):
@@ -135,6 +146,8 @@ class StreamedJsonReader(Reader):
         lines: bool,
     ) -> None:
         self.path, self.schema, self.lines = path, schema, lines
+        #: the file's last line: a JSON Lines record there carries dstore's schema too
+        self._last = int(starts[-1])
         ends = np.append(starts[1:], fs.getsize(path))
         self._spans = {s: (starts[ix], ends[ix]) for s, ix in records.items()}
         self._kinds = {
@@ -145,7 +158,7 @@ class StreamedJsonReader(Reader):
         self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
     ) -> Iterator[Batch]:
         from .parse import loads
-        from .values import _columns
+        from .values import SCHEMA_MEMBER, _columns
 
         first, end = self._spans[spec.name]
         where = f"{self.path}: split {spec.name!r}" if len(self.schema.splits) > 1 else self.path
@@ -169,6 +182,8 @@ class StreamedJsonReader(Reader):
                         ) from None
                     if not isinstance(obj, dict):
                         raise SchemaError(f"{where}, record {pos + k}: not an object")
+                    if self.lines and first[pos + k] == self._last:
+                        obj.pop(SCHEMA_MEMBER, None)  # dstore's schema, not a field
                     records.append(obj)
                 _, cols = _columns(records, f"{where}, records {pos}..{hi - 1}", kinds)
                 yield {n: cols[n] for n in names}

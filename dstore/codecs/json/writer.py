@@ -3,8 +3,12 @@
 The layout (which :mod:`.stream` reads back a batch at a time): a document opens
 with ``{``, each split's records follow its ``"name": [`` line one per line, the
 root attributes that are JSON scalars are top-level members, and the member
-``"dstore:schema"`` ends the document; a JSON Lines file is the records, one per
-line, then ``{"dstore:schema": ...}``.
+``"dstore:schema"`` ends the document. A JSON Lines file is the records, one per
+line, the last one carrying dstore's schema as one more member
+(``{"x": 1, "dstore:schema": {...}}``): a reader of the lines as records (pandas,
+mlcroissant, ``datasets``) finds exactly the records, and a column no field names.
+A file without a record (or whose last record has no field) ends with the line
+``{"dstore:schema": ...}``, as every JSON Lines file dstore wrote before did.
 """
 
 from __future__ import annotations
@@ -67,7 +71,16 @@ class JsonWriter(Writer):
         self._current: str | None = None
         self._first = True  # no record yet in the current split
         self._any_split = False
-        if not lines:
+        #: JSON Lines: the last record's line, held until the next or the schema joins it
+        self._held = ""
+        if lines:
+            for split in schema.splits.values():
+                if SCHEMA_MEMBER in split.fields:
+                    raise SchemaError(
+                        f"split {split.name!r}, field {SCHEMA_MEMBER!r}: the name is dstore's "
+                        "schema member in a JSON Lines file; rename the field"
+                    )
+        else:
             self._f.write(b"{")
 
     def _key(self, split: str) -> str:
@@ -111,7 +124,8 @@ class JsonWriter(Writer):
                 "{" + ", ".join(f"{k}: {dumps(v)}" for k, v in zip(keys, values, strict=True)) + "}"
             )
             if self.lines:
-                out.append(text + "\n")
+                out.append(self._held)
+                self._held = text + "\n"
             else:
                 out.append(("\n" if self._first else ",\n") + text)
                 self._first = False
@@ -121,7 +135,12 @@ class JsonWriter(Writer):
         self._start(None)
         schema_json = json.dumps(self.schema.to_json(), allow_nan=False)
         if self.lines:
-            self._f.write(b'{"' + SCHEMA_MEMBER.encode() + b'": ' + schema_json.encode() + b"}\n")
+            member = '"' + SCHEMA_MEMBER + '": ' + schema_json + "}\n"
+            record = self._held.rstrip("\n")
+            if record.endswith("}") and record != "{}":  # the last record carries it
+                self._f.write((record[:-1] + ", " + member).encode("utf-8"))
+            else:
+                self._f.write((self._held + "{" + member).encode("utf-8"))
         else:
             root, _ = attr_codec.group_attrs(self.schema.attrs)
             taken = {self._key(s) for s in self.schema.splits} | {SCHEMA_MEMBER}

@@ -149,6 +149,11 @@ class NpzArchive(StoredMembers):
                 ) from None
             if dtype.kind not in "USO":
                 check_dtype(dtype, f"{self.path}: key {key!r}")
+            if any(n < 0 for n in shape):  # numpy's parser takes them; no array has one
+                raise CodecIOError(
+                    f"{self.path}: key {key!r} ({info.filename}): the .npy header declares "
+                    f"shape {tuple(shape)}, with a negative length"
+                )
             if len(shape) == 0:
                 # np.savez(..., n=np.array(5)) beside the data is common: --drop may
                 # leave it out, so it is refused after --drop (in __init__), not here

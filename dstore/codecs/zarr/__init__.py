@@ -25,6 +25,8 @@ from ...fs import is_regular_file
 from ...model import Bytes, Image, Ragged, String, StringList, Tensor, names
 from ...model.attrs import for_zarr, target_notes
 from ...model.schema import Schema
+from ...sharding.manifest import card_files
+from .consolidated import add_listing, has_listing
 from .options import ZarrOptions, lossy_fields
 from .reader import ZarrReader
 from .writer import ZarrWriter
@@ -140,9 +142,6 @@ class ZarrCodec(Codec):
 
     name = "zarr"
     media_type = "https://zarr-specs.readthedocs.io/en/latest/v3/core/index.html"
-    # zarr-python warns of every file in a store that is not a zarr node (each listing of
-    # the group): the Croissant card goes beside the store, written by `dstore card`
-    card_beside = True
     extensions = (".zarr", ".zarr.zip")
     supports_urls = True
     region_writes = True
@@ -185,7 +184,18 @@ class ZarrCodec(Codec):
         """Files of a store folder that are neither zarr metadata nor chunk keys."""
         if fs.is_url(path) or not os.path.isdir(path):
             return []
-        return _store_foreign_files(path)
+        cards = card_files(path)  # dstore's own cards, written with the store
+        return [f for f in _store_foreign_files(path) if f not in cards]
+
+    @classmethod
+    def card_inside(cls, path: str, *, make_room: bool = False) -> bool:
+        """zarr-python warns of every file in a store that is no zarr node, each time it
+        lists a group, unless the root's consolidated metadata lists the nodes (which
+        dstore writes with every commit): a store without it gets one with ``make_room``
+        when dstore wrote it (:func:`.consolidated.add_listing`), else its card beside."""
+        if has_listing(path):
+            return True
+        return make_room and add_listing(path)
 
     def open_reader(self, path: str) -> Reader:
         return ZarrReader(path, self.follow_links)

@@ -10,7 +10,8 @@ holds each split's record count, and dstore reads that many records. An append
    partial chunk of each array rewritten whole (zarr writes a chunk to a temporary
    file and renames it, so a reader gets the old chunk or the new one, whose first
    records are the old ones); a new split's arrays are created as a conversion does;
-3. commits: one write of the root group's metadata, the new schema in, the mark out.
+3. commits: one write of the root group's metadata, the new schema in, the mark out,
+   and the listing of the grown arrays zarr users read (:mod:`.consolidated`).
 
 Until 3, a reader opening the store reads the committed counts (arrays may be
 longer while the mark is there) and one that opened it before reads on as it was.
@@ -32,6 +33,7 @@ from ...model import VarColumn
 from ...model.keys import stored_paths
 from ...model.schema import Batch, Schema
 from .arrays import _native, _VarArrays
+from .consolidated import commit_root, open_store
 from .imagecodec import lossy_of
 from .options import _ATTR, GROWING, ZarrOptions
 from .writer import ZarrWriter
@@ -139,11 +141,14 @@ class ZarrAppender(Writer):
     def __init__(self, path: str, schema: Schema, after: Schema) -> None:
         super().__init__(path, schema)
         self.after = after
-        self.root = zarr.open_group(path, mode="r+", zarr_format=3)
+        # every node's own metadata, never the root's listing of them (.consolidated)
+        store = open_store(path, read_only=False)
+        self.root = zarr.open_group(store, mode="r+", zarr_format=3, use_consolidated=False)
         stored = _stored_schema(self.root, path)
         if GROWING in self.root.attrs:
             repair(self.root, path, stored)
-        self.root.attrs.update({GROWING: {"pid": os.getpid(), "time": time.time()}})
+        mark = {GROWING: {"pid": os.getpid(), "time": time.time()}}
+        commit_root(self.root, {**self.root.attrs.asdict(), **mark})  # lists what is committed
         paths = stored_paths(stored)
         self._dense: dict[tuple[str, str], _Grown] = {}
         self._var: dict[tuple[str, str], _VarArrays] = {}
@@ -192,7 +197,7 @@ class ZarrAppender(Writer):
             record.get("checksums", {}).get(split, {}).pop(field, None)
         attrs = {k: v for k, v in self.root.attrs.asdict().items() if k != GROWING}
         attrs[_ATTR] = self.after.to_json()
-        self.root.attrs.put(attrs)  # the commit: one write of the root group's metadata
+        commit_root(self.root, attrs)  # the commit: one write of the root group's metadata
 
     def abort(self) -> None:
         if self._new is not None:

@@ -31,6 +31,7 @@ from ...model.schema import DEFAULT_SPLIT, FieldSpec, check_dtype
 from ..arraytree.chunked import ArrayTreeReader, max_chunk_bytes
 from .arrays import _KIND_ATTR, _fixed_text, _is_ragged_layout, _native, _RaggedGroup, _zdtype
 from .chunks import _check_chunks, _check_frame, _plain_blosc, _quiet_zarr_loop, _settle_failed_read
+from .consolidated import open_store
 from .imagecodec import lossy_of  # registers the image codecs with zarr
 from .options import _ATTR, GROWING, _codecs_json
 
@@ -56,11 +57,13 @@ class ZarrReader(ArrayTreeReader):
             # zip store's members are no files)
             links.check_store(path, follow_links)
         try:
+            # every node's own metadata, never a consolidated listing of it: the arrays
+            # as they are (the card beside them left out of listings, .consolidated)
+            zipped = None
             if path.endswith(".zip") and os.path.isfile(path):
-                self._store = zarr.storage.ZipStore(path, mode="r")
-                node = zarr.open(self._store, mode="r")
-            else:
-                node = zarr.open(path, mode="r")
+                zipped = self._store = zarr.storage.ZipStore(path, mode="r")
+            store = open_store(path, read_only=True, inner=zipped)
+            node = zarr.open(store, mode="r", use_consolidated=False)
         except FileNotFoundError:
             raise CodecIOError(f"{path}: no zarr group or array here") from None
         except Exception as e:  # noqa: BLE001 - zarr raises many types for bad metadata

@@ -30,6 +30,7 @@ from ..arraytree.chunked import (
     chunk_rows,
 )
 from .arrays import _BLOSC_SHUFFLE, _CRC, _json_attrs, _native, _VarArrays, _with_crc
+from .consolidated import commit_root, open_store
 from .imagecodec import zarr_codec  # registers the image codecs with zarr
 from .options import _ATTR, ZarrOptions, lossy_fields
 
@@ -115,7 +116,9 @@ class ZarrWriter(Writer):
     def __init__(self, path: str, schema: Schema, options: ZarrOptions, root: Any = None) -> None:
         super().__init__(path, schema)
         self.options = options
-        self.root = zarr.open_group(path, mode="w-", zarr_format=3) if root is None else root
+        if root is None:
+            root = zarr.open_group(open_store(path, read_only=False), mode="w-", zarr_format=3)
+        self.root = root
         self._workers = default_workers()
         self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="dstore-zarr")
         self._pending: list[Future[None]] = []
@@ -261,7 +264,9 @@ class ZarrWriter(Writer):
                 for split, fields in sums.items()
             }
             schema = Schema(schema.splits, schema.attrs, sums)
-        self.root.attrs.update({**_json_attrs(self._root_attrs), _ATTR: schema.to_json()})
+        # the commit: the attributes and the listing zarr users read (.consolidated)
+        attrs = {**self.root.attrs.asdict(), **_json_attrs(self._root_attrs)}
+        commit_root(self.root, {**attrs, _ATTR: schema.to_json()})
 
     def abort(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
