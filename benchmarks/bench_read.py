@@ -152,7 +152,11 @@ def _webdataset_tar(base: str, tfrecords: str, shards: int = 8) -> str:
     os.makedirs(os.path.dirname(pattern), exist_ok=True)
     reader = TFRecordReader(tfrecords)
     count = reader.schema.splits["train"].count
-    raw = reader._iter_raw("train", 0, count)
+    raw = (
+        rec
+        for shard, lo, hi in reader.shard_slices("train", 0, count)
+        for rec in reader.shard_records(shard, lo, hi)
+    )
     for k in range(shards):
         lo, hi = count * k // shards, count * (k + 1) // shards
         with tarfile.open(pattern.format(i=k), "w") as tar:
