@@ -1,7 +1,9 @@
 """Reading for training: dstore.to_torch / to_tf_dataset against the readers people use.
 
-On the train split of the label-maker tiles (real photos, 256x256x3), each way
-runs in its own process and reads every record once in batches of 64:
+On the train split of the label-maker tiles (256x256x3: real photos, or with
+``--imagery satellite`` tiles cut from NASA's Blue Marble, see
+``_harness.satellite_tiles``), each way runs in its own process and reads every
+record once in batches of 64:
 
 * ``dstore.to_torch`` + ``DataLoader(num_workers=2, batch_size=64)`` from
   TFRecord (PNG), zarr (blosc), HDF5 (gzip) and npz (stored, and deflated);
@@ -22,6 +24,7 @@ DataLoader worker is sampled from the parent after every batch (psutil, in the
 alternating rounds; ratios are taken within a round (median and range printed).
 
     python benchmarks/bench_read.py [--tiles 7000] [--repeats 3] [--tf-rounds 3] [--only WAYS]
+                                    [--imagery photo|satellite]
 
 ``--repeats N`` runs N rounds (each way once per round, the order reversed every
 other round); ``--only zarr,hdf5`` runs (and writes the files of) only the ways
@@ -41,6 +44,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import (
+    IMAGERY,
     OUT,
     alternating_rounds,
     dir_size,
@@ -99,14 +103,15 @@ def loader_way(setup: str, key: str, imports: str = _DSTORE_IMPORTS, extra: str 
     )
 
 
-def prepare(tiles: int, need: set[str] | None = None) -> dict[str, str]:
+def prepare(tiles: int, need: set[str] | None = None, imagery: str = "photo") -> dict[str, str]:
     """Every stored form of the same tiles (cached in benchmarks/out/); with ``need``,
     only those forms are written (the others' paths are still named)."""
     import dstore
 
-    src = label_maker_npz(tiles)
+    src = label_maker_npz(tiles, imagery=imagery)
     paths = {"npz-stored": src}
-    base = os.path.join(OUT, f"read-{tiles}")
+    kind = "" if imagery == "photo" else f"-{imagery}"
+    base = os.path.join(OUT, f"read-{tiles}{kind}")
     os.makedirs(base, exist_ok=True)
     for key, name, opts in [
         ("tfrecord", "d.tfrecords", {}),
@@ -147,7 +152,11 @@ def _webdataset_tar(base: str, tfrecords: str, shards: int = 8) -> str:
     os.makedirs(os.path.dirname(pattern), exist_ok=True)
     reader = TFRecordReader(tfrecords)
     count = reader.schema.splits["train"].count
-    raw = reader._iter_raw("train", 0, count)
+    raw = (
+        rec
+        for shard, lo, hi in reader.shard_slices("train", 0, count)
+        for rec in reader.shard_records(shard, lo, hi)
+    )
     for k in range(shards):
         lo, hi = count * k // shards, count * (k + 1) // shards
         with tarfile.open(pattern.format(i=k), "w") as tar:
@@ -193,8 +202,14 @@ def _hf_dataset(base: str, x: np.ndarray, y: np.ndarray) -> str:
     return path
 
 
+def label_classes(p: dict[str, str]) -> int:
+    """The width of the one-hot labels (7 photo classes, 4 satellite ones)."""
+    return int(np.load(os.path.join(os.path.dirname(p["npy"]), "y_train.npy")).shape[1])
+
+
 def ways(p: dict[str, str]) -> list[tuple[str, str, str]]:
     """(name, storage group, code) for every way."""
+    classes = label_classes(p)
     out = []
     for fmt, group in [
         ("tfrecord", "PNG"),
@@ -313,7 +328,7 @@ t = time.perf_counter(); n = 0
             "tf",
             tf_common
             + f"""
-desc = {{"x": tf.io.FixedLenFeature([], tf.string), "y": tf.io.FixedLenFeature([7], tf.int64)}}
+desc = {{"x": tf.io.FixedLenFeature([], tf.string), "y": tf.io.FixedLenFeature([{classes}], tf.int64)}}
 def parse(r):
     ex = tf.io.parse_single_example(r, desc)
     return {{"x": tf.io.decode_png(ex["x"], channels=3), "y": ex["y"]}}
@@ -489,9 +504,10 @@ def main() -> None:
         help="alternating rounds of the tf.data ways and dstore.open",
     )
     ap.add_argument("--only", default="", help="comma-separated: run ways whose name contains one")
+    ap.add_argument("--imagery", choices=IMAGERY, default="photo", help="the tiles' kind")
     args = ap.parse_args()
     need = _needed(args.only)
-    paths = prepare(args.tiles, need)
+    paths = prepare(args.tiles, need, args.imagery)
     tf_ways = []
     picked = []
     for name, group, code in ways(paths):
@@ -555,7 +571,8 @@ def main() -> None:
         ("pair ratios", "vs hand-written tf.data, median (range) of rounds"),
     ]
     text = (
-        f"Reading the train split ({rows[0]['records'] if rows else 0} of {args.tiles} real-photo tiles "
+        f"Reading the train split ({rows[0]['records'] if rows else 0} of {args.tiles} "
+        f"{'real-photo' if args.imagery == 'photo' else args.imagery} tiles "
         f"256x256x3) in batches of {BATCH}, DataLoader num_workers={WORKERS}; "
         f"median of {args.repeats} round(s), each way once per round, the order reversed every "
         f"other round, page cache warmed first; the tf.data ways and dstore.open in "

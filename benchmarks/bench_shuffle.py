@@ -9,12 +9,7 @@ processes, batches of ``--batch``) five ways:
 * ``global``: ``to_torch(path, shuffle="global")``;
 * ``block``: ``to_torch(path, shuffle="block")``;
 * ``map``: ``to_torch(path, map_style=True)`` under ``DataLoader(shuffle=True)``;
-* ``buffer``: ``to_torch(path, shuffle=1000)`` (range order and a 1,000-record buffer);
-* ``grain`` (ArrayRecord only, not by default): Grain's own global shuffle on dstore's
-  files, ``grain.python.DataLoader`` (``--workers`` worker processes, batches of
-  ``--batch``) over ``ArrayRecordDataSource`` with ``IndexSampler(shuffle=True)``, each
-  record decoded by dstore's Example decoder (the same code dstore's reader runs), so
-  the two differ in how they read, not in what decodes.
+* ``buffer``: ``to_torch(path, shuffle=1000)`` (range order and a 1,000-record buffer).
 
 Each way runs once per round, the order of the ways reversed every other round;
 the table gives the median images/s, each shuffled way's ratio to the ordered
@@ -26,20 +21,38 @@ positions and of consecutive shard numbers, with shards of ``--shard-records``
 consecutive records (500 of 4,000: a uniform permutation scores about 4.49,
 storage order 0).
 
-The peers' loaders (MosaicML streaming, litdata) import torchvision, which needs
-torch's CUDA build here; they are left out when they do not import (the report
-says so).
+The peers' shuffled readers run in the same rounds, interleaved with dstore's
+ways, one epoch per process (``_shuffle_peers.py``, imports outside the clock),
+each decoding the same PNG bytes with dstore's PNG decoder (``--peers-decoder
+pil``: PIL) through ``DataLoader(num_workers=--workers, batch_size=--batch)``:
+
+* ``mds``: MosaicML streaming's ``MDSWriter`` then ``StreamingDataset(shuffle=True,
+  shuffle_algo="py1e")``;
+* ``litdata``: ``litdata.optimize`` then ``StreamingDataset(shuffle=True)``;
+* ``grain``: Grain's own ``DataLoader`` (``IndexSampler(shuffle=True)``, ``--workers``
+  workers) over dstore's ArrayRecord shards;
+* ``webdataset``: ``wds.WebDataset(shardshuffle=...).shuffle(1000)`` over dstore's tars;
+* ``hf``: ``datasets.load_dataset("parquet", ...)`` of dstore's Parquet files, ``.shuffle(seed)``.
+
+MDS and litdata get the PNG bytes, label and ``k`` of dstore's WebDataset tars,
+written by their own writers. They import torchvision, which needs torch's
+default (CUDA) build here: ``--peers-python`` names the Python of the
+environment that has them (see docs/benchmarks.md); a peer that does not import
+there is left out, and the report says so. Each dstore way's ``x best peer`` is
+its images/s over the fastest peer's in the same round (median and range).
 
     python benchmarks/bench_shuffle.py [--records 4000] [--rounds 3] [--formats tfrecord,zarr]
-        [--ways ordered,global,map,grain]
+        [--peers mds,litdata,grain,webdataset,hf] [--peers-python /path/to/venv-peers/bin/python]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,9 +64,28 @@ from _harness import load_average, machine, median_range, table, write_report
 
 FORMATS = ("tfrecord", "webdataset", "parquet", "arrayrecord", "zarr", "hdf5")
 WAYS = ("ordered", "global", "block", "map", "buffer")
-#: ways that are another library's reader, and the formats they read
-PEER_WAYS = {"grain": ("arrayrecord",)}
-PEERS = ("streaming", "litdata")
+PEERS = ("mds", "litdata", "grain", "webdataset", "hf")
+#: what each peer reads: the dstore format it reads, or the peer's own copy of dstore's tars
+PEER_SOURCE = {"grain": "arrayrecord", "webdataset": "webdataset", "hf": "parquet"}
+#: the module each peer needs, checked in the Python that runs it
+PEER_MODULE = {
+    "mds": "streaming",
+    "litdata": "litdata",
+    "grain": "grain",
+    "webdataset": "webdataset",
+    "hf": "datasets",
+}
+PEER_NAMES = {
+    "mds": "MDS (py1e)",
+    "litdata": "litdata",
+    "grain": "Grain (ArrayRecord)",
+    "webdataset": "webdataset (1,000 buffer)",
+    "hf": "HF datasets",
+}
+#: the peers that import torchvision (``--peers-python``)
+TORCHVISION_PEERS = ("mds", "litdata")
+HERE = os.path.dirname(os.path.abspath(__file__))
+HELPER = os.path.join(HERE, "_shuffle_peers.py")
 #: where each format is written (zarr and HDF5 are told by their extension)
 NAMES = {"zarr": "tiles.zarr", "hdf5": "tiles.h5"}
 
@@ -92,8 +124,6 @@ def read_epoch(path: str, fmt: str, way: str, workers: int, batch: int) -> dict:
     import dstore
     from dstore.readers.torch import data_loader
 
-    if way == "grain":
-        return grain_epoch(path, workers, batch)
     t0 = time.perf_counter()
     if way == "map":
         ds = dstore.to_torch(path, "train", map_style=True)
@@ -111,34 +141,73 @@ def read_epoch(path: str, fmt: str, way: str, workers: int, batch: int) -> dict:
     return {"seconds": seconds, "first": first, "order": np.concatenate(keys)}
 
 
-def grain_epoch(path: str, workers: int, batch: int) -> dict:
-    """The grain way in a process of its own (``_grain_way.py`` says why)."""
-    import json
-    import subprocess
+def peer_python(peer: str, args: argparse.Namespace) -> str:
+    return args.peers_python if peer in TORCHVISION_PEERS else sys.executable
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    with tempfile.TemporaryDirectory() as tmp:
-        order = os.path.join(tmp, "order.npy")
-        argv = [sys.executable, os.path.join(here, "_grain_way.py"), path, str(workers)]
-        done = subprocess.run(
-            [*argv, str(batch), order], check=False, capture_output=True, text=True
+
+def _peer_env() -> dict[str, str]:
+    """The repository on the path: the peers decode with dstore's PNG decoder."""
+    root = os.path.dirname(HERE)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+
+
+def usable_peers(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The asked peers whose module imports in their Python, and a note for each one left out."""
+    found, notes = [], []
+    for peer in [p for p in args.peers.split(",") if p]:
+        if peer not in PEERS:
+            raise SystemExit(f"--peers: unknown peer {peer!r} (known: {', '.join(PEERS)})")
+        python, module = peer_python(peer, args), PEER_MODULE[peer]
+        run = subprocess.run(
+            [python, "-c", f"import {module}"], check=False, capture_output=True, text=True
         )
-        if done.returncode:
-            raise SystemExit(f"grain way failed: {done.stderr.strip().splitlines()[-1:]}")
-        res = json.loads(done.stdout.strip().splitlines()[-1])
-        res["order"] = np.load(order)
-    return res
-
-
-def peers_available() -> list[str]:
-    found = []
-    for name in PEERS:
-        try:
-            __import__(name)
-        except Exception:  # noqa: BLE001 - any failure to import leaves the peer out
+        if run.returncode:
+            last = (run.stderr.strip().splitlines() or ["?"])[-1]
+            notes.append(f"{peer} left out: `import {module}` failed in {python}: {last}")
             continue
-        found.append(name)
-    return found
+        found.append(peer)
+    return found, notes
+
+
+def write_peers(root: str, stores: dict[str, str], peers: list[str], args) -> dict[str, str]:
+    """Each peer's input: dstore's own files, or the peer's copy of dstore's tars."""
+    paths = {}
+    for peer in peers:
+        if peer in PEER_SOURCE:
+            paths[peer] = stores[PEER_SOURCE[peer]]
+        else:
+            paths[peer] = os.path.join(root, peer)
+        if peer in ("mds", "litdata", "hf"):  # the peer's writer, or HF's Arrow cache
+            t = time.perf_counter()
+            cmd = [
+                peer_python(peer, args),
+                HELPER,
+                "write",
+                peer,
+                stores[PEER_SOURCE.get(peer, "webdataset")],
+                paths[peer],
+            ]
+            _run_helper(cmd)
+            print(f"wrote {peer} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    return paths
+
+
+def _run_helper(cmd: list[str]) -> str:
+    run = subprocess.run(cmd, check=False, capture_output=True, text=True, env=_peer_env())
+    if run.returncode:
+        raise SystemExit(f"{' '.join(cmd[2:4])} failed:\n{run.stderr[-3000:]}")
+    return run.stdout
+
+
+def peer_epoch(peer: str, path: str, args: argparse.Namespace) -> dict:
+    """One epoch of ``peer``'s shuffled reader, in its own process."""
+    cmd = [peer_python(peer, args), HELPER, "read", peer, path, "--workers", str(args.workers)]
+    cmd += ["--batch", str(args.batch), "--decoder", args.peers_decoder]
+    out = _run_helper(cmd)
+    line = next(x for x in out.splitlines() if x.startswith("RESULT "))
+    res = json.loads(line[len("RESULT ") :])
+    res["order"] = np.asarray(res["order"], dtype=np.int64)
+    return res
 
 
 def main() -> None:
@@ -150,58 +219,91 @@ def main() -> None:
     ap.add_argument("--shard-records", type=int, default=500)
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--ways", default=",".join(WAYS))
+    ap.add_argument("--peers", default=",".join(PEERS), help="comma list; '' for none")
+    ap.add_argument(
+        "--peers-python",
+        default=sys.executable,
+        help="the Python that runs mds and litdata (an environment with torchvision)",
+    )
+    ap.add_argument("--peers-decoder", choices=("dstore", "pil"), default="dstore")
     args = ap.parse_args()
     formats, ways = args.formats.split(","), args.ways.split(",")
+    peers, notes = usable_peers(args)
     root = tempfile.mkdtemp(prefix="bench-shuffle-")
     try:
-        stores = write_stores(root, args.records, formats)
-        runs: dict[tuple[str, str], list[dict]] = {
-            (f, w): [] for f in formats for w in ways if f in PEER_WAYS.get(w, (f,))
-        }
+        needed = [PEER_SOURCE.get(p, "webdataset") for p in peers]
+        stores = write_stores(root, args.records, list(dict.fromkeys(formats + needed)))
+        peer_paths = write_peers(root, stores, peers, args)
+        plan = [(f, w) for f in formats for w in ways] + [(f"peer:{p}", "shuffled") for p in peers]
+        runs: dict[tuple[str, str], list[dict]] = {key: [] for key in plan}
         for r in range(args.rounds):
-            plan = [(f, w) for f in formats for w in ways if f in PEER_WAYS.get(w, (f,))]
             for fmt, way in plan if r % 2 == 0 else plan[::-1]:
-                res = read_epoch(stores[fmt], fmt, way, args.workers, args.batch)
-                got = np.sort(res["order"])
-                if not np.array_equal(got, np.arange(args.records)):
+                if fmt.startswith("peer:"):
+                    res = peer_epoch(fmt[5:], peer_paths[fmt[5:]], args)
+                else:
+                    res = read_epoch(stores[fmt], fmt, way, args.workers, args.batch)
+                order = res["order"]
+                res["once"] = len(order) == args.records and np.array_equal(
+                    np.sort(order), np.arange(args.records)
+                )
+                if not res["once"] and not fmt.startswith("peer:"):
                     raise SystemExit(f"{fmt} {way}: an epoch did not deliver each record once")
-                res["quality"] = shuffle_quality(res["order"], args.shard_records)
+                res["quality"] = shuffle_quality(order, args.shard_records)
                 runs[(fmt, way)].append(res)
                 print(
                     f"round {r + 1}: {fmt} {way}: {args.records / res['seconds']:.0f} img/s, "
                     f"first batch {res['first']:.2f} s, quality {res['quality']:.2f}",
                     file=sys.stderr,
                 )
-        print(report(runs, formats, ways, args))
+        print(report(runs, formats, ways, peers, notes, args))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def report(runs: dict, formats: list[str], ways: list[str], args: argparse.Namespace) -> str:
+def _best_peer_per_round(runs: dict, peers: list[str], rounds: int) -> list[float]:
+    """The fastest peer's seconds in each round."""
+    return [
+        min(runs[(f"peer:{p}", "shuffled")][r]["seconds"] for p in peers) for r in range(rounds)
+    ]
+
+
+def report(
+    runs: dict,
+    formats: list[str],
+    ways: list[str],
+    peers: list[str],
+    notes: list[str],
+    args: argparse.Namespace,
+) -> str:
+    best = _best_peer_per_round(runs, peers, args.rounds) if peers else None
     rows = []
-    for fmt in formats:
+    for fmt, way in runs:
+        rs = runs[(fmt, way)]
+        row = {
+            "format": PEER_NAMES[fmt[5:]] if fmt.startswith("peer:") else fmt,
+            "way": way,
+            "img_s": statistics.median(args.records / x["seconds"] for x in rs),
+            "first": statistics.median(x["first"] for x in rs),
+            "quality": statistics.median(x["quality"] for x in rs),
+        }
         base = runs.get((fmt, "ordered"))
-        for way in ways:
-            rs = runs.get((fmt, way))
-            if not rs:
-                continue
-            row = {
-                "format": fmt,
-                "way": way,
-                "img_s": statistics.median(args.records / x["seconds"] for x in rs),
-                "first": statistics.median(x["first"] for x in rs),
-                "quality": statistics.median(x["quality"] for x in rs),
-            }
-            if base and way != "ordered":
-                ratios = [b["seconds"] / x["seconds"] for x, b in zip(rs, base, strict=True)]
-                row["ratio"] = median_range(ratios)
-            rows.append(row)
-    peers = peers_available()
+        if base and way != "ordered":
+            ratios = [b["seconds"] / x["seconds"] for x, b in zip(rs, base, strict=True)]
+            row["ratio"] = median_range(ratios)
+        if best and way not in ("ordered", "shuffled"):
+            row["peer"] = median_range([b / x["seconds"] for x, b in zip(rs, best, strict=True)])
+        if not all(x["once"] for x in rs):
+            n = [len(x["order"]) for x in rs]
+            notes.append(
+                f"{row['format']}: an epoch did not deliver each record once ({n} records)"
+            )
+        rows.append(row)
     cols = [
         ("format", "format"),
         ("way", "read"),
         ("img_s", "images/s"),
         ("ratio", "x ordered (range)"),
+        ("peer", "x best peer (range)"),
         ("first", "first batch s"),
         ("quality", "quality"),
     ]
@@ -214,10 +316,9 @@ def report(runs: dict, formats: list[str], ways: list[str], args: argparse.Names
             "",
             table(rows, cols),
             "",
-            "Peers: "
-            + (
-                ", ".join(peers) if peers else "none importable here (torchvision needs CUDA torch)"
-            ),
+            f"Peers ({args.peers_decoder} PNG decoder; mds, litdata in {args.peers_python}): "
+            + (", ".join(PEER_NAMES[p] for p in peers) or "none"),
+            *notes,
         ]
     )
     print("report:", write_report("bench_shuffle", text), file=sys.stderr)

@@ -36,7 +36,7 @@ from .loader import LoaderRead, drop_from_page_cache, loader_pass
 from .results import Cell
 from .sample import SamplePlan, encoded_records
 from .scan import ScanResult, scan
-from .shuffle import delivered_order, relative_quality, units_of
+from .shuffle import delivered_order, permutation_quality, shuffle_quality
 
 if TYPE_CHECKING:
     from ..abc import Codec
@@ -298,19 +298,20 @@ def _loader(
     if tiny is None and drop_from_page_cache(outs[0]):
         cold = loader_pass(outs[0], cell.format, ws.splits, ws.how)
         cell.loader_cold_rps = cold.records / cold.seconds
-    keys_path = outs[0] if tiny is None else outs[ws.keys_part or 0]
     total = ws.plan.total
     ordered, first = _loader_seconds(ws, cell, outs, tiny, shuffle=False)
     cell.loader_rps = total / ordered.value
     cell.loader_mbps = cell.bytes / ordered.value / 1e6
-    cell.ordered_quality = _quality(keys_path, cell.format, ws.keys_split, first.keys, found)
+    cell.ordered_quality = _quality(ws.keys_split, first.keys, found)
     try:
         shuffled, first = _loader_seconds(ws, cell, outs, tiny, shuffle=True)
     except (DstoreError, ValueError) as e:  # a streaming-only file (a deflated npz)
         cell.shuffle_note = str(e).splitlines()[0]
         return
     cell.shuffled_rps = total / shuffled.value
-    cell.shuffle_quality = _quality(keys_path, cell.format, ws.keys_split, first.keys, found)
+    cell.shuffle_quality = _quality(ws.keys_split, first.keys, found)
+    if ws.keys_split in found.keys:
+        cell.permutation_quality = permutation_quality(len(found.keys[ws.keys_split]))
 
 
 def input_loader(
@@ -331,15 +332,9 @@ def input_loader(
     cell.shuffled_rps = runs[0].records / statistics.median(p.seconds for p in runs)
 
 
-def _quality(
-    path: str, fmt: str, split: str | None, delivered: list[bytes], found: ScanResult
-) -> float:
-    """The delivered order's quality relative to a random permutation (NaN: not told)."""
+def _quality(split: str | None, delivered: list[bytes], found: ScanResult) -> float:
+    """MosaicML's shuffle quality of the delivered order (NaN: not told)."""
     if split is None or split not in found.keys:
         return math.nan
     order = delivered_order(delivered, found.keys[split])
-    if order is None:
-        return math.nan
-    with api.open(path, format=fmt) as ds:
-        ranges = ds.reader.record_ranges(split)  # the storage units
-    return relative_quality(order, units_of(ranges, len(order)))
+    return math.nan if order is None else shuffle_quality(order)

@@ -210,6 +210,8 @@ def cell_line(cell: Cell, i: int, total: int, left: str) -> str:
         parts.append(f"loader {cell.loader_rps:,.0f} records/s")
     if not math.isnan(cell.shuffled_rps):
         parts.append(f"shuffled {cell.shuffled_rps:,.0f} records/s")
+    elif cell.shuffle_note:  # the reason is the table's note
+        parts.append("no shuffled read (see the note)")
     if not math.isnan(cell.accuracy) and not cell.is_input:
         parts.append(f"delta {cell.accuracy_delta:+.2f} pts")
     return f"{head}: {', '.join(parts)}{tail}"

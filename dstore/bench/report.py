@@ -68,8 +68,9 @@ def _note(c: Cell) -> str:
         return f"not supported: {c.unsupported}"
     if c.error:
         return c.error
-    if c.is_input:
-        return "your input as it is"
+    if c.is_input:  # and why its loader has no shuffled figure, when it has none
+        why = f"; no shuffle: {c.shuffle_note}" if c.shuffle_note else ""
+        return f"your input as it is{why}"
     notes = []
     if c.differs:
         notes.append(c.differs)
@@ -194,10 +195,7 @@ def _legend(report: BenchReport, keys: set[str]) -> list[str]:
     if "probe_s" in keys:
         out.append("train s: the probe's training time on the stored dtype")
     if "loader" in keys:
-        out.append(
-            "rec/s: the training loader's records/s in storage order; shuf rec/s: with "
-            "shuffle='global'; shuffle: order quality (1.00: as a random permutation, 0: none)"
-        )
+        out.append(_loader_legend(report))
     spreads = [c.spread(k) for c in report.cells for k in ("bytes", "write_s", "read_s")]
     if any(spreads):
         size = max(c.spread("bytes") for c in report.cells)
@@ -207,6 +205,16 @@ def _legend(report: BenchReport, keys: set[str]) -> list[str]:
             f"(sizes) and +/- {times:.0%} (times) -- per cell with --wide and in --report"
         )
     return out
+
+
+def _loader_legend(report: BenchReport) -> str:
+    perm = [c.permutation_quality for c in report.cells if not math.isnan(c.permutation_quality)]
+    scale = f"a uniform random permutation of as many records: {perm[0]:.2f}; " if perm else ""
+    return (
+        "rec/s: the training loader's records/s in storage order; shuf rec/s: with "
+        "shuffle='global'; shuffle: MosaicML's shuffle quality of the order the shuffled "
+        f"records came in ({scale}storage order: 0)"
+    )
 
 
 def _columns(report: BenchReport, wide: bool) -> list[tuple[str, str]]:
@@ -244,8 +252,9 @@ def to_text(report: BenchReport, wide: bool = False, width: int = TABLE_WIDTH) -
     cols = _columns(report, wide)
     notes: list[str] = []
     if not wide and rows:
-        if report.input is not None:
-            rows[0]["note"] = "baseline"
+        if report.input is not None:  # "your input as it is" said shortly, a reason kept
+            why = report.input.shuffle_note
+            rows[0]["note"] = f"baseline; no shuffle: {why}" if why else "baseline"
         cols, room = fit_columns(rows, cols, width, NARROW_DROP)
         notes = footnoted(rows, room)
     widths = {k: max(len(h), *(len(r[k]) for r in rows)) if rows else len(h) for k, h in cols}

@@ -45,8 +45,10 @@ class Cell:
     loader_mbps: float = float("nan")  # --read: its MB/s of the cell's bytes
     loader_cold_rps: float = float("nan")  # --read: records/s after a page-cache drop
     shuffled_rps: float = float("nan")  # --read: records/s with shuffle="global"
-    shuffle_quality: float = float("nan")  # shuffled order's quality / a random permutation's
+    #: --read: MosaicML's shuffle quality of the shuffled pass's order (.shuffle)
+    shuffle_quality: float = float("nan")
     ordered_quality: float = float("nan")  # the same, of the storage-order pass
+    permutation_quality: float = float("nan")  # a uniform permutation's, of as many records
     shuffle_note: str = ""  # why there is no shuffled figure
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0

@@ -221,9 +221,13 @@ def _prefix_rows(deltas: np.ndarray) -> np.ndarray:
     adds between two buffers instead of ``np.cumsum(axis=0)``, which walks the image a
     column at a time (4x slower on 256x256x3 tiles; reading PNGs for training is bound
     by this). Two allocations per image: a DataLoader worker maps each one fresh."""
-    src = np.array(deltas, order="C")
+    # the first step reads the rows where they lie (a strided view past each filter
+    # byte): no copy to make them contiguous first
+    src = np.empty(deltas.shape, np.uint8)
+    src[:1] = deltas[:1]
+    np.add(deltas[1:], deltas[:-1], out=src[1:])
     dst = np.empty_like(src)
-    step = 1
+    step = 2
     while step < len(src):
         dst[:step] = src[:step]
         np.add(src[step:], src[:-step], out=dst[step:])
@@ -248,13 +252,14 @@ def _decode_up(data: bytes) -> np.ndarray | None:
     w, h, depth, color, interlace = header
     if interlace or depth not in (8, 16) or color not in _CHANNELS or not w or not h:
         return None
+    view = memoryview(data)  # IDAT chunks are sliced from it, not copied
     idat = []
     pos = 33
     while pos + 8 <= len(data):
         (length,) = struct.unpack(">I", data[pos : pos + 4])
         kind = data[pos + 4 : pos + 8]
         if kind == b"IDAT":
-            idat.append(data[pos + 8 : pos + 8 + length])
+            idat.append(view[pos + 8 : pos + 8 + length])
         elif kind == b"IEND":
             break
         elif kind[0] & 0x20 == 0:  # an unknown critical chunk (e.g. PLTE): libpng's job
@@ -267,7 +272,8 @@ def _decode_up(data: bytes) -> np.ndarray | None:
         # at most one byte past the rows: a small IDAT that inflates to gigabytes (a
         # deflate bomb under an honest IHDR) is left to libpng, which stops at the last row
         inflate = isal_zlib.decompressobj()
-        raw = inflate.decompress(b"".join(idat), size + 1)
+        stream = idat[0] if len(idat) == 1 else b"".join(idat)  # one IDAT: what fpng writes
+        raw = inflate.decompress(stream, size + 1)
     except Exception:  # noqa: BLE001 - let libpng produce the precise error
         return None
     if len(raw) != size or not inflate.eof:

@@ -185,7 +185,7 @@ class JsonReader(Reader):
     def _parse_lines(
         self, data: list[bytes], parse: Callable[[bytes, bool], Any]
     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], Schema | None]:
-        records = []
+        records: list[dict[str, Any]] = []
         stored_json, carrier = None, {}
         last = max((n for n, line in enumerate(data, 1) if line.strip()), default=0)
         for n, line in enumerate(data, 1):

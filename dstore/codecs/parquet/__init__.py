@@ -51,8 +51,10 @@ class ParquetOptions(ImageOptions):
     IMAGE_CODECS: ClassVar[tuple[str, ...]] = ("png", "jpeg", "webp")
 
     shard_mb: float = option(256.0, "target shard size in MiB (the Hub's own shards are ~500)")
-    row_group_rows: int = option(100, "most records in a row group (datasets' for images)")
-    row_group_mb: float = option(64.0, "a row group ends once its encoded records reach this")
+    row_group_rows: int = option(100, "most records in a row group (datasets' batches of images)")
+    # a shuffled read fetches a whole row group for one record: large records (photo tiles
+    # of ~110 kB) get groups of ~10, small ones keep row_group_rows (docs/benchmarks.md)
+    row_group_mb: float = option(1.0, "a row group ends once its encoded records reach this")
     compression: Literal["zstd", "snappy", "gzip", "none"] = option("zstd", "page compression")
     compression_level: int = option(3, "zstd/gzip level (zstd 1..22)")
     images: tuple[str, ...] | None = option(

@@ -22,7 +22,7 @@ from ...model.labels import is_one_hot, to_one_hot
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges
 from . import Storage
-from .pages import check_footer, iter_group
+from .pages import BATCH_BYTES, check_footer, iter_group
 
 __all__ = ["ParquetReader"]
 
@@ -171,36 +171,64 @@ class ParquetReader(ShardedDirectoryReader):
         pool: Executor,
     ) -> Iterator[Batch]:
         """Records ``lo:hi`` of ``shard``: only the row groups that hold them are read, each
-        streamed whole in bounded batches (:func:`.pages.iter_group`: its rows and decoded
-        bytes checked against its footer)."""
+        streamed in bounded batches (:func:`.pages.iter_group`: its rows and decoded bytes
+        checked against its footer). Small groups' rows are gathered up to ``rows`` (or
+        :data:`.pages.BATCH_BYTES` stored) before they are decoded: one decode a batch,
+        not one per group of ten tiles."""
         pf = self._open(shard.path)
         where = f"{shard.path}: split {spec.name!r}"
         try:
             self.check_count(shard, pf.metadata.num_rows)
-            first = 0
-            for g in range(pf.metadata.num_row_groups):
-                n = pf.metadata.row_group(g).num_rows
-                if first < hi and first + n > lo:
-                    pos = first
-                    for part in iter_group(pf, shard.path, g, names, rows):
-                        s, e = max(lo, pos), min(hi, pos + part.num_rows)
-                        if s < e:
-                            piece = part.slice(s - pos, e - s)
-                            yield {
-                                name: self.column(
-                                    spec,
-                                    name,
-                                    piece.column(name),
-                                    f"{where}, field {name!r}",
-                                    s,
-                                    pool,
-                                )
-                                for name in names
-                            }
-                        pos += part.num_rows
-                first += n
+            pending: list[pa.RecordBatch] = []
+            start = held = 0
+            for s, piece in self._pieces(pf, shard.path, names, lo, hi, rows):
+                if not pending:
+                    start = s
+                pending.append(piece)
+                held += piece.nbytes
+                if sum(p.num_rows for p in pending) >= rows or held >= BATCH_BYTES:
+                    yield self._decoded(spec, names, pending, where, start, pool)
+                    pending, held = [], 0
+            if pending:
+                yield self._decoded(spec, names, pending, where, start, pool)
         finally:
             pf.close()
+
+    def _pieces(
+        self, pf: pq.ParquetFile, path: str, names: list[str], lo: int, hi: int, rows: int
+    ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """The rows ``lo:hi`` of ``pf`` as (first row, batch), group by group."""
+        first = 0
+        for g in range(pf.metadata.num_row_groups):
+            n = pf.metadata.row_group(g).num_rows
+            if first < hi and first + n > lo:
+                pos = first
+                for part in iter_group(pf, path, g, names, rows):
+                    s, e = max(lo, pos), min(hi, pos + part.num_rows)
+                    if s < e:
+                        yield s, part.slice(s - pos, e - s)
+                    pos += part.num_rows
+            first += n
+
+    def _decoded(
+        self,
+        spec: SplitSpec,
+        names: list[str],
+        pieces: list[pa.RecordBatch],
+        where: str,
+        first: int,
+        pool: Executor,
+    ) -> Batch:
+        """Consecutive rows from ``pieces`` (records ``first...``) decoded as one batch."""
+        if len(pieces) == 1:
+            columns = {name: pieces[0].column(name) for name in names}
+        else:
+            table = pa.Table.from_batches(pieces).combine_chunks()
+            columns = {name: table.column(name).chunk(0) for name in names}
+        return {
+            name: self.column(spec, name, arr, f"{where}, field {name!r}", first, pool)
+            for name, arr in columns.items()
+        }
 
     def column(
         self, spec: SplitSpec, name: str, arr: Any, where: str, first: int, pool: Executor
