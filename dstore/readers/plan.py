@@ -33,10 +33,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: records a globally shuffled reader reads together, sorted by position
-GLOBAL_WINDOW = 256
-
-
 def epoch_rng(seed: int, epoch: int, *stream: int) -> np.random.Generator:
     """A generator that depends only on its arguments (the same in every process)."""
     return np.random.default_rng([seed, epoch, *stream])
