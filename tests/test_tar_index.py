@@ -12,7 +12,7 @@ import pytest
 
 import dstore
 from dstore.codecs.webdataset.reader import walk
-from dstore.codecs.webdataset.tar_index import simple_members
+from dstore.codecs.webdataset.tar_index import BLOCK, simple_members
 
 
 def _both(path: str):
@@ -81,3 +81,52 @@ def test_a_bad_checksum_or_a_cut_tar_is_left_to_tarfile(tmp_path):
         found = simple_members(f, len(data))
     assert found is not None and [m.name for m in found] == ["0.cls", "1.cls"]
     assert np.diff([m.offset for m in found]).tolist() == [1024]
+
+
+def _header(name: bytes, size_field: bytes, mtime: bytes = b"00000000000\0") -> bytes:
+    """A ustar header written byte by byte (tarfile cannot write the fields below)."""
+    head = bytearray(BLOCK)
+    head[0 : len(name)] = name
+    head[100:124] = b"0000644\0" + b"0000000\0" * 2
+    head[124:136] = size_field.ljust(12, b"\0")
+    head[136:148] = mtime
+    head[148:156] = b" " * 8
+    head[156:157] = b"0"
+    head[257:265] = b"ustar\x0000"
+    head[148:156] = b"%06o\0 " % sum(head)
+    return bytes(head)
+
+
+def _file(name: bytes, data: bytes) -> bytes:
+    return _header(name, b"%011o\0" % len(data)) + data + bytes(-len(data) % BLOCK)
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [
+        # '-0000000001': the next header sits where this member's data would start; the
+        # member read as b"" (an empty caption returned as data)
+        _file(b"k0.cls", b"1")
+        + _header(b"k0.txt", b"-0000000001\0")
+        + _file(b"k1.cls", b"2")
+        + _file(b"k1.txt", b"bye"),
+        # '-1000' (-512 bytes): the header is read again, for ever (memory without bound)
+        _file(b"k0.cls", b"1") + _header(b"k1.cls", b"-1000\0"),
+        # '-2000' (-1024): back to the first header, and round again
+        _header(b"k0.cls", b"0\0") + _header(b"k1.cls", b"-2000\0"),
+    ],
+    ids=["minus-1", "minus-512", "minus-1024"],
+)
+def test_a_negative_size_is_refused_by_name(tmp_path, blob):
+    """Octal digits may carry a sign ('-1' parses with int(..., 8), in tarfile too): a
+    member of negative size is one error naming the file and member, never read as an
+    empty member nor walked in a loop."""
+    path = str(tmp_path / "t.tar")
+    with open(path, "wb") as f:
+        f.write(blob + bytes(2 * BLOCK))
+    with open(path, "rb") as f:
+        assert simple_members(f, os.path.getsize(path)) is None
+    with pytest.raises(
+        dstore.CodecIOError, match=r"t\.tar: byte \d+: member 'k[01]\.(txt|cls)'.*negative"
+    ):
+        dstore.open(path)

@@ -64,6 +64,8 @@ def is_tar_header(block: bytes) -> bool:
 
 def _check(info: TarInfo, path: str, size: int) -> None:
     where, name = f"{path}: byte {info.offset}: member {info.name!r}", info.name
+    if info.size < 0:  # tarfile parses '-1000' and would read this header again for ever
+        raise CodecIOError(f"{where} declares a negative size ({info.size} bytes)")
     if info.offset_data + info.size > size:
         raise CodecIOError(f"{where} claims {info.size} bytes past the end")
     if info.type not in _REGULAR and not info.isdir():

@@ -4,8 +4,8 @@ ustar/GNU headers of regular files (and directories), read a header at a time.
 ``tarfile`` builds a ``TarInfo`` per member (about 200 us each: 2.7 s of a 4,000-tile
 epoch's 20 s in one process, paid again by every DataLoader worker that reads at
 random, each epoch). A header here costs one 512-byte read, a checksum and three
-fields. Anything else (pax or GNU long-name headers, links, devices, base-256 sizes,
-a bad checksum, a name leaving the archive, a member past the end) makes
+fields. Anything else (pax or GNU long-name headers, links, devices, base-256 or
+negative sizes, a bad checksum, a name leaving the archive, a member past the end) makes
 :func:`simple_members` answer None, and the caller walks the tar with ``tarfile``,
 which reads those and names what is wrong.
 """
@@ -58,8 +58,8 @@ def _member(head: bytes, at: int, size: int) -> Member | bool | None:
     length = _octal(head[124:136])
     kind = head[156:157]
     name = _text(head[0:100])
-    if length is None or kind not in (*_REGULAR, _DIRECTORY):
-        return None
+    if length is None or length < 0 or kind not in (*_REGULAR, _DIRECTORY):
+        return None  # a sign is octal to int(): tarfile's walk refuses a negative size
     # as tarfile reads them: an old-style directory is a file whose name ends with "/"
     directory = kind == _DIRECTORY or (kind == b"\0" and name.endswith("/"))
     if directory:
