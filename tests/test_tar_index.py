@@ -130,3 +130,23 @@ def test_a_negative_size_is_refused_by_name(tmp_path, blob):
         dstore.CodecIOError, match=r"t\.tar: byte \d+: member 'k[01]\.(txt|cls)'.*negative"
     ):
         dstore.open(path)
+
+
+@pytest.mark.parametrize("field", [slice(100, 108), slice(136, 148), slice(329, 337)])
+def test_a_header_tarfile_refuses_is_refused_by_the_index_too(tmp_path, field):
+    """A mode, mtime or device number that is no number: tarfile refuses the header, so
+    the index leaves it to tarfile (before, the same tar read through the index, and was
+    refused once another member had a long name)."""
+    blob = bytearray(_file(b"k0.cls", b"1") + _file(b"k1.cls", b"2") + bytes(2 * BLOCK))
+    head = bytearray(blob[BLOCK * 2 : BLOCK * 3])
+    head[field] = b"zz".ljust(field.stop - field.start, b"\0")
+    head[148:156] = b" " * 8
+    head[148:156] = b"%06o\0 " % sum(head)
+    blob[BLOCK * 2 : BLOCK * 3] = head
+    path = str(tmp_path / "t.tar")
+    with open(path, "wb") as f:
+        f.write(blob)
+    with open(path, "rb") as f:
+        assert simple_members(f, len(blob)) is None
+    with pytest.raises(dstore.CodecIOError, match=r"t\.tar: byte 1024: not a tar header"):
+        dstore.open(path)

@@ -20,6 +20,16 @@ BLOCK = 512
 _ZERO = bytes(BLOCK)
 _REGULAR = (b"0", b"\0")
 _DIRECTORY = b"5"
+#: mode, uid, gid, mtime, devmajor, devminor: unused here, but tarfile refuses a header
+#: where one is not a number, and so must this index (the same tar reads or not alike)
+_NUMBERS = (
+    slice(100, 108),
+    slice(108, 116),
+    slice(116, 124),
+    slice(136, 148),
+    slice(329, 337),
+    slice(337, 345),
+)
 
 
 class Member(NamedTuple):
@@ -59,6 +69,8 @@ def _member(head: bytes, at: int, size: int) -> Member | bool | None:
     kind = head[156:157]
     name = _text(head[0:100])
     if length is None or length < 0 or kind not in (*_REGULAR, _DIRECTORY):
+        return None
+    if any(_octal(head[field]) is None for field in _NUMBERS):
         return None  # a sign is octal to int(): tarfile's walk refuses a negative size
     # as tarfile reads them: an old-style directory is a file whose name ends with "/"
     directory = kind == _DIRECTORY or (kind == b"\0" and name.endswith("/"))
