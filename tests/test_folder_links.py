@@ -296,3 +296,16 @@ def test_a_fifo_among_a_folders_shards_is_refused_not_waited_on(tmp_path, tiles,
     err = [ln for ln in child.stderr.splitlines() if ln.strip()]
     assert len(err) == 2 and all(names[1] in ln and "not a regular file" in ln for ln in err)
     assert not out.exists() and sorted(os.listdir(tmp_path)) == ["f", os.path.basename(mine)]
+
+
+@pytest.mark.parametrize("fmt", SHARDED)
+def test_to_torch_follows_a_link_when_told(tmp_path, tiles, fmt):
+    """to_torch(folder, follow_links=True) on a plain folder with a shard linked in reads
+    it (it was refused with 'follow_links=True reads it': the format's inference walked
+    the folder without the flag)."""
+    pytest.importorskip("torch")
+    folder, _ = _linked_folder(tmp_path, tiles, fmt)
+    records = list(dstore.to_torch(folder, "train", follow_links=True))
+    key = next(n for n in records[0] if n.split(".")[0] == "k")
+    k = np.array([int(np.asarray(r[key]).reshape(-1)[0]) for r in records])
+    assert (k >= SECRET_SHIFT).any() and (k < SECRET_SHIFT).any()

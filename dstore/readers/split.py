@@ -59,7 +59,9 @@ class SplitSource:
             raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}; got {on_error!r}")
         self.path = os.fspath(path)
         # a folder of one format's shards without a manifest reads as dstore.open reads it
-        self.format = format or listing.folder_format(self.path) or infer_codec(self.path)
+        self.format = (
+            format or listing.folder_format(self.path, follow_links) or infer_codec(self.path)
+        )
         self.on_error = on_error
         #: pickled to the workers with the path: each process opens the source as allowed
         self.follow_links = follow_links

@@ -40,14 +40,14 @@ def is_multi(path: str, format: str | None = None) -> bool:
     return False
 
 
-def folder_format(path: str) -> str | None:
+def folder_format(path: str, follow_links: bool = False) -> str | None:
     """The format of a plain folder (its name claims none, no marker inside) whose files
     are all one format's shards, for readers that open one dataset by record (``to_torch``,
     ``to_tf_dataset``); None when it is not such a folder. Links out of the folder are
-    refused as :func:`expand` refuses them."""
+    refused as :func:`expand` refuses them (unless ``follow_links``)."""
     if "://" in path or not os.path.isdir(path) or _claimed(path) is not None:
         return None
-    paths, _ = expand(path)
+    paths, _ = expand(path, follow_links=follow_links)
     names = {_claimed(p) for p in paths}
     if len(names) != 1 or None in names:
         return None
