@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -102,3 +103,23 @@ def test_a_zarr_store_written_before_gets_its_card_inside(tmp_path, source):
     assert dstore.card(str(theirs)).written == [f"{theirs}.croissant.json"]
     assert (theirs / "zarr.json").read_bytes() == before
     assert sorted(os.listdir(theirs)) == ["x", "zarr.json"]
+
+
+def _files(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_foreign_store_with_its_own_listing_is_never_changed(tmp_path):
+    """A zarr store zarr-python wrote and consolidated (its root lists its nodes, as
+    dstore's do): 'dstore card' writes the card beside it and changes nothing in it
+    (before, the listing alone made it a store to write the card into)."""
+    theirs = tmp_path / "theirs.zarr"
+    group = zarr.open_group(str(theirs), mode="w", zarr_format=3)
+    group.create_array("x", shape=(3, 2), dtype="f4")[:] = np.arange(6).reshape(3, 2)
+    with warnings.catch_warnings():  # zarr: consolidated metadata is not in the v3 spec
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(str(theirs))
+    before = _files(theirs)
+    assert main(["card", str(theirs)]) == 0
+    assert _files(theirs) == before
+    assert os.path.exists(f"{theirs}.croissant.json")

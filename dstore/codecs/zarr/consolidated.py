@@ -74,8 +74,10 @@ def open_store(path: str, *, read_only: bool, inner: Any = None) -> CardlessStor
 
 
 def has_listing(path: str) -> bool:
-    """True when the root ``zarr.json`` at ``path`` is a group's holding consolidated
-    metadata: zarr users' listings take the members from it, never from the store."""
+    """True when the root ``zarr.json`` at ``path`` is a group's that dstore wrote (its
+    schema in the attributes) holding consolidated metadata: zarr users' listings take
+    the members from it, never from the store. A store of others' with a listing of its
+    own is never written into."""
     meta = fs.join(path, "zarr.json")
     try:
         with fs.open_binary(meta) as f:
@@ -86,6 +88,8 @@ def has_listing(path: str) -> bool:
         isinstance(node, dict)
         and node.get("node_type") == "group"
         and isinstance(node.get("consolidated_metadata"), dict)
+        and isinstance(node.get("attributes"), dict)
+        and _ATTR in node["attributes"]
     )
 
 
