@@ -35,6 +35,7 @@ what manifests and ``--help`` show (so ``images=auto`` stays ``"auto"``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 import warnings
@@ -131,7 +132,10 @@ def _parse_int(value: Any) -> int:
 def _parse_float(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError("expected a number")
-    return float(value)
+    number = float(value)
+    if not math.isfinite(number):  # NaN passes every 'must be >= 0' a codec checks
+        raise ValueError("expected a finite number")
+    return number
 
 
 #: the scalar option types and how each parses

@@ -54,12 +54,30 @@ def test_unknown_and_unreadable_options_are_option_errors(name):
     assert issubclass(OptionError, DstoreError) and issubclass(OptionError, ValueError)
 
 
+@pytest.mark.parametrize("name", BUILTINS)
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "1e400"])
+def test_a_number_option_is_finite(name, text):
+    """Sizes and thresholds are finite: NaN passed every '>= 0' check (HDF5's
+    record_chunk_kb=nan was taken, Parquet's row_group_mb=nan too) or failed later as
+    'cannot convert float NaN to integer' naming no option; inf made one shard."""
+    cls = _codec_class(name)
+    for f in dataclasses.fields(cls.Options):
+        if type(f.default) is float:
+            with pytest.raises(OptionError, match=rf"{name}: option {f.name}='{text}'.*finite"):
+                cls(**{f.name: text})
+            with pytest.raises(OptionError, match=rf"{name}: option {f.name}=.*finite"):
+                cls(**{f.name: float(text)})
+
+
 def test_validate_range_errors_become_option_errors():
     for name, key, value in [
         ("npz", "level", "12"),
         ("tfrecord", "shard_mb", "0"),
         ("tfrecord", "compression", "zip"),
         ("tfrecord", "png_level", "11"),
+        ("hdf5", "chunk_mb", "0"),
+        ("hdf5", "chunk_mb", "-1"),
+        ("hdf5", "record_chunk_kb", "-1"),
     ]:
         with pytest.raises(OptionError, match=key):
             _codec_class(name)(**{key: value})

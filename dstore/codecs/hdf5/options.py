@@ -114,6 +114,8 @@ class HDF5Options(ImageOptions):
             )
         if self.compression in ("blosc", "zstd") and _plugins() is None:
             raise MissingDependencyError(f"hdf5 {self.compression}", "hdf5-plugins", "hdf5plugin")
+        if self.chunk_mb <= 0:
+            raise ValueError(f"hdf5: chunk_mb must be > 0. Got {self.chunk_mb} instead.")
         if self.record_chunk_kb < 0:
             raise ValueError(
                 f"hdf5: record_chunk_kb must be >= 0. Got {self.record_chunk_kb} instead."
