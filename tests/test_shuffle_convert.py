@@ -17,7 +17,7 @@ import pytest
 import dstore
 from dstore.cli import main
 from dstore.demo import photo_tiles
-from dstore.errors import UsageError
+from dstore.errors import CodecIOError, UsageError
 from dstore.registry import available_codecs, codec_names, default_extension
 from dstore.sources.permuted import SHUFFLE_ATTR, permutation
 from dstore.testing import file_digests
@@ -205,6 +205,10 @@ def test_resume_finishes_the_same_shuffled_bytes(tmp_path) -> None:
 
     with pytest.raises(KeyboardInterrupt, match="resume=True"):
         dstore.convert(src, dst, options=opts, shuffle_seed=4, progress=interrupt)
+    # another seed, or none, is another output: refused, naming the seed
+    for other, said in ((5, r"was 4, now 5"), (None, r"was 4, now None")):
+        with pytest.raises(CodecIOError, match=rf"cannot resume: shuffle_seed= \({said}\)"):
+            dstore.convert(src, dst, options=opts, shuffle_seed=other, resume=True)
     report = dstore.convert(src, dst, options=opts, shuffle_seed=4, resume=True)
     assert report.shards is not None and report.shards.kept >= 1
     assert file_digests(dst) == file_digests(whole)

@@ -62,6 +62,8 @@ def run_header(
         },
         "sources": fingerprint,
         "plan": [dataclasses.asdict(s) for s in plan],
+        # only when set: the digest of a plain run's finished output stays what it was
+        **({"shuffle_seed": job.shuffle_seed} if job.shuffle_seed is not None else {}),
     }
 
 
@@ -152,7 +154,11 @@ def check_resumable(dst: str, header: dict[str, Any], folder: str) -> None:
     """An interrupted run's folder is resumed only by the same command (its journal's header)."""
     old, _ = read_journal(folder)
     if old is not None and old != header:
-        changed = [k for k in header if old.get(k) != header[k]]
+        changed = [k for k in dict.fromkeys([*old, *header]) if old.get(k) != header.get(k)]
+        if "shuffle_seed" in changed:  # said first: it also changes the schema
+            was, now = old.get("shuffle_seed"), header.get("shuffle_seed")
+            changed.remove("shuffle_seed")
+            changed.insert(0, f"shuffle_seed= (was {was}, now {now})")
         raise CodecIOError(
             f"{dst}: cannot resume: {', '.join(changed)} changed since the interrupted run "
             "(run without resume=True to start again)"
