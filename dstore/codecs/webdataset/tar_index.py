@@ -20,6 +20,7 @@ BLOCK = 512
 _ZERO = bytes(BLOCK)
 _REGULAR = (b"0", b"\0")
 _DIRECTORY = b"5"
+_DIGITS = b"01234567"
 #: mode, uid, gid, mtime, devmajor, devminor: unused here, but tarfile refuses a header
 #: where one is not a number, and so must this index (the same tar reads or not alike)
 _NUMBERS = (
@@ -59,19 +60,36 @@ def _octal(field: bytes) -> int | None:
         return None
 
 
-def _member(head: bytes, at: int, size: int) -> Member | bool | None:
+def _numbers_read(head: bytes, read: set[bytes]) -> bool:
+    """True when every field of ``_NUMBERS`` is a number. ``read``: the bytes of the
+    fields a tar's members mostly share (all but mtime) found numbers already."""
+    mtime = head[136:148]  # each member's own: the plain 11 digits, or read as tarfile does
+    plain = not mtime[:-1].translate(None, _DIGITS) and mtime[-1] in (0, 32)
+    if not plain and _octal(mtime) is None:
+        return False
+    shared = head[100:124] + head[329:345]
+    if shared in read:
+        return True
+    if any(_octal(head[field]) is None for field in _NUMBERS):
+        return False
+    read.add(shared)
+    return True
+
+
+def _member(head: bytes, at: int, size: int, read: set[bytes]) -> Member | bool | None:
     """The member whose header ``head`` is at byte ``at`` of a tar of ``size`` bytes:
     a :class:`Member`, True for a directory (passed over), None when ``tarfile`` must
-    read it."""
+    read it (``read``: see :func:`_numbers_read`)."""
     if _octal(head[148:156]) != 256 + sum(head[:148]) + sum(head[156:]):
         return None
     length = _octal(head[124:136])
     kind = head[156:157]
     name = _text(head[0:100])
+    # a sign is octal to int() ('-1000'): tarfile's walk refuses a negative size by name
     if length is None or length < 0 or kind not in (*_REGULAR, _DIRECTORY):
         return None
-    if any(_octal(head[field]) is None for field in _NUMBERS):
-        return None  # a sign is octal to int(): tarfile's walk refuses a negative size
+    if not _numbers_read(head, read):
+        return None
     # as tarfile reads them: an old-style directory is a file whose name ends with "/"
     directory = kind == _DIRECTORY or (kind == b"\0" and name.endswith("/"))
     if directory:
@@ -92,6 +110,7 @@ def simple_members(f: IO[bytes], size: int) -> list[Member] | None:
     header up to the end (two zero blocks, a zero block or the file's end) is a plain
     one; else None."""
     members: list[Member] = []
+    read: set[bytes] = set()
     at = 0
     while at < size:
         f.seek(at)
@@ -100,7 +119,7 @@ def simple_members(f: IO[bytes], size: int) -> list[Member] | None:
             return None  # a truncated header: tarfile says so
         if head == _ZERO:
             return members
-        member = _member(head, at, size)
+        member = _member(head, at, size, read)
         if member is None:
             return None
         if member is True:
