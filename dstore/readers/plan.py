@@ -33,6 +33,7 @@ __all__ = [
 
 T = TypeVar("T")
 
+
 def epoch_rng(seed: int, epoch: int, *stream: int) -> np.random.Generator:
     """A generator that depends only on its arguments (the same in every process)."""
     return np.random.default_rng([seed, epoch, *stream])
