@@ -5,8 +5,10 @@ store that is not a folder of shards."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -44,6 +46,34 @@ def _keys(url: str) -> list[int]:
         return [int(k) for k in ds["train"]["key"][:]]
 
 
+@contextlib.contextmanager
+def _appender_held_after_its_first_batch(src: str, url: str) -> Iterator[None]:
+    """Appender A appends ``src`` to ``url`` in a thread, held at its first batch while
+    the block runs; then it goes on, and must finish without an error."""
+    go, held = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def hold(n: int, total: int) -> None:
+        held.set()
+        go.wait(60)  # returns at once once the block is over
+
+    def append_a() -> None:
+        try:
+            dstore.convert(src, url, append=True, progress=hold)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    thread = threading.Thread(target=append_a)
+    thread.start()
+    assert held.wait(60)
+    try:
+        yield
+    finally:
+        go.set()
+        thread.join(120)
+    assert not errors, errors
+
+
 def test_versions_on_s3(s3, tmp_path, tiles):
     first, a, b = _sources(tmp_path, tiles)
     url = f"s3://{BUCKET}/plain/d.tfrecords"
@@ -69,27 +99,8 @@ def test_two_appenders_on_s3_both_land(s3, tmp_path, tiles):
     first, a, b = _sources(tmp_path, tiles)
     url = f"s3://{BUCKET}/race/d.tfrecords"
     dstore.convert(first, url)
-    go, held = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
-
-    def hold(n: int, total: int) -> None:
-        if not go.is_set():
-            held.set()
-            go.wait(60)
-
-    def append_a() -> None:
-        try:
-            dstore.convert(a, url, append=True, progress=hold)
-        except BaseException as e:  # noqa: BLE001 - reported by the test below
-            errors.append(e)
-
-    thread = threading.Thread(target=append_a)
-    thread.start()
-    assert held.wait(60)
-    dstore.convert(b, url, append=True)  # B commits version 2 while A waits
-    go.set()
-    thread.join(120)
-    assert not errors, errors
+    with _appender_held_after_its_first_batch(a, url):
+        dstore.convert(b, url, append=True)  # B commits version 2 while A waits
     assert _keys(url) == [*range(15), *range(2000, 2015), *range(1000, 1015)]
     log = dstore.log(url).to_json()
     assert [(v["version"], os.path.basename(v["source"] or "")) for v in log] == [
@@ -105,30 +116,12 @@ def test_a_claim_stops_a_second_appender(s3, tmp_path, tiles, ext):
     first, a, b = _sources(tmp_path, tiles)
     url = f"s3://{BUCKET}/claim/d{ext}"
     dstore.convert(first, url)
-    go, held = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
-
-    def hold(n: int, total: int) -> None:
-        held.set()
-        go.wait(60)
-
-    def append_a() -> None:
-        try:
-            dstore.convert(a, url, append=True, progress=hold)
-        except BaseException as e:  # noqa: BLE001 - reported by the test below
-            errors.append(e)
-
-    thread = threading.Thread(target=append_a)
-    thread.start()
-    assert held.wait(60)
-    with pytest.raises(
-        AppendConflictError, match="another append holds the claim to version 2"
-    ) as e:
-        dstore.convert(b, url, append=True)
-    assert "\n" not in str(e.value)
-    go.set()
-    thread.join(120)
-    assert not errors, errors
+    with _appender_held_after_its_first_batch(a, url):
+        with pytest.raises(
+            AppendConflictError, match="another append holds the claim to version 2"
+        ) as e:
+            dstore.convert(b, url, append=True)
+        assert "\n" not in str(e.value)
     dstore.convert(b, url, append=True)  # the claim is gone with A: B appends after it
     assert _keys(url) == [*range(15), *range(1000, 1015), *range(2000, 2015)]
 

@@ -14,6 +14,7 @@ from ...images.options import (
     workers_option,
 )
 from ...options import option
+from ..example.options import example_images_option, feature_rename_option
 
 __all__ = ["ArrayRecordOptions"]
 
@@ -31,13 +32,8 @@ class ArrayRecordOptions(ImageOptions):
     )
     level: int = option(3, "zstd (-131072..22) or brotli (0..11) level; 3 is array_record's own")
     png_level: str = png_level_option()
-    images: tuple[str, ...] | None = option(
-        None, "comma-separated fields stored as PNG; auto = image-like fields; none", none="auto"
-    )
-    # option() gives each instance its own copy of a mutable default
-    rename: dict[str, str] = option(  # noqa: RUF009
-        {}, "feature names in the Example, e.g. x=image,y=label"
-    )
+    images: tuple[str, ...] | None = example_images_option()
+    rename: dict[str, str] = feature_rename_option()  # noqa: RUF009 - a fresh dict each
     image_codec: str = image_codec_option(ImageOptions.IMAGE_CODECS)
     quality: int = quality_option()
     workers: int = workers_option()
