@@ -61,6 +61,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import load_average, machine, median_range, table, write_report
+from _shuffle_peers import timed_epoch
 
 FORMATS = ("tfrecord", "webdataset", "parquet", "arrayrecord", "zarr", "hdf5")
 WAYS = ("ordered", "global", "block", "map", "buffer")
@@ -132,13 +133,7 @@ def read_epoch(path: str, fmt: str, way: str, workers: int, batch: int) -> dict:
         shuffle: int | str = {"ordered": 0, "buffer": 1000}.get(way, way)
         ds = dstore.to_torch(path, "train", shuffle=shuffle, seed=1)
         loader = data_loader(ds, batch_size=batch, num_workers=workers, collate_fn=ds.collate_fn())
-    keys, first = [], None
-    for b in loader:
-        if first is None:
-            first = time.perf_counter() - t0
-        keys.append(np.asarray(b["k"]).reshape(-1))
-    seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "first": first, "order": np.concatenate(keys)}
+    return timed_epoch(loader, t0)
 
 
 def peer_python(peer: str, args: argparse.Namespace) -> str:
