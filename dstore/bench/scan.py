@@ -67,25 +67,24 @@ def _concat(parts: list[Column]) -> Column:
     return np.concatenate(parts)  # type: ignore[arg-type]
 
 
+def _fill(stream: Iterator[Batch], buf: list[Batch]) -> int:
+    """Pull from ``stream`` into ``buf`` up to its next non-empty batch: its records, or
+    0 at the stream's end."""
+    for batch in stream:
+        if rows := _rows(batch):
+            buf.append(batch)
+            return rows
+    return 0
+
+
 def aligned(a: Iterator[Batch], b: Iterator[Batch]) -> Iterator[tuple[Batch, Batch]]:
     """Pairs of batches of the same records from two streams cut differently."""
     buf_a: list[Batch] = []
     buf_b: list[Batch] = []
     have_a = have_b = 0
-    done_a = done_b = False
     while True:
-        while not have_a and not done_a:
-            nxt = next(a, None)
-            done_a = nxt is None
-            if nxt is not None and _rows(nxt):
-                buf_a.append(nxt)
-                have_a += _rows(nxt)
-        while not have_b and not done_b:
-            nxt = next(b, None)
-            done_b = nxt is None
-            if nxt is not None and _rows(nxt):
-                buf_b.append(nxt)
-                have_b += _rows(nxt)
+        have_a = have_a or _fill(a, buf_a)
+        have_b = have_b or _fill(b, buf_b)
         n = min(have_a, have_b)
         if not n:
             if have_a or have_b:
