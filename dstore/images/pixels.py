@@ -69,13 +69,23 @@ def record_shape(spec: FieldSpec) -> tuple[int, ...]:
     return (-1, -1) if kind.channels == 0 else (-1, -1, kind.channels or -1)
 
 
-def decode_pixels(data: bytes, spec: FieldSpec, lossy: LossyImage | None, where: str) -> np.ndarray:
-    """The pixels of one record of ``spec`` stored as PNG (``lossy`` None) or lossy bytes."""
+def decode_pixels(
+    data: bytes,
+    spec: FieldSpec,
+    lossy: LossyImage | None,
+    where: str,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """The pixels of one record of ``spec`` stored as PNG (``lossy`` None) or lossy bytes;
+    a PNG that holds exactly ``out`` (the record's row of a dense column) is decoded
+    there and ``out`` returned (see :func:`dstore.images.png.decode`)."""
     shape = record_shape(spec)
     if lossy is not None:
         return lossy.decode_record(data, shape, spec.dtype, where)
     try:
-        img = png_decode(data)
+        img = png_decode(data, out=out)
+        if img is out:
+            return img
     except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
         raise CodecIOError(f"{where}: PNG does not decode: {e}") from None
     if img.ndim == 2 and len(shape) == 3:  # PNG has no 1-channel axis: dropped on write
@@ -123,11 +133,12 @@ def decode_pixel_column(
     def group(lo: int) -> list[np.ndarray]:
         imgs = []
         for i, b in enumerate(blobs[lo : lo + DECODE_GROUP], lo):
-            img = decode_pixels(b, spec, lossy, f"{where}, record {first + i}")
-            if out is None:
+            row = None if out is None else out[i, ...]
+            img = decode_pixels(b, spec, lossy, f"{where}, record {first + i}", row)
+            if row is None:
                 imgs.append(img)
-            else:  # copied on the decoding thread while the image is in cache
-                out[i] = img
+            elif img is not row:  # copied on the decoding thread while the image is in cache
+                row[...] = img
         return imgs
 
     imgs = [im for part in pool.map(group, range(0, len(blobs), DECODE_GROUP)) for im in part]

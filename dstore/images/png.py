@@ -201,10 +201,15 @@ def png_encoder(level: str) -> Callable[[np.ndarray], bytes]:
 _CHANNELS = {0: 1, 4: 2, 2: 3, 6: 4}
 
 
-def decode(data: bytes, where: str = "PNG") -> np.ndarray:
+def decode(data: bytes, where: str = "PNG", out: np.ndarray | None = None) -> np.ndarray:
     """Decode a PNG; files whose rows all use the UP (or no) filter, or whose first row uses
     no filter and the others UP -- what ``fast`` writes --
     are inflated by ISA-L and unfiltered by one numpy cumulative sum, anything else by libpng.
+
+    ``out``: where the pixels go when the PNG holds exactly that (a C-contiguous
+    array of the decoded dtype and shape, or with a last axis of 1 for a grey PNG);
+    ``out`` itself is then returned, and a new array otherwise -- a reader decodes
+    into its batch without a copy per record and checks ``decode(...) is out``.
 
     Chunk CRCs are not checked on the fast path: in a TFRecord the record's
     CRC32C already covers every byte. A header declaring more pixels than
@@ -212,21 +217,45 @@ def decode(data: bytes, where: str = "PNG") -> np.ndarray:
     (a :class:`~dstore.errors.CodecIOError` naming ``where``).
     """
     check_image_pixels(data, where)
-    fast = _decode_up(data)
-    return fast if fast is not None else imagecodecs.png_decode(data)
+    header = png_header(data)
+    if out is not None and (header is None or not _holds(out, header)):
+        out = None
+    fast = _decode_up(data, header, out)
+    if fast is not None:
+        return fast
+    img = imagecodecs.png_decode(data)
+    if out is not None and img.dtype == out.dtype and img.size == out.size:
+        out[...] = img.reshape(out.shape)  # libpng's rows: one copy, as a caller would make
+        return out
+    return img
 
 
-def _prefix_rows(deltas: np.ndarray) -> np.ndarray:
+def _holds(out: np.ndarray, header: tuple[int, int, int, int, int]) -> bool:
+    """True when ``out`` is what the PNG of ``header`` decodes to (see :func:`decode`)."""
+    w, h, depth, color, _ = header
+    channels = _CHANNELS.get(color)
+    if channels is None or depth not in (8, 16) or not out.flags.c_contiguous:
+        return False
+    dtype = np.dtype(np.uint16 if depth == 16 else np.uint8)
+    shape = (h, w) if channels == 1 else (h, w, channels)
+    return out.dtype == dtype and out.shape in (shape, (*shape, 1) if channels == 1 else shape)
+
+
+def _prefix_rows(deltas: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Each row plus every row above it, mod 256 (undoing UP filters): log2(H) whole-array
     adds between two buffers instead of ``np.cumsum(axis=0)``, which walks the image a
     column at a time (4x slower on 256x256x3 tiles; reading PNGs for training is bound
-    by this). Two allocations per image: a DataLoader worker maps each one fresh."""
+    by this). The passes alternate between two buffers, the last one writing ``out``
+    when given (one buffer allocated, not two and a copy)."""
+    passes = 1 + max(0, (len(deltas) - 1).bit_length() - 1)  # steps 1, 2, 4, ... < H
+    src = np.empty(deltas.shape, np.uint8)
+    dst = np.empty_like(src) if out is None else out
+    if out is not None and passes % 2:  # the first pass writes out when the count is odd
+        src, dst = dst, src
     # the first step reads the rows where they lie (a strided view past each filter
     # byte): no copy to make them contiguous first
-    src = np.empty(deltas.shape, np.uint8)
     src[:1] = deltas[:1]
     np.add(deltas[1:], deltas[:-1], out=src[1:])
-    dst = np.empty_like(src)
     step = 2
     while step < len(src):
         dst[:step] = src[:step]
@@ -245,13 +274,8 @@ def png_header(data: bytes) -> tuple[int, int, int, int, int] | None:
     return w, h, depth, color, interlace
 
 
-def _decode_up(data: bytes) -> np.ndarray | None:
-    header = png_header(data)
-    if header is None:
-        return None
-    w, h, depth, color, interlace = header
-    if interlace or depth not in (8, 16) or color not in _CHANNELS or not w or not h:
-        return None
+def _idat(data: bytes) -> list[memoryview] | None:
+    """The IDAT chunks' payloads (views into ``data``), None past an unknown critical chunk."""
     view = memoryview(data)  # IDAT chunks are sliced from it, not copied
     idat = []
     pos = 33
@@ -265,8 +289,50 @@ def _decode_up(data: bytes) -> np.ndarray | None:
         elif kind[0] & 0x20 == 0:  # an unknown critical chunk (e.g. PLTE): libpng's job
             return None
         pos += 12 + length
+    return idat
+
+
+def _decode_up(
+    data: bytes, header: tuple[int, int, int, int, int] | None, out: np.ndarray | None
+) -> np.ndarray | None:
+    rows = _inflated_rows(data, header)
+    if rows is None or header is None:
+        return None
+    w, h, depth, color, _ = header
+    filters = rows[:, 0]
+    target = None if out is None else out.reshape(-1).view(np.uint8).reshape(rows[:, 1:].shape)
+    if filters.any():
+        # UP on the first row is no filter (the row above is zeros): one cumulative sum
+        if not (filters[1:] == _FILTER_UP).all() or filters[0] not in (0, _FILTER_UP):
+            return None
+        pixels = _prefix_rows(rows[:, 1:], target)
+    elif target is not None:
+        target[...] = rows[:, 1:]
+        pixels = target
+    else:
+        pixels = rows[:, 1:]
+    if out is not None:
+        if depth == 16 and not np.dtype(">u2").isnative:
+            out.byteswap(inplace=True)  # the rows are big-endian
+        return out
+    dtype = np.dtype(">u2") if depth == 16 else np.dtype(np.uint8)
+    img = pixels.view(dtype).astype(dtype.newbyteorder("="), copy=False)
     channels = _CHANNELS[color]
-    row_bytes = w * channels * depth // 8
+    return img.reshape((h, w) if channels == 1 else (h, w, channels))
+
+
+def _inflated_rows(data: bytes, header: tuple[int, int, int, int, int] | None) -> np.ndarray | None:
+    """The filtered rows of a non-interlaced 8- or 16-bit PNG (each led by its filter
+    byte), inflated by ISA-L; None for anything libpng should decode."""
+    if header is None:
+        return None
+    w, h, depth, color, interlace = header
+    if interlace or depth not in (8, 16) or color not in _CHANNELS or not w or not h:
+        return None
+    idat = _idat(data)
+    if not idat:
+        return None
+    row_bytes = w * _CHANNELS[color] * depth // 8
     size = h * (row_bytes + 1)
     try:
         # at most one byte past the rows: a small IDAT that inflates to gigabytes (a
@@ -278,15 +344,4 @@ def _decode_up(data: bytes) -> np.ndarray | None:
         return None
     if len(raw) != size or not inflate.eof:
         return None
-    rows = np.frombuffer(raw, np.uint8).reshape(h, row_bytes + 1)
-    filters = rows[:, 0]
-    if filters.any():
-        # UP on the first row is no filter (the row above is zeros): one cumulative sum
-        if not (filters[1:] == _FILTER_UP).all() or filters[0] not in (0, _FILTER_UP):
-            return None
-        pixels = _prefix_rows(rows[:, 1:])
-    else:
-        pixels = rows[:, 1:]
-    dtype = np.dtype(">u2") if depth == 16 else np.dtype(np.uint8)
-    img = pixels.view(dtype).astype(dtype.newbyteorder("="), copy=False)
-    return img.reshape((h, w) if channels == 1 else (h, w, channels))
+    return np.frombuffer(raw, np.uint8).reshape(h, row_bytes + 1)

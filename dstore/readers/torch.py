@@ -43,6 +43,7 @@ import torch.utils.data as tud
 from ..errors import ReaderStateError
 from .plan import (
     PERMUTATIONS,
+    WINDOW_BYTES,
     consumer_indices,
     consumer_ranges,
     drop_first,
@@ -65,23 +66,42 @@ __all__ = [
     "to_torch",
 ]
 
-_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
+#: glibc's mmap threshold in a worker whose records are copies held in a shuffle buffer
+HELD_MMAP_THRESHOLD = 128 * 1024
+#: ... and in one whose records are views into batches and windows freed in order: a
+#: window's decoded records (:data:`~dstore.readers.plan.WINDOW_BYTES` at most in a
+#: unit order) come from the heap, reused window after window
+VIEWS_MMAP_THRESHOLD = WINDOW_BYTES
 
 
-@functools.cache  # once per process (a forked worker inherits the done call)
-def _fix_malloc_threshold() -> None:
+@functools.cache  # once per process and kind (a forked worker inherits the done call)
+def _fix_malloc_threshold(held: bool) -> None:
     """In a DataLoader worker (a process that exists for this dataset), pin glibc's
-    mmap threshold at its default 128 KiB.
+    mmap threshold (glibc raises it each time a large block is freed, up to 32 MiB).
 
-    glibc raises the threshold each time a large block is freed (up to 32
-    MiB), after which record ranges and per-record tensors come from the
-    heap, fragment it, and a worker's RSS creeps up by a hundred MB or more;
-    fixed, every such buffer is returned to the system when freed (measured:
-    growth 116 -> 34 MB reading 118 MB of tiles with a 64-record buffer)."""
+    ``held`` (a shuffle buffer of copied records): at its default 128 KiB, else
+    record ranges and per-record tensors come from the heap, fragment it, and a
+    worker's RSS creeps up by a hundred MB or more; fixed, every such buffer is
+    returned to the system when freed (measured: growth 116 -> 34 MB reading 118 MB
+    of tiles with a 64-record buffer). Otherwise (records are views into a batch or
+    a window, each freed before the next but one is read) at
+    :data:`VIEWS_MMAP_THRESHOLD`, the heap trimmed past as much: the buffers of each
+    decoded image (inflated rows, a pass of the unfiltering) and the windows they
+    are decoded into are reused from the heap. At 128 KiB each was mapped and
+    faulted in afresh: 50 page faults a 256x256x3 tile, as much system time as a
+    third of its decoding (measured in one process reading as a worker does, 4,000
+    photo tiles, ``shuffle="global"``: 1.4-1.6 s of system time an epoch, 0.4-0.6 s
+    with the heap reused)."""
     try:
         import ctypes
 
-        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
+        libc = ctypes.CDLL(None)
+        if held:
+            libc.mallopt(_M_MMAP_THRESHOLD, HELD_MMAP_THRESHOLD)
+        else:
+            libc.mallopt(_M_MMAP_THRESHOLD, VIEWS_MMAP_THRESHOLD)
+            libc.mallopt(_M_TRIM_THRESHOLD, VIEWS_MMAP_THRESHOLD)
     except (OSError, AttributeError):  # not glibc: nothing to fix
         pass
 
@@ -200,7 +220,7 @@ class DstoreIterableDataset(tud.IterableDataset):
 
     def __iter__(self) -> Iterator[Record]:
         if tud.get_worker_info() is not None:
-            _fix_malloc_threshold()
+            _fix_malloc_threshold(held=not self._global and int(self.shuffle) > 1)
         me, consumers = self.consumer()
         skip = self._apply_resume(me, consumers)
         self._start, self._yielded = skip, 0

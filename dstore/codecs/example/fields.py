@@ -257,7 +257,11 @@ def decode_examples(
                 out[name][offset + i] = empty
                 continue
             kind, values = feats[enc.feature]
-            out[name][offset + i] = enc.how.decode(enc, spec, kind, values, where)
+            column = out[name]
+            if isinstance(column, np.ndarray):  # a dense field: decoded into its row
+                enc.how.decode_into(enc, spec, kind, values, where, column[offset + i, ...])
+            else:
+                column[offset + i] = enc.how.decode(enc, spec, kind, values, where)
 
 
 def read_examples(

@@ -11,6 +11,7 @@ from glob import escape as glob_escape
 from typing import Any
 
 from ... import fs
+from ...abc import runs_of
 from ...errors import CodecIOError
 from ...fs import is_url
 from ...model.schema import Batch, FieldSpec, SplitSpec
@@ -90,27 +91,44 @@ class TFRecordReader(ShardedDirectoryReader):
             if hi == shard.records and rf.next_record() is not None:
                 raise CodecIOError(f"{shard.path}: more records than the {shard.records} expected")
 
-    def read_shard_records(
-        self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
-    ) -> Batch:
-        """Records at ``positions`` of an indexed local shard: each frame read where its
-        index puts it (close ones in one read, from a file kept open) and checked
-        against its entry; a shard without an index is walked."""
+    #: a window's records of every shard are decoded into one batch (no join per shard)
+    decodes_across_shards = True
+
+    def shard_raw_records(self, shard: ShardFile, positions: Any) -> list[tuple[bytes, str]]:
+        """Serialized Examples at sorted distinct ``positions`` of one shard, each with
+        where it was read: an indexed local shard's frames read where its index puts
+        them (close ones in one read, from a file kept open), each checked against its
+        entry; a shard without an index (or remote) is walked, run by run."""
         ends = None if fs.is_url(shard.path) else self.frame_offsets(shard)
         if ends is None:
-            return super().read_shard_records(spec, names, shard, positions, pool)
+            return [rec for a, b in runs_of(positions) for rec in self.shard_records(shard, a, b)]
         index, pos = shard.index or "", positions.tolist()
         spans = [(int(ends[p]), int(ends[p + 1])) for p in pos]
         frames = pread_spans(self.open_files().fd(shard.path), shard.path, spans)
-        raw = (
+        return [
             (
                 rio.checked_frame(buf, shard.path, p, a, index),
                 f"{shard.path}: record {p} at byte {a}",
             )
             for p, (a, _), buf in zip(pos, spans, frames, strict=True)
-        )
-        encs, n = self.encodings[spec.name], len(pos)
-        return next(read_examples(spec, encs, names, raw, n, n, pool))
+        ]
+
+    def decode_raw(
+        self,
+        spec: SplitSpec,
+        names: list[str],
+        raw: Iterator[tuple[bytes, str]],
+        count: int,
+        pool: Executor,
+    ) -> Batch:
+        return next(read_examples(spec, self.encodings[spec.name], names, raw, count, count, pool))
+
+    def read_shard_records(
+        self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
+    ) -> Batch:
+        """Records at sorted distinct ``positions`` of one shard, decoded as one batch."""
+        raw = self.shard_raw_records(shard, positions)
+        return self.decode_raw(spec, names, iter(raw), len(raw), pool)
 
     def walk_frames(self, shard: ShardFile) -> list[int]:
         return rio.frame_ends(shard.path)

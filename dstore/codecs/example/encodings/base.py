@@ -110,6 +110,23 @@ class ExampleEncoding:
         self, enc: FieldEncoding, spec: FieldSpec, kind: int, values: Any, where: str
     ) -> Any:
         """One record from its Feature (``kind``, ``values``), checked against the field."""
+        return self.read(enc, spec, self.feature_values(enc, kind, values, where), where)
+
+    def decode_into(
+        self,
+        enc: FieldEncoding,
+        spec: FieldSpec,
+        kind: int,
+        values: Any,
+        where: str,
+        into: np.ndarray,
+    ) -> None:
+        """:meth:`decode` written into ``into``, the record's row of a dense field's column
+        (an encoding that can decode straight there overrides it)."""
+        into[...] = self.decode(enc, spec, kind, values, where)
+
+    def feature_values(self, enc: FieldEncoding, kind: int, values: Any, where: str) -> Any:
+        """A Feature's values once its kind and count are checked against this encoding."""
         if kind >= SEQ:
             raise CodecIOError(
                 f"{where}: {enc.feature!r} is a {KIND_NAMES[kind]}, expected a feature of an Example"
@@ -127,7 +144,7 @@ class ExampleEncoding:
             # views into the record (decode_examples): the decoders take bytes; a byte
             # string kept as it is stays a view until its column is joined
             values = [bytes(v) for v in values]
-        return self.read(enc, spec, values, where)
+        return values
 
     def read(self, enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> Any:
         raise NotImplementedError

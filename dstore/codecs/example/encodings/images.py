@@ -25,6 +25,7 @@ class Png(ExampleEncoding):
 
     name = "png"
     one_string = True
+    keeps_views = True  # decoded from a view into the record: not copied to bytes first
 
     def encode(self, enc: FieldEncoding, spec: FieldSpec, value: Any, png: Any) -> bytes:
         img = value if value.ndim == 2 or value.shape[2] != 1 else value[..., 0]
@@ -33,7 +34,28 @@ class Png(ExampleEncoding):
 
     def read(self, enc: FieldEncoding, spec: FieldSpec, values: Any, where: str) -> Any:
         where = f"{where}, feature {enc.feature!r}"
-        img = _png(values[0], where)
+        return self._checked(_png(values[0], where), spec, where)
+
+    def decode_into(
+        self,
+        enc: FieldEncoding,
+        spec: FieldSpec,
+        kind: int,
+        values: Any,
+        where: str,
+        into: np.ndarray,
+    ) -> None:
+        """The PNG decoded straight into the record's row when it holds the field's pixels
+        (no array per record, no copy); anything else is checked as :meth:`read` checks."""
+        values = self.feature_values(enc, kind, values, where)
+        where = f"{where}, feature {enc.feature!r}"
+        img = _png(values[0], where, into)
+        if img is not into:
+            into[...] = self._checked(img, spec, where)
+
+    @staticmethod
+    def _checked(img: np.ndarray, spec: FieldSpec, where: str) -> np.ndarray:
+        """A decoded PNG as a record of ``spec``, or one error line naming ``where``."""
         if spec.dense:
             if img.dtype != _native(spec) or img.size != math.prod(spec.shape):
                 raise CodecIOError(
@@ -66,9 +88,9 @@ class Png(ExampleEncoding):
         return value, native, shape, ""
 
 
-def _png(data: bytes, where: str) -> np.ndarray:
+def _png(data: bytes, where: str, out: np.ndarray | None = None) -> np.ndarray:
     try:
-        return png_decode(data, where)
+        return png_decode(data, where, out)
     except DstoreError:
         raise  # a pixel bomb, refused from its header
     except Exception as e:  # noqa: BLE001 - imagecodecs raises its own error types
