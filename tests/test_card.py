@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from dstore.registry import available_codecs, codec_names, default_extension
 
 mlc = pytest.importorskip("mlcroissant")
 datasets = pytest.importorskip("datasets")
+pd = pytest.importorskip("pandas")
 
 FORMATS = [n for n in codec_names() if available_codecs()[n] is None]
 
@@ -168,27 +170,77 @@ def test_json_lines_records_read_by_mlcroissant_are_the_files(tmp_path, source):
             _assert_same(_records(card, split), ds, split)  # "source" too: the file's name
 
 
+def test_json_lines_of_several_splits_read_by_mlcroissant_split_by_split(tmp_path, source):
+    """The default JSON Lines output of a dataset of several splits is a folder of one file
+    per split: mlcroissant's record set of a split is exactly its records, in order;
+    pandas and ``datasets`` read each file as that split's records; each file reads alone
+    with dstore as the one split it holds."""
+    splits = _eighths(source)
+    src = str(tmp_path / "eighths.npz")
+    dstore.save(splits, src)
+    out = tmp_path / "m.jsonl"
+    assert main(["convert", src, str(out)]) == 0
+    card = str(out / "croissant.json")
+    assert not mlc.Dataset(jsonld=card).metadata.ctx.issues.errors
+    with dstore.open(str(out)) as ds:
+        assert list(ds) == list(splits)
+        for split in ds:
+            _assert_same(_records(card, split), ds, split)
+    for split, fields in splits.items():
+        file = str(out / f"{split}.jsonl")
+        frame = pd.read_json(file, lines=True)
+        assert frame["label"].tolist() == np.asarray(fields["label"]).tolist()
+        assert frame["name"].tolist() == list(fields["name"])
+        loaded = datasets.load_dataset("json", data_files={split: file}, split=split)
+        assert loaded["label"] == np.asarray(fields["label"]).tolist()
+        with dstore.open(file) as alone:
+            assert list(alone) == [split]
+            assert np.array_equal(alone[split]["feat"][:], fields["feat"])
+
+
+def _one_file(folder: Path, *, alone: bool) -> list[str]:
+    """The lines of the one file dstore wrote before for the splits of a JSON Lines
+    folder: each split's records in turn, then dstore's schema, alone on the last line or
+    carried by the last record."""
+    manifest = json.loads((folder / "dstore.json").read_text(encoding="utf-8"))
+    records = []
+    for info in manifest["splits"].values():
+        for shard in info["shards"]:
+            *lines, last = (folder / shard["file"]).read_text(encoding="utf-8").splitlines()
+            records += [*lines, last.split(', "dstore:schema": ', 1)[0] + "}"]
+    schema = json.dumps(manifest["schema"])
+    if alone:
+        return [*records, '{"dstore:schema": ' + schema + "}"]
+    return [*records[:-1], records[-1][:-1] + ', "dstore:schema": ' + schema + "}"]
+
+
 def test_json_lines_written_before_read_as_they_were(tmp_path, source):
-    """A JSON Lines file as dstore wrote it before (its schema alone on the last line)
-    reads back exactly, is described with that line named (mlcroissant yields it as a
-    last record of nulls), and takes an append; a file of several splits has no
-    extractable source (mlcroissant cannot select a file's rows)."""
+    """A JSON Lines file as dstore wrote it before -- its splits one after the other in
+    one file, its schema alone on the last line or carried by the last record -- reads
+    back exactly, is described with that line named (mlcroissant yields it as a last
+    record of nulls), and takes an append; a file of several splits has no extractable
+    source (mlcroissant cannot select a file's rows)."""
     splits = _eighths(source)
     new = tmp_path / "new.jsonl"
     dstore.save(splits, str(new))
-    *records, last = new.read_text(encoding="utf-8").splitlines()
-    record, member = last.split(', "dstore:schema": ', 1)
-    old = tmp_path / "old.jsonl"
-    lines = [*records, record + "}", '{"dstore:schema": ' + member]
-    old.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with dstore.open(str(new)) as a, dstore.open(str(old)) as b:
-        for split in a:
-            for name in a[split]:
-                assert np.array_equal(np.asarray(a[split][name][:]), np.asarray(b[split][name][:]))
-    assert main(["verify", str(new), str(old)]) == 0
-    doc = _load(dstore.card(str(old)).written[0])
-    assert all("last line is dstore's schema" in rs["description"] for rs in doc["recordSet"])
-    assert all("extract" not in f["source"] for rs in doc["recordSet"] for f in rs["field"])
+    assert new.is_dir()  # several splits: a file each
+    for alone in (True, False):
+        old = tmp_path / f"old-{alone}.jsonl"
+        old.write_text("\n".join(_one_file(new, alone=alone)) + "\n", encoding="utf-8")
+        with dstore.open(str(new)) as a, dstore.open(str(old)) as b:
+            assert list(a) == list(b) == list(splits)
+            for split in a:
+                for name in a[split]:
+                    assert np.array_equal(
+                        np.asarray(a[split][name][:]), np.asarray(b[split][name][:])
+                    )
+        assert main(["verify", str(new), str(old)]) == 0
+        doc = _load(dstore.card(str(old)).written[0])
+        assert all(
+            ("last line is dstore's schema" in rs["description"]) == alone
+            for rs in doc["recordSet"]
+        )
+        assert all("extract" not in f["source"] for rs in doc["recordSet"] for f in rs["field"])
 
     one = tmp_path / "one.jsonl"
     dstore.save({"train": splits["train"]}, str(one))
@@ -200,10 +252,20 @@ def test_json_lines_written_before_read_as_they_were(tmp_path, source):
     with dstore.open(str(one)) as ds:
         _assert_same(got[:-1], ds, "train")
     assert all(v is None for v in got[-1].values())
-    dstore.convert(str(new), str(one), append=True)  # rewritten as files are written now
+    # rewritten as files are written now: with the appended split "test", a folder
+    dstore.convert(str(new), str(one), append=True)
     with dstore.open(str(one)) as ds:
         assert ds["train"].count == 2 * len(splits["train"]["label"])
-    assert '"dstore:schema"' not in one.read_text().splitlines()[-1][:20]
+        assert ds["test"].count == len(splits["test"]["label"])
+    assert sorted(p.name for p in one.iterdir()) == [
+        "croissant.json",
+        "dstore.json",
+        "test.jsonl",
+        "train.jsonl",
+    ]
+    with dstore.open(str(one)) as ds:
+        for split in ds:
+            _assert_same(_records(str(one / "croissant.json"), split), ds, split)
 
 
 def test_write_time_card_states_the_cast_error_measured_on_every_value(tmp_path, source):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import dstore
+from dstore.codecs.json.split_files import SplitFilesReader
 from dstore.codecs.json.stream import StreamedJsonReader
 from dstore.demo import photo_tiles
 from dstore.errors import DstoreError
@@ -34,7 +35,20 @@ def test_dstore_json_reads_a_batch_at_a_time(tmp_path, ext):
     path = str(tmp_path / f"d.{ext}")
     dstore.save(data, path)
     with dstore.open(path) as ds:
-        assert isinstance(ds.reader, StreamedJsonReader)
+        if ext == "json":
+            assert isinstance(ds.reader, StreamedJsonReader)
+        else:  # several splits: a folder of one file each, each streamed (none if empty)
+            assert isinstance(ds.reader, SplitFilesReader)
+            assert sorted(os.listdir(path)) == [
+                "croissant.json",
+                "dstore.json",
+                "test.jsonl",
+                "train.jsonl",
+            ]
+            assert {s: type(r) for s, (r,) in ds.reader.shards.items()} == {
+                "train": StreamedJsonReader,
+                "test": StreamedJsonReader,
+            }
         assert {s: ds[s].count for s in ds} == {"train": 38, "test": 12, "empty": 0}
         for split, fields in data.items():
             got = ds[split].read()
@@ -62,26 +76,29 @@ def test_an_edited_file_is_read_whole(tmp_path, ext):
         with open(path, "w") as f:
             json.dump(doc, f, indent=2)
     else:
-        with open(path) as f:
+        with open(os.path.join(path, "train.jsonl")) as f:
             lines = f.read().splitlines()
-        with open(path, "w") as f:
+        with open(os.path.join(path, "train.jsonl"), "w") as f:
             f.write("\n".join([lines[0], "", *lines[1:]]) + "\n")  # a blank line
     with dstore.open(path) as ds:
-        assert not isinstance(ds.reader, StreamedJsonReader)
+        reader = ds.reader.shards["train"][0] if ext == "jsonl" else ds.reader
+        assert not isinstance(reader, StreamedJsonReader)
         assert np.array_equal(ds["train"]["x"][:], data["train"]["x"])
 
 
 def test_a_damaged_record_is_one_line(tmp_path):
+    """The damaged file named, with the record: a split's own file in a folder of several."""
     path = str(tmp_path / "d.jsonl")
     dstore.save(_data(20), path)
-    with open(path, "rb") as f:
+    train = os.path.join(path, "train.jsonl")
+    with open(train, "rb") as f:
         lines = f.read().split(b"\n")
     lines[4] = lines[4][: len(lines[4]) // 2]  # the fifth record cut short, same line count
-    with open(path, "wb") as f:
+    with open(train, "wb") as f:
         f.write(b"\n".join(lines))
     with dstore.open(path) as ds, pytest.raises(DstoreError) as e:
         ds["train"].read()
-    assert "\n" not in str(e.value) and f"{path}: split 'train', record 4" in str(e.value)
+    assert "\n" not in str(e.value) and f"{train}, record 4: not valid JSON" in str(e.value)
 
 
 # VmHWM, not ru_maxrss: after fork + exec, ru_maxrss keeps the parent's peak

@@ -192,18 +192,22 @@ def _hostile_png(case: str, tile: np.ndarray) -> bytes:
         ("gray", r"a PNG of uint8 \(64, 64\), not the uint8 \(64, 64, 3\)"),
     ],
 )
-def test_to_tf_dataset_png_decoder_refuses_a_png_unlike_its_manifest(tmp_path, tiles, case, reason):
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_to_tf_dataset_png_decoder_refuses_a_png_unlike_its_manifest(
+    tmp_path, tiles, case, reason, batch_size
+):
     """A record whose PNG is not what the manifest declares fails in one line naming the
-    field and what the PNG is instead. Failed before: a PNG of as many values in another
-    shape (128x32x3, 48x64x4) came out as scrambled pixels; a truncated PNG raised
-    UnknownError with libpng's words only; every error carried TensorFlow's Python
-    traceback of the numpy_function."""
+    field and what the PNG is instead, read a record or a batch at a time. Failed before:
+    a PNG of as many values in another shape (128x32x3, 48x64x4) came out as scrambled
+    pixels; a truncated PNG raised UnknownError with libpng's words only; every error
+    carried TensorFlow's Python traceback of the numpy_function."""
     out, _ = _with_first_record(tmp_path, tiles, {"x": _hostile_png(case, tiles[0][0])})
     with pytest.raises(tf.errors.InvalidArgumentError) as raised:
-        list(dstore.to_tf_dataset(out, split="train", ordered=True))
+        list(dstore.to_tf_dataset(out, split="train", ordered=True, batch_size=batch_size))
     message = raised.value.message
     # the Assert's line: TensorFlow escapes the quotes of the string it prints
-    field = f"{out}: split \\'train\\', field \\'x\\': "
+    record = ", record 0 of a batch" if batch_size else ""
+    field = f"{out}: split \\'train\\', field \\'x\\'{record}: "
     assert re.search(rf"assertion failed: \[{re.escape(field)}{reason}[^\n]*\]\n", message), message
     assert "Traceback" not in message
 

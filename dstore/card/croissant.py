@@ -168,6 +168,8 @@ def _source(
     where: dict[str, Any]
     if split in sets:
         where = {"fileSet": {"@id": sets[split]}}
+    elif sets:
+        return None  # files hold other splits' records, none this one's (it is empty)
     elif facts.files:
         where = {"fileObject": {"@id": _id(facts.files[0].name)}}
     else:
@@ -194,7 +196,10 @@ def _readable(facts: Facts, split: str) -> bool:
     if len(facts.schema.splits) == 1 and len(facts.files) == 1:
         return True
     names = facts.split_files.get(split, [])
-    return bool(names) and names == sorted(names) and facts.source_field is not None
+    # files of one split each: a folder's, as its manifest lists them, or many files
+    # read as one dataset, each record's file named by the field the card extracts
+    apart = facts.manifest is not None or facts.source_field is not None
+    return bool(names) and names == sorted(names) and apart
 
 
 def _field_type(facts: Facts, split: str, spec: FieldSpec) -> tuple[DataTypeOf, dict[str, Any]]:

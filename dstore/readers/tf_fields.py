@@ -225,24 +225,48 @@ def _own_png_pixels(tf: Any, shape: tuple[int, ...], native: np.dtype, where: st
             )
         return img.reshape(shape)
 
+    def failure(e: Exception, which: str = "") -> bytes:
+        reason = " ".join(str(e).split()) or type(e).__name__
+        return f"{where}{which}: {reason}".encode()
+
     def pixels(data: bytes) -> tuple[np.ndarray, bytes]:
         try:
             return checked(data), b""
         except Exception as e:  # noqa: BLE001 - any failure of a record: one line naming it
-            reason = " ".join(str(e).split()) or type(e).__name__
             # no pixels: the Assert fails before anything reads them (and a hostile
             # manifest's declared shape is never allocated)
-            return np.zeros(0, native), f"{where}: {reason}".encode()
+            return np.zeros(0, native), failure(e)
+
+    def batch_pixels(blobs: np.ndarray) -> tuple[np.ndarray, bytes]:
+        out: np.ndarray | None = None
+        for i, data in enumerate(blobs):
+            try:
+                img = checked(data)
+            except Exception as e:  # noqa: BLE001 - as pixels(), naming the record in its batch
+                return np.zeros((0, *shape), native), failure(e, f", record {i} of a batch")
+            if out is None:  # allocated once the first PNG's header matched the manifest
+                out = np.empty((len(blobs), *shape), native)
+            out[i] = img
+        return (out if out is not None else np.zeros((0, *shape), native)), b""
 
     def post(v: Any) -> Any:
+        one = len(v.shape) == 0
         out, error = tf.numpy_function(
-            pixels, [v], (tf.as_dtype(native), tf.string), stateful=False
+            pixels if one else batch_pixels, [v], (tf.as_dtype(native), tf.string), stateful=False
         )
         ok = tf.debugging.Assert(tf.equal(error, b""), [error])
         with tf.control_dependencies([ok]):
-            return tf.ensure_shape(tf.identity(out), shape)
+            return tf.ensure_shape(tf.identity(out), shape if one else (None, *shape))
 
     return post
+
+
+def batch_decoded_png(source: Any, name: str, enc: Any, own_png: bool) -> bool:
+    """Whether the field's records are PNGs dstore's decoder reads (:func:`_own_png_pixels`):
+    a batch of them is then decoded in one call, after batching (one crossing into Python
+    per batch, not per record)."""
+    field = source.spec.fields[name]
+    return own_png and enc.encoding == "png" and field.dense and enc.lossy is None
 
 
 def _number_field(

@@ -111,6 +111,36 @@ class JsonLinesCodec(JsonCodec):
     extensions = (".jsonl", ".ndjson")
     lines, media_type = True, "application/jsonlines"
 
+    # Several splits are a folder of one file per split (:mod:`.split_files`): a reader
+    # of a file's lines as records (pandas, ``datasets``, mlcroissant) takes all of them.
+
+    @classmethod
+    def owns(cls, path: str) -> bool:
+        """A JSON Lines file dstore wrote, or its folder of one file per split."""
+        from .split_files import is_split_folder
+
+        return is_split_folder(path) or super().owns(path)
+
+    @classmethod
+    def foreign_files(cls, path: str) -> list[str]:
+        from ...sharding.manifest import foreign_files
+        from .split_files import FORMAT_ID, is_split_folder
+
+        return foreign_files(path, FORMAT_ID) if is_split_folder(path) else []
+
+    def open_reader(self, path: str) -> Reader:
+        from .split_files import SplitFilesReader, is_split_folder
+
+        return SplitFilesReader(path) if is_split_folder(path) else super().open_reader(path)
+
+    def open_writer(self, path: str, schema: Schema) -> Writer:
+        from .split_files import SplitFilesWriter
+
+        if len(schema.splits) < 2:
+            return super().open_writer(path, schema)
+        self.check_schema(schema)
+        return SplitFilesWriter(path, schema)
+
     @classmethod
     def trailing_lines(cls, path: str) -> int:
         """1 for a file whose last line is dstore's schema alone, as dstore wrote JSON

@@ -1,0 +1,173 @@
+"""JSON Lines of several splits: a folder holding one JSON Lines file per split.
+
+One file can hold the records of one split only, for every reader of JSON Lines
+that is not dstore: pandas and ``datasets`` read a file's lines as one table, and a
+Croissant reader (mlcroissant) reads a record set from whole files, with no way to
+take some lines of a file and not others. So a dataset of several splits written
+as JSON Lines is a folder (named as the user named the output, ``out.jsonl``)::
+
+    out.jsonl/
+        train.jsonl     the records of split "train", as a one-split JSON Lines file
+        test.jsonl      the same for "test": each file reads alone, with dstore too
+        dstore.json     the manifest (:mod:`dstore.sharding.manifest`): the splits in
+                        order, each one's file with its size and sha256, the schema
+        croissant.json  the card (:mod:`dstore.card`)
+
+A split without records has no file (the manifest and the schema hold it). The
+manifest is not trusted: each file's own schema, carried by its last record, must
+name the split the manifest gives it, with its count, fields and the dataset's
+attributes, and ``dstore check`` compares every file with its size and sha256.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from ... import fs
+from ...abc import Reader, Writer
+from ...errors import CodecIOError, SchemaError
+from ...model import names as naming
+from ...model.schema import Batch, Schema, SplitSpec
+from ...sharding.manifest import (
+    MANIFEST,
+    check_shards,
+    is_manifest_of,
+    load_manifest,
+    manifest_base,
+)
+
+__all__ = ["FORMAT_ID", "SplitFilesReader", "SplitFilesWriter", "is_split_folder", "split_file"]
+
+#: the manifest's ``format`` value
+FORMAT_ID = "dstore-jsonl"
+
+
+def split_file(split: str) -> str:
+    """The file of a split's records in the folder (``a/b`` -> ``a%2Fb.jsonl``)."""
+    return f"{naming.escape(split)}.jsonl"
+
+
+def is_split_folder(path: str) -> bool:
+    """True when ``path`` is a folder holding dstore's manifest of JSON Lines splits."""
+    return fs.isdir(path) and is_manifest_of(path, FORMAT_ID)
+
+
+def _one_split(schema: Schema, split: str, checksums: dict[str, dict[str, str]]) -> Schema:
+    """The schema a split's own file carries: that split, the dataset's attributes and
+    versions, the split's checksums."""
+    held = {split: checksums[split]} if split in checksums else {}
+    return Schema({split: schema.splits[split]}, dict(schema.attrs), held, list(schema.versions))
+
+
+class SplitFilesWriter(Writer):
+    """Writes each split to its own file as it comes (the files stay open: each one's
+    schema, written last, holds the checksums the caller sets before ``close``), then
+    the manifest."""
+
+    def __init__(self, path: str, schema: Schema) -> None:
+        super().__init__(path, schema)
+        naming.check_case_distinct(
+            ((s, split_file(s)) for s in schema.splits), "splits", "a JSON Lines folder"
+        )
+        try:
+            os.mkdir(path)
+        except OSError as e:
+            raise CodecIOError(f"{path}: cannot create: {e.strerror or e}") from None
+        self._writers: dict[str, Writer] = {}
+
+    def write(self, split: str, batch: Batch) -> None:
+        from .writer import JsonWriter
+
+        writer = self._writers.get(split)
+        if writer is None:
+            if split not in self.schema.splits:
+                raise SchemaError(f"split {split!r} is unknown")
+            own = _one_split(self.schema, split, {})
+            writer = JsonWriter(os.path.join(self.path, split_file(split)), own, True)
+            self._writers[split] = writer
+        writer.write(split, batch)
+
+    def close(self) -> None:
+        entries: dict[str, dict[str, Any]] = {}
+        for split, spec in self.schema.splits.items():
+            shards = []
+            writer = self._writers.get(split)
+            if writer is not None and spec.count:
+                writer.schema.checksums = _one_split(
+                    self.schema, split, self.schema.checksums
+                ).checksums
+                writer.close()
+                size, sha = fs.sha256_file(writer.path)
+                shards.append(
+                    {"file": split_file(split), "records": spec.count, "bytes": size, "sha256": sha}
+                )
+            elif writer is not None:  # a batch of no records: no file for an empty split
+                writer.abort()
+                os.remove(writer.path)
+            entries[split] = {"count": spec.count, "shards": shards}
+        manifest = {
+            **manifest_base(FORMAT_ID, None),
+            "schema": self.schema.to_json(),
+            "splits": entries,
+        }
+        with open(os.path.join(self.path, MANIFEST), "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=1, allow_nan=False)
+            f.write("\n")
+
+    def abort(self) -> None:
+        for writer in self._writers.values():
+            writer.abort()
+
+
+class SplitFilesReader(Reader):
+    """The splits of a JSON Lines folder, each read from its own file."""
+
+    def __init__(self, path: str) -> None:
+        from .reader import JsonReader
+        from .stream import open_streamed
+
+        self.path = self.root = path
+        self.manifest = load_manifest(fs.join(path, MANIFEST))
+        where = fs.join(path, MANIFEST)
+        try:
+            self.schema = Schema.from_json(self.manifest["schema"])
+        except (SchemaError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CodecIOError(f"{where}: unreadable schema: {e}") from None
+        if list(self.schema.splits) != list(self.manifest["splits"]):
+            raise CodecIOError(f"{where}: its splits are not its schema's")
+        self._readers: dict[str, Reader] = {}
+        self.shards: dict[str, list[Any]] = {}
+        for split, info in self.manifest["splits"].items():
+            for entry in info["shards"]:
+                file = naming.safe_join(path, entry["file"])
+                # a file edited by hand (a blank line) is read whole, as alone
+                reader = open_streamed(file, True) or JsonReader(file, True)
+                self._check(file, split, reader.schema)
+                self._readers[split] = reader
+                self.shards[split] = [reader]
+            if not info["shards"] and self.schema.splits[split].count:
+                raise CodecIOError(f"{where}: split {split!r} has records and no file")
+
+    def _check(self, file: str, split: str, own: Schema) -> None:
+        """The file's own schema must be the manifest's for its split: the same name,
+        count and fields, the dataset's attributes."""
+        expected = _one_split(self.schema, split, self.schema.checksums)
+        if own.to_json() != expected.to_json():
+            raise CodecIOError(
+                f"{file}: its schema is not split {split!r} of {fs.join(self.path, MANIFEST)} "
+                "(a file of another dataset, or a changed one)"
+            )
+
+    def _iter(
+        self, spec: SplitSpec, names: list[str], start: int, stop: int, rows: int
+    ) -> Iterator[Batch]:
+        reader = self._readers.get(spec.name)
+        if reader is None:
+            return iter(())
+        return reader._iter(reader.schema.splits[spec.name], names, start, stop, rows)
+
+    def check_integrity(self) -> list[tuple[bool, str]]:
+        return check_shards(self.path, self.manifest)
