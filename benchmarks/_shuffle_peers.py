@@ -215,15 +215,26 @@ LOADERS = {
 
 def timed_epoch(loader, t0: float) -> dict:
     """One pass over ``loader``, whose clock started at ``t0``: seconds, seconds to the
-    first batch, and the positions (field ``k``) in the order delivered. bench_shuffle's
-    own ways time their epochs with it too."""
+    first batch, the positions (field ``k``) in the order delivered, and the CPU seconds
+    (user, system) of the worker processes the pass started and ended (0 for a loader
+    whose workers outlive it). bench_shuffle's own ways time their epochs with it too."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     keys, first = [], None
     for b in loader:
         if first is None:
             first = time.perf_counter() - t0
         keys.append(np.asarray(b["k"]).reshape(-1))
-    seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "first": first, "order": np.concatenate(keys)}
+    seconds = time.perf_counter() - t0  # a DataLoader's workers are joined when it ends
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "seconds": seconds,
+        "first": first,
+        "order": np.concatenate(keys),
+        "worker_user": after.ru_utime - children.ru_utime,
+        "worker_sys": after.ru_stime - children.ru_stime,
+    }
 
 
 def read(peer: str, path: str, decode, workers: int, batch: int, seed: int) -> dict:

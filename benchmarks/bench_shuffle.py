@@ -14,7 +14,9 @@ processes, batches of ``--batch``) five ways:
 Each way runs once per round, the order of the ways reversed every other round;
 the table gives the median images/s, each shuffled way's ratio to the ordered
 epoch of the same round (median and range), the time to the first batch, and
-the shuffle quality of the order the loader delivered (the ``k`` of each record):
+the CPU seconds of the loader's worker processes (user + system, and the system
+part: page faults show there; 0 for Grain, whose workers outlive the epoch's
+loop), and the shuffle quality of the order the loader delivered (the ``k`` of each record):
 MosaicML's metric (streaming's ``simulation/core/shuffle_quality.py``), the
 harmonic mean of the entropies of the absolute differences of consecutive sample
 positions and of consecutive shard numbers, with shards of ``--shard-records``
@@ -280,6 +282,8 @@ def report(
             "img_s": statistics.median(args.records / x["seconds"] for x in rs),
             "first": statistics.median(x["first"] for x in rs),
             "quality": statistics.median(x["quality"] for x in rs),
+            "cpu": statistics.median(x["worker_user"] + x["worker_sys"] for x in rs),
+            "sys": statistics.median(x["worker_sys"] for x in rs),
         }
         base = runs.get((fmt, "ordered"))
         if base and way != "ordered":
@@ -301,6 +305,8 @@ def report(
         ("peer", "x best peer (range)"),
         ("first", "first batch s"),
         ("quality", "quality"),
+        ("cpu", "workers' CPU s"),
+        ("sys", "of it system"),
     ]
     text = "\n".join(
         [
