@@ -220,7 +220,7 @@ def decode(data: bytes, where: str = "PNG", out: np.ndarray | None = None) -> np
     header = png_header(data)
     if out is not None and (header is None or not _holds(out, header)):
         out = None
-    fast = _decode_up(data, header, out)
+    fast = _decode_up(data, out)
     if fast is not None:
         return fast
     img = imagecodecs.png_decode(data)
@@ -292,9 +292,10 @@ def _idat(data: bytes) -> list[memoryview] | None:
     return idat
 
 
-def _decode_up(
-    data: bytes, header: tuple[int, int, int, int, int] | None, out: np.ndarray | None
-) -> np.ndarray | None:
+def _decode_up(data: bytes, out: np.ndarray | None = None) -> np.ndarray | None:
+    """:func:`decode`'s own path (UP or unfiltered rows), None for libpng's; the pixels
+    written into ``out`` when given (it holds the PNG: :func:`_holds`)."""
+    header = png_header(data)
     rows = _inflated_rows(data, header)
     if rows is None or header is None:
         return None
