@@ -108,3 +108,20 @@ def test_a_permutations_first_window_is_a_batch_then_windows_of_256(skip):
     assert len(parts[0]) == FIRST_WINDOW
     ends = np.cumsum([skip, *map(len, parts)])[1:]
     assert all(e % layout.window == 0 for e in ends[1:-1]) and ends[-1] == 1000
+
+
+def test_a_permutations_windows_hold_at_most_12_mib_decoded():
+    """Where each record is read alone a window only groups reads: 64 tiles of
+    256x256x3 (12 MiB) a window, not 256 (50 MB decoded per reading process); small
+    records keep 256, huge ones the first batch's 64."""
+    from dstore.readers.plan import PERMUTATION_WINDOW_BYTES, WINDOW_UNITS
+
+    tile = 256 * 256 * 3
+    tiles = GlobalLayout.of(4000, None, tile, WINDOW_UNITS)
+    assert tiles.units is None and tiles.window == 64
+    assert GlobalLayout.of(4000, None, 100, WINDOW_UNITS).window == 256
+    assert GlobalLayout.of(4000, None, 50 * 2**20, WINDOW_UNITS).window == FIRST_WINDOW
+    mine = consumer_indices(4000, 1, 2, seed=1, epoch=0, layout=tiles)
+    parts = list(tiles.windows(mine, 7))
+    assert max(map(len, parts)) * tile <= PERMUTATION_WINDOW_BYTES
+    assert np.array_equal(np.concatenate(parts), mine[7:])

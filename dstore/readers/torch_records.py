@@ -74,7 +74,7 @@ def _records(
 def records_at(source: SplitSource, indexes: np.ndarray) -> Iterator[Record]:
     """The records at distinct positions ``indexes``, in that order (those that read,
     with ``on_error="skip"``): read in storage order and handed out as views in the
-    order asked, never copied into it first (a window of 256 photo tiles is 50 MB)."""
+    order asked, never copied into it first (a window of 64 photo tiles is 12 MB)."""
     kinds = source.kinds()
     wanted = np.unique(indexes)
     if len(wanted) != len(indexes):  # a position twice: each record its own memory
