@@ -129,9 +129,10 @@ class JsonLinesCodec(JsonCodec):
         return foreign_files(path, FORMAT_ID) if is_split_folder(path) else []
 
     def open_reader(self, path: str) -> Reader:
-        from .split_files import SplitFilesReader, is_split_folder
+        from .split_files import SplitFilesReader
 
-        return SplitFilesReader(path) if is_split_folder(path) else super().open_reader(path)
+        # a folder is one of split files: its manifest says which (or why it cannot be read)
+        return SplitFilesReader(path) if fs.isdir(path) else super().open_reader(path)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         from .split_files import SplitFilesWriter

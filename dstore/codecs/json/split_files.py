@@ -26,13 +26,15 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ... import fs
+from ... import fs, links
 from ...abc import Reader, Writer
 from ...errors import CodecIOError, SchemaError
+from ...fs import is_regular_file
 from ...model import names as naming
 from ...model.schema import Batch, Schema, SplitSpec
 from ...sharding.manifest import (
     MANIFEST,
+    check_compression,
     check_shards,
     is_manifest_of,
     load_manifest,
@@ -126,12 +128,17 @@ class SplitFilesReader(Reader):
     """The splits of a JSON Lines folder, each read from its own file."""
 
     def __init__(self, path: str) -> None:
-        from .reader import JsonReader
-        from .stream import open_streamed
-
         self.path = self.root = path
-        self.manifest = load_manifest(fs.join(path, MANIFEST))
         where = fs.join(path, MANIFEST)
+        if not fs.exists(where):
+            raise CodecIOError(f"{path}: a folder without {MANIFEST} (dstore's manifest of its splits)")
+        self.manifest = load_manifest(where)
+        if self.manifest.get("format") != FORMAT_ID:
+            raise CodecIOError(
+                f"{where}: format {self.manifest.get('format')!r}, not a JSON Lines folder's "
+                f"({FORMAT_ID!r})"
+            )
+        check_compression(self.manifest, (None,), "jsonl", where)
         try:
             self.schema = Schema.from_json(self.manifest["schema"])
         except (SchemaError, ValueError, KeyError, TypeError, AttributeError) as e:
@@ -141,15 +148,40 @@ class SplitFilesReader(Reader):
         self._readers: dict[str, Reader] = {}
         self.shards: dict[str, list[Any]] = {}
         for split, info in self.manifest["splits"].items():
+            count = self.schema.splits[split].count
+            if int(info["count"]) != count:
+                raise CodecIOError(
+                    f"{where}: split {split!r}: its files hold {info['count']} records, its "
+                    f"schema {count}"
+                )
             for entry in info["shards"]:
-                file = naming.safe_join(path, entry["file"])
-                # a file edited by hand (a blank line) is read whole, as alone
-                reader = open_streamed(file, True) or JsonReader(file, True)
-                self._check(file, split, reader.schema)
+                reader = self._open(split, entry)
                 self._readers[split] = reader
                 self.shards[split] = [reader]
-            if not info["shards"] and self.schema.splits[split].count:
-                raise CodecIOError(f"{where}: split {split!r} has records and no file")
+
+    def _open(self, split: str, entry: dict[str, Any]) -> Reader:
+        """The reader of split ``split``'s file (its manifest ``entry``), once the file is
+        found a regular file inside the folder, of the size listed, with the split's schema."""
+        from .reader import JsonReader
+        from .stream import open_streamed
+
+        file = fs.join(self.path, entry["file"])
+        if not fs.is_url(file):
+            links.check_inside(self.path, [file], False)
+            if fs.exists(file) and not is_regular_file(file):
+                raise CodecIOError(
+                    f"{file}: not a regular file (a folder, FIFO or device), where the "
+                    f"manifest lists split {split!r}"
+                )
+        if fs.exists(file) and fs.getsize(file) != entry["bytes"]:
+            raise CodecIOError(
+                f"{file}: {fs.getsize(file)} bytes, the manifest lists {entry['bytes']} for "
+                f"split {split!r} (another file, or changed since it was written)"
+            )
+        # a file edited by hand (a blank line) is read whole, as alone
+        reader = open_streamed(file, True) or JsonReader(file, True)
+        self._check(file, split, reader.schema)
+        return reader
 
     def _check(self, file: str, split: str, own: Schema) -> None:
         """The file's own schema must be the manifest's for its split: the same name,

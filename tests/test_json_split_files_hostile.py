@@ -1,0 +1,128 @@
+"""A JSON Lines folder of one file per split, as a hostile user hands it over: its
+manifest forged or damaged, its files replaced by links, folders, FIFOs or another
+file; each refused with one line naming the file or split, nothing read outside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dstore
+from dstore.cli import main
+from dstore.demo import photo_tiles
+from dstore.errors import DstoreError
+
+
+def _data() -> dict[str, dict[str, np.ndarray]]:
+    x, y = photo_tiles(30, 8, seed=5)
+    return {
+        "train": {"x": x[:20], "y": y[:20]},
+        "test": {"x": x[20:], "y": y[20:]},
+        "empty": {"x": x[:0], "y": y[:0]},
+    }
+
+
+def _manifest(folder: Path) -> dict:
+    return json.loads((folder / "dstore.json").read_text(encoding="utf-8"))
+
+
+def _write_manifest(folder: Path, m: dict) -> None:
+    (folder / "dstore.json").write_text(json.dumps(m), encoding="utf-8")
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    out = tmp_path / "d.jsonl"
+    dstore.save(_data(), str(out))
+    return out
+
+
+def _refused(folder: Path, *words: str) -> str:
+    """The one-line error opening ``folder`` gives, holding each of ``words``; the CLI
+    exits non-zero on it."""
+    with pytest.raises(DstoreError) as e:
+        dstore.open(str(folder))
+    message = str(e.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message, message
+    assert main(["info", str(folder)]) != 0
+    return message
+
+
+def test_a_dataset_written_under_a_plain_name_opens_by_its_manifest(tmp_path: Path) -> None:
+    out = tmp_path / "outdir"  # no extension: the format is named when writing
+    dstore.save(_data(), str(out), format="jsonl")
+    with dstore.open(str(out)) as ds:
+        assert list(ds) == ["train", "test", "empty"]
+        for split, fields in _data().items():
+            for name, want in fields.items():
+                assert np.array_equal(ds[split][name][:], want), (split, name)
+    assert main(["verify", str(out)]) == 0
+
+
+def test_a_split_file_linked_out_of_the_folder_is_refused_as_a_read(folder: Path) -> None:
+    outside = folder.parent / "outside.jsonl"
+    shutil.move(folder / "train.jsonl", outside)
+    os.symlink(outside, folder / "train.jsonl")
+    message = _refused(folder, "'train.jsonl'", "outside")
+    assert "write" not in message
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_split_file_that_is_not_a_regular_file_is_named_as_such(folder: Path, kind: str) -> None:
+    path = folder / "train.jsonl"
+    path.unlink()
+    if kind == "folder":
+        path.mkdir()
+    else:
+        os.mkfifo(path)  # opened, it would block for ever
+    message = _refused(folder, "train.jsonl", "not a regular file")
+    assert "no such file" not in message
+
+
+def test_a_manifest_of_a_newer_layout_or_a_compression_is_refused(folder: Path) -> None:
+    m = _manifest(folder)
+    _write_manifest(folder, {**m, "format_version": 2})
+    _refused(folder, "dstore.json", "format_version 2")
+    _write_manifest(folder, {**m, "compression": "gzip"})
+    _refused(folder, "dstore.json", "compression 'gzip'")
+
+
+def test_manifest_counts_that_are_not_the_schemas_are_refused(folder: Path) -> None:
+    m = _manifest(folder)
+    m["splits"]["train"]["count"] = 5
+    m["splits"]["train"]["shards"][0]["records"] = 5  # adds up, but the file holds 20
+    _write_manifest(folder, m)
+    _refused(folder, "dstore.json", "split 'train'", "5 records")
+
+
+def test_a_split_file_of_another_size_than_listed_is_refused_at_open(folder: Path) -> None:
+    # another dataset's file carrying this one's schema line: its values are read at
+    # random (their checksums are checked only by a whole read)
+    path = folder / "test.jsonl"
+    lines = path.read_bytes().rstrip(b"\n").split(b"\n")
+    first = json.loads(lines[0])
+    first["y"] = [v + 100 for v in first["y"]]  # one label: three digits, not one
+    lines[0] = json.dumps(first).encode()
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    _refused(folder, "test.jsonl", "bytes", "manifest")
+
+
+@pytest.mark.parametrize(
+    "text", ['{"format": "dstore-jsonl", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "{nope"]
+)
+def test_a_folder_whose_manifest_does_not_load_says_why(folder: Path, text: str) -> None:
+    (folder / "dstore.json").write_text(text, encoding="utf-8")
+    message = _refused(folder, "dstore.json")
+    assert "no such file" not in message
+
+
+def test_a_folder_of_another_formats_manifest_is_refused(folder: Path) -> None:
+    _write_manifest(folder, {**_manifest(folder), "format": "dstore-parquet"})
+    _refused(folder, "dstore.json", "dstore-parquet")
