@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -126,3 +129,36 @@ def test_a_folder_whose_manifest_does_not_load_says_why(folder: Path, text: str)
 def test_a_folder_of_another_formats_manifest_is_refused(folder: Path) -> None:
     _write_manifest(folder, {**_manifest(folder), "format": "dstore-parquet"})
     _refused(folder, "dstore.json", "dstore-parquet")
+
+
+def test_many_splits_are_written_holding_one_file_open(tmp_path: Path) -> None:
+    """300 splits under a limit of 200 open files (macOS's default is 256). Failed before:
+    every split's file stayed open until the end ('Too many open files')."""
+    out = str(tmp_path / "many.jsonl")
+    code = textwrap.dedent(
+        f"""
+        import resource
+        import dstore
+        from dstore.demo import photo_tiles
+        x, y = photo_tiles(300, 8, seed=5)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))
+        dstore.save({{f"s{{i}}": {{"x": x[i : i + 1], "y": y[i : i + 1]}} for i in range(300)}}, {out!r})
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    x, _ = photo_tiles(300, 8, seed=5)
+    with dstore.open(out) as ds:
+        assert list(ds) == [f"s{i}" for i in range(300)]
+        for i in range(300):
+            assert np.array_equal(ds[f"s{i}"]["x"][:], x[i : i + 1]), i
+    assert len(os.listdir(out)) == 302  # a file per split, the manifest and the card
+
+
+def test_a_manifest_linked_out_of_the_folder_is_not_read(folder: Path) -> None:
+    outside = folder.parent / "elsewhere.json"
+    shutil.move(folder / "dstore.json", outside)
+    os.symlink(outside, folder / "dstore.json")
+    _refused(folder, "'dstore.json'", "outside")

@@ -40,6 +40,7 @@ from ...sharding.manifest import (
     load_manifest,
     manifest_base,
 )
+from .writer import JsonWriter
 
 __all__ = ["FORMAT_ID", "SplitFilesReader", "SplitFilesWriter", "is_split_folder", "split_file"]
 
@@ -78,18 +79,20 @@ class SplitFilesWriter(Writer):
             os.mkdir(path)
         except OSError as e:
             raise CodecIOError(f"{path}: cannot create: {e.strerror or e}") from None
-        self._writers: dict[str, Writer] = {}
+        self._writers: dict[str, JsonWriter] = {}
+        self._last: JsonWriter | None = None
 
     def write(self, split: str, batch: Batch) -> None:
-        from .writer import JsonWriter
-
         writer = self._writers.get(split)
+        if self._last is not None and self._last is not writer:
+            self._last.park()  # one file open at a time, however many splits
         if writer is None:
             if split not in self.schema.splits:
                 raise SchemaError(f"split {split!r} is unknown")
             own = _one_split(self.schema, split, {})
             writer = JsonWriter(os.path.join(self.path, split_file(split)), own, True)
             self._writers[split] = writer
+        self._last = writer
         writer.write(split, batch)
 
     def close(self) -> None:
@@ -131,7 +134,11 @@ class SplitFilesReader(Reader):
         self.path = self.root = path
         where = fs.join(path, MANIFEST)
         if not fs.exists(where):
-            raise CodecIOError(f"{path}: a folder without {MANIFEST} (dstore's manifest of its splits)")
+            raise CodecIOError(
+                f"{path}: a folder without {MANIFEST} (dstore's manifest of its splits)"
+            )
+        if not fs.is_url(path):
+            links.check_inside(path, [where], False)  # never read from outside the folder
         self.manifest = load_manifest(where)
         if self.manifest.get("format") != FORMAT_ID:
             raise CodecIOError(

@@ -102,7 +102,20 @@ class JsonWriter(Writer):
                 self._f.write(sep + json.dumps(self._key(self._current)).encode() + b": [")
                 self._any_split = True
 
+    def park(self) -> None:
+        """Close the file until the next ``write`` or ``close``, which reopen it to append
+        (a folder of one file per split holds one open, not one per split)."""
+        self._f.close()
+
+    def _reopen(self) -> None:
+        if self._f.closed:
+            try:
+                self._f = open(self.path, "ab")  # noqa: SIM115 - closed in close/abort/park
+            except OSError as e:
+                raise CodecIOError(f"{self.path}: cannot reopen: {e}") from None
+
     def write(self, split: str, batch: Batch) -> None:
+        self._reopen()
         if self._current != split:
             self._start(split)
         # a few MB at a time: as Python lists, numbers take about 36 times their bytes
@@ -132,6 +145,7 @@ class JsonWriter(Writer):
         self._f.write("".join(out).encode("utf-8"))
 
     def close(self) -> None:
+        self._reopen()
         self._start(None)
         schema_json = json.dumps(self.schema.to_json(), allow_nan=False)
         if self.lines:
