@@ -19,6 +19,7 @@ import dstore
 from dstore.cli import main
 from dstore.demo import photo_tiles
 from dstore.errors import DstoreError
+from dstore.model.schema import Schema
 
 
 def _data() -> dict[str, dict[str, np.ndarray]]:
@@ -162,3 +163,18 @@ def test_a_manifest_linked_out_of_the_folder_is_not_read(folder: Path) -> None:
     shutil.move(folder / "dstore.json", outside)
     os.symlink(outside, folder / "dstore.json")
     _refused(folder, "'dstore.json'", "outside")
+
+
+def test_a_split_listing_a_second_file_is_refused(folder: Path) -> None:
+    # train.jsonl's records twice, as two files of one split: the counts add up, the
+    # schema says 40 records (refused before too, as a file whose schema is not the split's)
+    shutil.copy(folder / "train.jsonl", folder / "again.jsonl")
+    m = _manifest(folder)
+    train = m["splits"]["train"]
+    train["shards"].append({**train["shards"][0], "file": "again.jsonl"})
+    train["count"] = 40
+    schema = Schema.from_json(m["schema"])
+    schema.splits["train"].count = 40
+    m["schema"] = schema.to_json()  # its digest made anew, as a forger can
+    _write_manifest(folder, m)
+    _refused(folder, "dstore.json", "split 'train' lists 2 files")

@@ -161,6 +161,11 @@ class SplitFilesReader(Reader):
                     f"{where}: split {split!r}: its files hold {info['count']} records, its "
                     f"schema {count}"
                 )
+            if len(info["shards"]) > 1:
+                raise CodecIOError(
+                    f"{where}: split {split!r} lists {len(info['shards'])} files; a JSON Lines "
+                    "folder holds one per split"
+                )
             for entry in info["shards"]:
                 reader = self._open(split, entry)
                 self._readers[split] = reader
