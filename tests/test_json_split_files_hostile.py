@@ -178,3 +178,21 @@ def test_a_split_listing_a_second_file_is_refused(folder: Path) -> None:
     m["schema"] = schema.to_json()  # its digest made anew, as a forger can
     _write_manifest(folder, m)
     _refused(folder, "dstore.json", "split 'train' lists 2 files")
+
+
+def test_overwrite_of_a_folder_whose_manifest_does_not_load_is_refused_as_not_a_dataset(
+    folder: Path,
+) -> None:
+    m = _manifest(folder)
+    m["splits"]["train"]["count"] = 3  # its file's 20 records do not add up to it
+    _write_manifest(folder, m)
+    with pytest.raises(DstoreError) as e:
+        dstore.save(_data(), str(folder), overwrite=True)
+    # was: "holds files jsonl did not write ('croissant.json', 'dstore.json', ...)"
+    assert "is not a dataset in jsonl format" in str(e.value)
+    assert sorted(os.listdir(folder)) == [
+        "croissant.json",
+        "dstore.json",
+        "test.jsonl",
+        "train.jsonl",
+    ]

@@ -116,10 +116,14 @@ class JsonLinesCodec(JsonCodec):
 
     @classmethod
     def owns(cls, path: str) -> bool:
-        """A JSON Lines file dstore wrote, or its folder of one file per split."""
-        from .split_files import is_split_folder
+        """A JSON Lines file dstore wrote, or its folder of one file per split whose
+        manifest loads (else its files would all be called a user's)."""
+        from ...sharding.manifest import manifest_files
+        from .split_files import FORMAT_ID
 
-        return is_split_folder(path) or super().owns(path)
+        if fs.isdir(path):
+            return manifest_files(path, FORMAT_ID) is not None
+        return super().owns(path)
 
     @classmethod
     def foreign_files(cls, path: str) -> list[str]:
