@@ -4,12 +4,14 @@ file; each refused with one line naming the file or split, nothing read outside 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -196,3 +198,17 @@ def test_overwrite_of_a_folder_whose_manifest_does_not_load_is_refused_as_not_a_
         "test.jsonl",
         "train.jsonl",
     ]
+
+
+def test_a_field_named_as_the_schema_member_is_refused_leaving_nothing_open(
+    tmp_path: Path,
+) -> None:
+    x, y = photo_tiles(4, 8, seed=5)
+    data = {s: {"x": x[i : i + 2], "dstore:schema": y[i : i + 2]} for s, i in [("a", 0), ("b", 2)]}
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(DstoreError, match="split 'a', field 'dstore:schema'"):
+            dstore.save(data, str(tmp_path / "f.jsonl"))
+        gc.collect()
+    assert not [w for w in seen if issubclass(w.category, ResourceWarning)]  # was: unclosed file
+    assert os.listdir(tmp_path) == []

@@ -63,24 +63,24 @@ class JsonWriter(Writer):
     def __init__(self, path: str, schema: Schema, lines: bool) -> None:
         super().__init__(path, schema)
         self.lines = lines
-        try:
-            self._f: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed in close/abort
-        except OSError as e:
-            raise CodecIOError(f"{path}: cannot create: {e}") from None
         self._pending = list(schema.splits)
         self._current: str | None = None
         self._first = True  # no record yet in the current split
         self._any_split = False
         #: JSON Lines: the last record's line, held until the next or the schema joins it
         self._held = ""
-        if lines:
+        if lines:  # refused before the file is created (nothing left open)
             for split in schema.splits.values():
                 if SCHEMA_MEMBER in split.fields:
                     raise SchemaError(
                         f"split {split.name!r}, field {SCHEMA_MEMBER!r}: the name is dstore's "
                         "schema member in a JSON Lines file; rename the field"
                     )
-        else:
+        try:
+            self._f: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed in close/abort
+        except OSError as e:
+            raise CodecIOError(f"{path}: cannot create: {e}") from None
+        if not lines:
             self._f.write(b"{")
 
     def _key(self, split: str) -> str:
