@@ -14,9 +14,10 @@ as JSON Lines is a folder (named as the user named the output, ``out.jsonl``)::
         croissant.json  the card (:mod:`dstore.card`)
 
 A split without records has no file (the manifest and the schema hold it). The
-manifest is not trusted: each file's own schema, carried by its last record, must
-name the split the manifest gives it, with its count, fields and the dataset's
-attributes, and ``dstore check`` compares every file with its size and sha256.
+manifest is not trusted: its counts must be its schema's, each split's one file a
+regular file inside the folder of the size listed, whose own schema, carried by its
+last record, names the split the manifest gives it, with its count, fields and the
+dataset's attributes; ``dstore verify`` compares every file with its sha256 too.
 """
 
 from __future__ import annotations
