@@ -76,8 +76,10 @@ def test_a_split_file_linked_out_of_the_folder_is_refused_as_a_read(folder: Path
     outside = folder.parent / "outside.jsonl"
     shutil.move(folder / "train.jsonl", outside)
     os.symlink(outside, folder / "train.jsonl")
-    message = _refused(folder, "'train.jsonl'", "outside")
+    message = _refused(folder, "'train.jsonl'", "outside", "follow_links=True reads it")
     assert "write" not in message
+    with dstore.open(str(folder), follow_links=True) as ds:  # as the message says
+        assert np.array_equal(ds["train"]["x"][:], _data()["train"]["x"])
 
 
 @pytest.mark.parametrize("kind", ["folder", "fifo"])

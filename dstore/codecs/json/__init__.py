@@ -136,7 +136,9 @@ class JsonLinesCodec(JsonCodec):
         from .split_files import SplitFilesReader
 
         # a folder is one of split files: its manifest says which (or why it cannot be read)
-        return SplitFilesReader(path) if fs.isdir(path) else super().open_reader(path)
+        if fs.isdir(path):
+            return SplitFilesReader(path, self.follow_links)
+        return super().open_reader(path)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         from .split_files import SplitFilesWriter

@@ -131,15 +131,17 @@ class SplitFilesWriter(Writer):
 class SplitFilesReader(Reader):
     """The splits of a JSON Lines folder, each read from its own file."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, follow_links: bool = False) -> None:
         self.path = self.root = path
+        #: read a split file or manifest linked in from outside the folder (else refused)
+        self.follow_links = follow_links
         where = fs.join(path, MANIFEST)
         if not fs.exists(where):
             raise CodecIOError(
                 f"{path}: a folder without {MANIFEST} (dstore's manifest of its splits)"
             )
         if not fs.is_url(path):
-            links.check_inside(path, [where], False)  # never read from outside the folder
+            links.check_inside(path, [where], follow_links)  # nothing read from outside
         self.manifest = load_manifest(where)
         if self.manifest.get("format") != FORMAT_ID:
             raise CodecIOError(
@@ -180,7 +182,7 @@ class SplitFilesReader(Reader):
 
         file = fs.join(self.path, entry["file"])
         if not fs.is_url(file):
-            links.check_inside(self.path, [file], False)
+            links.check_inside(self.path, [file], self.follow_links)
             if fs.exists(file) and not is_regular_file(file):
                 raise CodecIOError(
                     f"{file}: not a regular file (a folder, FIFO or device), where the "
