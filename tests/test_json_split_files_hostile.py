@@ -214,3 +214,17 @@ def test_a_field_named_as_the_schema_member_is_refused_leaving_nothing_open(
         gc.collect()
     assert not [w for w in seen if issubclass(w.category, ResourceWarning)]  # was: unclosed file
     assert os.listdir(tmp_path) == []
+
+
+def test_overwrite_keeps_a_users_file_in_a_folder_named_as_dstores_versions(
+    folder: Path,
+) -> None:
+    # other formats keep older versions there; a JSON Lines folder never writes one
+    mine = folder / ".dstore-versions" / "mine.txt"
+    mine.parent.mkdir()
+    mine.write_text("mine", encoding="utf-8")
+    with pytest.raises(DstoreError, match=r"\.dstore-versions/mine\.txt"):
+        dstore.save(_data(), str(folder), overwrite=True)  # was: deleted without a word
+    assert mine.read_text(encoding="utf-8") == "mine"
+    dstore.save(_data(), str(folder), overwrite="foreign")
+    assert not mine.parent.exists()

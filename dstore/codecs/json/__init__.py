@@ -130,7 +130,8 @@ class JsonLinesCodec(JsonCodec):
         from ...sharding.manifest import foreign_files
         from .split_files import FORMAT_ID, is_split_folder
 
-        return foreign_files(path, FORMAT_ID) if is_split_folder(path) else []
+        # an append writes the folder whole again: it keeps no versions folder of dstore's
+        return foreign_files(path, FORMAT_ID, versions=False) if is_split_folder(path) else []
 
     def open_reader(self, path: str) -> Reader:
         from .split_files import SplitFilesReader
