@@ -35,3 +35,15 @@ def test_an_empty_splits_fields_have_a_source_matching_no_file(tmp_path: Path, f
         records = list(ds.records(record_set="train"))
         labels = np.array([r["train/y"] for r in records])
         assert labels.tolist() == y.tolist()
+
+
+def test_splits_and_fields_named_dot_dot_keep_their_record_sets(tmp_path: Path) -> None:
+    x, y = photo_tiles(12, 8, seed=5)
+    out = tmp_path / "d.jsonl"
+    dstore.save({"..": {"x": x[:6], "..": y[:6]}, ".": {"x": x[6:], "..": y[6:]}}, str(out))
+    # failed before: ids "..", "fileset/..", "../.." resolved away, mlcroissant refused the card
+    ds = mlc.Dataset(jsonld=str(out / "croissant.json"))
+    assert not ds.metadata.ctx.issues.errors
+    for rs, want in zip(ds.metadata.record_sets, (y[:6], y[6:]), strict=True):
+        records = list(ds.records(record_set=rs.uuid))
+        assert np.array([r[f"{rs.uuid}/%2E%2E"] for r in records]).tolist() == want.tolist()

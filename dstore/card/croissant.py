@@ -98,7 +98,9 @@ CONTEXT: dict[str, Any] = {
 
 def _id(text: str) -> str:
     # a lone surrogate (a name from data) is percent-encoded as its surrogate bytes
-    return urllib.parse.quote(text, safe="/-_.~:", errors="surrogatepass")
+    quoted = urllib.parse.quote(text, safe="/-_.~:", errors="surrogatepass")
+    # a "." or ".." segment (a split named "..") would be resolved away as a relative IRI
+    return "/".join(p.replace(".", "%2E") if p in (".", "..") else p for p in quoted.split("/"))
 
 
 def _escape(name: str) -> str:
