@@ -81,7 +81,7 @@ def test_an_edited_file_is_read_whole(tmp_path, ext):
         with open(os.path.join(path, "train.jsonl"), "w") as f:
             f.write("\n".join([lines[0], "", *lines[1:]]) + "\n")  # a blank line
         # its folder's manifest lists it at another size: refused there, read alone
-        with pytest.raises(DstoreError, match="train.jsonl: .* bytes, the manifest lists"):
+        with pytest.raises(DstoreError, match=r"train\.jsonl: .* bytes, the manifest lists"):
             dstore.open(path)
         path = os.path.join(path, "train.jsonl")
     with dstore.open(path) as ds:
