@@ -83,14 +83,18 @@ def test_a_split_file_linked_out_of_the_folder_is_refused_as_a_read(folder: Path
 
 
 @pytest.mark.parametrize("kind", ["folder", "fifo"])
-def test_a_split_file_that_is_not_a_regular_file_is_named_as_such(folder: Path, kind: str) -> None:
-    path = folder / "train.jsonl"
+@pytest.mark.parametrize("name", ["train.jsonl", "dstore.json"])
+def test_a_split_file_or_manifest_not_a_regular_file_is_named_as_such(
+    folder: Path, kind: str, name: str
+) -> None:
+    # a FIFO manifest blocked dstore.open for ever (the folder was read whatever it held)
+    path = folder / name
     path.unlink()
     if kind == "folder":
         path.mkdir()
     else:
         os.mkfifo(path)  # opened, it would block for ever
-    message = _refused(folder, "train.jsonl", "not a regular file")
+    message = _refused(folder, name, "not a regular file")
     assert "no such file" not in message
 
 

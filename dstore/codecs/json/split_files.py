@@ -142,6 +142,8 @@ class SplitFilesReader(Reader):
             )
         if not fs.is_url(path):
             links.check_inside(path, [where], follow_links)  # nothing read from outside
+        if not is_regular_file(where):  # a FIFO would block the read for ever
+            raise CodecIOError(f"{where}: not a regular file (a folder, FIFO or device)")
         self.manifest = load_manifest(where)
         if self.manifest.get("format") != FORMAT_ID:
             raise CodecIOError(
