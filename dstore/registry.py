@@ -102,7 +102,13 @@ _BUILTIN: dict[str, _Entry] = {
     ),
     # the standard library parses JSON; orjson (extra "json") is used when installed
     "json": _Entry("dstore.codecs.json:JsonCodec", (".json",)),
-    "jsonl": _Entry("dstore.codecs.json:JsonLinesCodec", (".jsonl", ".ndjson")),
+    "jsonl": _Entry(
+        "dstore.codecs.json:JsonLinesCodec",
+        (".jsonl", ".ndjson"),
+        # several splits: a folder of one file per split, with its manifest
+        marker="dstore.json",
+        marker_format="dstore-jsonl",
+    ),
 }
 
 _entries: dict[str, _Entry] = dict(_BUILTIN)

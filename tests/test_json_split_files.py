@@ -60,9 +60,10 @@ def test_round_trip_split_by_split_and_an_empty_split_has_no_file(folder: Path) 
 def test_files_swapped_in_the_manifest_are_refused_by_name(folder: Path) -> None:
     m = _manifest(folder)
     train, test = m["splits"]["train"]["shards"][0], m["splits"]["test"]["shards"][0]
-    train["file"], test["file"] = test["file"], train["file"]
-    train["records"], test["records"] = test["records"], train["records"]
-    m["splits"]["train"]["count"], m["splits"]["test"]["count"] = 10, 20
+    # the entries' files swapped, with their sizes and digests: only each file's own
+    # schema tells which split it holds
+    for key in ("file", "bytes", "sha256"):
+        train[key], test[key] = test[key], train[key]
     _write_manifest(folder, m)
     with pytest.raises(DstoreError) as e:
         dstore.open(str(folder))
@@ -84,11 +85,11 @@ def test_a_manifest_naming_a_file_outside_the_folder_is_refused(folder: Path) ->
 
 def test_a_changed_value_fails_the_read_and_the_check(folder: Path) -> None:
     path = folder / "test.jsonl"
-    lines = path.read_text(encoding="utf-8").splitlines()
-    record = json.loads(lines[2])
-    record["x"][0][0][0] = 255 - record["x"][0][0][0]  # one pixel
-    lines[2] = json.dumps(record)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lines = path.read_bytes().split(b"\n")
+    pixel = lines[2][len(b'{"x": [[[') :].split(b",", 1)[0]
+    changed = str(int(pixel) ^ 1).encode()  # one pixel, its text as long: the size holds
+    lines[2] = lines[2].replace(b"[[[" + pixel + b",", b"[[[" + changed + b",", 1)
+    path.write_bytes(b"\n".join(lines))
     with (
         dstore.open(str(folder)) as ds,
         pytest.raises(DstoreError, match="split 'test', field 'x'"),

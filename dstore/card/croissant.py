@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model import Bytes, Image, Tensor
+from ..model import names as naming
 from ..model.precision import describe_precision
 from ..model.schema import FieldSpec
 from .datatypes import DataTypeOf, array_shape, data_type
@@ -97,7 +98,9 @@ CONTEXT: dict[str, Any] = {
 
 def _id(text: str) -> str:
     # a lone surrogate (a name from data) is percent-encoded as its surrogate bytes
-    return urllib.parse.quote(text, safe="/-_.~:", errors="surrogatepass")
+    quoted = urllib.parse.quote(text, safe="/-_.~:", errors="surrogatepass")
+    # a "." or ".." segment (a split named "..") would be resolved away as a relative IRI
+    return "/".join(p.replace(".", "%2E") if p in (".", "..") else p for p in quoted.split("/"))
 
 
 def _escape(name: str) -> str:
@@ -145,15 +148,34 @@ def _distribution(facts: Facts) -> tuple[list[dict[str, Any]], dict[str, str]]:
     for split, folder in facts.split_dirs.items():
         sets[split] = f"fileset/{_id(split)}"
         out.append(_file_set(facts, sets[split], split, [f"{_escape(folder)}/*"]))
+    if sets:
+        # a split without records has no file: a set that matches none, so that its
+        # fields have a source (a Croissant reader refuses the whole card for a field
+        # without one) and its records are none, never another split's
+        for split, spec in facts.schema.splits.items():
+            if split not in sets and not spec.count:
+                sets[split] = f"fileset/{_id(split)}"
+                out.append(_file_set(facts, sets[split], split, [_no_file(split, every)]))
     return out, sets
 
 
+def _no_file(split: str, every: Sequence[str]) -> str:
+    """A glob matching none of ``every`` file, named after ``split``."""
+    pattern = _escape(f"{naming.escape(split)}.no-records")
+    while fnmatch.filter(every, pattern):
+        pattern += "-"
+    return pattern
+
+
 def _file_set(facts: Facts, id_: str, split: str, includes: list[str]) -> dict[str, Any]:
+    about = f"The {facts.format} files holding the records of split {split!r}."
+    if not facts.schema.splits[split].count:
+        about = f"Split {split!r} has no records: this set matches no file."
     return {
         "@type": "cr:FileSet",
         "@id": id_,
         "name": f"{split} files",
-        "description": f"The {facts.format} files holding the records of split {split!r}.",
+        "description": about,
         "encodingFormat": facts.media_type or "application/octet-stream",
         "includes": includes,
     }
@@ -168,8 +190,6 @@ def _source(
     where: dict[str, Any]
     if split in sets:
         where = {"fileSet": {"@id": sets[split]}}
-    elif sets:
-        return None  # files hold other splits' records, none this one's (it is empty)
     elif facts.files:
         where = {"fileObject": {"@id": _id(facts.files[0].name)}}
     else:

@@ -258,16 +258,18 @@ def manifest_files(folder: str, format_id: str) -> set[str] | None:
     return files
 
 
-def foreign_files(folder: str, format_id: str) -> list[str]:
+def foreign_files(folder: str, format_id: str, versions: bool = True) -> list[str]:
     """Files under ``folder`` (a dataset :func:`manifest_files` accepts) that its
-    manifest does not list: what dstore did not write there (a user's notes)."""
+    manifest does not list: what dstore did not write there (a user's notes).
+    ``versions``: the format keeps older versions in :data:`VERSIONS` (all dstore's);
+    for one that never does, what that folder holds is a user's too."""
     ours = manifest_files(folder, format_id) or set()
     if fs.is_url(folder):
         return []  # an object store lists no stray files of a user's to protect here
     found = []
     for root, dirs, files in os.walk(folder):
         dirs.sort()
-        if root == folder and VERSIONS in dirs:
+        if root == folder and VERSIONS in dirs and versions:
             dirs.remove(VERSIONS)  # the versions' manifests and shards: all dstore's
         # a linked folder is not walked into (never followed): it is listed itself
         links = [d for d in dirs if os.path.islink(os.path.join(root, d))]

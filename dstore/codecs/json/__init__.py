@@ -116,22 +116,30 @@ class JsonLinesCodec(JsonCodec):
 
     @classmethod
     def owns(cls, path: str) -> bool:
-        """A JSON Lines file dstore wrote, or its folder of one file per split."""
-        from .split_files import is_split_folder
+        """A JSON Lines file dstore wrote, or its folder of one file per split whose
+        manifest loads (else its files would all be called a user's)."""
+        from ...sharding.manifest import manifest_files
+        from .split_files import FORMAT_ID
 
-        return is_split_folder(path) or super().owns(path)
+        if fs.isdir(path):
+            return manifest_files(path, FORMAT_ID) is not None
+        return super().owns(path)
 
     @classmethod
     def foreign_files(cls, path: str) -> list[str]:
         from ...sharding.manifest import foreign_files
         from .split_files import FORMAT_ID, is_split_folder
 
-        return foreign_files(path, FORMAT_ID) if is_split_folder(path) else []
+        # an append writes the folder whole again: it keeps no versions folder of dstore's
+        return foreign_files(path, FORMAT_ID, versions=False) if is_split_folder(path) else []
 
     def open_reader(self, path: str) -> Reader:
-        from .split_files import SplitFilesReader, is_split_folder
+        from .split_files import SplitFilesReader
 
-        return SplitFilesReader(path) if is_split_folder(path) else super().open_reader(path)
+        # a folder is one of split files: its manifest says which (or why it cannot be read)
+        if fs.isdir(path):
+            return SplitFilesReader(path, self.follow_links)
+        return super().open_reader(path)
 
     def open_writer(self, path: str, schema: Schema) -> Writer:
         from .split_files import SplitFilesWriter

@@ -14,9 +14,10 @@ as JSON Lines is a folder (named as the user named the output, ``out.jsonl``)::
         croissant.json  the card (:mod:`dstore.card`)
 
 A split without records has no file (the manifest and the schema hold it). The
-manifest is not trusted: each file's own schema, carried by its last record, must
-name the split the manifest gives it, with its count, fields and the dataset's
-attributes, and ``dstore check`` compares every file with its size and sha256.
+manifest is not trusted: its counts must be its schema's, each split's one file a
+regular file inside the folder of the size listed, whose own schema, carried by its
+last record, names the split the manifest gives it, with its count, fields and the
+dataset's attributes; ``dstore verify`` compares every file with its sha256 too.
 """
 
 from __future__ import annotations
@@ -26,18 +27,21 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ... import fs
+from ... import fs, links
 from ...abc import Reader, Writer
 from ...errors import CodecIOError, SchemaError
+from ...fs import is_regular_file
 from ...model import names as naming
 from ...model.schema import Batch, Schema, SplitSpec
 from ...sharding.manifest import (
     MANIFEST,
+    check_compression,
     check_shards,
     is_manifest_of,
     load_manifest,
     manifest_base,
 )
+from .writer import JsonWriter
 
 __all__ = ["FORMAT_ID", "SplitFilesReader", "SplitFilesWriter", "is_split_folder", "split_file"]
 
@@ -76,18 +80,20 @@ class SplitFilesWriter(Writer):
             os.mkdir(path)
         except OSError as e:
             raise CodecIOError(f"{path}: cannot create: {e.strerror or e}") from None
-        self._writers: dict[str, Writer] = {}
+        self._writers: dict[str, JsonWriter] = {}
+        self._last: JsonWriter | None = None
 
     def write(self, split: str, batch: Batch) -> None:
-        from .writer import JsonWriter
-
         writer = self._writers.get(split)
+        if self._last is not None and self._last is not writer:
+            self._last.park()  # one file open at a time, however many splits
         if writer is None:
             if split not in self.schema.splits:
                 raise SchemaError(f"split {split!r} is unknown")
             own = _one_split(self.schema, split, {})
             writer = JsonWriter(os.path.join(self.path, split_file(split)), own, True)
             self._writers[split] = writer
+        self._last = writer
         writer.write(split, batch)
 
     def close(self) -> None:
@@ -125,13 +131,26 @@ class SplitFilesWriter(Writer):
 class SplitFilesReader(Reader):
     """The splits of a JSON Lines folder, each read from its own file."""
 
-    def __init__(self, path: str) -> None:
-        from .reader import JsonReader
-        from .stream import open_streamed
-
+    def __init__(self, path: str, follow_links: bool = False) -> None:
         self.path = self.root = path
-        self.manifest = load_manifest(fs.join(path, MANIFEST))
+        #: read a split file or manifest linked in from outside the folder (else refused)
+        self.follow_links = follow_links
         where = fs.join(path, MANIFEST)
+        if not fs.exists(where):
+            raise CodecIOError(
+                f"{path}: a folder without {MANIFEST} (dstore's manifest of its splits)"
+            )
+        if not fs.is_url(path):
+            links.check_inside(path, [where], follow_links)  # nothing read from outside
+        if not is_regular_file(where):  # a FIFO would block the read for ever
+            raise CodecIOError(f"{where}: not a regular file (a folder, FIFO or device)")
+        self.manifest = load_manifest(where)
+        if self.manifest.get("format") != FORMAT_ID:
+            raise CodecIOError(
+                f"{where}: format {self.manifest.get('format')!r}, not a JSON Lines folder's "
+                f"({FORMAT_ID!r})"
+            )
+        check_compression(self.manifest, (None,), "jsonl", where)
         try:
             self.schema = Schema.from_json(self.manifest["schema"])
         except (SchemaError, ValueError, KeyError, TypeError, AttributeError) as e:
@@ -141,15 +160,45 @@ class SplitFilesReader(Reader):
         self._readers: dict[str, Reader] = {}
         self.shards: dict[str, list[Any]] = {}
         for split, info in self.manifest["splits"].items():
+            count = self.schema.splits[split].count
+            if int(info["count"]) != count:
+                raise CodecIOError(
+                    f"{where}: split {split!r}: its files hold {info['count']} records, its "
+                    f"schema {count}"
+                )
+            if len(info["shards"]) > 1:
+                raise CodecIOError(
+                    f"{where}: split {split!r} lists {len(info['shards'])} files; a JSON Lines "
+                    "folder holds one per split"
+                )
             for entry in info["shards"]:
-                file = naming.safe_join(path, entry["file"])
-                # a file edited by hand (a blank line) is read whole, as alone
-                reader = open_streamed(file, True) or JsonReader(file, True)
-                self._check(file, split, reader.schema)
+                reader = self._open(split, entry)
                 self._readers[split] = reader
                 self.shards[split] = [reader]
-            if not info["shards"] and self.schema.splits[split].count:
-                raise CodecIOError(f"{where}: split {split!r} has records and no file")
+
+    def _open(self, split: str, entry: dict[str, Any]) -> Reader:
+        """The reader of split ``split``'s file (its manifest ``entry``), once the file is
+        found a regular file inside the folder, of the size listed, with the split's schema."""
+        from .reader import JsonReader
+        from .stream import open_streamed
+
+        file = fs.join(self.path, entry["file"])
+        if not fs.is_url(file):
+            links.check_inside(self.path, [file], self.follow_links)
+            if fs.exists(file) and not is_regular_file(file):
+                raise CodecIOError(
+                    f"{file}: not a regular file (a folder, FIFO or device), where the "
+                    f"manifest lists split {split!r}"
+                )
+        if fs.exists(file) and fs.getsize(file) != entry["bytes"]:
+            raise CodecIOError(
+                f"{file}: {fs.getsize(file)} bytes, the manifest lists {entry['bytes']} for "
+                f"split {split!r} (another file, or changed since it was written)"
+            )
+        # a file edited by hand (a blank line) is read whole, as alone
+        reader = open_streamed(file, True) or JsonReader(file, True)
+        self._check(file, split, reader.schema)
+        return reader
 
     def _check(self, file: str, split: str, own: Schema) -> None:
         """The file's own schema must be the manifest's for its split: the same name,

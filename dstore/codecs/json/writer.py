@@ -63,24 +63,24 @@ class JsonWriter(Writer):
     def __init__(self, path: str, schema: Schema, lines: bool) -> None:
         super().__init__(path, schema)
         self.lines = lines
-        try:
-            self._f: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed in close/abort
-        except OSError as e:
-            raise CodecIOError(f"{path}: cannot create: {e}") from None
         self._pending = list(schema.splits)
         self._current: str | None = None
         self._first = True  # no record yet in the current split
         self._any_split = False
         #: JSON Lines: the last record's line, held until the next or the schema joins it
         self._held = ""
-        if lines:
+        if lines:  # refused before the file is created (nothing left open)
             for split in schema.splits.values():
                 if SCHEMA_MEMBER in split.fields:
                     raise SchemaError(
                         f"split {split.name!r}, field {SCHEMA_MEMBER!r}: the name is dstore's "
                         "schema member in a JSON Lines file; rename the field"
                     )
-        else:
+        try:
+            self._f: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed in close/abort
+        except OSError as e:
+            raise CodecIOError(f"{path}: cannot create: {e}") from None
+        if not lines:
             self._f.write(b"{")
 
     def _key(self, split: str) -> str:
@@ -102,7 +102,20 @@ class JsonWriter(Writer):
                 self._f.write(sep + json.dumps(self._key(self._current)).encode() + b": [")
                 self._any_split = True
 
+    def park(self) -> None:
+        """Close the file until the next ``write`` or ``close``, which reopen it to append
+        (a folder of one file per split holds one open, not one per split)."""
+        self._f.close()
+
+    def _reopen(self) -> None:
+        if self._f.closed:
+            try:
+                self._f = open(self.path, "ab")  # noqa: SIM115 - closed in close/abort/park
+            except OSError as e:
+                raise CodecIOError(f"{self.path}: cannot reopen: {e}") from None
+
     def write(self, split: str, batch: Batch) -> None:
+        self._reopen()
         if self._current != split:
             self._start(split)
         # a few MB at a time: as Python lists, numbers take about 36 times their bytes
@@ -132,6 +145,7 @@ class JsonWriter(Writer):
         self._f.write("".join(out).encode("utf-8"))
 
     def close(self) -> None:
+        self._reopen()
         self._start(None)
         schema_json = json.dumps(self.schema.to_json(), allow_nan=False)
         if self.lines:
