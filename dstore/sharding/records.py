@@ -151,8 +151,13 @@ class IndexedReads:
     ) -> Batch:
         """Records at sorted distinct ``positions`` of ``shard``, decoded, as one batch.
 
-        The default reads each run of consecutive positions with ``read_shard``; a
-        format whose single records are one seek away overrides it."""
+        A format that reads stored records apart from decoding them
+        (``decodes_across_shards``) reads them, then decodes them as one batch; else
+        each run of consecutive positions is read with ``read_shard``, unless the
+        format, whose single records are one seek away, overrides this."""
+        if self.decodes_across_shards:
+            raw = self.shard_raw_records(shard, positions)
+            return self.decode_raw(spec, names, iter(raw), len(raw), pool)
         parts: list[Batch] = []
         for a, b in runs_of(positions):
             parts.extend(self.read_shard(spec, names, shard, a, b, b - a, pool))

@@ -131,13 +131,6 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
     ) -> Batch:
         return next(read_examples(spec, self.encodings[spec.name], names, raw, count, count, pool))
 
-    def read_shard_records(
-        self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
-    ) -> Batch:
-        """Records at ``positions`` of one shard: one call of the library for them all."""
-        raw = self.shard_raw_records(shard, positions)
-        return self.decode_raw(spec, names, iter(raw), len(raw), pool)
-
     def shard_pieces(self, shard: ShardFile, target_bytes: int) -> int:
         """Any record is entered directly: a shard is cut by its size."""
         return self.pieces_by_size(shard, target_bytes)

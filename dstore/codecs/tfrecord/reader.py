@@ -123,13 +123,6 @@ class TFRecordReader(ShardedDirectoryReader):
     ) -> Batch:
         return next(read_examples(spec, self.encodings[spec.name], names, raw, count, count, pool))
 
-    def read_shard_records(
-        self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
-    ) -> Batch:
-        """Records at sorted distinct ``positions`` of one shard, decoded as one batch."""
-        raw = self.shard_raw_records(shard, positions)
-        return self.decode_raw(spec, names, iter(raw), len(raw), pool)
-
     def walk_frames(self, shard: ShardFile) -> list[int]:
         return rio.frame_ends(shard.path)
 
