@@ -25,7 +25,6 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from .. import fs
@@ -33,7 +32,7 @@ from ..abc import Codec, Reader
 from ..engine.append import write_next_version
 from ..engine.cast import write_splits
 from ..engine.dtypes import CastStats
-from ..engine.job import ConvertJob, SourceRef
+from ..engine.job import ConvertJob
 from ..engine.rawsize import RawMeter
 from ..engine.run import ShardRun
 from ..errors import AppendConflictError, AppendError, ResumableInterrupt
@@ -60,7 +59,7 @@ from .append_settings import (
     stat_fingerprint,
 )
 from .convert import ConvertReport, write_dataset
-from .shuffled import shuffled_source
+from .shuffled import conversion_source
 
 __all__ = ["append_job"]
 
@@ -107,37 +106,6 @@ def _refresh_cards(dst: str, cls: Any) -> None:
         describe(dst, cls, ds.reader, trusted=True)
 
 
-@contextlib.contextmanager
-def _source(
-    src: str, job: ConvertJob, codec: Codec, layout: str | None
-) -> Iterator[tuple[Reader, SourceRef | None]]:
-    """The source opened as a conversion opens it (shuffled, layout, decoded images),
-    with how a worker reopens it (None: this process sends the records)."""
-    mapping = None
-    if layout is not None:
-        from ..layouts import split_layout_options
-
-        mapping, _ = split_layout_options(layout, job.options)
-    with (
-        open_reader(
-            src, format=job.from_format, scan_progress=job.scan_progress, **dict(job.src_options)
-        ) as opened,
-        shuffled_source(opened, src, job) as (shuffled, ref),
-    ):
-        reader: Reader = shuffled
-        if mapping is not None:
-            from ..layouts import apply_layout
-
-            reader = apply_layout(reader, mapping)
-        from ..sources.decoded_images import decoded_for
-
-        # a worker reopens the source without the layout: it is then sent the records
-        yield (
-            decoded_for(reader, codec.keeps_encoded_images, job.keep_encoded),
-            ref if mapping is None else None,
-        )
-
-
 def _size(dst: str) -> int:
     """Bytes of the dataset now (an object store listed afresh: another writer's files)."""
     if fs.is_url(dst):
@@ -166,7 +134,12 @@ def _append_once(src: str, dst: str, cls: type[Codec], job: ConvertJob) -> Conve
             layout = _layout(dst, job.layout, history)
             if _stores_encoded(stored.schema):  # images kept as they came: so are the new
                 job = job.replace(keep_encoded=True)
-            with _source(src, job, codec, layout) as (reader, ref):
+            mapping = None
+            if layout is not None:
+                from ..layouts import split_layout_options
+
+                mapping, _ = split_layout_options(layout, job.options)
+            with conversion_source(src, job, codec, mapping) as (reader, ref):
                 report = _append_records(
                     src,
                     dst,

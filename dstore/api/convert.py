@@ -26,9 +26,9 @@ from ..model.checksums import FieldHasher
 from ..model.schema import DEFAULT_BATCH_BYTES, Batch, Schema
 from ..output import Overwrite, atomic_output, is_url, path_size, upload_output, url_output
 from ..registry import infer_codec
-from ..sources.opening import codec_for, open_reader, size_or_zero
+from ..sources.opening import codec_for, size_or_zero
 from ._text import fmt_bytes
-from .shuffled import shuffled_source
+from .shuffled import conversion_source
 
 if TYPE_CHECKING:
     # imported where a sharded format is written: an npz or HDF5 output never needs them
@@ -345,20 +345,7 @@ def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
         with _dask_client(job.client) as connected:
             return convert_job(src, dst, job.replace(client=connected))
     t0 = time.perf_counter()
-    with (
-        open_reader(
-            src, format=job.from_format, scan_progress=job.scan_progress, **dict(job.src_options)
-        ) as opened,
-        shuffled_source(opened, src, job) as (shuffled, source),
-    ):
-        reader: Reader = shuffled
-        if mapping is not None:
-            from ..layouts import apply_layout
-
-            reader = apply_layout(reader, mapping)
-        from ..sources.decoded_images import decoded_for
-
-        reader = decoded_for(reader, dst_codec.keeps_encoded_images, job.keep_encoded)
+    with conversion_source(src, job, dst_codec, mapping) as (reader, source):
         # the decoded size of the fields the schema cannot size, as their records pass
         meter = RawMeter(reader)
         stats, run = write_dataset(
@@ -367,8 +354,7 @@ def convert_job(src: str, dst: str, job: ConvertJob) -> ConvertReport:
             dst_codec,
             job.replace(
                 sources=[src, *getattr(reader, "inputs", ())],
-                # a Dask worker reopens the source without the layout: send it the records
-                source=source if mapping is None and dst_codec.sharded else None,
+                source=source if dst_codec.sharded else None,
             ),
         )
         schema = reader.schema

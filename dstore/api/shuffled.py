@@ -1,6 +1,6 @@
-"""A shuffle at conversion time (``convert(..., shuffle_seed=S)``): the source opened
-as the permuted reader the conversion writes from, and the reference by which worker
-processes (or Dask workers) reopen it the same way.
+"""The source as a conversion (or an append) reads it -- permuted by
+``convert(..., shuffle_seed=S)``, laid out, its images decoded for the destination --
+and the reference by which worker processes (or Dask workers) reopen it the same way.
 
 The permutation itself is :func:`dstore.sources.permuted.permutation`. A source that
 reads single records (every format dstore writes, and an npz with stored members) is
@@ -24,10 +24,36 @@ from ..sources.opening import open_reader
 from ..sources.permuted import PermutedReader, open_permuted
 
 if TYPE_CHECKING:
-    from ..abc import Reader
+    from ..abc import Codec, Reader
     from ..engine.job import ConvertJob, SourceRef
 
-__all__ = ["shuffled_source"]
+__all__ = ["conversion_source", "shuffled_source"]
+
+
+@contextlib.contextmanager
+def conversion_source(
+    src: str, job: ConvertJob, codec: Codec, mapping: Any | None
+) -> Iterator[tuple[Reader, SourceRef | None]]:
+    """``src`` opened as a conversion to ``codec`` reads it: permuted (``job.shuffle_seed``),
+    laid out by ``mapping`` (:func:`dstore.layouts.split_layout_options`), images decoded
+    unless ``codec`` keeps them encoded; with how a worker reopens it (None: this process
+    sends the records)."""
+    from ..sources.decoded_images import decoded_for
+
+    with (
+        open_reader(
+            src, format=job.from_format, scan_progress=job.scan_progress, **dict(job.src_options)
+        ) as opened,
+        shuffled_source(opened, src, job) as (shuffled, ref),
+    ):
+        reader: Reader = shuffled
+        if mapping is not None:
+            from ..layouts import apply_layout
+
+            reader = apply_layout(reader, mapping)
+        # a worker reopens the source without the layout: it is then sent the records
+        reopen = ref if mapping is None else None
+        yield decoded_for(reader, codec.keeps_encoded_images, job.keep_encoded), reopen
 
 
 @contextlib.contextmanager

@@ -43,6 +43,7 @@ __all__ = [
     "load_manifest",
     "manifest_base",
     "manifest_files",
+    "manifest_schema",
 ]
 
 MANIFEST = "dstore.json"
@@ -122,6 +123,29 @@ def load_manifest(path: str) -> dict[str, Any]:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise CodecIOError(f"{path}: unreadable manifest: {e}") from None
     return m
+
+
+def manifest_schema(m: Mapping[str, Any], path: str) -> Schema:
+    """The schema the manifest ``m`` (loaded by :func:`load_manifest`: its shard counts add
+    up to its splits') holds, refused unless it names the same splits with those counts."""
+    from ..model.schema import Schema
+
+    try:
+        schema = Schema.from_json(m["schema"])
+        counts = {split: int(info["count"]) for split, info in m["splits"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CodecIOError(f"{path}: unreadable manifest: {e}") from None
+    if set(counts) != set(schema.splits):
+        raise CodecIOError(
+            f"{path}: splits of the schema, fields and shards disagree (corrupt manifest)"
+        )
+    for split, spec in schema.splits.items():
+        if counts[split] != spec.count:
+            raise CodecIOError(
+                f"{path}: split {split!r}: its shards hold {counts[split]} records, its schema "
+                f"{spec.count} (corrupt manifest)"
+            )
+    return schema
 
 
 def check_compression(

@@ -104,9 +104,6 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
         raw = self._records(shard.path, lo, hi)
         yield from read_examples(spec, self.encodings[spec.name], names, raw, hi - lo, rows, pool)
 
-    #: a window's records of every shard are decoded into one batch (no join per shard)
-    decodes_across_shards = True
-
     def shard_raw_records(self, shard: ShardFile, positions: Any) -> list[tuple[bytes, str]]:
         """Serialized Examples at ``positions`` of one shard: one call of the library."""
         reader = self._open(shard.path)
@@ -120,16 +117,6 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
         except (IndexError, RuntimeError, ValueError) as e:
             raise CodecIOError(f"{shard.path}: records {pos[0]}..{pos[-1]}: {e}") from None
         return [(rec, f"{shard.path}: record {i}") for i, rec in zip(pos, block, strict=True)]
-
-    def decode_raw(
-        self,
-        spec: SplitSpec,
-        names: list[str],
-        raw: Iterator[tuple[bytes, str]],
-        count: int,
-        pool: Executor,
-    ) -> Batch:
-        return next(read_examples(spec, self.encodings[spec.name], names, raw, count, count, pool))
 
     def shard_pieces(self, shard: ShardFile, target_bytes: int) -> int:
         """Any record is entered directly: a shard is cut by its size."""

@@ -39,6 +39,7 @@ from .wire import TF_FEATURE_ATTR, decode_example
 
 __all__ = [
     "ENCODINGS",
+    "ExampleRecords",
     "FieldEncoding",
     "batch_signature",
     "check_fields",
@@ -308,3 +309,23 @@ def read_examples(
             yield SerializedBatch(cols, records, signature)
         del cols, records  # this batch is the consumer's now: not kept while the next is read
         pos += n
+
+
+class ExampleRecords:
+    """What a sharded reader of ``tf.train.Example`` records (TFRecord, ArrayRecord)
+    decodes the same way: stored records read apart (``shard_raw_records``), then the
+    records of every shard a window touches decoded into one batch."""
+
+    encodings: dict[str, dict[str, FieldEncoding]]
+    #: a window's records of every shard are decoded into one batch (no join per shard)
+    decodes_across_shards = True
+
+    def decode_raw(
+        self,
+        spec: SplitSpec,
+        names: list[str],
+        raw: Iterator[tuple[bytes, str]],
+        count: int,
+        pool: Executor,
+    ) -> Batch:
+        return next(read_examples(spec, self.encodings[spec.name], names, raw, count, count, pool))

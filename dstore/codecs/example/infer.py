@@ -23,7 +23,13 @@ from ...errors import CodecIOError, SchemaError
 from ...model import Bytes, Image, Ragged, String, StringList
 from ...model.schema import FieldSpec, Schema
 from .canonical import decode_canonical
-from .fields import FieldEncoding, check_manifest_fields, describe_fields, written_encodings
+from .fields import (
+    ExampleRecords,
+    FieldEncoding,
+    check_manifest_fields,
+    describe_fields,
+    written_encodings,
+)
 from .sequence import SequenceStats
 from .signature import FeatureSignature, scan_example, signature_of
 from .tensorproto import parse_tensor_proto
@@ -338,7 +344,7 @@ class ExampleInference:
         return fields, encs
 
 
-class ExampleShards:
+class ExampleShards(ExampleRecords):
     """What a sharded reader of serialized Examples shares with every other one: the
     field encodings, from a manifest or learned from every record of files dstore did
     not write, and what ``dstore info`` shows of them (its format adds how the shards
@@ -346,7 +352,6 @@ class ExampleShards:
     A mixin placed before :class:`~dstore.sharding.ShardedDirectoryReader`."""
 
     schema: Schema
-    encodings: dict[str, dict[str, FieldEncoding]]
     notes: Sequence[str]
     shards: dict[str, list[ShardFile]]
 

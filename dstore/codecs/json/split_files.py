@@ -40,6 +40,7 @@ from ...sharding.manifest import (
     is_manifest_of,
     load_manifest,
     manifest_base,
+    manifest_schema,
 )
 from .writer import JsonWriter
 
@@ -67,9 +68,9 @@ def _one_split(schema: Schema, split: str, checksums: dict[str, dict[str, str]])
 
 
 class SplitFilesWriter(Writer):
-    """Writes each split to its own file as it comes (the files stay open: each one's
-    schema, written last, holds the checksums the caller sets before ``close``), then
-    the manifest."""
+    """Writes each split to its own file as it comes (one file open at a time: a split's
+    file is parked when another's records come; each one's schema, written last, holds
+    the checksums the caller sets before ``close``), then the manifest."""
 
     def __init__(self, path: str, schema: Schema) -> None:
         super().__init__(path, schema)
@@ -151,21 +152,10 @@ class SplitFilesReader(Reader):
                 f"({FORMAT_ID!r})"
             )
         check_compression(self.manifest, (None,), "jsonl", where)
-        try:
-            self.schema = Schema.from_json(self.manifest["schema"])
-        except (SchemaError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise CodecIOError(f"{where}: unreadable schema: {e}") from None
-        if list(self.schema.splits) != list(self.manifest["splits"]):
-            raise CodecIOError(f"{where}: its splits are not its schema's")
+        self.schema = manifest_schema(self.manifest, where)
         self._readers: dict[str, Reader] = {}
         self.shards: dict[str, list[Any]] = {}
         for split, info in self.manifest["splits"].items():
-            count = self.schema.splits[split].count
-            if int(info["count"]) != count:
-                raise CodecIOError(
-                    f"{where}: split {split!r}: its files hold {info['count']} records, its "
-                    f"schema {count}"
-                )
             if len(info["shards"]) > 1:
                 raise CodecIOError(
                     f"{where}: split {split!r} lists {len(info['shards'])} files; a JSON Lines "

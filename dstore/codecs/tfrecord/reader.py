@@ -17,7 +17,13 @@ from ...fs import is_url
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile
 from ...sharding.records import pread_spans
-from ..example.fields import FieldEncoding, check_manifest_fields, read_examples, written_encodings
+from ..example.fields import (
+    ExampleRecords,
+    FieldEncoding,
+    check_manifest_fields,
+    read_examples,
+    written_encodings,
+)
 from ..example.infer import ExampleInference
 from ..example.tf import parse_snippet
 from . import io as rio
@@ -25,7 +31,7 @@ from . import io as rio
 _OF_RE = re.compile(r"-(\d+)-of-(\d+)")
 
 
-class TFRecordReader(ShardedDirectoryReader):
+class TFRecordReader(ExampleRecords, ShardedDirectoryReader):
     """TFRecord shards: dstore's folders (manifest and field encodings) and files
     written by TensorFlow, TFDS or anyone (fields by inspection of every record)."""
 
@@ -91,9 +97,6 @@ class TFRecordReader(ShardedDirectoryReader):
             if hi == shard.records and rf.next_record() is not None:
                 raise CodecIOError(f"{shard.path}: more records than the {shard.records} expected")
 
-    #: a window's records of every shard are decoded into one batch (no join per shard)
-    decodes_across_shards = True
-
     def shard_raw_records(self, shard: ShardFile, positions: Any) -> list[tuple[bytes, str]]:
         """Serialized Examples at sorted distinct ``positions`` of one shard, each with
         where it was read: an indexed local shard's frames read where its index puts
@@ -112,16 +115,6 @@ class TFRecordReader(ShardedDirectoryReader):
             )
             for p, (a, _), buf in zip(pos, spans, frames, strict=True)
         ]
-
-    def decode_raw(
-        self,
-        spec: SplitSpec,
-        names: list[str],
-        raw: Iterator[tuple[bytes, str]],
-        count: int,
-        pool: Executor,
-    ) -> Batch:
-        return next(read_examples(spec, self.encodings[spec.name], names, raw, count, count, pool))
 
     def walk_frames(self, shard: ShardFile) -> list[int]:
         return rio.frame_ends(shard.path)
