@@ -136,9 +136,13 @@ def test_arrays_written_by_zarr_python_read_the_same(
     x, _ = photos
     data = (x[:50].astype(dtype) * (1.5 if dtype.startswith("float") else 1)).astype(dtype)
     path = str(tmp_path / "hand.zarr")
-    arr = _by_hand(path, data, zarr_format, chunks=(rows, *data.shape[1:]), **_blosc(
-        zarr_format, crc, **config
-    ))
+    arr = _by_hand(
+        path,
+        data,
+        zarr_format,
+        chunks=(rows, *data.shape[1:]),
+        **_blosc(zarr_format, crc, **config),
+    )
     order = [49, 0, 7, 8, 9, 10, 23, 48, 2]
     batch, reader = _read_at(path, order)
     assert reader._direct["x"] is not None

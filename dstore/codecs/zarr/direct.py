@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import os
 from typing import Any
 
@@ -28,6 +29,7 @@ _HEADER = 16
 _FORMAT_VERSION = 2
 _MEMCPYED = 0x2
 _CRC_BYTES = 4
+_MAX_FRAME = (1 << 31) - 1 - _HEADER
 
 
 @functools.cache
@@ -63,7 +65,9 @@ def _codec_chain(arr: Any) -> tuple[bool, bool] | None:
             getattr(compressor, "codec_id", None) == "blosc"
             and not meta.filters
             and getattr(meta, "order", "C") == "C"
-            and (one_byte or dtype.byteorder == "<" or (dtype.byteorder == "=" and np.little_endian))
+            and (
+                one_byte or dtype.byteorder == "<" or (dtype.byteorder == "=" and np.little_endian)
+            )
         )
         return (True, False) if ok else None
     codecs = [c.to_dict() for c in meta.codecs]
@@ -98,12 +102,16 @@ class DirectChunks:
         chain = _codec_chain(arr)
         if chain is None or int(arr.chunks[0]) < 1 or 0 in arr.shape[1:]:
             return None
-        return cls(root, arr, chain[1])
+        direct = cls(root, arr, chain[1])
+        # c-blosc 1.x counts a frame's bytes in int32s: a bigger chunk is zarr's to refuse
+        return direct if direct.chunk_bytes <= _MAX_FRAME else None
 
     def _where(self, index: int) -> str:
         lo = index * self.rows
         hi = min(self.count, lo + self.rows) - 1
-        return f"{self.root}: array {self.arr.path!r}, chunk {self._key(index)!r} (records {lo}..{hi})"
+        return (
+            f"{self.root}: array {self.arr.path!r}, chunk {self._key(index)!r} (records {lo}..{hi})"
+        )
 
     def _key(self, index: int) -> str:
         return str(self.arr.metadata.encode_chunk_key((index, *(0,) * (self.arr.ndim - 1))))
@@ -138,7 +146,7 @@ class DirectChunks:
         version, typesize = data[0], data[3]
         decoded = int.from_bytes(data[4:8], "little")
         blocksize = int.from_bytes(data[8:12], "little")
-        if version != _FORMAT_VERSION or decoded != self.chunk_bytes or not 0 < blocksize:
+        if version != _FORMAT_VERSION or decoded != self.chunk_bytes or blocksize <= 0:
             raise CodecIOError(
                 f"{self._where(index)}: unreadable: its blosc header (format {version}, "
                 f"{decoded} bytes in blocks of {blocksize}) does not describe the chunk's "
@@ -154,7 +162,7 @@ class DirectChunks:
         flat = out.reshape(-1).view(np.uint8).reshape(len(wanted), self.record_bytes)
         chunk_of = wanted // self.rows
         cuts = [0, *(np.flatnonzero(np.diff(chunk_of)) + 1).tolist(), len(wanted)]
-        for a, b in zip(cuts[:-1], cuts[1:], strict=False):
+        for a, b in itertools.pairwise(cuts):
             index = int(chunk_of[a])
             offsets = wanted[a:b] - index * self.rows
             got = self.frame(index)
@@ -185,7 +193,9 @@ class DirectChunks:
             every = len(offsets) == self.rows  # the whole chunk, decoded in place
             chunk = dest if every else np.empty((self.rows, self.record_bytes), np.uint8)
             try:
-                nb.decompress(memoryview(data)[: len(data) - (_CRC_BYTES if self.crc else 0)], chunk)
+                nb.decompress(
+                    memoryview(data)[: len(data) - (_CRC_BYTES if self.crc else 0)], chunk
+                )
             except Exception as e:  # noqa: BLE001 - numcodecs raises RuntimeError and others
                 raise CodecIOError(f"{self._where(index)}: unreadable: blosc: {e}") from None
             if not every:
@@ -206,4 +216,4 @@ class DirectChunks:
 def _runs(offsets: np.ndarray) -> list[tuple[int, int]]:
     """Sorted distinct positions as runs ``(start, stop)`` of consecutive ones."""
     cuts = [0, *(np.flatnonzero(np.diff(offsets) != 1) + 1).tolist(), len(offsets)]
-    return [(int(offsets[a]), int(offsets[b - 1]) + 1) for a, b in zip(cuts[:-1], cuts[1:], strict=False)]
+    return [(int(offsets[a]), int(offsets[b - 1]) + 1) for a, b in itertools.pairwise(cuts)]
