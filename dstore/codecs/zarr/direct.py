@@ -197,7 +197,7 @@ class DirectChunks:
                     memoryview(data)[: len(data) - (_CRC_BYTES if self.crc else 0)], chunk
                 )
             except Exception as e:  # noqa: BLE001 - numcodecs raises RuntimeError and others
-                raise CodecIOError(f"{self._where(index)}: unreadable: blosc: {e}") from None
+                raise CodecIOError(f"{self._where(index)}: unreadable: {e}") from None
             if not every:
                 dest[:] = chunk[offsets]
             return
