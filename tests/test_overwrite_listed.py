@@ -1,6 +1,7 @@
 """``overwrite=True`` deletes only what dstore wrote in a folder dataset: a file its
 manifest lists at another size than the file's is a user's (a manifest copied or
-forged over a user's folder), and an object-store prefix is listed like a folder."""
+forged over a user's folder), and an object-store prefix is listed like a folder
+(zarr's too: an object that is neither zarr metadata nor a chunk key is a user's)."""
 
 from __future__ import annotations
 
@@ -68,7 +69,11 @@ def test_a_real_output_is_still_replaced(tmp_path, sources, fmt):
     assert dstore.verify(sources["src"], dst).ok
 
 
-@pytest.mark.parametrize("fmt", [f for f in SHARDED if f != "arrayrecord"])  # local only
+#: folder formats written to object stores (array_record writes local files only)
+ON_URLS = [f for f in (*SHARDED, "zarr") if f != "arrayrecord" and f in FORMATS]
+
+
+@pytest.mark.parametrize("fmt", ON_URLS)
 def test_a_users_object_under_an_object_store_dataset_is_not_deleted(sources, fmt):
     fsspec = pytest.importorskip("fsspec")
     mem = fsspec.filesystem("memory")
@@ -76,12 +81,13 @@ def test_a_users_object_under_an_object_store_dataset_is_not_deleted(sources, fm
     try:
         dstore.convert(sources["old"], url, to=fmt)
         mem.pipe(f"/listed-{fmt}/data{FORMATS[fmt]}/notes/thesis.txt", NOTES)
+        before = {k: mem.cat(k) for k in mem.find(f"/listed-{fmt}")}
         with pytest.raises(
             dstore.OutputExistsError, match=r"did not write \('notes/thesis\.txt'\)"
         ):
             dstore.convert(sources["src"], url, to=fmt, overwrite=True)
         assert mem.cat(f"/listed-{fmt}/data{FORMATS[fmt]}/notes/thesis.txt") == NOTES
-        assert dstore.verify(sources["old"], url).ok  # the old dataset untouched too
+        assert {k: mem.cat(k) for k in mem.find(f"/listed-{fmt}")} == before  # all untouched
         dstore.convert(sources["src"], url, to=fmt, overwrite="foreign")
         assert dstore.verify(sources["src"], url).ok
         assert not mem.exists(f"/listed-{fmt}/data{FORMATS[fmt]}/notes/thesis.txt")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -292,35 +291,6 @@ def _listed_bytes(folder: str, format_id: str) -> dict[str, int | None] | None:
     return files
 
 
-def _stored_files(folder: str, versions: bool) -> list[tuple[str, int | None]]:
-    """Every file under ``folder`` (a local folder or an object-store prefix), relative,
-    with its size (None for a link, which is listed, never followed); ``versions``:
-    the :data:`VERSIONS` folder left out."""
-    found: list[tuple[str, int | None]] = []
-    if fs.is_url(folder):
-        fsys, root = fs.url_fs(folder)
-        root = root.rstrip("/")
-        for path, info in sorted(fsys.find(root, detail=True).items()):
-            rel = path[len(root) :].lstrip("/")
-            if versions and rel.split("/", 1)[0] == VERSIONS:
-                continue
-            size = info.get("size")
-            found.append((rel, size if isinstance(size, int) else None))
-        return found
-    for root, dirs, files in os.walk(folder):
-        dirs.sort()
-        if root == folder and VERSIONS in dirs and versions:
-            dirs.remove(VERSIONS)  # the versions' manifests and shards: all dstore's
-        # a linked folder is not walked into (never followed): it is listed itself
-        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
-        for name in sorted(files + links):
-            path = os.path.join(root, name)
-            st = os.lstat(path)
-            size = st.st_size if stat.S_ISREG(st.st_mode) else None
-            found.append((os.path.relpath(path, folder), size))
-    return found
-
-
 def foreign_files(folder: str, format_id: str, versions: bool = True) -> list[str]:
     """Files under ``folder`` (a dataset :func:`manifest_files` accepts; a local folder
     or an object-store prefix) that dstore did not write there: those its manifest
@@ -330,7 +300,11 @@ def foreign_files(folder: str, format_id: str, versions: bool = True) -> list[st
     (all dstore's); for one that never does, what that folder holds is a user's too."""
     listed = _listed_bytes(folder, format_id) or {}
     found = []
-    for rel, size in _stored_files(folder, versions):
+
+    def kept_apart(rel: str) -> bool:  # the versions' manifests and shards: all dstore's
+        return versions and rel.split("/", 1)[0] == VERSIONS
+
+    for rel, size in fs.files_under(folder, kept_apart):
         if rel not in listed or (listed[rel] is not None and size != listed[rel]):
             found.append(rel)
     return found
