@@ -45,7 +45,9 @@ class ChunkDecoder:
         self.rows = int(ds.chunks[0])
         self.dtype = np.dtype(ds.dtype.str)  # h5py's enum dtype carries metadata: the plain one
         self.record_shape = tuple(int(n) for n in ds.shape[1:])
-        self.nbytes = self.rows * int(np.prod(self.record_shape, dtype=np.int64)) * self.dtype.itemsize
+        self.nbytes = (
+            self.rows * int(np.prod(self.record_shape, dtype=np.int64)) * self.dtype.itemsize
+        )
         self.tail = (0,) * (len(ds.shape) - 1)
         #: the last chunk decoded into memory of its own: (chunk number, records)
         self._last: tuple[int, np.ndarray] | None = None
