@@ -210,3 +210,22 @@ def test_a_damaged_chunk_is_one_error_naming_it(tmp_path, tiles, how):
     with pytest.raises(CodecIOError, match=expected):
         dstore.convert(path, str(out))
     assert not out.exists()
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_truncated_lzf_chunk_is_one_error_naming_it(tmp_path, tiles, shuffle):
+    # LZF inflates what a cut stream holds without an error: its size tells. Failed
+    # before: h5py read the cut chunk without an error (no shuffle), or named no chunk
+    path = str(tmp_path / "bad.h5")
+    x = _values(tiles, "<i2")
+    _write_h5py(path, x, {"compression": "lzf", "shuffle": shuffle, "chunks": (4, 32, 32, 3)})
+    with h5py.File(path, "r+") as f:
+        ds = f["train/x"]
+        mask, stored = ds.id.read_direct_chunk((4, 0, 0, 0))
+        ds.id.write_direct_chunk((4, 0, 0, 0), stored[:-5], filter_mask=mask)
+    mapped = dstore.to_torch(path, "train", map_style=True)
+    np.testing.assert_array_equal(mapped[3]["x"].numpy(), x[3])
+    with pytest.raises(
+        CodecIOError, match=r"dataset '/train/x', chunk 1 \(records 4\.\.7\): damaged"
+    ):
+        mapped[6]
