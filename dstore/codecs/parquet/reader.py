@@ -22,7 +22,7 @@ from ...model.labels import is_one_hot, to_one_hot
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges
 from . import Storage
-from .pages import BATCH_BYTES, check_footer, iter_group
+from .pages import BATCH_BYTES, GroupPlan, check_footer, group_plan, iter_group
 
 __all__ = ["ParquetReader"]
 
@@ -63,6 +63,8 @@ class ParquetReader(ShardedDirectoryReader):
         self._footers_checked: set[str] = set()
         self._units: dict[str, np.ndarray] = {}
         self._kept_files: dict[str, pq.ParquetFile] = {}
+        self._group_bounds: dict[str, np.ndarray] = {}
+        self._plans: dict[tuple[str, int, tuple[str, ...], int], GroupPlan] = {}
         self._pid = os.getpid()
         super().__init__(path, workers, follow_links)
 
@@ -117,32 +119,52 @@ class ParquetReader(ShardedDirectoryReader):
         self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
     ) -> Batch:
         """Records at ``positions`` of ``shard``: each row group holding some read once
-        (:func:`.pages.iter_group`, checked), only its asked rows decoded."""
+        (:func:`.pages.iter_group`, checked), its asked rows taken, all of them decoded
+        as one batch (one decode a batch, not one per row group of ten tiles)."""
         pf = self._kept(shard.path)
         self.check_count(shard, pf.metadata.num_rows)
-        sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
-        bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        bounds = self._bounds(shard.path, pf)
         which = np.searchsorted(bounds, positions, side="right") - 1
         where = f"{shard.path}: split {spec.name!r}"
-        parts: list[Batch] = []
+        taken = []
         for g in np.unique(which).tolist():
-            group = pa.Table.from_batches(list(iter_group(pf, shard.path, g, names, sizes[g])))
-            for a, b in runs_of(positions[which == g]):
-                piece = group.slice(a - int(bounds[g]), b - a).combine_chunks()
-                parts.append(
-                    {
-                        name: self.column(
-                            spec,
-                            name,
-                            piece.column(name).chunk(0),
-                            f"{where}, field {name!r}",
-                            a,
-                            pool,
-                        )
-                        for name in names
-                    }
-                )
-        return {n: concat_columns(spec.fields[n].kind, [p[n] for p in parts]) for n in names}
+            rows = int(bounds[g + 1] - bounds[g])
+            plan = self._plan(pf, shard.path, g, names, rows)
+            group = pa.Table.from_batches(list(iter_group(pf, shard.path, g, names, rows, plan)))
+            first = int(bounds[g])
+            taken.extend(group.slice(a - first, b - a) for a, b in runs_of(positions[which == g]))
+        joined = pa.concat_tables(taken).combine_chunks()
+        try:
+            return self._decoded(spec, names, joined.to_batches(), where, int(positions[0]), pool)
+        except CodecIOError:
+            # the error names its record: the runs of positions decoded apart, each
+            # numbered from its first (the batch's numbers are not consecutive)
+            at = 0
+            for a, b in runs_of(positions):
+                piece = joined.slice(at, b - a).to_batches()[0]
+                self._decoded(spec, names, [piece], where, a, pool)
+                at += b - a
+            raise
+
+    def _bounds(self, path: str, pf: pq.ParquetFile) -> np.ndarray:
+        """The first row of each row group of ``path`` and its row count, kept."""
+        bounds = self._group_bounds.get(path)
+        if bounds is None:
+            meta = pf.metadata
+            sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+            bounds = self._group_bounds[path] = np.cumsum([0, *sizes], dtype=np.int64)
+        return bounds
+
+    def _plan(
+        self, pf: pq.ParquetFile, path: str, g: int, names: list[str], rows: int
+    ) -> GroupPlan:
+        """Row group ``g``'s :func:`.pages.group_plan`, made (its checks run) once per
+        reader and process, not at every read of the group."""
+        key = (path, g, tuple(names), rows)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = group_plan(pf, path, g, names, rows)
+        return plan
 
     def _kept(self, path: str) -> pq.ParquetFile:
         """``path`` opened once per process for reads at positions (closed with the reader)."""
@@ -203,7 +225,8 @@ class ParquetReader(ShardedDirectoryReader):
             n = pf.metadata.row_group(g).num_rows
             if first < hi and first + n > lo:
                 pos = first
-                for part in iter_group(pf, path, g, names, rows):
+                plan = self._plan(pf, path, g, names, rows)
+                for part in iter_group(pf, path, g, names, rows, plan):
                     s, e = max(lo, pos), min(hi, pos + part.num_rows)
                     if s < e:
                         yield s, part.slice(s - pos, e - s)
