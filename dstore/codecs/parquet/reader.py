@@ -4,19 +4,19 @@ files, by row group (``ds[i]`` reads one); foreign columns are mapped by type.""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ... import fs, links
-from ...abc import RANGE_BYTES, runs_of
+from ...abc import RANGE_BYTES
 from ...errors import CodecIOError, SchemaError
 from ...images.pixels import decode_pixel_column, image_format
-from ...model import Column, VarColumn, concat_columns
+from ...model import Column, VarColumn, empty_column
 from ...model.arrow import arrow_fields, from_arrow, list_axes
 from ...model.labels import is_one_hot, to_one_hot
 from ...model.schema import Batch, FieldSpec, SplitSpec
@@ -115,35 +115,56 @@ class ParquetReader(ShardedDirectoryReader):
             self._units[split] = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         return self._units[split]
 
-    def read_shard_records(
-        self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
-    ) -> Batch:
-        """Records at ``positions`` of ``shard``: each row group holding some read once
-        (:func:`.pages.iter_group`, checked), its asked rows taken, all of them decoded
-        as one batch (one decode a batch, not one per row group of ten tiles)."""
+    #: the rows a read asks of every shard are decoded into one batch (no join per shard)
+    decodes_across_shards = True
+
+    def shard_raw_records(
+        self, shard: ShardFile, positions: Any, names: Sequence[str] = ()
+    ) -> list[tuple[pa.Table, str, int]]:
+        """Columns ``names`` of the rows at sorted distinct ``positions`` of ``shard``,
+        undecoded: each row group holding some read once (:func:`.pages.iter_group`,
+        checked); each row a one-row slice of it, with its shard and position."""
         pf = self._kept(shard.path)
         self.check_count(shard, pf.metadata.num_rows)
         bounds = self._bounds(shard.path, pf)
         which = np.searchsorted(bounds, positions, side="right") - 1
-        where = f"{shard.path}: split {spec.name!r}"
-        taken = []
+        columns = list(names)
+        out = []
         for g in np.unique(which).tolist():
-            rows = int(bounds[g + 1] - bounds[g])
-            plan = self._plan(pf, shard.path, g, names, rows)
-            group = pa.Table.from_batches(list(iter_group(pf, shard.path, g, names, rows, plan)))
-            first = int(bounds[g])
-            taken.extend(group.slice(a - first, b - a) for a, b in runs_of(positions[which == g]))
-        joined = pa.concat_tables(taken).combine_chunks()
+            first, rows = int(bounds[g]), int(bounds[g + 1] - bounds[g])
+            plan = self._plan(pf, shard.path, g, columns, rows)
+            parts = list(iter_group(pf, shard.path, g, columns, rows, plan))
+            group = pa.Table.from_batches(parts)
+            out.extend(
+                (group.slice(p - first, 1), shard.path, p) for p in positions[which == g].tolist()
+            )
+        return out
+
+    def decode_raw(
+        self,
+        spec: SplitSpec,
+        names: list[str],
+        raw: Iterator[tuple[pa.Table, str, int]],
+        count: int,
+        pool: Executor,
+    ) -> Batch:
+        """``count`` rows of :meth:`shard_raw_records` (of one shard or several) decoded
+        as one batch: one decode, not one per row group of ten tiles, nor a join."""
+        rows = list(raw)
+        if len(rows) != count:
+            raise CodecIOError(f"split {spec.name!r}: {count:,} records asked, {len(rows):,} read")
+        if not rows:
+            return {n: empty_column(spec.fields[n].kind) for n in names}
+        joined = pa.concat_tables([row for row, _, _ in rows]).combine_chunks().to_batches()
         try:
-            return self._decoded(spec, names, joined.to_batches(), where, int(positions[0]), pool)
+            return self._decoded(spec, names, joined, f"split {spec.name!r}", 0, pool)
         except CodecIOError:
-            # the error names its record: the runs of positions decoded apart, each
-            # numbered from its first (the batch's numbers are not consecutive)
-            at = 0
-            for a, b in runs_of(positions):
-                piece = joined.slice(at, b - a).to_batches()[0]
-                self._decoded(spec, names, [piece], where, a, pool)
-                at += b - a
+            # the error names its shard and record: the rows decoded one by one (the
+            # batch's are not consecutive, nor of one shard)
+            for row, path, p in rows:
+                self._decoded(
+                    spec, names, row.to_batches(), f"{path}: split {spec.name!r}", p, pool
+                )
             raise
 
     def _bounds(self, path: str, pf: pq.ParquetFile) -> np.ndarray:
@@ -265,7 +286,9 @@ class ParquetReader(ShardedDirectoryReader):
             return to_one_hot(np.asarray(col), field.shape[0], field.dtype, where, first)
         if not isinstance(col, VarColumn) or s.arrow != "image" or s.encoding == "image":
             return col
-        return decode_pixel_column(field, col.to_bytes_list(), s.lossy, where, first, pool)
+        # PNGs read in place (dstore's decoder takes any buffer): no copy of each record
+        blobs = col.to_bytes_list() if s.lossy else _views(col)
+        return decode_pixel_column(field, blobs, s.lossy, where, first, pool)
 
     def describe(self) -> list[str]:
         return [
@@ -301,6 +324,13 @@ class ParquetReader(ShardedDirectoryReader):
         finally:
             for pf in files:
                 pf.close()
+
+
+def _views(col: VarColumn) -> list[bytes]:
+    """Each record's bytes as a view into ``col``'s buffer (typed as the bytes it reads as)."""
+    view = memoryview(np.ascontiguousarray(col.values, np.uint8))
+    o = col.offsets.tolist()
+    return cast(list[bytes], [view[o[i] : o[i + 1]] for i in range(len(col))])
 
 
 def _column(files: list[pq.ParquetFile], paths: list[str], name: str) -> Iterator[pa.Array]:
