@@ -129,7 +129,7 @@ class ParquetReader(ShardedDirectoryReader):
         bounds = self._bounds(shard.path, pf)
         which = np.searchsorted(bounds, positions, side="right") - 1
         columns = list(names)
-        out = []
+        out: list[tuple[pa.Table, str, int]] = []
         for g in np.unique(which).tolist():
             first, rows = int(bounds[g]), int(bounds[g + 1] - bounds[g])
             plan = self._plan(pf, shard.path, g, columns, rows)
@@ -328,7 +328,7 @@ class ParquetReader(ShardedDirectoryReader):
 
 def _views(col: VarColumn) -> list[bytes]:
     """Each record's bytes as a view into ``col``'s buffer (typed as the bytes it reads as)."""
-    view = memoryview(np.ascontiguousarray(col.values, np.uint8))
+    view = np.ascontiguousarray(col.values, np.uint8).data
     o = col.offsets.tolist()
     return cast(list[bytes], [view[o[i] : o[i + 1]] for i in range(len(col))])
 
