@@ -30,6 +30,10 @@ __all__ = [
 #: parses on 8 threads, so this lock is a precaution, untested)
 NPY_HEADER_LOCK = threading.Lock()
 
+#: records per task handed to a decoding thread: enough to amortise the hand-off,
+#: few enough that a batch of 64 keeps every thread busy
+DECODE_GROUP = 16
+
 T = TypeVar("T")
 R = TypeVar("R")
 

@@ -25,6 +25,7 @@ from dstore import fs
 from dstore.abc import Reader, Shard, ShardWriter
 from dstore.errors import CodecIOError
 from dstore.model import column_len
+from dstore.model.samples import BatchRows
 from dstore.model.schema import Batch, FieldSpec, Schema, SplitSpec
 from dstore.options import option
 from dstore.registry import codec_names
@@ -99,18 +100,17 @@ class ToyReader(ShardedDirectoryReader):
                 if i >= lo:
                     yield line, f"{shard.path}: record {i}"
 
-    def decode_records(self, spec: SplitSpec, names: list[str], records: list[Any]) -> Batch:
-        try:
-            rows = [json.loads(line) for line, _ in records]
-            return {
-                n: np.asarray([r[n] for r in rows], spec.fields[n].dtype).reshape(
-                    len(rows), *spec.fields[n].kind.shape
-                )
-                for n in names
-            }
-        except (ValueError, KeyError, TypeError) as e:
-            where = records[0][1] if records else spec.name
-            raise CodecIOError(f"{where}: not a record of this split ({e})") from None
+    def decode_records(
+        self, spec: SplitSpec, names: list[str], records: list[Any], rows: BatchRows, first: int
+    ) -> None:
+        for i, (line, where) in enumerate(records, first):
+            try:
+                record = json.loads(line)
+                for n in names:
+                    value = np.asarray(record[n], spec.fields[n].dtype)
+                    rows.fill(n, i, lambda out, v=value: v, where)
+            except (ValueError, KeyError, TypeError) as e:
+                raise CodecIOError(f"{where}: not a record of this split ({e})") from None
 
 
 class ToyCodec(ShardedCodec):

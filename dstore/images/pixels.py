@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import CodecIOError
 from ..model import Column, Image, VarColumn
 from ..model.schema import FieldSpec
+from ..parallel import DECODE_GROUP
 from .imagecodec import LOSSY_FORMATS, LossyImage
 from .png import decode as png_decode
 from .png import encoder_id
@@ -43,7 +44,6 @@ __all__ = [
 ]
 
 #: image records a decoding thread takes at a time
-DECODE_GROUP = 16
 
 _MAGIC = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg", b"GIF8": "gif", b"BM": "bmp"}
 

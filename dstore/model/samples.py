@@ -14,7 +14,13 @@ from .columns import Column, VarColumn, to_column
 from .kinds import Bytes, Image, Kind, Ragged, String, StringList, Tensor
 from .schema import Batch, FieldSpec, SplitSpec
 
-__all__ = ["SampleFields", "array_kind", "list_kind", "records_batch", "records_column"]
+__all__ = [
+    "BatchRows",
+    "SampleFields",
+    "array_kind",
+    "list_kind",
+    "records_column",
+]
 
 T = TypeVar("T")
 
@@ -119,14 +125,44 @@ def records_column(spec: FieldSpec, values: list[Any], where: str) -> Column:
     return to_column(kind, values, where)
 
 
-def records_batch(
-    spec: SplitSpec, names: list[str], records: Sequence[T], decode: Callable[[str, T], Any]
-) -> Batch:
-    """Fields ``names`` of ``records`` of split ``spec``, each value decoded on its own
-    by ``decode(field, record)``, as a batch (:func:`records_column`)."""
-    return {
-        n: records_column(
-            spec.fields[n], [decode(n, r) for r in records], f"{spec.name}: field {n!r}"
-        )
-        for n in names
-    }
+class BatchRows:
+    """A batch filled record by record, from several decoding threads at once: a dense
+    field's records are decoded straight into their row of one array (no stack of
+    record arrays, no join of group batches), other fields' are collected and made a
+    column (:func:`records_column`) by :meth:`batch`."""
+
+    def __init__(self, spec: SplitSpec, names: Sequence[str], count: int) -> None:
+        self.spec = spec
+        self._cols: dict[str, np.ndarray | list[Any]] = {
+            name: np.empty((count, *f.shape), f.dtype) if f.dense else [None] * count
+            for name in names
+            for f in (spec.fields[name],)
+        }
+
+    def fill(
+        self, name: str, i: int, decode: Callable[[np.ndarray | None], Any], where: str
+    ) -> None:
+        """Record ``i`` of field ``name``: ``decode(row)`` either decodes into ``row`` (the
+        record's row of a dense field; None for other fields) and returns it, or returns
+        the value, which a dense row takes when it has the row's shape exactly."""
+        col = self._cols[name]
+        if not isinstance(col, np.ndarray):
+            col[i] = decode(None)
+            return
+        row = col[i, ...]
+        value = decode(row)
+        if value is row:
+            return
+        arr = np.asarray(value)
+        if value is None or arr.shape != row.shape:  # assigning would broadcast a wrong shape
+            got = "nothing" if value is None else f"{arr.dtype} {arr.shape}"
+            raise CodecIOError(f"{where}: holds {got}, field is {col.dtype} {row.shape}")
+        row[...] = arr  # copied on the decoding thread while the record is in cache
+
+    def batch(self) -> Batch:
+        return {
+            name: col
+            if isinstance(col, np.ndarray)
+            else records_column(self.spec.fields[name], col, f"{self.spec.name}: field {name!r}")
+            for name, col in self._cols.items()
+        }

@@ -41,8 +41,8 @@ import numpy as np
 from .. import fs, links
 from ..abc import RANGE_BYTES, Reader, even_ranges
 from ..errors import CodecIOError, VersionError
-from ..model import concat_columns
 from ..model.checksums import CHECKSUM_ATTR
+from ..model.samples import BatchRows
 from ..model.schema import (
     DEFAULT_SPLIT,
     KNOWN_SPLITS,
@@ -63,7 +63,7 @@ from .manifest import (
     load_manifest,
     manifest_schema,
 )
-from .records import IndexedReads
+from .records import IndexedReads, decode_into_batch
 from .versions import latest_version, locate, version_manifest
 
 __all__ = [
@@ -75,8 +75,6 @@ __all__ = [
     "group_slices",
 ]
 
-#: records per group handed to a decoding thread
-DECODE_GROUP = 16
 
 _OURS_RE = re.compile(r"^(?P<split>.+?)-\d+-of-\d+")
 
@@ -217,7 +215,8 @@ class ShardedDirectoryReader(IndexedReads, CheckedShards, Reader):
         """Records ``lo:hi`` of ``shard`` decoded, in batches of at most ``rows``.
 
         The default pulls the stored records with :meth:`shard_records` and decodes
-        groups of :data:`DECODE_GROUP` on ``pool`` with :meth:`decode_records`."""
+        groups of :data:`~dstore.parallel.DECODE_GROUP` on ``pool`` with
+        :meth:`decode_records`, into one batch."""
         records = self.shard_records(shard, lo, hi)
         pos = lo
         while pos < hi:
@@ -227,16 +226,13 @@ class ShardedDirectoryReader(IndexedReads, CheckedShards, Reader):
                 raise CodecIOError(
                     f"{shard.path}: ended after {pos + len(group)} records, expected {shard.records}"
                 )
-            parts = list(
-                pool.map(
-                    lambda g: self.decode_records(spec, names, g),
-                    [group[i : i + DECODE_GROUP] for i in range(0, n, DECODE_GROUP)],
-                )
+            yield decode_into_batch(
+                lambda part, out, first: self.decode_records(spec, names, part, out, first),
+                spec,
+                names,
+                group,
+                pool,
             )
-            yield {
-                name: concat_columns(spec.fields[name].kind, [p[name] for p in parts])
-                for name in names
-            }
             pos += n
         for _ in records:  # drain: the format checks the shard's tail there
             pass
@@ -246,8 +242,11 @@ class ShardedDirectoryReader(IndexedReads, CheckedShards, Reader):
         sample...), checked as they are read (CRCs, lengths)."""
         raise NotImplementedError(f"{self.codec_name}: implement shard_records or read_shard")
 
-    def decode_records(self, spec: SplitSpec, names: list[str], records: list[Any]) -> Batch:
-        """Fields ``names`` of stored records, as a batch (runs on a worker thread)."""
+    def decode_records(
+        self, spec: SplitSpec, names: list[str], records: list[Any], rows: BatchRows, first: int
+    ) -> None:
+        """Fields ``names`` of stored ``records`` decoded into rows ``first...`` of
+        ``rows`` (:meth:`~dstore.model.samples.BatchRows.fill`; runs on a worker thread)."""
         raise NotImplementedError(f"{self.codec_name}: implement decode_records or read_shard")
 
     def shard_pieces(self, shard: ShardFile, target_bytes: int) -> int:

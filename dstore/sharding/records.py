@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
-from itertools import chain, islice
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -24,13 +24,12 @@ from .. import fs
 from ..abc import checked_indexes, runs_of, take_records
 from ..errors import CodecIOError
 from ..model import concat_columns, empty_column
+from ..model.samples import BatchRows
 from ..model.schema import Batch, SplitSpec
-from ..parallel import KeptPool
+from ..parallel import DECODE_GROUP, KeptPool
 
-__all__ = ["GAP_BYTES", "IndexedReads", "OpenFiles", "decode_groups", "pread_spans"]
+__all__ = ["GAP_BYTES", "IndexedReads", "OpenFiles", "decode_into_batch", "pread_spans"]
 
-#: records per group handed to a decoding thread
-DECODE_GROUP = 16
 #: bytes between two wanted spans read through rather than sought over: one read of a
 #: few extra bytes costs less than a second system call
 GAP_BYTES = 64 * 1024
@@ -87,23 +86,19 @@ def pread_spans(
         i = j
 
 
-def decode_groups(
-    decode: Callable[[list[Any]], Batch],
+def decode_into_batch(
+    decode: Callable[[list[Any], BatchRows, int], None],
     spec: SplitSpec,
     names: list[str],
-    records: Iterator[Any],
-    count: int,
+    records: list[Any],
     pool: Executor,
 ) -> Batch:
-    """``count`` stored records decoded on ``pool`` in groups of :data:`DECODE_GROUP`
-    (``decode(group)`` is a batch of the group), joined into one batch."""
-    groups = []
-    while len(group := list(islice(records, DECODE_GROUP))):
-        groups.append(group)
-    if sum(map(len, groups)) != count:
-        raise CodecIOError(f"split {spec.name!r}: {count} records asked, fewer found")
-    parts = list(pool.map(decode, groups))
-    return {n: concat_columns(spec.fields[n].kind, [p[n] for p in parts]) for n in names}
+    """Stored ``records`` decoded on ``pool``, :data:`DECODE_GROUP` a task, into one
+    batch: ``decode(group, rows, first)`` fills rows ``first...`` of ``rows``."""
+    rows = BatchRows(spec, names, len(records))
+    starts = range(0, len(records), DECODE_GROUP)
+    list(pool.map(lambda lo: decode(records[lo : lo + DECODE_GROUP], rows, lo), starts))
+    return rows.batch()
 
 
 class IndexedReads:

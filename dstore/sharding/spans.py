@@ -5,17 +5,19 @@ and training workers may cut a shard by its size."""
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
+from itertools import islice
 from typing import IO, Any, Protocol
 
 import numpy as np
 
 from .. import fs
+from ..abc import runs_of
 from ..errors import CodecIOError
 from ..model.schema import Batch, SplitSpec
 from .reader import ShardedDirectoryReader, ShardFile
-from .records import decode_groups, pread_spans
+from .records import decode_into_batch, pread_spans
 
 __all__ = ["Span", "SpanShardReader"]
 
@@ -69,29 +71,34 @@ class SpanShardReader(ShardedDirectoryReader):
                     raise CodecIOError(f"{shard.path}: ends inside record {s.key!r}")
                 yield s, buf, shard.path
 
-    def read_shard_records(
-        self,
-        spec: SplitSpec,
-        names: list[str],
-        shard: ShardFile,
-        positions: np.ndarray,
-        pool: Executor,
-    ) -> Batch:
-        """Records at ``positions`` of a local shard: each span read where the shard's
-        member index puts it (close ones in one read, from a file kept open)."""
+    #: a window's records of every shard are read, then decoded into one batch
+    decodes_across_shards = True
+
+    def shard_raw_records(
+        self, shard: ShardFile, positions: np.ndarray, names: Sequence[str] = ()
+    ) -> list[Any]:
+        """The spans at sorted distinct ``positions`` of ``shard`` with their bytes: a
+        local shard's read where its member index puts them (close ones in one read,
+        from a file kept open), a remote one's by runs of consecutive positions."""
         if fs.is_url(shard.path):
-            return super().read_shard_records(spec, names, shard, positions, pool)
+            return [r for a, b in runs_of(positions) for r in self.shard_records(shard, a, b)]
         spans = self.spans(shard.path)
         self.check_count(shard, len(spans))
         chosen = [spans[p] for p in positions.tolist()]
         fd = self.open_files().fd(shard.path)
         bufs = pread_spans(fd, shard.path, [(s.start, s.end) for s in chosen])
-        records = ((s, bytes(buf), shard.path) for s, buf in zip(chosen, bufs, strict=True))
-        return decode_groups(
-            lambda group: self.decode_records(spec, names, group),
+        return [(s, bytes(buf), shard.path) for s, buf in zip(chosen, bufs, strict=True)]
+
+    def decode_raw(
+        self, spec: SplitSpec, names: list[str], raw: Iterator[Any], count: int, pool: Executor
+    ) -> Batch:
+        records = list(islice(raw, count))
+        if len(records) != count:
+            raise CodecIOError(f"split {spec.name!r}: {count} records asked, fewer found")
+        return decode_into_batch(
+            lambda part, rows, first: self.decode_records(spec, names, part, rows, first),
             spec,
             names,
             records,
-            len(chosen),
             pool,
         )

@@ -265,23 +265,37 @@ class ArrayTreeReader(Reader):
         idx = checked_indexes(indexes, spec.count, f"split {split!r}")
         wanted = np.unique(idx)
         runs = runs_of(wanted)
-        cols = {}
-        for name in names:
-            field = spec.fields[name]
-            lo, hi = (int(wanted[0]), int(wanted[-1]) + 1) if len(wanted) else (0, 0)
-            if len(runs) > 1 and (hi - lo) * field.record_bytes <= SPAN_BYTES:
-                # small records (labels, ids): one read of their span, not one per run
-                cols[name] = take_column(self._field(spec, name, lo, hi), wanted - lo)
-                continue
-            parts = [self._field(spec, name, a, b) for a, b in runs]
-            cols[name] = concat_columns(field.kind, parts)
+        cols = {name: self._field_at(spec, name, wanted, runs) for name in names}
         return take_records(cols, wanted, idx)
+
+    def _field_at(
+        self, spec: SplitSpec, name: str, wanted: np.ndarray, runs: list[tuple[int, int]]
+    ) -> Column:
+        """Records at sorted distinct positions ``wanted`` (``runs`` of consecutive ones)
+        of field ``name``."""
+        field = spec.fields[name]
+        lo, hi = (int(wanted[0]), int(wanted[-1]) + 1) if len(wanted) else (0, 0)
+        if len(runs) > 1 and (hi - lo) * field.record_bytes <= SPAN_BYTES:
+            # small records (labels, ids): one read of their span, not one per run
+            return take_column(self._field(spec, name, lo, hi), wanted - lo)
+        parts = [self._field(spec, name, a, b) for a, b in runs]
+        return concat_columns(field.kind, parts)
 
     def _field(self, spec: SplitSpec, name: str, start: int, stop: int) -> Column:
         """Records ``start:stop`` of field ``name``; an error names the split, field, records."""
+        arr = self.arrays[(spec.name, name)]
+        return self._named_read(
+            spec, name, start, stop, lambda: self._read_column(spec.fields[name], arr, start, stop)
+        )
+
+    def _named_read(
+        self, spec: SplitSpec, name: str, start: int, stop: int, read: Callable[[], Column]
+    ) -> Column:
+        """``read()`` of records ``start:stop`` (the first to the last asked) of field
+        ``name``; an error names the split, field and records."""
         split = spec.name
         try:
-            return self._read_column(spec.fields[name], self.arrays[(split, name)], start, stop)
+            return read()
         except DstoreError as e:
             raise _named(e, self.path, split, name) from None
         except self.read_errors as e:

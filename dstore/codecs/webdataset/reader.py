@@ -7,6 +7,7 @@ import re
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from tarfile import TarInfo
 from typing import IO, Any
 
@@ -16,8 +17,8 @@ from ... import fs
 from ...bounded_json import JsonLimitError, max_json_bytes
 from ...errors import CodecIOError
 from ...model import Bytes, Image, String, StringList, Tensor
-from ...model.samples import SampleFields, array_kind, records_batch
-from ...model.schema import DEFAULT_SPLIT, Batch, FieldSpec, SplitSpec
+from ...model.samples import BatchRows, SampleFields, array_kind
+from ...model.schema import DEFAULT_SPLIT, FieldSpec, SplitSpec
 from ...sharding import ShardFile
 from ...sharding.numbered import NumberedShardReader
 from ...sharding.spans import SpanShardReader
@@ -50,6 +51,11 @@ _WHAT = {
     tarfile.BLKTYPE: "block device",
     tarfile.FIFOTYPE: "FIFO",
 }
+
+
+def _absent(out: np.ndarray | None) -> None:
+    """The value of a field a foreign sample lacks (read as an empty list)."""
+    return None
 
 
 def is_tar_header(block: bytes) -> bool:
@@ -201,21 +207,23 @@ class WebDatasetReader(NumberedShardReader, SpanShardReader):
         shards = [ShardFile(path, len(self.spans(path))) for path in paths]
         return seen.specs({name: spec for name, (spec, _) in specs.items()}), shards
 
-    def decode_records(self, spec: SplitSpec, names: list[str], records: list[Any]) -> Batch:
+    def decode_records(
+        self, spec: SplitSpec, names: list[str], records: list[Any], rows: BatchRows, first: int
+    ) -> None:
         encs = self.encodings[spec.name]
-
-        def value(name: str, record: tuple[Sample, bytes, str]) -> Any:
-            s, buf, path = record
-            where = f"{path}: sample {s.key!r}, field {name!r}"
-            e, m = encs[name], s.members.get(encs[name].at)
-            if m is None and self.manifest is None:
-                return None  # a field this foreign sample lacks: an empty list (samples.py)
-            if m is None:
-                raise CodecIOError(f"{where}: no member {e.at!r}")
-            data = buf[m[0] - s.start : m[0] - s.start + m[1]]
-            return decode_record(e.encoding, spec.fields[name], data, e.lossy, where)
-
-        return records_batch(spec, names, records, value)
+        for i, (s, buf, path) in enumerate(records, first):
+            for name in names:
+                where = f"{path}: sample {s.key!r}, field {name!r}"
+                e, m = encs[name], s.members.get(encs[name].at)
+                if m is None and self.manifest is None:
+                    # a field this foreign sample lacks: an empty list (samples.py)
+                    rows.fill(name, i, _absent, where)
+                    continue
+                if m is None:
+                    raise CodecIOError(f"{where}: no member {e.at!r}")
+                data = buf[m[0] - s.start : m[0] - s.start + m[1]]
+                decode = partial(decode_record, e.encoding, spec.fields[name], data, e.lossy, where)
+                rows.fill(name, i, decode, where)
 
     def describe(self) -> list[str]:
         lines = describe_table(self.encodings, self.shards, "tar shard(s)")

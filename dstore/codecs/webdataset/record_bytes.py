@@ -95,10 +95,16 @@ def json_string_list(data: bytes, where: str) -> list[str] | None:
 
 
 def decode_record(
-    encoding: str, spec: FieldSpec, data: bytes, lossy: LossyImage | None, where: str
+    encoding: str,
+    spec: FieldSpec,
+    data: bytes,
+    lossy: LossyImage | None,
+    where: str,
+    out: np.ndarray | None = None,
 ) -> Any:
     """One record from its bytes (the bytes themselves for :data:`_AS_IS`), checked
-    against ``spec``: anything else is one line naming ``where``."""
+    against ``spec``: anything else is one line naming ``where``. A PNG that holds
+    exactly ``out`` (the record's row of a dense column) is decoded there."""
     if encoding in _AS_IS:
         return data
     if encoding in _JSON:
@@ -129,4 +135,4 @@ def decode_record(
             shown = spec.kind.describe()
             raise CodecIOError(f"{where}: .npy holds {arr.dtype} {arr.shape}, field is {shown}")
         return arr
-    return decode_pixels(data, spec, lossy, where)
+    return decode_pixels(data, spec, lossy, where, out)

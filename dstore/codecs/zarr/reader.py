@@ -27,11 +27,12 @@ from ...model import (
 )
 from ...model.attrs import encode
 from ...model.keys import split_key
-from ...model.schema import DEFAULT_SPLIT, FieldSpec, check_dtype
+from ...model.schema import DEFAULT_SPLIT, FieldSpec, SplitSpec, check_dtype
 from ..arraytree.chunked import ArrayTreeReader, max_chunk_bytes
 from .arrays import _KIND_ATTR, _fixed_text, _is_ragged_layout, _native, _RaggedGroup, _zdtype
 from .chunks import _check_chunks, _check_frame, _plain_blosc, _quiet_zarr_loop, _settle_failed_read
 from .consolidated import open_store
+from .direct import DirectChunks
 from .imagecodec import lossy_of  # registers the image codecs with zarr
 from .options import _ATTR, GROWING, _codecs_json
 
@@ -50,6 +51,8 @@ class ZarrReader(ArrayTreeReader):
         #: per array: the record-axis chunks whose blosc frames were checked (None: no
         #: check applies -- a CRC32C in the chain, another codec, sharding, a URL)
         self._framed: dict[str, set[int] | None] = {}
+        #: per array: its chunk files read directly at positions (None: through zarr)
+        self._direct: dict[str, DirectChunks | None] = {}
         _quiet_zarr_loop()
         if not fs.is_url(path) and os.path.isdir(path):
             # zarr opens whatever a chunk file or array folder links to: a link out of
@@ -182,7 +185,9 @@ class ZarrReader(ArrayTreeReader):
         runs of whole chunks are read as one slice, a chunk the range only partly covers
         is kept until the next range asks for its other records."""
         self._check_once(arr)
-        self._check_blosc_frames(arr, start, stop)
+        direct = self._direct_of(arr)
+        if direct is None:
+            self._check_blosc_frames(arr, start, stop)
         count = int(arr.shape[0])
         rows = max(1, int(arr.chunks[0]))
         block_bytes = (
@@ -197,17 +202,47 @@ class ZarrReader(ArrayTreeReader):
             index = pos // rows
             lo, hi = index * rows, min(count, (index + 1) * rows)
             if pos == lo and whole_end >= hi:
-                pieces.append(np.asarray(arr[pos:whole_end]))
+                pieces.append(self._slice(arr, direct, pos, whole_end))
                 pos = whole_end
                 continue
             last = self._last_chunk.get(arr.path)
             if last is None or last[0] != index:
-                last = (index, np.asarray(arr[lo:hi]))
+                last = (index, self._slice(arr, direct, lo, hi))
                 self._last_chunk[arr.path] = last
             end = min(stop, hi)
             pieces.append(last[1][pos - lo : end - lo].copy())  # the kept chunk stays intact
             pos = end
         return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+    def _field_at(
+        self, spec: SplitSpec, name: str, wanted: np.ndarray, runs: list[tuple[int, int]]
+    ) -> Column:
+        """Records at positions of a dense field whose chunk files are bare blosc frames:
+        each chunk file read once, only the blocks holding them decoded (:mod:`.direct`)."""
+        arr = self.arrays[(spec.name, name)]
+        field = spec.fields[name]
+        dense = field.dense and isinstance(arr, zarr.Array) and len(wanted)
+        direct = self._direct_of(arr) if dense else None
+        if direct is None:
+            return super()._field_at(spec, name, wanted, runs)
+
+        def read() -> Column:
+            self._check_once(arr)
+            return direct.read(wanted).astype(field.dtype, copy=False)
+
+        return self._named_read(spec, name, int(wanted[0]), int(wanted[-1]) + 1, read)
+
+    def _direct_of(self, arr: Any) -> DirectChunks | None:
+        """The direct reader of ``arr``'s chunk files, or None where zarr reads them."""
+        if arr.path not in self._direct:
+            self._direct[arr.path] = DirectChunks.of(self.path, arr, self._store is not None)
+        return self._direct[arr.path]
+
+    @staticmethod
+    def _slice(arr: Any, direct: DirectChunks | None, start: int, stop: int) -> np.ndarray:
+        if direct is None:
+            return np.asarray(arr[start:stop])
+        return direct.read(np.arange(start, stop, dtype=np.int64))
 
     def _check_blosc_frames(self, arr: Any, start: int, stop: int) -> None:
         """A store written without ``crc32c`` (by others, or by dstore before it) whose
