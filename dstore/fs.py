@@ -10,6 +10,7 @@ import glob as _glob
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from typing import IO, Any
 
 from .errors import MissingDependencyError
@@ -115,6 +116,41 @@ def sha256_file(path: str) -> tuple[int, str]:
             sha.update(block)
             size += len(block)
     return size, sha.hexdigest()
+
+
+def files_under(
+    folder: str, skip: Callable[[str], bool] | None = None
+) -> list[tuple[str, int | None]]:
+    """Every file under ``folder`` (a local folder, or an object-store prefix), sorted,
+    relative (``/``-separated) with its size; a link is listed with size None, never
+    followed. ``skip(rel)``: a local subfolder it is true of is not walked, and an
+    object whose relative key it is true of is left out."""
+    found: list[tuple[str, int | None]] = []
+    if is_url(folder):
+        fsys, root = url_fs(folder)
+        root = root.rstrip("/")
+        for path, info in sorted(fsys.find(root, detail=True).items()):
+            rel = path[len(root) :].lstrip("/")
+            if skip is None or not skip(rel):
+                size = info.get("size")
+                found.append((rel, size if isinstance(size, int) else None))
+        return found
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        walked = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+        if skip is not None:
+            walked = [d for d in walked if not skip(_rel(os.path.join(root, d), folder))]
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        dirs[:] = walked
+        for name in sorted(files + links):
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            found.append((_rel(path, folder), st.st_size if stat.S_ISREG(st.st_mode) else None))
+    return found
+
+
+def _rel(path: str, folder: str) -> str:
+    return os.path.relpath(path, folder).replace(os.sep, "/")
 
 
 def is_regular_file(path: str) -> bool:

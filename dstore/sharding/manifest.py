@@ -264,6 +264,13 @@ def manifest_files(folder: str, format_id: str) -> set[str] | None:
     the manifest, its shards and their record indexes), or None when ``folder`` holds
     no manifest of that format that dstore reads as a dataset (a bare format tag, a
     shard list that does not add up, a schema that does not parse)."""
+    listed = _listed_bytes(folder, format_id)
+    return None if listed is None else set(listed)
+
+
+def _listed_bytes(folder: str, format_id: str) -> dict[str, int | None] | None:
+    """:func:`manifest_files` with the size the manifest gives each shard and index
+    (None for the manifest and the cards, which it does not size)."""
     from ..model.schema import Schema
 
     if not is_manifest_of(folder, format_id):
@@ -271,36 +278,35 @@ def manifest_files(folder: str, format_id: str) -> set[str] | None:
     try:
         m = load_manifest(fs.join(folder, MANIFEST))
         Schema.from_json(m["schema"])
-        files = {MANIFEST, *card_files(folder)}
+        files: dict[str, int | None] = dict.fromkeys((MANIFEST, *card_files(folder)))
         for info in m["splits"].values():
             for shard in info["shards"]:
-                files.add(os.path.normpath(shard["file"]))
-                if "index" in shard:
-                    files.add(os.path.normpath(shard["index"]["file"]))
+                for entry in (shard, *([shard["index"]] if "index" in shard else [])):
+                    size = entry.get("bytes")
+                    files[os.path.normpath(entry["file"])] = (
+                        size if isinstance(size, int) and not isinstance(size, bool) else -1
+                    )
     except (CodecIOError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return files
 
 
 def foreign_files(folder: str, format_id: str, versions: bool = True) -> list[str]:
-    """Files under ``folder`` (a dataset :func:`manifest_files` accepts) that its
-    manifest does not list: what dstore did not write there (a user's notes).
-    ``versions``: the format keeps older versions in :data:`VERSIONS` (all dstore's);
-    for one that never does, what that folder holds is a user's too."""
-    ours = manifest_files(folder, format_id) or set()
-    if fs.is_url(folder):
-        return []  # an object store lists no stray files of a user's to protect here
+    """Files under ``folder`` (a dataset :func:`manifest_files` accepts; a local folder
+    or an object-store prefix) that dstore did not write there: those its manifest
+    does not list (a user's notes), and those it lists as a shard or index of another
+    size than the file's (a manifest copied or forged over a user's files does not make
+    them dstore's). ``versions``: the format keeps older versions in :data:`VERSIONS`
+    (all dstore's); for one that never does, what that folder holds is a user's too."""
+    listed = _listed_bytes(folder, format_id) or {}
     found = []
-    for root, dirs, files in os.walk(folder):
-        dirs.sort()
-        if root == folder and VERSIONS in dirs and versions:
-            dirs.remove(VERSIONS)  # the versions' manifests and shards: all dstore's
-        # a linked folder is not walked into (never followed): it is listed itself
-        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
-        for name in sorted(files + links):
-            rel = os.path.relpath(os.path.join(root, name), folder)
-            if rel not in ours:
-                found.append(rel)
+
+    def kept_apart(rel: str) -> bool:  # the versions' manifests and shards: all dstore's
+        return versions and rel.split("/", 1)[0] == VERSIONS
+
+    for rel, size in fs.files_under(folder, kept_apart):
+        if rel not in listed or (listed[rel] is not None and size != listed[rel]):
+            found.append(rel)
     return found
 
 

@@ -20,6 +20,7 @@ from ...model.schema import FieldSpec, check_dtype
 from ...model.strings import fixed_to_column
 from ..arraytree.chunked import ArrayTreeReader, max_chunk_bytes, max_fill_bytes
 from .checks import _check_field_dataset, _check_utf8, _is_vlunicode, _stage_remote
+from .chunks import ChunkDecoder
 from .datasets import _KIND_ATTR, _ROW_SPLITS, _SHAPES, _are_offsets, _ListDataset
 from .options import _ATTR, _STANDARD_FILTERS, _plugins
 
@@ -56,6 +57,8 @@ class HDF5Reader(ArrayTreeReader):
             self._sized: set[str] = set()  # datasets whose declared size was checked
             # per dataset, the last chunk-aligned block read (start record, records)
             self._blocks: dict[str, tuple[int, np.ndarray]] = {}
+            # per dataset, what decodes its chunks here (None: h5py reads them)
+            self._decoders: dict[str, ChunkDecoder | None] = {}
             # every group reached, by identity (h5py compares the object, not the path)
             self._seen_groups: dict[Any, str] = {self.file.id: "/"}
             try:
@@ -335,11 +338,20 @@ class HDF5Reader(ArrayTreeReader):
             )
         self._sized.add(arr.name)
 
+    def _decoder(self, arr: Any) -> ChunkDecoder | None:
+        """The dataset's :class:`ChunkDecoder`, made at its first read (None: h5py reads it)."""
+        if arr.name not in self._decoders:
+            self._decoders[arr.name] = ChunkDecoder.of(arr, f"{self.path}: dataset {arr.name!r}")
+        return self._decoders[arr.name]
+
     def _read_dense(self, spec: FieldSpec, arr: Any, start: int, stop: int) -> Column:
         """Records ``start:stop``, each chunk decoded once per pass: a chunk of more
         records than a batch would be decoded again for every batch (four 400 MB gzip
         chunks were still converting after 150 s), so the last chunk-aligned block read
         is kept and batches are cut from it."""
+        decoder = self._decoder(arr)
+        if decoder is not None:
+            return decoder.read(start, stop).astype(spec.dtype, copy=False)
         rows = int(arr.chunks[0]) if arr.chunks is not None else 0
         if rows <= stop - start:
             return super()._read_column(spec, arr, start, stop)

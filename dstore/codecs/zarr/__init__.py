@@ -94,16 +94,17 @@ _CHUNK_KEY = re.compile(r"c(?:[/.]\d+)*|\d+(?:[/.]\d+)*")
 
 
 def _is_array_node(folder: str) -> bool | None:
-    """True for a zarr array's folder, False for a group's, None for no zarr node."""
-    if os.path.isfile(os.path.join(folder, ".zarray")):
+    """True for a zarr array's folder (or object-store prefix), False for a group's,
+    None for no zarr node."""
+    if fs.is_regular_file(fs.join(folder, ".zarray")):
         return True
-    if os.path.isfile(os.path.join(folder, ".zgroup")):
+    if fs.is_regular_file(fs.join(folder, ".zgroup")):
         return False
-    meta = os.path.join(folder, "zarr.json")
-    if not os.path.isfile(meta):
+    meta = fs.join(folder, "zarr.json")
+    if not fs.is_regular_file(meta):
         return None
     try:
-        with open(meta, "rb") as f:
+        with fs.open_binary(meta) as f:
             node = load_json(f.read(_META_MAX), meta)
     except OSError:  # a CodecIOError too: not JSON, nested too deeply
         return None
@@ -111,29 +112,26 @@ def _is_array_node(folder: str) -> bool | None:
 
 
 def _store_foreign_files(store: str) -> list[str]:
-    """Files of a store folder that are neither zarr metadata nor the chunk key of an
-    array (relative to ``store``)."""
+    """Files of a store folder (or object-store prefix) that are neither zarr metadata
+    nor the chunk key of an array (relative to ``store``)."""
     found = []
     nodes: dict[str, bool | None] = {}
-    for root, dirs, files in os.walk(store):
-        dirs.sort()
-        # a linked folder is not walked into (never followed): it is listed itself
-        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
-        for name in sorted(files + links):
-            rel = os.path.relpath(os.path.join(root, name), store)
-            if name in _METADATA or name in _OTHER_METADATA:
-                continue
-            # the nearest folder above that is a zarr node: the file is a chunk of it or not
-            folder = root
-            while True:
-                if folder not in nodes:
-                    nodes[folder] = _is_array_node(folder)
-                if nodes[folder] is not None or os.path.samefile(folder, store):
-                    break
-                folder = os.path.dirname(folder)
-            key = os.path.relpath(os.path.join(root, name), folder).replace(os.sep, "/")
-            if not (nodes[folder] and _CHUNK_KEY.fullmatch(key)):
-                found.append(rel)
+    for rel, _ in fs.files_under(store):
+        parts = rel.split("/")
+        if parts[-1] in _METADATA or parts[-1] in _OTHER_METADATA:
+            continue
+        # the nearest folder above that is a zarr node: the file is a chunk of it or not
+        depth = len(parts) - 1
+        while True:
+            folder = "/".join(parts[:depth])
+            if folder not in nodes:
+                nodes[folder] = _is_array_node(fs.join(store, folder) if folder else store)
+            if nodes[folder] is not None or depth == 0:
+                break
+            depth -= 1
+        key = "/".join(parts[depth:])
+        if not (nodes[folder] and _CHUNK_KEY.fullmatch(key)):
+            found.append(rel)
     return found
 
 
@@ -182,7 +180,7 @@ class ZarrCodec(Codec):
     @classmethod
     def foreign_files(cls, path: str) -> list[str]:
         """Files of a store folder that are neither zarr metadata nor chunk keys."""
-        if fs.is_url(path) or not os.path.isdir(path):
+        if not fs.isdir(path):
             return []
         cards = card_files(path)  # dstore's own cards, written with the store
         return [f for f in _store_foreign_files(path) if f not in cards]
