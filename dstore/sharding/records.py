@@ -135,7 +135,7 @@ class IndexedReads:
             return {n: empty_column(spec.fields[n].kind) for n in names}
         if self.decodes_across_shards:
             # every shard's stored records decoded into one batch: no copy to join them
-            raw = chain.from_iterable(self.shard_raw_records(s, p) for s, p in asked)
+            raw = chain.from_iterable(self.shard_raw_records(s, p, names) for s, p in asked)
             return take_records(self.decode_raw(spec, names, raw, len(wanted), pool), wanted, idx)
         parts = [self.read_shard_records(spec, names, s, p, pool) for s, p in asked]
         cols = {n: concat_columns(spec.fields[n].kind, [p[n] for p in parts]) for n in names}
@@ -151,7 +151,7 @@ class IndexedReads:
         each run of consecutive positions is read with ``read_shard``, unless the
         format, whose single records are one seek away, overrides this."""
         if self.decodes_across_shards:
-            raw = self.shard_raw_records(shard, positions)
+            raw = self.shard_raw_records(shard, positions, names)
             return self.decode_raw(spec, names, iter(raw), len(raw), pool)
         parts: list[Batch] = []
         for a, b in runs_of(positions):
@@ -163,8 +163,11 @@ class IndexedReads:
     #: then decoded into one batch, not decoded per shard and joined
     decodes_across_shards = False
 
-    def shard_raw_records(self, shard: Any, positions: np.ndarray) -> list[Any]:
-        """The stored records at sorted distinct ``positions`` of ``shard``, undecoded."""
+    def shard_raw_records(
+        self, shard: Any, positions: np.ndarray, names: Sequence[str] = ()
+    ) -> list[Any]:
+        """The stored records at sorted distinct ``positions`` of ``shard``, undecoded: of
+        fields ``names`` where the format stores fields apart (else all of each record)."""
         raise NotImplementedError
 
     def decode_raw(

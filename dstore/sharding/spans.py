@@ -5,7 +5,7 @@ and training workers may cut a shard by its size."""
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
 from itertools import islice
 from typing import IO, Any, Protocol
@@ -74,7 +74,9 @@ class SpanShardReader(ShardedDirectoryReader):
     #: a window's records of every shard are read, then decoded into one batch
     decodes_across_shards = True
 
-    def shard_raw_records(self, shard: ShardFile, positions: np.ndarray) -> list[Any]:
+    def shard_raw_records(
+        self, shard: ShardFile, positions: np.ndarray, names: Sequence[str] = ()
+    ) -> list[Any]:
         """The spans at sorted distinct ``positions`` of ``shard`` with their bytes: a
         local shard's read where its member index puts them (close ones in one read,
         from a file kept open), a remote one's by runs of consecutive positions."""

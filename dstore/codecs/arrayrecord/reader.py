@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
@@ -104,7 +104,9 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
         raw = self._records(shard.path, lo, hi)
         yield from read_examples(spec, self.encodings[spec.name], names, raw, hi - lo, rows, pool)
 
-    def shard_raw_records(self, shard: ShardFile, positions: Any) -> list[tuple[bytes, str]]:
+    def shard_raw_records(
+        self, shard: ShardFile, positions: Any, names: Sequence[str] = ()
+    ) -> list[tuple[bytes, str]]:
         """Serialized Examples at ``positions`` of one shard: one call of the library."""
         reader = self._open(shard.path)
         if shard.path not in self._counted:

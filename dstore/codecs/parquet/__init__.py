@@ -55,7 +55,9 @@ class ParquetOptions(ImageOptions):
     # a shuffled read fetches a whole row group for one record: large records (photo tiles
     # of ~110 kB) get groups of ~10, small ones keep row_group_rows (docs/benchmarks.md)
     row_group_mb: float = option(1.0, "a row group ends once its encoded records reach this")
-    compression: Literal["zstd", "snappy", "gzip", "none"] = option("zstd", "page compression")
+    compression: Literal["zstd", "snappy", "gzip", "none"] = option(
+        "zstd", "page compression (an Image's encoded bytes: none, they do not compress)"
+    )
     compression_level: int = option(3, "zstd/gzip level (zstd 1..22)")
     images: tuple[str, ...] | None = option(
         None, "comma-separated fields stored as Images; auto = image-like fields", none="auto"

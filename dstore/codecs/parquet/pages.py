@@ -34,7 +34,7 @@ from ... import fs
 from ...errors import CodecIOError
 from ..arraytree.chunked import max_chunk_bytes
 
-__all__ = ["BATCH_BYTES", "check_footer", "iter_group"]
+__all__ = ["BATCH_BYTES", "GroupPlan", "check_footer", "group_plan", "iter_group"]
 
 #: decoded bytes a batch of a row group is sized to, at the largest value it may hold
 BATCH_BYTES = 16 << 20
@@ -179,13 +179,22 @@ def _too_large(path: str, g: int, f: _Field, decoded: int, limit: int) -> CodecI
     )
 
 
-def iter_group(
-    pf: pq.ParquetFile, path: str, g: int, names: Sequence[str], rows: int
-) -> Iterator[pa.RecordBatch]:
-    """Row group ``g``'s columns ``names`` as record batches of at most ``rows`` rows,
-    fewer where a row may decode large; its rows counted against the footer's, every
-    column's decoded bytes against what it stores plus the limit."""
-    limit, declared_rows = max_chunk_bytes(), pf.metadata.row_group(g).num_rows
+@dataclass(frozen=True)
+class GroupPlan:
+    """What reading a row group's columns takes, from its footer (checked): its fields'
+    chunks, the rows of a batch, the rows it declares."""
+
+    fields: list[_Field]
+    batch: int
+    rows: int
+
+
+def group_plan(pf: pq.ParquetFile, path: str, g: int, names: Sequence[str], rows: int) -> GroupPlan:
+    """Row group ``g``'s columns ``names`` checked against what their chunks store plus the
+    limit before anything is decoded, and the rows of a batch (at most ``rows``, fewer
+    where a row may decode large). A reader keeps it: these checks read the footer (and a
+    dictionary whose expansion could pass the limit), the same at every read of the group."""
+    limit = max_chunk_bytes()
     fields = _fields(pf, path, g, names)
     for f in fields:
         if f.declared > f.stored + limit:
@@ -194,11 +203,31 @@ def iter_group(
             raise _too_large(path, g, f, size, limit)
     row_bytes = sum(f.row_bytes for f in fields)
     batch = max(1, min(rows, int(BATCH_BYTES // max(row_bytes, 1.0))))
+    return GroupPlan(fields, batch, pf.metadata.row_group(g).num_rows)
+
+
+def iter_group(
+    pf: pq.ParquetFile,
+    path: str,
+    g: int,
+    names: Sequence[str],
+    rows: int,
+    plan: GroupPlan | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Row group ``g``'s columns ``names`` as record batches of at most ``rows`` rows,
+    fewer where a row may decode large; its rows counted against the footer's, every
+    column's decoded bytes against what it stores plus the limit. ``plan``: the group's
+    :func:`group_plan` for these ``names`` and ``rows``, made earlier (else made here)."""
+    plan = plan or group_plan(pf, path, g, names, rows)
+    limit = max_chunk_bytes()
     decoded = dict.fromkeys(names, 0)
     seen = 0
     try:
-        for part in pf.iter_batches(batch_size=batch, row_groups=[g], columns=list(names)):
-            for f in fields:
+        batches = pf.iter_batches(
+            batch_size=plan.batch, row_groups=[g], columns=list(names), use_threads=False
+        )
+        for part in batches:
+            for f in plan.fields:
                 decoded[f.name] += _decoded_bytes(part.column(f.name))
                 if decoded[f.name] > f.stored + limit:
                     raise _too_large(path, g, f, decoded[f.name], limit)
@@ -209,7 +238,7 @@ def iter_group(
             raise
         why = " ".join(str(err).split())
         raise CodecIOError(f"{path}: row group {g} does not read: {why}") from None
-    if seen != declared_rows:
+    if seen != plan.rows:
         raise CodecIOError(
-            f"{path}: row group {g} holds {seen:,} rows and its footer says {declared_rows:,}"
+            f"{path}: row group {g} holds {seen:,} rows and its footer says {plan.rows:,}"
         )

@@ -4,25 +4,25 @@ files, by row group (``ds[i]`` reads one); foreign columns are mapped by type.""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ... import fs, links
-from ...abc import RANGE_BYTES, runs_of
+from ...abc import RANGE_BYTES
 from ...errors import CodecIOError, SchemaError
 from ...images.pixels import decode_pixel_column, image_format
-from ...model import Column, VarColumn, concat_columns
+from ...model import Column, VarColumn, empty_column
 from ...model.arrow import arrow_fields, from_arrow, list_axes
 from ...model.labels import is_one_hot, to_one_hot
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges
 from . import Storage
-from .pages import BATCH_BYTES, check_footer, iter_group
+from .pages import BATCH_BYTES, GroupPlan, check_footer, group_plan, iter_group
 
 __all__ = ["ParquetReader"]
 
@@ -63,6 +63,8 @@ class ParquetReader(ShardedDirectoryReader):
         self._footers_checked: set[str] = set()
         self._units: dict[str, np.ndarray] = {}
         self._kept_files: dict[str, pq.ParquetFile] = {}
+        self._group_bounds: dict[str, np.ndarray] = {}
+        self._plans: dict[tuple[str, int, tuple[str, ...], int], GroupPlan] = {}
         self._pid = os.getpid()
         super().__init__(path, workers, follow_links)
 
@@ -113,36 +115,77 @@ class ParquetReader(ShardedDirectoryReader):
             self._units[split] = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         return self._units[split]
 
-    def read_shard_records(
-        self, spec: SplitSpec, names: list[str], shard: ShardFile, positions: Any, pool: Executor
-    ) -> Batch:
-        """Records at ``positions`` of ``shard``: each row group holding some read once
-        (:func:`.pages.iter_group`, checked), only its asked rows decoded."""
+    #: the rows a read asks of every shard are decoded into one batch (no join per shard)
+    decodes_across_shards = True
+
+    def shard_raw_records(
+        self, shard: ShardFile, positions: Any, names: Sequence[str] = ()
+    ) -> list[tuple[pa.Table, str, int]]:
+        """Columns ``names`` of the rows at sorted distinct ``positions`` of ``shard``,
+        undecoded: each row group holding some read once (:func:`.pages.iter_group`,
+        checked); each row a one-row slice of it, with its shard and position."""
         pf = self._kept(shard.path)
         self.check_count(shard, pf.metadata.num_rows)
-        sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
-        bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        bounds = self._bounds(shard.path, pf)
         which = np.searchsorted(bounds, positions, side="right") - 1
-        where = f"{shard.path}: split {spec.name!r}"
-        parts: list[Batch] = []
+        columns = list(names)
+        out: list[tuple[pa.Table, str, int]] = []
         for g in np.unique(which).tolist():
-            group = pa.Table.from_batches(list(iter_group(pf, shard.path, g, names, sizes[g])))
-            for a, b in runs_of(positions[which == g]):
-                piece = group.slice(a - int(bounds[g]), b - a).combine_chunks()
-                parts.append(
-                    {
-                        name: self.column(
-                            spec,
-                            name,
-                            piece.column(name).chunk(0),
-                            f"{where}, field {name!r}",
-                            a,
-                            pool,
-                        )
-                        for name in names
-                    }
+            first, rows = int(bounds[g]), int(bounds[g + 1] - bounds[g])
+            plan = self._plan(pf, shard.path, g, columns, rows)
+            parts = list(iter_group(pf, shard.path, g, columns, rows, plan))
+            group = pa.Table.from_batches(parts)
+            out.extend(
+                (group.slice(p - first, 1), shard.path, p) for p in positions[which == g].tolist()
+            )
+        return out
+
+    def decode_raw(
+        self,
+        spec: SplitSpec,
+        names: list[str],
+        raw: Iterator[tuple[pa.Table, str, int]],
+        count: int,
+        pool: Executor,
+    ) -> Batch:
+        """``count`` rows of :meth:`shard_raw_records` (of one shard or several) decoded
+        as one batch: one decode, not one per row group of ten tiles, nor a join."""
+        rows = list(raw)
+        if len(rows) != count:
+            raise CodecIOError(f"split {spec.name!r}: {count:,} records asked, {len(rows):,} read")
+        if not rows:
+            return {n: empty_column(spec.fields[n].kind) for n in names}
+        joined = pa.concat_tables([row for row, _, _ in rows]).combine_chunks().to_batches()
+        try:
+            return self._decoded(spec, names, joined, f"split {spec.name!r}", 0, pool)
+        except CodecIOError:
+            # the error names its shard and record: the rows decoded one by one (the
+            # batch's are not consecutive, nor of one shard)
+            for row, path, p in rows:
+                self._decoded(
+                    spec, names, row.to_batches(), f"{path}: split {spec.name!r}", p, pool
                 )
-        return {n: concat_columns(spec.fields[n].kind, [p[n] for p in parts]) for n in names}
+            raise
+
+    def _bounds(self, path: str, pf: pq.ParquetFile) -> np.ndarray:
+        """The first row of each row group of ``path`` and its row count, kept."""
+        bounds = self._group_bounds.get(path)
+        if bounds is None:
+            meta = pf.metadata
+            sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+            bounds = self._group_bounds[path] = np.cumsum([0, *sizes], dtype=np.int64)
+        return bounds
+
+    def _plan(
+        self, pf: pq.ParquetFile, path: str, g: int, names: list[str], rows: int
+    ) -> GroupPlan:
+        """Row group ``g``'s :func:`.pages.group_plan`, made (its checks run) once per
+        reader and process, not at every read of the group."""
+        key = (path, g, tuple(names), rows)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = group_plan(pf, path, g, names, rows)
+        return plan
 
     def _kept(self, path: str) -> pq.ParquetFile:
         """``path`` opened once per process for reads at positions (closed with the reader)."""
@@ -203,7 +246,8 @@ class ParquetReader(ShardedDirectoryReader):
             n = pf.metadata.row_group(g).num_rows
             if first < hi and first + n > lo:
                 pos = first
-                for part in iter_group(pf, path, g, names, rows):
+                plan = self._plan(pf, path, g, names, rows)
+                for part in iter_group(pf, path, g, names, rows, plan):
                     s, e = max(lo, pos), min(hi, pos + part.num_rows)
                     if s < e:
                         yield s, part.slice(s - pos, e - s)
@@ -242,7 +286,9 @@ class ParquetReader(ShardedDirectoryReader):
             return to_one_hot(np.asarray(col), field.shape[0], field.dtype, where, first)
         if not isinstance(col, VarColumn) or s.arrow != "image" or s.encoding == "image":
             return col
-        return decode_pixel_column(field, col.to_bytes_list(), s.lossy, where, first, pool)
+        # PNGs read in place (dstore's decoder takes any buffer): no copy of each record
+        blobs = col.to_bytes_list() if s.lossy else _views(col)
+        return decode_pixel_column(field, blobs, s.lossy, where, first, pool)
 
     def describe(self) -> list[str]:
         return [
@@ -278,6 +324,13 @@ class ParquetReader(ShardedDirectoryReader):
         finally:
             for pf in files:
                 pf.close()
+
+
+def _views(col: VarColumn) -> list[bytes]:
+    """Each record's bytes as a view into ``col``'s buffer (typed as the bytes it reads as)."""
+    view = np.ascontiguousarray(col.values, np.uint8).data
+    o = col.offsets.tolist()
+    return cast(list[bytes], [view[o[i] : o[i + 1]] for i in range(len(col))])
 
 
 def _column(files: list[pq.ParquetFile], paths: list[str], name: str) -> Iterator[pa.Array]:

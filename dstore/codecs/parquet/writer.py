@@ -22,7 +22,7 @@ from ...model.schema import Batch, FieldSpec, Schema
 from ...sharding import ShardedDirectoryWriter, cut_groups, encode_chunks
 from . import PIXEL_ENCODINGS, ParquetOptions, Storage
 
-__all__ = ["ParquetShardWriter", "storages", "written_encodings"]
+__all__ = ["ParquetShardWriter", "column_encodings", "storages", "written_encodings"]
 
 
 def storages(
@@ -83,6 +83,33 @@ def hf_feature(t: pa.DataType, s: Storage) -> dict[str, Any]:
     return {"dtype": str(dtype), "_type": "Value"}
 
 
+def leaf_paths(schema: pa.Schema) -> list[str]:
+    """The Parquet leaf columns ``schema`` is written as (``x.bytes``, ``y.list.element``),
+    as pyarrow's writer names them: read from the footer of an empty file it wrote."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink)
+    meta = pq.ParquetFile(pa.BufferReader(sink.getvalue())).metadata
+    return [meta.schema.column(c).path for c in range(meta.num_columns)]
+
+
+def column_encodings(
+    schema: pa.Schema, encs: dict[str, Storage], options: ParquetOptions
+) -> dict[str, Any]:
+    """pyarrow's ``compression``, ``compression_level`` and ``use_dictionary`` per leaf
+    column: an Image's encoded bytes are stored plain and uncompressed (PNG, JPEG and WebP
+    do not compress: +0.5% on photo tiles, and a read of them is a copy, not a
+    decompression and a dictionary's gather: docs/benchmarks.md), the rest as asked."""
+    images = {f"{n}.bytes" for n, s in encs.items() if s.arrow == "image"}
+    level = None if options.compression in ("none", "snappy") else options.compression_level
+    paths = leaf_paths(schema)
+    rest = [p for p in paths if p not in images]
+    return {
+        "compression": {p: "none" if p in images else options.compression for p in paths},
+        "compression_level": {p: level for p in rest} if level is not None else None,
+        "use_dictionary": rest,
+    }
+
+
 class ParquetShardWriter(ShardedDirectoryWriter):
     """Encodes records to Parquet row groups; picklable (options and storages only)."""
 
@@ -136,12 +163,10 @@ class ParquetShardWriter(ShardedDirectoryWriter):
         """Row groups of at most ``row_group_rows`` records / ``row_group_mb`` written by
         pyarrow into ``out`` (never closed here); images encoded on all cores."""
         opts, png, schema = self.options, png_encoder("fast"), self.arrow[shard.split]
-        level = None if opts.compression in ("none", "snappy") else opts.compression_level
         writer = pq.ParquetWriter(
             pa.PythonFile(out, mode="w"),
             schema,
-            compression=opts.compression,
-            compression_level=level,
+            **column_encodings(schema, self.storages[shard.split], opts),
             write_statistics=True,
             store_schema=True,
             write_page_checksum=True,  # a CRC per page: a flipped bit is an error on read

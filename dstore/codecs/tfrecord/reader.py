@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
 from glob import escape as glob_escape
 from typing import Any
@@ -97,7 +97,9 @@ class TFRecordReader(ExampleRecords, ShardedDirectoryReader):
             if hi == shard.records and rf.next_record() is not None:
                 raise CodecIOError(f"{shard.path}: more records than the {shard.records} expected")
 
-    def shard_raw_records(self, shard: ShardFile, positions: Any) -> list[tuple[bytes, str]]:
+    def shard_raw_records(
+        self, shard: ShardFile, positions: Any, names: Sequence[str] = ()
+    ) -> list[tuple[bytes, str]]:
         """Serialized Examples at sorted distinct ``positions`` of one shard, each with
         where it was read: an indexed local shard's frames read where its index puts
         them (close ones in one read, from a file kept open), each checked against its
