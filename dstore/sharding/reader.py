@@ -63,7 +63,7 @@ from .manifest import (
     load_manifest,
     manifest_schema,
 )
-from .records import IndexedReads, decode_into_batch
+from .records import IndexedReads
 from .versions import latest_version, locate, version_manifest
 
 __all__ = [
@@ -226,13 +226,7 @@ class ShardedDirectoryReader(IndexedReads, CheckedShards, Reader):
                 raise CodecIOError(
                     f"{shard.path}: ended after {pos + len(group)} records, expected {shard.records}"
                 )
-            yield decode_into_batch(
-                lambda part, out, first: self.decode_records(spec, names, part, out, first),
-                spec,
-                names,
-                group,
-                pool,
-            )
+            yield self.decode_stored(spec, names, group, pool)
             pos += n
         for _ in records:  # drain: the format checks the shard's tail there
             pass

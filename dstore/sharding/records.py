@@ -110,6 +110,19 @@ class IndexedReads:
     shard_cache: Any
     split: Callable[[str], SplitSpec]
     read_shard: Callable[..., Iterator[Batch]]
+    decode_records: Callable[[SplitSpec, list[str], list[Any], BatchRows, int], None]
+
+    def decode_stored(
+        self, spec: SplitSpec, names: list[str], records: list[Any], pool: Executor
+    ) -> Batch:
+        """Stored ``records`` decoded with ``decode_records`` on ``pool`` into one batch."""
+        return decode_into_batch(
+            lambda part, rows, first: self.decode_records(spec, names, part, rows, first),
+            spec,
+            names,
+            records,
+            pool,
+        )
 
     def read_records(
         self, split: str, indexes: Sequence[int] | np.ndarray, fields: Sequence[str] | None = None

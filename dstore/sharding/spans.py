@@ -17,7 +17,7 @@ from ..abc import runs_of
 from ..errors import CodecIOError
 from ..model.schema import Batch, SplitSpec
 from .reader import ShardedDirectoryReader, ShardFile
-from .records import decode_into_batch, pread_spans
+from .records import pread_spans
 
 __all__ = ["Span", "SpanShardReader"]
 
@@ -95,10 +95,4 @@ class SpanShardReader(ShardedDirectoryReader):
         records = list(islice(raw, count))
         if len(records) != count:
             raise CodecIOError(f"split {spec.name!r}: {count} records asked, fewer found")
-        return decode_into_batch(
-            lambda part, rows, first: self.decode_records(spec, names, part, rows, first),
-            spec,
-            names,
-            records,
-            pool,
-        )
+        return self.decode_stored(spec, names, records, pool)
