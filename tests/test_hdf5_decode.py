@@ -229,3 +229,30 @@ def test_a_truncated_lzf_chunk_is_one_error_naming_it(tmp_path, tiles, shuffle):
         CodecIOError, match=r"dataset '/train/x', chunk 1 \(records 4\.\.7\): damaged"
     ):
         mapped[6]
+
+
+def test_a_stored_chunk_refused_by_hdf5_is_read_by_h5py_instead(tmp_path, tiles, monkeypatch):
+    """HDF5 refused a raw chunk read once in CI ("no VOL object wrap context") while
+    fsspec's thread freed h5py objects: the records are then h5py's read of them, and a
+    chunk h5py cannot read either is still one error naming it."""
+    x = _values(tiles, "<i2")
+    path = str(tmp_path / "refused.h5")
+    _write_h5py(path, x, {"chunks": (4, 32, 32, 3), "compression": "gzip", "shuffle": True})
+    stored = ChunkDecoder._stored
+    refused: list[int] = []
+
+    def refuse_every_other(self, lo):
+        refused.append(lo)
+        if len(refused) % 2:
+            raise RuntimeError("Can't read unprocessed chunk data (no VOL object wrap context?)")
+        return stored(self, lo)
+
+    monkeypatch.setattr(ChunkDecoder, "_stored", refuse_every_other)
+    _assert_reads(path, x)
+    assert refused  # the stored-chunk path was taken, and refused half the time
+    _damage(path, 1, "truncated")
+    with (
+        pytest.raises(CodecIOError, match=r"chunk 1 \(records 4\.\.7\)"),
+        dstore.open(path) as ds,
+    ):
+        ds["train"]["x"][:]
