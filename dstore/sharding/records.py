@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
-from itertools import chain
+from itertools import chain, islice
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,14 @@ from ..model.samples import BatchRows
 from ..model.schema import Batch, SplitSpec
 from ..parallel import DECODE_GROUP, KeptPool
 
-__all__ = ["GAP_BYTES", "IndexedReads", "OpenFiles", "decode_into_batch", "pread_spans"]
+__all__ = [
+    "GAP_BYTES",
+    "IndexedReads",
+    "OpenFiles",
+    "decode_into_batch",
+    "pread_spans",
+    "stored_records",
+]
 
 #: bytes between two wanted spans read through rather than sought over: one read of a
 #: few extra bytes costs less than a second system call
@@ -99,6 +106,15 @@ def decode_into_batch(
     starts = range(0, len(records), DECODE_GROUP)
     list(pool.map(lambda lo: decode(records[lo : lo + DECODE_GROUP], rows, lo), starts))
     return rows.batch()
+
+
+def stored_records(raw: Iterator[Any], count: int, spec: SplitSpec) -> list[Any]:
+    """The ``count`` stored records ``raw`` yields for a read (``decode_raw``); fewer is
+    an error naming the split."""
+    records = list(islice(raw, count))
+    if len(records) != count:
+        raise CodecIOError(f"split {spec.name!r}: {count:,} records asked, {len(records):,} read")
+    return records
 
 
 class IndexedReads:

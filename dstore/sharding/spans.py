@@ -7,7 +7,6 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
-from itertools import islice
 from typing import IO, Any, Protocol
 
 import numpy as np
@@ -17,7 +16,7 @@ from ..abc import runs_of
 from ..errors import CodecIOError
 from ..model.schema import Batch, SplitSpec
 from .reader import ShardedDirectoryReader, ShardFile
-from .records import pread_spans
+from .records import pread_spans, stored_records
 
 __all__ = ["Span", "SpanShardReader"]
 
@@ -92,7 +91,4 @@ class SpanShardReader(ShardedDirectoryReader):
     def decode_raw(
         self, spec: SplitSpec, names: list[str], raw: Iterator[Any], count: int, pool: Executor
     ) -> Batch:
-        records = list(islice(raw, count))
-        if len(records) != count:
-            raise CodecIOError(f"split {spec.name!r}: {count} records asked, fewer found")
-        return self.decode_stored(spec, names, records, pool)
+        return self.decode_stored(spec, names, stored_records(raw, count, spec), pool)

@@ -21,6 +21,7 @@ from ...model.arrow import arrow_fields, from_arrow, list_axes
 from ...model.labels import is_one_hot, to_one_hot
 from ...model.schema import Batch, FieldSpec, SplitSpec
 from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges
+from ...sharding.records import stored_records
 from . import Storage
 from .pages import BATCH_BYTES, GroupPlan, check_footer, group_plan, iter_group
 
@@ -150,9 +151,7 @@ class ParquetReader(ShardedDirectoryReader):
     ) -> Batch:
         """``count`` rows of :meth:`shard_raw_records` (of one shard or several) decoded
         as one batch: one decode, not one per row group of ten tiles, nor a join."""
-        rows = list(raw)
-        if len(rows) != count:
-            raise CodecIOError(f"split {spec.name!r}: {count:,} records asked, {len(rows):,} read")
+        rows = stored_records(raw, count, spec)
         if not rows:
             return {n: empty_column(spec.fields[n].kind) for n in names}
         joined = pa.concat_tables([row for row, _, _ in rows]).combine_chunks().to_batches()

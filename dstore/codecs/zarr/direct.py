@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ... import fs
+from ...abc import runs_of
 from ...errors import CodecIOError
 
 #: a blosc (c-blosc 1.x) frame's header: version, codec version, flags, typesize, then
@@ -116,8 +117,9 @@ class DirectChunks:
     def _key(self, index: int) -> str:
         return str(self.arr.metadata.encode_chunk_key((index, *(0,) * (self.arr.ndim - 1))))
 
-    def frame(self, index: int) -> tuple[bytes, int] | None:
-        """Chunk ``index``'s bytes and its blosc typesize, checked; None when not stored."""
+    def frame(self, index: int) -> tuple[bytes, int, int] | None:
+        """Chunk ``index``'s bytes, its blosc typesize and block size, checked; None when
+        not stored."""
         path = os.path.join(self.folder, *self._key(index).split("/"))
         most = self.chunk_bytes + _HEADER + (_CRC_BYTES if self.crc else 0)
         try:
@@ -152,7 +154,7 @@ class DirectChunks:
                 f"{decoded} bytes in blocks of {blocksize}) does not describe the chunk's "
                 f"{self.chunk_bytes} bytes (damaged or written by another tool)"
             )
-        return data, max(1, typesize)
+        return data, max(1, typesize), blocksize
 
     def read(self, wanted: np.ndarray) -> np.ndarray:
         """Records at sorted distinct positions ``wanted``, each chunk file read once."""
@@ -174,13 +176,12 @@ class DirectChunks:
         return out.astype(np.dtype(self.arr.dtype), copy=False)
 
     def _decode(
-        self, index: int, got: tuple[bytes, int], offsets: np.ndarray, dest: np.ndarray
+        self, index: int, got: tuple[bytes, int, int], offsets: np.ndarray, dest: np.ndarray
     ) -> None:
         """Records ``offsets`` (sorted, of one chunk) of a checked frame into ``dest``."""
-        data, typesize = got
-        runs = _runs(offsets)
+        data, typesize, blocksize = got
+        runs = runs_of(offsets)
         getitem = _blosc_getitem()
-        blocksize = int.from_bytes(data[8:12], "little")
         # blocks decoded run by run against all of them once (the whole chunk)
         blocks = sum(
             (b * self.record_bytes - 1) // blocksize - a * self.record_bytes // blocksize + 1
@@ -211,9 +212,3 @@ class DirectChunks:
                     f"(error {n})"
                 )
             row += b - a
-
-
-def _runs(offsets: np.ndarray) -> list[tuple[int, int]]:
-    """Sorted distinct positions as runs ``(start, stop)`` of consecutive ones."""
-    cuts = [0, *(np.flatnonzero(np.diff(offsets) != 1) + 1).tolist(), len(offsets)]
-    return [(int(offsets[a]), int(offsets[b - 1]) + 1) for a, b in itertools.pairwise(cuts)]
