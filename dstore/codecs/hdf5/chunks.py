@@ -126,7 +126,12 @@ class ChunkDecoder:
 
     def _stored(self, lo: int) -> tuple[int, bytes]:
         """The filter mask and bytes of the chunk starting at record ``lo``, as stored."""
-        mask, data = self.ds.id.read_direct_chunk((lo, *self.tail))
+        from h5py._objects import phil
+
+        # under h5py's own lock, as its reads are: read_direct_chunk does not take it, and
+        # fsspec's thread freeing h5py objects meanwhile corrupted the heap (CI, test_s3)
+        with phil:
+            mask, data = self.ds.id.read_direct_chunk((lo, *self.tail))
         return int(mask), data
 
     def _undo(self, fid: int, data: Any, target: np.ndarray | None) -> Any:
