@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
@@ -90,6 +90,13 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
             for i, rec in enumerate(block, a):
                 yield rec, f"{path}: record {i}"
 
+    def _read_each(self, reader: Any, positions: Iterable[int]) -> list[bytes]:
+        """The records at ``positions``, asked of the library one at a time: its read of a
+        list of positions costs more CPU per record than a read of each, its read of a
+        range less (``benchmarks/bench_arrayrecord_calls.py``)."""
+        with self._lock:
+            return [reader.read([p])[0] for p in positions]
+
     def read_shard(
         self,
         spec: SplitSpec,
@@ -114,8 +121,7 @@ class ArrayRecordDatasetReader(ExampleShards, ShardedDirectoryReader):
             self._counted.add(shard.path)
         pos = positions.tolist()
         try:
-            with self._lock:
-                block = reader.read(pos)
+            block = self._read_each(reader, pos)
         except (IndexError, RuntimeError, ValueError) as e:
             raise CodecIOError(f"{shard.path}: records {pos[0]}..{pos[-1]}: {e}") from None
         return [(rec, f"{shard.path}: record {i}") for i, rec in zip(pos, block, strict=True)]

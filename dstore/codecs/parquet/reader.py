@@ -24,6 +24,7 @@ from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges
 from ...sharding.records import stored_records
 from . import Storage
 from .pages import BATCH_BYTES, GroupPlan, check_footer, group_plan, iter_group
+from .rows import PageRows
 
 __all__ = ["ParquetReader"]
 
@@ -67,6 +68,7 @@ class ParquetReader(ShardedDirectoryReader):
         self._group_bounds: dict[str, np.ndarray] = {}
         self._plans: dict[tuple[str, int, tuple[str, ...], int], GroupPlan] = {}
         self._pid = os.getpid()
+        self._page_rows = PageRows()
         super().__init__(path, workers, follow_links)
 
     def _open(self, path: str) -> pq.ParquetFile:
@@ -130,15 +132,17 @@ class ParquetReader(ShardedDirectoryReader):
         bounds = self._bounds(shard.path, pf)
         which = np.searchsorted(bounds, positions, side="right") - 1
         columns = list(names)
+        paged = self._page_rows.rows(pf, shard.path, bounds, columns, positions)
+        if paged is not None:  # each image read from its page, not its whole row group
+            return [(paged.slice(i, 1), shard.path, p) for i, p in enumerate(positions.tolist())]
         out: list[tuple[pa.Table, str, int]] = []
         for g in np.unique(which).tolist():
             first, rows = int(bounds[g]), int(bounds[g + 1] - bounds[g])
+            at = positions[which == g].tolist()
             plan = self._plan(pf, shard.path, g, columns, rows)
             parts = list(iter_group(pf, shard.path, g, columns, rows, plan))
             group = pa.Table.from_batches(parts)
-            out.extend(
-                (group.slice(p - first, 1), shard.path, p) for p in positions[which == g].tolist()
-            )
+            out.extend((group.slice(p - first, 1), shard.path, p) for p in at)
         return out
 
     def decode_raw(
@@ -200,6 +204,7 @@ class ParquetReader(ShardedDirectoryReader):
             for pf in self._kept_files.values():
                 pf.close()
         self._kept_files = {}
+        self._page_rows.close()
         super().close()
 
     def read_shard(

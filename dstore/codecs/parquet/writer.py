@@ -110,6 +110,19 @@ def column_encodings(
     }
 
 
+#: a page closes once it holds this many bytes (pyarrow's default: 1 MiB)
+IMAGE_PAGE_BYTES = 8 << 10
+
+
+def page_sizes(encs: dict[str, Storage]) -> dict[str, int]:
+    """Pages of at most about :data:`IMAGE_PAGE_BYTES` in a split that stores images, a
+    value at a time: a larger image is a page of its own, which a read at a position
+    reads alone (:mod:`.rows`) rather than its row group. pyarrow's defaults otherwise."""
+    if not any(s.arrow == "image" for s in encs.values()):
+        return {}
+    return {"data_page_size": IMAGE_PAGE_BYTES, "write_batch_size": 1}
+
+
 class ParquetShardWriter(ShardedDirectoryWriter):
     """Encodes records to Parquet row groups; picklable (options and storages only)."""
 
@@ -170,6 +183,7 @@ class ParquetShardWriter(ShardedDirectoryWriter):
             write_statistics=True,
             store_schema=True,
             write_page_checksum=True,  # a CRC per page: a flipped bit is an error on read
+            **page_sizes(self.storages[shard.split]),
         )
 
         def encode(at: int, chunk: Batch) -> tuple[dict[str, pa.Array], np.ndarray]:

@@ -1,0 +1,231 @@
+"""Rows at positions of a Parquet shard, each image read from its own page.
+
+A shuffled window asks for rows scattered over a shard's row groups, about one
+per group. pyarrow reads a group's columns whole, so :class:`PageRows` reads
+instead, for one reading process:
+
+* an image field (Hugging Face's ``struct<bytes, path>``, ``path`` null in every
+  row group, as dstore writes it) from the page that holds each asked row
+  (:mod:`.direct`: its page headers walked once per row group, the page's CRC
+  checked);
+* the shard's other asked fields from a copy kept per shard, read once, row
+  group by row group, with :func:`.pages.iter_group`'s checks, when they store at
+  most :data:`KEPT_BYTES` (labels, ids, small vectors).
+
+:meth:`PageRows.rows` answers None whenever a shard or row group does not
+qualify (a URL, another layout, a page that does not read as plain values, a
+field too large to keep): the caller reads the row group with pyarrow.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ... import fs
+from ...errors import CodecIOError
+from .direct import PageRef, chunk_pages, direct_leaf, page_values
+from .pages import group_plan
+
+__all__ = ["KEPT_BYTES", "PageRows"]
+
+#: the most bytes a shard's other asked fields may store to be kept in memory
+KEPT_BYTES = 32 << 20
+
+
+@dataclass
+class _Shard:
+    """What reading rows of one shard by page takes: the image fields' ``bytes`` leaves
+    (leaf index and maximum definition level), the other fields' kept rows."""
+
+    images: dict[str, tuple[int, int]]
+    kept: pa.Table | None
+    fd: int
+    #: each row group's and leaf's pages and the row each page ends at (None: pyarrow's)
+    pages: dict[tuple[int, int], tuple[list[PageRef], np.ndarray] | None] = field(
+        default_factory=dict
+    )
+
+
+def _binary_array(values: list[bytes], kind: pa.DataType) -> pa.Array:
+    """``values`` as an Arrow array of ``kind`` (binary or large binary), built from its
+    buffers: ``pa.array`` of a list imports pandas (0.3 s in every worker process)."""
+    lengths = np.fromiter((len(v) for v in values), np.int64, len(values))
+    offsets = np.zeros(len(values) + 1, np.int64 if kind == pa.large_binary() else np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    data = pa.py_buffer(b"".join(values))
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(offsets), data])
+
+
+def _column_path(pf: pq.ParquetFile, leaf: int) -> str:
+    return str(pf.metadata.schema.column(leaf).path)
+
+
+def _leaf_index(meta: Any) -> dict[str, int]:
+    return {meta.schema.column(c).path: c for c in range(meta.num_columns)}
+
+
+def _image_leaves(pf: pq.ParquetFile, names: list[str]) -> dict[str, tuple[int, int]]:
+    """The asked fields stored as ``struct<bytes, path>`` whose path is null in every
+    row group: each one's ``bytes`` leaf and its maximum definition level."""
+    meta, schema, leaves = pf.metadata, pf.schema_arrow, _leaf_index(pf.metadata)
+    out = {}
+    for name in names:
+        t = schema.field(name).type
+        if not pa.types.is_struct(t) or {t.field(i).name for i in range(t.num_fields)} != {
+            "bytes",
+            "path",
+        }:
+            continue
+        b, p = leaves.get(f"{name}.bytes"), leaves.get(f"{name}.path")
+        if b is None or p is None or not direct_leaf(meta, b):
+            continue
+        if all(_all_null(meta.row_group(g), p) for g in range(meta.num_row_groups)):
+            out[name] = (b, meta.schema.column(b).max_definition_level)
+    return out
+
+
+def _all_null(group: Any, leaf: int) -> bool:
+    stats = group.column(leaf).statistics
+    return stats is not None and stats.has_null_count and stats.null_count == group.num_rows
+
+
+def _kept(pf: pq.ParquetFile, path: str, names: list[str]) -> pa.Table | None:
+    """Fields ``names`` of every row of ``pf``, read in one call once every row group's
+    columns pass :func:`.pages.group_plan`'s checks and the most they may decode to is
+    at most :data:`KEPT_BYTES`; None otherwise."""
+    if not names:
+        return pa.table({})
+    meta = pf.metadata
+    most = 0.0
+    for g in range(meta.num_row_groups):
+        rows = meta.row_group(g).num_rows
+        plan = group_plan(pf, path, g, names, rows)  # a bomb is refused here, unread
+        most += sum(f.row_bytes for f in plan.fields) * rows
+        if most > KEPT_BYTES:
+            return None
+    try:
+        # iter_batches, not read(): read() imports pandas (0.3 s in every worker process)
+        batches = pf.iter_batches(batch_size=1 << 16, columns=names, use_threads=False)
+        schema = pa.schema([pf.schema_arrow.field(n) for n in names])
+        return pa.Table.from_batches(list(batches), schema).combine_chunks()
+    except (pa.ArrowException, OSError) as err:
+        why = " ".join(str(err).split())
+        raise CodecIOError(f"{path}: does not read: {why}") from None
+
+
+class PageRows:
+    """One reading process's reads of rows at positions by page (see the module)."""
+
+    def __init__(self) -> None:
+        self._shards: dict[tuple[str, tuple[str, ...]], _Shard | None] = {}
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def _shard(self, pf: pq.ParquetFile, path: str, names: list[str]) -> _Shard | None:
+        if self._pid != os.getpid():  # a forked worker: the parent's descriptors and lock
+            self._shards, self._pid, self._lock = {}, os.getpid(), threading.Lock()
+        key = (path, tuple(names))
+        with self._lock:  # reads on threads: one descriptor and one copy per shard
+            if key not in self._shards:
+                self._shards[key] = self._make(pf, path, names)
+            return self._shards[key]
+
+    def _make(self, pf: pq.ParquetFile, path: str, names: list[str]) -> _Shard | None:
+        if fs.is_url(path):
+            return None
+        images = _image_leaves(pf, names)
+        if not images:
+            return None
+        kept = _kept(pf, path, [n for n in names if n not in images])
+        if kept is None:
+            return None
+        return _Shard(images, kept, os.open(path, os.O_RDONLY))
+
+    def rows(
+        self, pf: pq.ParquetFile, path: str, bounds: np.ndarray, names: list[str], at: np.ndarray
+    ) -> pa.Table | None:
+        """Fields ``names`` of the rows at positions ``at`` (sorted) of the shard whose row
+        groups start at ``bounds``, one table; None where pyarrow should read them."""
+        shard = self._shard(pf, path, names)
+        if shard is None:
+            return None
+        groups = np.searchsorted(bounds, at, side="right") - 1
+        columns: dict[str, pa.Array] = {}
+        schema = pf.schema_arrow
+        for name, (leaf, level) in shard.images.items():
+            values: list[bytes] = []
+            for g in np.unique(groups).tolist():
+                rows = (at[groups == g] - bounds[g]).tolist()
+                got = self._values(shard, pf, path, g, leaf, level, rows)
+                if got is None:
+                    return None
+                values.extend(got)
+            t = schema.field(name).type
+            children = {
+                "bytes": _binary_array(values, t.field("bytes").type),
+                "path": pa.nulls(len(at), t.field("path").type),
+            }
+            columns[name] = pa.StructArray.from_arrays(
+                [children[t.field(i).name] for i in range(t.num_fields)],
+                fields=[t.field(i) for i in range(t.num_fields)],
+            )
+        assert shard.kept is not None
+        if shard.kept.num_columns:
+            index = np.ascontiguousarray(at, np.int64)
+            taken = shard.kept.take(
+                pa.Array.from_buffers(pa.int64(), len(at), [None, pa.py_buffer(index)])
+            )
+            columns.update({n: taken.column(n).combine_chunks() for n in taken.column_names})
+        out_schema = pa.schema([schema.field(n) for n in names], metadata=schema.metadata)
+        return pa.Table.from_arrays([columns[n] for n in names], schema=out_schema)
+
+    def _values(
+        self,
+        shard: _Shard,
+        pf: pq.ParquetFile,
+        path: str,
+        g: int,
+        leaf: int,
+        level: int,
+        rows: list[int],
+    ) -> list[bytes] | None:
+        """The values of leaf ``leaf`` at ``rows`` (of row group ``g``), page by page."""
+        key = (g, leaf)
+        if key not in shard.pages:
+            found_pages = chunk_pages(shard.fd, pf.metadata.row_group(g).column(leaf))
+            shard.pages[key] = (
+                None
+                if found_pages is None
+                else (found_pages, np.cumsum([p.values for p in found_pages]))
+            )
+        found = shard.pages[key]
+        if found is None:
+            return None
+        pages, ends = found
+        which = np.searchsorted(ends, rows, side="right").tolist()
+        if which and which[-1] >= len(pages):
+            return None
+        out: list[bytes] = []
+        for i in sorted(set(which)):
+            start = int(ends[i]) - pages[i].values
+            wanted = [r - start for r, w in zip(rows, which, strict=True) if w == i]
+            where = f"{path}: row group {g}, column {_column_path(pf, leaf)!r}, page {i}"
+            values = page_values(shard.fd, pages[i], level, wanted, where)
+            if values is None:
+                return None
+            out.extend(values)
+        return out
+
+    def close(self) -> None:
+        if self._pid == os.getpid():
+            for shard in self._shards.values():
+                if shard is not None:
+                    os.close(shard.fd)
+        self._shards = {}

@@ -1,0 +1,224 @@
+"""Rows at positions of a Parquet shard read from the pages that hold their images
+(dstore/codecs/parquet/direct.py, rows.py): the values are pyarrow's, byte for byte,
+for dstore's layout (a page per large image, several small ones a page) and an older
+one (a page per row group); anything that is not plain, uncompressed and complete
+goes to pyarrow; a damaged page is an error naming its file, row group and page."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+
+import dstore
+from dstore.codecs.parquet.direct import _levels_all, _page_header, chunk_pages
+from dstore.codecs.parquet.rows import PageRows
+from dstore.demo import photo_tiles
+from dstore.errors import CodecIOError
+from dstore.registry import get_codec
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+pytest.importorskip("torch")
+
+
+def _write(tmp_path, n: int, size: int, **options) -> tuple[np.ndarray, str]:
+    x, _ = photo_tiles(n, size, seed=7)
+    path = str(tmp_path / f"tiles{size}.parquet")
+    dstore.save({"train": {"x": x, "k": np.arange(n, dtype=np.int64)}}, path, **options)
+    return x, path
+
+
+def _shard(path: str) -> str:
+    return sorted(glob.glob(os.path.join(path, "*.parquet")))[0]
+
+
+def _bounds(pf) -> np.ndarray:
+    sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
+    return np.cumsum([0, *sizes]).astype(np.int64)
+
+
+def _paged_equals_pyarrow(file: str, at: np.ndarray) -> int:
+    """PageRows' rows at ``at`` against pyarrow's read of the whole file; the pages read."""
+    pf = pq.ParquetFile(file)
+    rows = PageRows()
+    try:
+        got = rows.rows(pf, file, _bounds(pf), ["x", "k"], at)
+        assert got is not None, "the rows were not read by page"
+        want = pf.read(columns=["x", "k"]).take(pa.array(at))
+        assert got.column("k").to_pylist() == want.column("k").to_pylist()
+        assert got.column("x").to_pylist() == want.column("x").to_pylist()
+        return sum(len(v[0]) for v in rows._shards[(file, ("x", "k"))].pages.values() if v)
+    finally:
+        rows.close()
+
+
+@pytest.mark.parametrize("size", [256, 16])
+def test_rows_read_by_page_are_pyarrows_and_decode_to_the_tiles(tmp_path, size):
+    """256x256 tiles (~40-100 kB) get a page each; 16x16 ones (under 1 kB) share 8 KiB pages."""
+    x, path = _write(tmp_path, 24, size, row_group_mb=0.25)
+    file = _shard(path)
+    pf = pq.ParquetFile(file)
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        pages = [
+            chunk_pages(fd, pf.metadata.row_group(g).column(0))
+            for g in range(pf.metadata.num_row_groups)
+        ]
+    finally:
+        os.close(fd)
+    assert all(p is not None for p in pages)
+    per_page = {p.values for group in pages for p in group}
+    assert per_page == {1} if size == 256 else max(per_page) > 1
+    at = np.sort(np.random.default_rng(0).choice(24, 13, replace=False))
+    assert _paged_equals_pyarrow(file, at) >= 1
+    ds = dstore.to_torch(path, "train", map_style=True)
+    for i in at.tolist():
+        rec = ds[i]
+        assert int(rec["k"]) == i
+        np.testing.assert_array_equal(rec["x"].numpy(), x[i])
+    shuffled = list(dstore.to_torch(path, "train", shuffle="global", seed=3))
+    assert sorted(int(r["k"]) for r in shuffled) == list(range(24))
+    for r in shuffled:
+        np.testing.assert_array_equal(r["x"].numpy(), x[int(r["k"])])
+
+
+def test_an_older_layout_of_one_page_per_row_group_reads_by_page(tmp_path):
+    """A file as dstore wrote them before (pyarrow's 1 MiB pages): the page holding a row
+    holds its row group's other images too; the row's value is still pyarrow's."""
+    _, path = _write(tmp_path, 12, 64)
+    table = pq.read_table(_shard(path))
+    old = str(tmp_path / "old.parquet")
+    pq.write_table(
+        table,
+        old,
+        compression={"x.bytes": "none", "x.path": "zstd", "k": "zstd"},
+        use_dictionary=["x.path", "k"],
+        write_page_checksum=True,
+        row_group_size=6,
+    )
+    fd = os.open(old, os.O_RDONLY)
+    try:
+        pages = chunk_pages(fd, pq.ParquetFile(old).metadata.row_group(0).column(0))
+    finally:
+        os.close(fd)
+    assert pages is not None and len(pages) == 1 and pages[0].values == 6
+    _paged_equals_pyarrow(old, np.array([0, 4, 7, 11]))
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        {"compression": "zstd"},
+        {"compression": "none", "use_dictionary": True},
+        {"compression": "none", "data_page_version": "2.0"},
+    ],
+    ids=["compressed", "dictionary", "v2-pages"],
+)
+def test_pages_not_plain_and_whole_are_left_to_pyarrow(tmp_path, how):
+    """Compressed, dictionary-encoded or v2 pages: PageRows declines, pyarrow reads, and
+    the records read back whole through dstore either way."""
+    x, path = _write(tmp_path, 10, 64)
+    file = _shard(path)
+    table = pq.read_table(file)
+    os.remove(file)
+    pq.write_table(table, file, write_page_checksum=True, **how)
+    pf = pq.ParquetFile(file)
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        assert chunk_pages(fd, pf.metadata.row_group(0).column(0)) is None
+    finally:
+        os.close(fd)
+    rows = PageRows()
+    assert rows.rows(pf, file, _bounds(pf), ["x", "k"], np.array([1, 5])) is None
+    rows.close()
+    reader = get_codec("parquet").open_reader(file)
+    reader.split("train")
+    for rec in dstore.to_torch(file, "train", shuffle="global", seed=1):
+        np.testing.assert_array_equal(rec["x"].numpy(), x[int(rec["k"])])
+    reader.close()
+
+
+def test_a_null_image_sends_its_page_to_pyarrow(tmp_path):
+    """A page whose definition levels hold a null is not read by page."""
+    _, path = _write(tmp_path, 6, 64)
+    table = pq.read_table(_shard(path))
+    xs = table.column("x").to_pylist()
+    xs[2] = {"bytes": None, "path": None}
+    table = table.set_column(0, "x", pa.array(xs, table.schema.field("x").type))
+    file = str(tmp_path / "null.parquet")
+    pq.write_table(table, file, compression="none", use_dictionary=False, write_page_checksum=True)
+    pf = pq.ParquetFile(file)
+    rows = PageRows()
+    assert rows.rows(pf, file, _bounds(pf), ["x", "k"], np.array([2])) is None
+    rows.close()
+
+
+def test_a_damaged_image_is_an_error_naming_its_page(tmp_path):
+    """A flipped byte inside one image: reading that record is one error naming the file,
+    the row group, the column and the page (the page's CRC); its neighbours still read."""
+    _, path = _write(tmp_path, 8, 256, row_group_mb=0.5)
+    file = _shard(path)
+    pf = pq.ParquetFile(file)
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        pages = chunk_pages(fd, pf.metadata.row_group(0).column(0))
+    finally:
+        os.close(fd)
+    assert pages is not None and len(pages) >= 2
+    spot = pages[1].body + pages[1].size // 2
+    with open(file, "r+b") as f:
+        f.seek(spot)
+        byte = f.read(1)
+        f.seek(spot)
+        f.write(bytes([byte[0] ^ 0x10]))
+    rows = PageRows()
+    with pytest.raises(CodecIOError) as err:
+        rows.rows(pf, file, _bounds(pf), ["x", "k"], np.array([1]))
+    message = str(err.value)
+    assert file in message and "row group 0" in message and "page 1" in message
+    assert "CRC" in message and "\n" not in message
+    ok = rows.rows(pf, file, _bounds(pf), ["x", "k"], np.array([0, 2]))
+    assert ok is not None and ok.column("k").to_pylist() == [0, 2]
+    rows.close()
+
+
+def _rle(count: int, value: int, width: int) -> bytes:
+    return bytes([count << 1]) + value.to_bytes((width + 7) // 8, "little")
+
+
+def _packed(values: list[int], width: int) -> bytes:
+    padded = values + [0] * (-len(values) % 8)
+    bits = np.array([(v >> b) & 1 for v in padded for b in range(width)], np.uint8)
+    return bytes([(len(padded) // 8) << 1 | 1]) + np.packbits(bits, bitorder="little").tobytes()
+
+
+@pytest.mark.parametrize(
+    ("runs", "count", "ok"),
+    [
+        (_rle(10, 2, 2), 10, True),
+        (_rle(4, 2, 2) + _packed([2] * 6, 2), 10, True),
+        (_packed([2, 2, 2], 2), 3, True),  # the padding past the count is not a level
+        (_packed([2, 1, 2], 2), 3, False),
+        (_rle(5, 2, 2) + _rle(5, 0, 2), 10, False),
+        (_rle(5, 2, 2), 10, False),  # fewer levels than values
+    ],
+)
+def test_definition_levels_all_present(runs, count, ok):
+    data = memoryview(len(runs).to_bytes(4, "little") + runs + b"values")
+    got = _levels_all(data, count, 2)
+    assert (got == 4 + len(runs)) if ok else got is None
+
+
+def test_a_header_that_does_not_parse_is_none(tmp_path):
+    file = tmp_path / "junk"
+    file.write_bytes(b"\x15" + b"\xff" * 40)  # a varint that never ends
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        assert _page_header(fd, 0, 41) is None
+        file.write_bytes(b"\x15\x00\x15")  # cut short
+        assert _page_header(fd, 0, 3) is None
+    finally:
+        os.close(fd)
