@@ -7,21 +7,28 @@ goes to pyarrow; a damaged page is an error naming its file, row group and page.
 from __future__ import annotations
 
 import glob
+import io
 import os
+import shutil
 
 import numpy as np
 import pytest
 
 import dstore
 from dstore.codecs.parquet.direct import _levels_all, _page_header, chunk_pages
-from dstore.codecs.parquet.rows import PageRows
+from dstore.codecs.parquet.rows import PageRows, paged_table
 from dstore.demo import photo_tiles
 from dstore.errors import CodecIOError
 from dstore.registry import get_codec
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
+Image = pytest.importorskip("PIL.Image")
+
+
+def _png_pixels(data: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(data)))
 
 
 def _write(tmp_path, n: int, size: int, **options) -> tuple[np.ndarray, str]:
@@ -45,8 +52,9 @@ def _paged_equals_pyarrow(file: str, at: np.ndarray) -> int:
     pf = pq.ParquetFile(file)
     rows = PageRows()
     try:
-        got = rows.rows(pf, file, _bounds(pf), ["x", "k"], at)
-        assert got is not None, "the rows were not read by page"
+        records = rows.rows(pf, file, _bounds(pf), ["x", "k"], at)
+        assert records is not None, "the rows were not read by page"
+        got = paged_table(records)
         want = pf.read(columns=["x", "k"]).take(pa.array(at))
         assert got.column("k").to_pylist() == want.column("k").to_pylist()
         assert got.column("x").to_pylist() == want.column("x").to_pylist()
@@ -181,7 +189,7 @@ def test_a_damaged_image_is_an_error_naming_its_page(tmp_path):
     assert file in message and "row group 0" in message and "page 1" in message
     assert "CRC" in message and "\n" not in message
     ok = rows.rows(pf, file, _bounds(pf), ["x", "k"], np.array([0, 2]))
-    assert ok is not None and ok.column("k").to_pylist() == [0, 2]
+    assert ok is not None and paged_table(ok).column("k").to_pylist() == [0, 2]
     rows.close()
 
 
@@ -222,3 +230,31 @@ def test_a_header_that_does_not_parse_is_none(tmp_path):
         assert _page_header(fd, 0, 3) is None
     finally:
         os.close(fd)
+
+
+def test_a_window_over_a_paged_and_an_unpaged_shard_reads_both(tmp_path):
+    """Two shards of one split read by inspection (a foreign folder: the Image bytes
+    come back encoded), one in dstore's layout (read by page) and one compressed (read
+    by row group): a shuffled epoch and map-style batches mix both, every record its
+    own tile."""
+    x, path = _write(tmp_path, 16, 64, shard_mb=0.05)
+    files = sorted(glob.glob(os.path.join(path, "*.parquet")))
+    assert len(files) >= 2
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for i, file in enumerate(files):
+        target = folder / f"train-{i:05d}-of-{len(files):05d}.parquet"
+        if i == 0:
+            shutil.copyfile(file, target)  # dstore's layout, as it is
+        else:
+            pq.write_table(pq.read_table(file), target, compression="zstd")
+    seen = []
+    for rec in dstore.to_torch(str(folder), "train", shuffle="global", seed=2):
+        np.testing.assert_array_equal(_png_pixels(rec["x"]), x[int(rec["k"])])
+        seen.append(int(rec["k"]))
+    assert sorted(seen) == list(range(16))
+    ds = dstore.to_torch(str(folder), "train", map_style=True)
+    loader = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True)
+    for batch in loader:
+        for img, k in zip(batch["x"], batch["k"], strict=True):
+            np.testing.assert_array_equal(_png_pixels(img), x[int(k)])

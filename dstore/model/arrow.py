@@ -345,6 +345,16 @@ def _no_nulls(arr: pa.Array, where: str, first: int, what: str = "") -> None:
         raise CodecIOError(f"{where}, {rec}: null value (dstore fields have no missing values)")
 
 
+def _values_of(arr: pa.Array) -> pa.Array:
+    """The values under a list array without nulls, one level down: a fixed-size list's
+    sliced from its child directly (``flatten()`` imports ``pyarrow.compute``, 60 ms in
+    every DataLoader worker that reads a label), other lists flattened."""
+    if pa.types.is_fixed_size_list(arr.type):
+        size = arr.type.list_size
+        return arr.values.slice(arr.offset * size, len(arr) * size)
+    return arr.flatten()
+
+
 def _numbers(spec: FieldSpec, arr: pa.Array, where: str, first: int) -> Column:
     """The numbers under ``arr``'s list levels and each level's lengths."""
     dims = real_dims(spec)[1]
@@ -354,7 +364,7 @@ def _numbers(spec: FieldSpec, arr: pa.Array, where: str, first: int) -> Column:
         if not is_list(arr.type):
             raise CodecIOError(f"{where}: {arr.type} has fewer axes than the field's {dims}")
         levels.append(list_lengths(arr))
-        arr = arr.flatten()
+        arr = _values_of(arr)
     _no_nulls(arr, where, first, "value")
     return from_levels(spec, numbers(arr), levels, where, first)
 

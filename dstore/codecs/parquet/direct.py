@@ -231,7 +231,7 @@ def _levels_all(data: memoryview, count: int, level: int) -> int | None:
 
 def page_values(
     fd: int, page: PageRef, max_definition: int, wanted: list[int], where: str
-) -> list[bytes] | None:
+) -> list[memoryview] | None:
     """Values ``wanted`` (indices within ``page``) of a page :func:`chunk_pages` found,
     or None if the page does not read as such (a null among its values); a page whose
     CRC differs from its bytes is an error naming ``where``."""
@@ -256,7 +256,7 @@ def page_values(
         pos += 4 + n
     if pos != len(data):
         return None
-    return [data[s : s + n] for s, n in (starts[i] for i in wanted)]
+    return [view[s : s + n] for s, n in (starts[i] for i in wanted)]  # no copy of each
 
 
 def direct_leaf(meta: Any, leaf: int) -> bool:

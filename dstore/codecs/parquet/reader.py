@@ -24,7 +24,7 @@ from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges
 from ...sharding.records import stored_records
 from . import Storage
 from .pages import BATCH_BYTES, GroupPlan, check_footer, group_plan, iter_group
-from .rows import PageRows
+from .rows import PagedRecord, PageRows, paged_table
 
 __all__ = ["ParquetReader"]
 
@@ -123,10 +123,11 @@ class ParquetReader(ShardedDirectoryReader):
 
     def shard_raw_records(
         self, shard: ShardFile, positions: Any, names: Sequence[str] = ()
-    ) -> list[tuple[pa.Table, str, int]]:
+    ) -> list[tuple[pa.Table | PagedRecord, str, int]]:
         """Columns ``names`` of the rows at sorted distinct ``positions`` of ``shard``,
-        undecoded: each row group holding some read once (:func:`.pages.iter_group`,
-        checked); each row a one-row slice of it, with its shard and position."""
+        undecoded, with its shard and position: a :class:`.rows.PagedRecord` each when
+        its images read by page, else a one-row slice of its row group (each group
+        holding some read once, :func:`.pages.iter_group`, checked)."""
         pf = self._kept(shard.path)
         self.check_count(shard, pf.metadata.num_rows)
         bounds = self._bounds(shard.path, pf)
@@ -134,8 +135,8 @@ class ParquetReader(ShardedDirectoryReader):
         columns = list(names)
         paged = self._page_rows.rows(pf, shard.path, bounds, columns, positions)
         if paged is not None:  # each image read from its page, not its whole row group
-            return [(paged.slice(i, 1), shard.path, p) for i, p in enumerate(positions.tolist())]
-        out: list[tuple[pa.Table, str, int]] = []
+            return [(r, shard.path, p) for r, p in zip(paged, positions.tolist(), strict=True)]
+        out: list[tuple[pa.Table | PagedRecord, str, int]] = []
         for g in np.unique(which).tolist():
             first, rows = int(bounds[g]), int(bounds[g + 1] - bounds[g])
             at = positions[which == g].tolist()
@@ -158,17 +159,59 @@ class ParquetReader(ShardedDirectoryReader):
         rows = stored_records(raw, count, spec)
         if not rows:
             return {n: empty_column(spec.fields[n].kind) for n in names}
-        joined = pa.concat_tables([row for row, _, _ in rows]).combine_chunks().to_batches()
+        paged = [r for r, _, _ in rows if isinstance(r, PagedRecord)]
         try:
+            if len(paged) == len(rows) and self._pixels_of(spec, paged[0]):
+                return self._decoded_paged(spec, names, paged, f"split {spec.name!r}", 0, pool)
+            tables = [paged_table([r]) if isinstance(r, PagedRecord) else r for r, _, _ in rows]
+            joined = pa.concat_tables(tables).combine_chunks().to_batches()
             return self._decoded(spec, names, joined, f"split {spec.name!r}", 0, pool)
         except CodecIOError:
             # the error names its shard and record: the rows decoded one by one (the
             # batch's are not consecutive, nor of one shard)
             for row, path, p in rows:
+                one = paged_table([row]) if isinstance(row, PagedRecord) else row
                 self._decoded(
-                    spec, names, row.to_batches(), f"{path}: split {spec.name!r}", p, pool
+                    spec, names, one.to_batches(), f"{path}: split {spec.name!r}", p, pool
                 )
             raise
+
+    def _pixels_of(self, spec: SplitSpec, record: PagedRecord) -> bool:
+        """Whether every image ``record`` holds is a field of pixels stored encoded
+        (decoded from its bytes directly), not one kept as its encoded bytes."""
+        encodings = self.encodings[spec.name]
+        return all(
+            encodings[n].arrow == "image" and encodings[n].encoding != "image"
+            for n in record.images
+        )
+
+    def _decoded_paged(
+        self,
+        spec: SplitSpec,
+        names: list[str],
+        records: list[PagedRecord],
+        where: str,
+        first: int,
+        pool: Executor,
+    ) -> Batch:
+        """Records read by page decoded as one batch: each image from the view of its
+        page (no Arrow array of them, no copy), the other fields from their rows."""
+        kept = pa.concat_tables([r.kept for r in records]).combine_chunks()
+        out: Batch = {}
+        for name in names:
+            if name in records[0].images:
+                s = self.encodings[spec.name][name]
+                views = [r.images[name] for r in records]
+                # PNGs are decoded from the views; a lossy codec is given bytes
+                blobs = [bytes(v) for v in views] if s.lossy else cast(list[bytes], views)
+                where_field = f"{where}, field {name!r}"
+                out[name] = decode_pixel_column(
+                    spec.fields[name], blobs, s.lossy, where_field, first, pool
+                )
+            else:
+                arr = kept.column(name).combine_chunks()
+                out[name] = self.column(spec, name, arr, f"{where}, field {name!r}", first, pool)
+        return out
 
     def _bounds(self, path: str, pf: pq.ParquetFile) -> np.ndarray:
         """The first row of each row group of ``path`` and its row count, kept."""

@@ -33,7 +33,7 @@ from ...errors import CodecIOError
 from .direct import PageRef, chunk_pages, direct_leaf, page_values
 from .pages import group_plan
 
-__all__ = ["KEPT_BYTES", "PageRows"]
+__all__ = ["KEPT_BYTES", "PageRows", "PagedRecord", "paged_table"]
 
 #: the most bytes a shard's other asked fields may store to be kept in memory
 KEPT_BYTES = 32 << 20
@@ -53,7 +53,7 @@ class _Shard:
     )
 
 
-def _binary_array(values: list[bytes], kind: pa.DataType) -> pa.Array:
+def _binary_array(values: list[memoryview], kind: pa.DataType) -> pa.Array:
     """``values`` as an Arrow array of ``kind`` (binary or large binary), built from its
     buffers: ``pa.array`` of a list imports pandas (0.3 s in every worker process)."""
     lengths = np.fromiter((len(v) for v in values), np.int64, len(values))
@@ -120,6 +120,39 @@ def _kept(pf: pq.ParquetFile, path: str, names: list[str]) -> pa.Table | None:
         raise CodecIOError(f"{path}: does not read: {why}") from None
 
 
+@dataclass(frozen=True)
+class PagedRecord:
+    """One record read by page: each image field's encoded bytes (a view of its page), a
+    one-row table of its other fields asked, and the Arrow schema of all of them."""
+
+    images: dict[str, memoryview]
+    kept: pa.Table
+    schema: pa.Schema
+
+
+def paged_table(records: list[PagedRecord]) -> pa.Table:
+    """``records`` (of one schema) as the table pyarrow would have read them into."""
+    schema = records[0].schema
+    kept = pa.concat_tables([r.kept for r in records]).combine_chunks()
+    columns = []
+    for f in schema:
+        if f.name not in records[0].images:
+            columns.append(kept.column(f.name).combine_chunks())
+            continue
+        t = f.type
+        children = {
+            "bytes": _binary_array([r.images[f.name] for r in records], t.field("bytes").type),
+            "path": pa.nulls(len(records), t.field("path").type),
+        }
+        columns.append(
+            pa.StructArray.from_arrays(
+                [children[t.field(i).name] for i in range(t.num_fields)],
+                fields=[t.field(i) for i in range(t.num_fields)],
+            )
+        )
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 class PageRows:
     """One reading process's reads of rows at positions by page (see the module)."""
 
@@ -150,41 +183,33 @@ class PageRows:
 
     def rows(
         self, pf: pq.ParquetFile, path: str, bounds: np.ndarray, names: list[str], at: np.ndarray
-    ) -> pa.Table | None:
+    ) -> list[PagedRecord] | None:
         """Fields ``names`` of the rows at positions ``at`` (sorted) of the shard whose row
-        groups start at ``bounds``, one table; None where pyarrow should read them."""
+        groups start at ``bounds``, a :class:`PagedRecord` each; None where pyarrow
+        should read them."""
         shard = self._shard(pf, path, names)
         if shard is None:
             return None
         groups = np.searchsorted(bounds, at, side="right") - 1
-        columns: dict[str, pa.Array] = {}
-        schema = pf.schema_arrow
+        images: dict[str, list[memoryview]] = {}
         for name, (leaf, level) in shard.images.items():
-            values: list[bytes] = []
+            images[name] = []
             for g in np.unique(groups).tolist():
                 rows = (at[groups == g] - bounds[g]).tolist()
                 got = self._values(shard, pf, path, g, leaf, level, rows)
                 if got is None:
                     return None
-                values.extend(got)
-            t = schema.field(name).type
-            children = {
-                "bytes": _binary_array(values, t.field("bytes").type),
-                "path": pa.nulls(len(at), t.field("path").type),
-            }
-            columns[name] = pa.StructArray.from_arrays(
-                [children[t.field(i).name] for i in range(t.num_fields)],
-                fields=[t.field(i) for i in range(t.num_fields)],
-            )
+                images[name].extend(got)
         assert shard.kept is not None
-        if shard.kept.num_columns:
-            index = np.ascontiguousarray(at, np.int64)
-            taken = shard.kept.take(
-                pa.Array.from_buffers(pa.int64(), len(at), [None, pa.py_buffer(index)])
-            )
-            columns.update({n: taken.column(n).combine_chunks() for n in taken.column_names})
-        out_schema = pa.schema([schema.field(n) for n in names], metadata=schema.metadata)
-        return pa.Table.from_arrays([columns[n] for n in names], schema=out_schema)
+        kept = shard.kept
+        schema = pa.schema(
+            [pf.schema_arrow.field(n) for n in names], metadata=pf.schema_arrow.metadata
+        )
+        # slices, not a take: pyarrow's take imports pyarrow.compute (60 ms a worker)
+        return [
+            PagedRecord({n: v[i] for n, v in images.items()}, kept.slice(p, 1), schema)
+            for i, p in enumerate(at.tolist())
+        ]
 
     def _values(
         self,
@@ -195,7 +220,7 @@ class PageRows:
         leaf: int,
         level: int,
         rows: list[int],
-    ) -> list[bytes] | None:
+    ) -> list[memoryview] | None:
         """The values of leaf ``leaf`` at ``rows`` (of row group ``g``), page by page."""
         key = (g, leaf)
         if key not in shard.pages:
@@ -212,7 +237,7 @@ class PageRows:
         which = np.searchsorted(ends, rows, side="right").tolist()
         if which and which[-1] >= len(pages):
             return None
-        out: list[bytes] = []
+        out: list[memoryview] = []
         for i in sorted(set(which)):
             start = int(ends[i]) - pages[i].values
             wanted = [r - start for r, w in zip(rows, which, strict=True) if w == i]
