@@ -258,3 +258,26 @@ def test_a_window_over_a_paged_and_an_unpaged_shard_reads_both(tmp_path):
     for batch in loader:
         for img, k in zip(batch["x"], batch["k"], strict=True):
             np.testing.assert_array_equal(_png_pixels(img), x[int(k)])
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        # field 5 a list of 2**62 bools: each a byte of its own, so it runs out of bytes
+        b"\x19\xf1" + b"\x80" * 8 + b"\x40",
+        # lists nested in lists, deeper than any page header
+        b"\x19" + b"\x19" * 200,
+        # a map of 2**40 entries of bools
+        b"\x1b" + b"\x80\x80\x80\x80\x80\x20" + b"\x11",
+    ],
+    ids=["endless-bools", "nested-lists", "endless-map"],
+)
+def test_a_forged_header_is_none_at_once(tmp_path, header):
+    """A header built to loop or recurse forever parses to None (pyarrow then reads)."""
+    file = tmp_path / "forged"
+    file.write_bytes(header + b"\x00" * 64)
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        assert _page_header(fd, 0, len(header) + 64) is None
+    finally:
+        os.close(fd)

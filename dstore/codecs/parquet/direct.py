@@ -74,7 +74,11 @@ class _Compact:
         v = self.varint()
         return (v >> 1) ^ -(v & 1)
 
-    def value(self, kind: int, depth: int) -> Any:
+    def value(self, kind: int, depth: int, element: bool = False) -> Any:
+        if depth > 8:
+            raise ValueError("values nested too deep")
+        if kind in (_TRUE, _FALSE) and element:  # a bool in a list is a byte of its own
+            return self.byte() == _TRUE
         if kind in (_TRUE, _FALSE):
             return kind == _TRUE
         if kind == _BYTE:
@@ -94,12 +98,15 @@ class _Compact:
             n, item = head >> 4, head & 0x0F
             if n == 15:
                 n = self.varint()
-            return [self.value(item, depth + 1) for _ in range(n)]
+            return [self.value(item, depth + 1, element=True) for _ in range(n)]
         if kind == _MAP:
             n = self.varint()
             types = self.byte() if n else 0
             return [
-                (self.value(types >> 4, depth + 1), self.value(types & 0x0F, depth + 1))
+                (
+                    self.value(types >> 4, depth + 1, element=True),
+                    self.value(types & 0x0F, depth + 1, element=True),
+                )
                 for _ in range(n)
             ]
         if kind == _STRUCT:
