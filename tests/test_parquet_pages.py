@@ -281,3 +281,97 @@ def test_a_forged_header_is_none_at_once(tmp_path, header):
         assert _page_header(fd, 0, len(header) + 64) is None
     finally:
         os.close(fd)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _zz(n: int) -> bytes:
+    return _varint((n << 1) ^ (n >> 63))
+
+
+def _page(body: bytes, crc: bytes, size: int | None = None) -> bytes:
+    """A v1 data page header (Thrift compact) of one PLAIN value, then ``body``; ``crc``
+    the bytes of field 4, type nibble included."""
+    size = len(body) if size is None else size
+    data = b"\x15" + _zz(1) + b"\x15" + _zz(0) + b"\x15" + _zz(3) + b"\x15" + _zz(3) + b"\x00"
+    data_field = b"\x1c" if crc else b"\x2c"  # field 5: a delta of 1 after field 4, else 2
+    head = b"\x15" + _zz(0) + b"\x15" + _zz(size) + b"\x15" + _zz(size) + crc + data_field + data
+    return head + b"\x00" + body
+
+
+def _chunk(offset: int, size: int, values: int = 1):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        compression="UNCOMPRESSED",
+        has_dictionary_page=False,
+        physical_type="BYTE_ARRAY",
+        encodings=("PLAIN", "RLE"),
+        data_page_offset=offset,
+        total_compressed_size=size,
+        num_values=values,
+    )
+
+
+@pytest.mark.parametrize(
+    ("crc", "size", "offset", "pages"),
+    [
+        (b"\x15" + _zz(7), None, 0, 1),  # an i32 CRC: a page
+        (b"", None, 0, 1),  # no CRC: a page
+        (b"\x18\x04abcd", None, 0, None),  # the CRC as a byte string
+        (b"\x19\x35" + _zz(1) + _zz(2) + _zz(3), None, 0, None),  # ... as a list
+        (b"\x11", None, 0, None),  # ... as a bool
+        (b"\x15" + _zz(7), 1 << 40, 0, None),  # a size past the i32 range
+        (b"\x15" + _zz(7), (1 << 31) - 1, 0, None),  # a size past the file
+        (b"\x15" + _zz(7), None, -1000, None),  # a chunk before the file
+        (b"\x15" + _zz(7), None, (1 << 63) - 1, None),  # ... far past it
+    ],
+    ids=[
+        "crc",
+        "no-crc",
+        "crc-bytes",
+        "crc-list",
+        "crc-bool",
+        "size-2p40",
+        "size-2g",
+        "negative",
+        "max",
+    ],
+)
+def test_page_headers_of_other_types_or_past_the_file_are_none(tmp_path, crc, size, offset, pages):
+    """Every header field the page path uses must be the i32 Parquet declares, and the
+    chunk and each page inside the file: else None (pyarrow reads, and refuses), never a
+    TypeError, an OSError or a read of gigabytes."""
+    body = b"\x00" * 4
+    page = _page(body, crc, size)
+    file = tmp_path / "pages"
+    file.write_bytes(page)
+    chunk_size = len(page) - len(body) + (len(body) if size is None else size)  # as it says
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        found = chunk_pages(fd, _chunk(offset, chunk_size))
+    finally:
+        os.close(fd)
+    assert (found is None) if pages is None else (found is not None and len(found) == pages)
+
+
+def test_a_foreign_file_whose_first_image_does_not_read_is_one_line(tmp_path):
+    """A file read by inspection looks at its first image to learn its encoding: a page
+    there that pyarrow cannot read is one error naming the file and column."""
+    _, path = _write(tmp_path, 6, 64)
+    file = str(tmp_path / "foreign.parquet")
+    pq.write_table(pq.read_table(_shard(path)), file, compression="none", use_dictionary=False)
+    start = pq.ParquetFile(file).metadata.row_group(0).column(0).data_page_offset
+    with open(file, "r+b") as f:
+        f.seek(start)
+        f.write(b"\xff" * 12)
+    with pytest.raises(CodecIOError) as err:
+        dstore.to_torch(file, "train")
+    assert file in str(err.value) and "'x'" in str(err.value) and "\n" not in str(err.value)

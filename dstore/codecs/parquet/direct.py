@@ -87,7 +87,7 @@ class _Compact:
             return self.zigzag()
         if kind == _DOUBLE:
             self.skip(8)
-            return None
+            return float(struct.unpack_from("<d", self.data, self.pos - 8)[0])
         if kind == _BINARY:
             n = self.varint()
             start = self.pos
@@ -159,10 +159,35 @@ def _page_header(fd: int, offset: int, end: int) -> tuple[dict[int, Any], int] |
             return None
 
 
+def _i32(value: Any) -> bool:
+    """Whether a header field holds what Parquet declares it as: an i32, not a bool (a
+    Python int too), a byte string or a list that a forged header may put there."""
+    return type(value) is int and -(1 << 31) <= value < 1 << 31
+
+
+def _page_ref(header: dict[int, Any], at: int, length: int) -> PageRef | None:
+    """The :class:`PageRef` of a parsed page header at ``at`` (``length`` bytes), or None
+    unless it is a v1 data page of PLAIN values, uncompressed, every field it uses of
+    its declared type and in range."""
+    data, size, crc = header.get(5), header.get(3, -1), header.get(4, 0)
+    if header.get(1) != _DATA_PAGE or not isinstance(data, dict) or not _i32(crc):
+        return None
+    n = data.get(1, -1)
+    if not (_i32(size) and _i32(n)):
+        return None
+    size, n = int(size), int(n)
+    if n < 0 or size < 0 or header.get(2) != size:
+        return None  # compressed after all, or a count that makes no sense
+    if data.get(2) != _PLAIN or data.get(3, _RLE) != _RLE:
+        return None
+    return PageRef(at + length, size, crc & 0xFFFFFFFF if 4 in header else None, n)
+
+
 def chunk_pages(fd: int, chunk: Any) -> list[PageRef] | None:
     """The data pages of column chunk ``chunk`` (pyarrow's ``ColumnChunkMetaData``) of the
-    file open as ``fd``, or None unless it is plain, uncompressed and undictionaried
-    with v1 data pages that fill it exactly and hold its values."""
+    file open as ``fd``, or None unless it lies inside the file and is plain,
+    uncompressed and undictionaried with v1 data pages that fill it exactly and hold
+    its values."""
     if (
         chunk.compression != "UNCOMPRESSED"
         or chunk.has_dictionary_page
@@ -171,27 +196,19 @@ def chunk_pages(fd: int, chunk: Any) -> list[PageRef] | None:
     ):
         return None
     pos, end = chunk.data_page_offset, chunk.data_page_offset + chunk.total_compressed_size
+    if not 0 <= pos < end <= os.fstat(fd).st_size:  # a footer's range: pyarrow refuses it
+        return None
     pages: list[PageRef] = []
     values = 0
     while pos < end:
         parsed = _page_header(fd, pos, end)
-        if parsed is None:
+        page = None if parsed is None else _page_ref(parsed[0], pos, parsed[1])
+        if page is None or page.body + page.size > end:
             return None
-        header, length = parsed
-        data = header.get(5)
-        size = header.get(3)
-        if header.get(1) != _DATA_PAGE or not isinstance(data, dict) or not isinstance(size, int):
-            return None
-        n = data.get(1)
-        if not isinstance(n, int) or n < 0 or size < 0 or header.get(2) != size:
-            return None  # compressed after all, or a count that makes no sense
-        if data.get(2) != _PLAIN or data.get(3, _RLE) != _RLE:
-            return None
-        crc = header.get(4)
-        pages.append(PageRef(pos + length, size, crc & 0xFFFFFFFF if crc is not None else None, n))
-        values += n
-        pos += length + size
-    if pos != end or values != chunk.num_values:
+        pages.append(page)
+        values += page.values
+        pos = page.body + page.size
+    if values != chunk.num_values:
         return None
     return pages
 

@@ -360,7 +360,7 @@ class ParquetReader(ShardedDirectoryReader):
                 paths[0],
                 self.drop_unmapped,
                 lambda name, depth: list_axes(_column(files, paths, name), depth),
-                lambda name: _image_encoding(files, name),
+                lambda name: _image_encoding(files, paths, name),
             )
             self.notes.extend(notes)
             self.encodings[split] = {
@@ -388,10 +388,14 @@ def _column(files: list[pq.ParquetFile], paths: list[str], name: str) -> Iterato
                 yield part.column(0)
 
 
-def _image_encoding(files: list[pq.ParquetFile], name: str) -> str:
-    """What the first Image's bytes are (PNG, JPEG, ...): a field has one encoding."""
-    for pf in files:
-        for batch in pf.iter_batches(batch_size=1, columns=[name]):
-            if len(batch) and (blob := batch.column(0).field("bytes")[0].as_py()):
-                return image_format(blob) or "png"
+def _image_encoding(files: list[pq.ParquetFile], paths: list[str], name: str) -> str:
+    """What the first Image's bytes are (PNG, JPEG, ...): a field has one encoding; a
+    file that does not read is one line naming it."""
+    for pf, path in zip(files, paths, strict=True):
+        try:
+            for batch in pf.iter_batches(batch_size=1, columns=[name]):
+                if len(batch) and (blob := batch.column(0).field("bytes")[0].as_py()):
+                    return image_format(blob) or "png"
+        except (pa.ArrowException, OSError) as e:
+            raise CodecIOError(f"{path}: column {name!r} does not read: {_one_line(e)}") from None
     return "png"
