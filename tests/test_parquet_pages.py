@@ -375,3 +375,22 @@ def test_a_foreign_file_whose_first_image_does_not_read_is_one_line(tmp_path):
     with pytest.raises(CodecIOError) as err:
         dstore.to_torch(file, "train")
     assert file in str(err.value) and "'x'" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_global_shuffle_is_a_permutation_where_records_read_by_page(tmp_path):
+    """dstore's layout reads a record at its own cost: no units, so `"global"` is a plain
+    permutation; a file of a page per row group keeps its row groups as units."""
+    _, path = _write(tmp_path, 24, 64, row_group_mb=0.05)
+    reader = get_codec("parquet").open_reader(path)
+    assert reader.record_units("train") is None
+    reader.close()
+    old = tmp_path / "old"
+    old.mkdir()
+    table = pq.read_table(_shard(path))
+    file = old / "train-00000-of-00001.parquet"
+    pq.write_table(table, file, compression="none", use_dictionary=False, row_group_size=6)
+    reader = get_codec("parquet").open_reader(str(old))
+    assert reader.record_units("train").tolist() == [0, 6, 12, 18, 24]
+    reader.close()
+    order = [int(r["k"]) for r in dstore.to_torch(str(old), "train", shuffle="global", seed=4)]
+    assert sorted(order) == list(range(24))

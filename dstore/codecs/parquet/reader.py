@@ -24,7 +24,7 @@ from ...sharding import ShardedDirectoryReader, ShardFile, group_ranges
 from ...sharding.records import stored_records
 from . import Storage
 from .pages import BATCH_BYTES, GroupPlan, check_footer, group_plan, iter_group
-from .rows import PagedRecord, PageRows, paged_table
+from .rows import PagedRecord, PageRows, paged_table, reads_by_page
 
 __all__ = ["ParquetReader"]
 
@@ -63,7 +63,7 @@ class ParquetReader(ShardedDirectoryReader):
         self.drop_unmapped = drop_unmapped
         self.notes: list[str] = []
         self._footers_checked: set[str] = set()
-        self._units: dict[str, np.ndarray] = {}
+        self._units: dict[str, np.ndarray | None] = {}
         self._kept_files: dict[str, pq.ParquetFile] = {}
         self._group_bounds: dict[str, np.ndarray] = {}
         self._plans: dict[tuple[str, int, tuple[str, ...], int], GroupPlan] = {}
@@ -110,13 +110,27 @@ class ParquetReader(ShardedDirectoryReader):
         sizes = ([(g.num_rows, g.total_byte_size) for g in self._groups(s)] for s in shards)
         return group_ranges(sizes, target_bytes)
 
-    def record_units(self, split: str) -> np.ndarray:
-        """A record costs the read of its row group: their bounds across the shards."""
+    def record_units(self, split: str) -> np.ndarray | None:
+        """None when every shard's images are read by page (a record costs its own page:
+        :func:`.rows.reads_by_page`), else a record costs the read of its row group:
+        their bounds across the shards."""
         self.split(split)
         if split not in self._units:
-            sizes = [g.num_rows for s in self.shards[split] for g in self._groups(s)]
-            self._units[split] = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+            images = [n for n, s in self.encodings[split].items() if s.arrow == "image"]
+            shards = self.shards[split]
+            if images and all(self._by_page(s.path, images) for s in shards):
+                self._units[split] = None
+            else:
+                sizes = [g.num_rows for s in shards for g in self._groups(s)]
+                self._units[split] = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         return self._units[split]
+
+    def _by_page(self, path: str, images: list[str]) -> bool:
+        pf = self._open(path)
+        try:
+            return reads_by_page(pf, path, images)
+        finally:
+            pf.close()
 
     #: the rows a read asks of every shard are decoded into one batch (no join per shard)
     decodes_across_shards = True

@@ -33,7 +33,7 @@ from ...errors import CodecIOError
 from .direct import PageRef, chunk_pages, direct_leaf, page_values
 from .pages import group_plan
 
-__all__ = ["KEPT_BYTES", "PageRows", "PagedRecord", "paged_table"]
+__all__ = ["KEPT_BYTES", "PageRows", "PagedRecord", "paged_table", "reads_by_page"]
 
 #: the most bytes a shard's other asked fields may store to be kept in memory
 KEPT_BYTES = 32 << 20
@@ -151,6 +151,36 @@ def paged_table(records: list[PagedRecord]) -> pa.Table:
             )
         )
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def reads_by_page(pf: pq.ParquetFile, path: str, images: list[str]) -> bool:
+    """Whether a read at a position of ``pf`` reads about one record's bytes: a local file
+    whose ``images`` all qualify (:func:`_image_leaves`), the rest of its columns small
+    enough to keep, and the first row group's image pages of one record each or several
+    (dstore's layout; a file of a page per row group costs a row group a record)."""
+    if fs.is_url(path) or not images or set(_image_leaves(pf, images)) != set(images):
+        return False
+    meta, leaves = pf.metadata, _leaf_index(pf.metadata)
+    if not meta.num_row_groups:
+        return False
+    image_leaves = {leaves[f"{n}.bytes"] for n in images}
+    rest = sum(
+        meta.row_group(g).column(c).total_uncompressed_size
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
+        if meta.schema.column(c).path.split(".")[0] not in images
+    )
+    if rest > KEPT_BYTES:
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for leaf in image_leaves:
+            pages = chunk_pages(fd, meta.row_group(0).column(leaf))
+            if pages is None or (len(pages) == 1 and pages[0].values > 1):
+                return False
+    finally:
+        os.close(fd)
+    return True
 
 
 class PageRows:
