@@ -126,6 +126,7 @@ class IndexedReads:
     shard_cache: Any
     split: Callable[[str], SplitSpec]
     read_shard: Callable[..., Iterator[Batch]]
+    check_shard: Callable[..., None]
     decode_records: Callable[[SplitSpec, list[str], list[Any], BatchRows, int], None]
 
     def decode_stored(
@@ -159,6 +160,9 @@ class IndexedReads:
             if self.shard_cache is not None and fs.is_url(shard.path):
                 local = self.shard_cache.local(shard.path, shard.size, shard.sha256)
                 shard = _with_path(shard, local)
+            # its size against the manifest, as a read of a range checks it (kept per
+            # file identity: a stat a read)
+            self.check_shard(shard, whole=False)
             asked.append((shard, wanted[which == k] - starts[k]))
         if not asked:
             return {n: empty_column(spec.fields[n].kind) for n in names}

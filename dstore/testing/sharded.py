@@ -234,3 +234,25 @@ class ShardedCodecSuite(KillTests, CacheTests, DaskTests):
         lines = api.check(path).lines()
         bad = [ln for ln in lines if "MISMATCH" in ln]
         assert len(bad) == 1 and victim["file"] in bad[0] and "sha256" in bad[0], lines
+
+    def test_a_shard_of_another_size_is_refused_by_reads_at_positions(
+        self, codec: Codec, tmp_path: Any
+    ) -> None:
+        """A record read at its position, like a range, is read only from a shard of the
+        size its manifest lists: a shard grown by a few bytes is one error naming it
+        (Parquet's footer, at the end, refuses it first)."""
+        data = sharded_data()
+        path = self.out(tmp_path, codec)
+        api.save(data, path, **shard_options(codec, data))
+        with api.open_reader(path) as reader:
+            if reader.sequential_reason is not None:
+                pytest.skip(f"{codec.name} reads its shards in order")
+        shards = self.manifest(path)["splits"]["train"]["shards"]
+        victim = os.path.join(path, shards[1]["file"])
+        with open(victim, "ab") as f:
+            f.write(b"\0" * 7)
+        record = int(shards[0]["records"])  # the first record of the grown shard
+        with pytest.raises(DstoreError) as err:
+            torch_dataset(path, "train", map_style=True)[record]
+        message = str(err.value)  # the manifest's size, or the format's own check first
+        assert victim in message and "\n" not in message, message
