@@ -150,7 +150,8 @@ def test_pages_not_plain_and_whole_are_left_to_pyarrow(tmp_path, how):
 
 
 def test_a_null_image_sends_its_page_to_pyarrow(tmp_path):
-    """A page whose definition levels hold a null is not read by page."""
+    """A page whose definition levels hold a null is not read by page; pyarrow's read
+    of it names the record and what it lacks."""
     _, path = _write(tmp_path, 6, 64)
     table = pq.read_table(_shard(path))
     xs = table.column("x").to_pylist()
@@ -162,6 +163,13 @@ def test_a_null_image_sends_its_page_to_pyarrow(tmp_path):
     rows = PageRows()
     assert rows.rows(pf, file, _bounds(pf), ["x", "k"], np.array([2])) is None
     rows.close()
+    with pytest.raises(CodecIOError, match=r"record 2: an Image with neither bytes nor a path"):
+        dstore.to_torch(file, "data", map_style=True)[2]
+    xs[2] = {"bytes": None, "path": "tile2.png"}
+    table = table.set_column(0, "x", pa.array(xs, table.schema.field("x").type))
+    pq.write_table(table, file, compression="none", use_dictionary=False)
+    with pytest.raises(CodecIOError, match=r"record 2: an Image with a path and no bytes"):
+        dstore.to_torch(file, "data", map_style=True)[2]
 
 
 def test_a_damaged_image_is_an_error_naming_its_page(tmp_path):

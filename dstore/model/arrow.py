@@ -415,11 +415,18 @@ def from_arrow(spec: FieldSpec, encoding: str, arr: Any, where: str, first: int)
         return VarColumn(_bytes(arr.flatten(), where, first), offsets)
     if encoding != "image":
         return _numbers(spec, arr, where, first)
-    blobs = arr.flatten()[arr.type.get_field_index("bytes")]
+    parts = arr.flatten()
+    blobs = parts[arr.type.get_field_index("bytes")]
     if blobs.null_count:
-        at = first + int(np.flatnonzero(blobs.is_null().to_numpy(zero_copy_only=False))[0])
-        raise CodecIOError(
-            f"{where}, record {at}: an Image with a path and no bytes (dstore never "
-            "reads files a dataset points to)"
+        i = int(np.flatnonzero(blobs.is_null().to_numpy(zero_copy_only=False))[0])
+        has_path = (
+            "path" in {f.name for f in arr.type}
+            and parts[arr.type.get_field_index("path")][i].is_valid
         )
+        why = (
+            "an Image with a path and no bytes (dstore never reads files a dataset points to)"
+            if has_path
+            else "an Image with neither bytes nor a path"
+        )
+        raise CodecIOError(f"{where}, record {first + i}: {why}")
     return _bytes(blobs, where, first)
