@@ -7,7 +7,9 @@ goes to pyarrow; a damaged page is an error naming its file, row group and page.
 from __future__ import annotations
 
 import glob
+import hashlib
 import io
+import json
 import os
 import shutil
 
@@ -40,6 +42,19 @@ def _write(tmp_path, n: int, size: int, **options) -> tuple[np.ndarray, str]:
 
 def _shard(path: str) -> str:
     return sorted(glob.glob(os.path.join(path, "*.parquet")))[0]
+
+
+def _relist(path: str, file: str) -> None:
+    """The manifest of ``path`` made to list ``file`` (rewritten) as it now is."""
+    with open(os.path.join(path, "dstore.json")) as f:
+        manifest = json.load(f)
+    for entry in manifest["splits"]["train"]["shards"]:
+        if entry["file"] == os.path.basename(file):
+            with open(file, "rb") as f:
+                entry["sha256"] = hashlib.sha256(f.read()).hexdigest()
+            entry["bytes"] = os.path.getsize(file)
+    with open(os.path.join(path, "dstore.json"), "w") as f:
+        json.dump(manifest, f)
 
 
 def _bounds(pf) -> np.ndarray:
@@ -133,6 +148,7 @@ def test_pages_not_plain_and_whole_are_left_to_pyarrow(tmp_path, how):
     table = pq.read_table(file)
     os.remove(file)
     pq.write_table(table, file, write_page_checksum=True, **how)
+    _relist(path, file)
     pf = pq.ParquetFile(file)
     fd = os.open(file, os.O_RDONLY)
     try:
