@@ -419,10 +419,8 @@ def from_arrow(spec: FieldSpec, encoding: str, arr: Any, where: str, first: int)
     blobs = parts[arr.type.get_field_index("bytes")]
     if blobs.null_count:
         i = int(np.flatnonzero(blobs.is_null().to_numpy(zero_copy_only=False))[0])
-        has_path = (
-            "path" in {f.name for f in arr.type}
-            and parts[arr.type.get_field_index("path")][i].is_valid
-        )
+        path = arr.type.get_field_index("path")  # -1: an Image of bytes alone
+        has_path = path >= 0 and parts[path][i].is_valid
         why = (
             "an Image with a path and no bytes (dstore never reads files a dataset points to)"
             if has_path

@@ -145,11 +145,11 @@ class ParquetReader(ShardedDirectoryReader):
         pf = self._kept(shard.path)
         self.check_count(shard, pf.metadata.num_rows)
         bounds = self._bounds(shard.path, pf)
-        which = np.searchsorted(bounds, positions, side="right") - 1
         columns = list(names)
         paged = self._page_rows.rows(pf, shard.path, bounds, columns, positions)
         if paged is not None:  # each image read from its page, not its whole row group
             return [(r, shard.path, p) for r, p in zip(paged, positions.tolist(), strict=True)]
+        which = np.searchsorted(bounds, positions, side="right") - 1
         out: list[tuple[pa.Table | PagedRecord, str, int]] = []
         for g in np.unique(which).tolist():
             first, rows = int(bounds[g]), int(bounds[g + 1] - bounds[g])
@@ -218,9 +218,8 @@ class ParquetReader(ShardedDirectoryReader):
                 views = [r.images[name] for r in records]
                 # PNGs are decoded from the views; a lossy codec is given bytes
                 blobs = [bytes(v) for v in views] if s.lossy else cast(list[bytes], views)
-                where_field = f"{where}, field {name!r}"
                 out[name] = decode_pixel_column(
-                    spec.fields[name], blobs, s.lossy, where_field, first, pool
+                    spec.fields[name], blobs, s.lossy, f"{where}, field {name!r}", first, pool
                 )
             else:
                 arr = kept.column(name).combine_chunks()

@@ -8,9 +8,9 @@ instead, for one reading process:
   row group, as dstore writes it) from the page that holds each asked row
   (:mod:`.direct`: its page headers walked once per row group, the page's CRC
   checked);
-* the shard's other asked fields from a copy kept per shard, read once, row
-  group by row group, with :func:`.pages.iter_group`'s checks, when they store at
-  most :data:`KEPT_BYTES` (labels, ids, small vectors).
+* the shard's other asked fields from a copy kept per shard, read in one call
+  once every row group passes :func:`.pages.group_plan`'s checks, when they may
+  decode to at most :data:`KEPT_BYTES` (labels, ids, small vectors).
 
 :meth:`PageRows.rows` answers None whenever a shard or row group does not
 qualify (a URL, another layout, a page that does not read as plain values, a
@@ -42,10 +42,12 @@ KEPT_BYTES = 32 << 20
 @dataclass
 class _Shard:
     """What reading rows of one shard by page takes: the image fields' ``bytes`` leaves
-    (leaf index and maximum definition level), the other fields' kept rows."""
+    (leaf index, maximum definition level, column path), the other fields' kept rows,
+    the Arrow schema of the fields asked."""
 
-    images: dict[str, tuple[int, int]]
-    kept: pa.Table | None
+    images: dict[str, tuple[int, int, str]]
+    kept: pa.Table
+    schema: pa.Schema
     fd: int
     #: each row group's and leaf's pages and the row each page ends at (None: pyarrow's)
     pages: dict[tuple[int, int], tuple[list[PageRef], np.ndarray] | None] = field(
@@ -61,10 +63,6 @@ def _binary_array(values: list[memoryview], kind: pa.DataType) -> pa.Array:
     np.cumsum(lengths, out=offsets[1:])
     data = pa.py_buffer(b"".join(values))
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(offsets), data])
-
-
-def _column_path(pf: pq.ParquetFile, leaf: int) -> str:
-    return str(pf.metadata.schema.column(leaf).path)
 
 
 def _leaf_index(meta: Any) -> dict[str, int]:
@@ -209,7 +207,12 @@ class PageRows:
         kept = _kept(pf, path, [n for n in names if n not in images])
         if kept is None:
             return None
-        return _Shard(images, kept, os.open(path, os.O_RDONLY))
+        meta, arrow = pf.metadata, pf.schema_arrow
+        leaves = {
+            n: (b, level, str(meta.schema.column(b).path)) for n, (b, level) in images.items()
+        }
+        schema = pa.schema([arrow.field(n) for n in names], metadata=arrow.metadata)
+        return _Shard(leaves, kept, schema, os.open(path, os.O_RDONLY))
 
     def rows(
         self, pf: pq.ParquetFile, path: str, bounds: np.ndarray, names: list[str], at: np.ndarray
@@ -222,22 +225,17 @@ class PageRows:
             return None
         groups = np.searchsorted(bounds, at, side="right") - 1
         images: dict[str, list[memoryview]] = {}
-        for name, (leaf, level) in shard.images.items():
+        for name, leaf in shard.images.items():
             images[name] = []
             for g in np.unique(groups).tolist():
                 rows = (at[groups == g] - bounds[g]).tolist()
-                got = self._values(shard, pf, path, g, leaf, level, rows)
+                got = self._values(shard, pf, path, g, leaf, rows)
                 if got is None:
                     return None
                 images[name].extend(got)
-        assert shard.kept is not None
-        kept = shard.kept
-        schema = pa.schema(
-            [pf.schema_arrow.field(n) for n in names], metadata=pf.schema_arrow.metadata
-        )
         # slices, not a take: pyarrow's take imports pyarrow.compute (60 ms a worker)
         return [
-            PagedRecord({n: v[i] for n, v in images.items()}, kept.slice(p, 1), schema)
+            PagedRecord({n: v[i] for n, v in images.items()}, shard.kept.slice(p, 1), shard.schema)
             for i, p in enumerate(at.tolist())
         ]
 
@@ -247,14 +245,15 @@ class PageRows:
         pf: pq.ParquetFile,
         path: str,
         g: int,
-        leaf: int,
-        level: int,
+        leaf: tuple[int, int, str],
         rows: list[int],
     ) -> list[memoryview] | None:
-        """The values of leaf ``leaf`` at ``rows`` (of row group ``g``), page by page."""
-        key = (g, leaf)
+        """The values of ``leaf`` (index, maximum definition level, path) at ``rows`` (of
+        row group ``g``), page by page."""
+        index, level, column = leaf
+        key = (g, index)
         if key not in shard.pages:
-            found_pages = chunk_pages(shard.fd, pf.metadata.row_group(g).column(leaf))
+            found_pages = chunk_pages(shard.fd, pf.metadata.row_group(g).column(index))
             shard.pages[key] = (
                 None
                 if found_pages is None
@@ -271,7 +270,7 @@ class PageRows:
         for i in sorted(set(which)):
             start = int(ends[i]) - pages[i].values
             wanted = [r - start for r, w in zip(rows, which, strict=True) if w == i]
-            where = f"{path}: row group {g}, column {_column_path(pf, leaf)!r}, page {i}"
+            where = f"{path}: row group {g}, column {column!r}, page {i}"
             values = page_values(shard.fd, pages[i], level, wanted, where)
             if values is None:
                 return None
